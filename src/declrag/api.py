@@ -1,0 +1,104 @@
+"""The Python API behind the CLI: index sources into a store, search it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from .config import IngestConfig, Metric, SearchParams
+from .embed import Embedder, cache_dir
+from .errors import DeclragError
+from .indexer import IndexReport, Indexer
+from .search import search as _search
+from .stores import Store, open_store, read_meta
+from .types import Document, Hit, content_hash
+
+
+def default_store() -> Path:
+    """$DECLRAG_STORE, else .declrag/store in the current folder."""
+    return Path(os.environ.get("DECLRAG_STORE") or ".declrag/store")
+
+
+def index(
+    paths: Sequence[str | Path] = (),
+    datasets: Sequence[str] = (),
+    store: str | Path | None = None,
+    ingest: IngestConfig | None = None,
+    metric: Metric | None = None,
+    prune: bool = False,
+    rebuild: bool = False,
+    progress: bool = True,
+    embedder: Embedder | None = None,
+) -> IndexReport:
+    """Index files/folders and golden-set corpora (by name or path) into ``store``.
+
+    ``ingest`` defaults to the store's own settings (or the defaults for a new store). ``rebuild`` builds
+    a fresh store from these sources beside the old one and swaps it in only when complete.
+    """
+    if not paths and not datasets:
+        raise DeclragError("nothing to index", hint="give file or folder paths, or --dataset NAME")
+    target = Path(store or default_store())
+    if rebuild and read_meta(target) is not None:
+        tmp = target.with_name(target.name + ".rebuild")
+        shutil.rmtree(tmp, ignore_errors=True)
+        report = index(paths, datasets, tmp, ingest or read_meta(target).ingest, metric, prune, False, progress, embedder)
+        old = target.with_name(target.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+        return report
+    meta = read_meta(target)
+    st, meta = open_store(target, ingest if ingest is not None else (meta.ingest if meta else None), metric)
+    indexer = Indexer(st, meta.ingest, embedder or Embedder(meta.ingest.embedder), progress=progress)
+    report = IndexReport()
+    if paths:
+        _merge(report, indexer.index_paths(paths, prune=prune))
+    if datasets:
+        from .golden import load_golden
+
+        for name in datasets:
+            _merge(report, indexer.index_documents(load_golden(name).documents))
+    if report.indexed or report.deleted:
+        st.optimize()
+    return report
+
+
+def _merge(into: IndexReport, r: IndexReport) -> None:
+    for f in ("added", "updated", "unchanged", "deleted", "chunks", "embedded"):
+        setattr(into, f, getattr(into, f) + getattr(r, f))
+    into.skipped += r.skipped
+    for k, v in r.seconds.items():
+        into.seconds[k] = into.seconds.get(k, 0.0) + v
+
+
+def corpus_store(documents: Sequence[Document], ingest: IngestConfig, label: str = "corpus",
+                 embedder: Embedder | None = None, progress: bool = True) -> tuple[Store, IndexReport]:
+    """The store for exactly these documents under these ingest settings, built once and reused.
+
+    Stores are content-addressed (by every document's hash and the ingest digest) under the cache
+    folder, so every benchmark, evaluation and compile trial with the same corpus and settings shares
+    one index, and an interrupted build resumes where it stopped.
+    """
+    digest = content_hash(ingest.digest(), *sorted(d.hash for d in documents))
+    safe = "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in label)
+    st, meta = open_store(cache_dir() / "indexes" / f"{safe}-{digest[:16]}", ingest)
+    report = Indexer(st, meta.ingest, embedder or Embedder(ingest.embedder), progress=progress).index_documents(documents)
+    if report.indexed:
+        st.optimize()
+    return st, report
+
+
+def search(query: str, store: str | Path | None = None, params: SearchParams | None = None,
+           embedder: Embedder | None = None) -> list[Hit]:
+    """Search an existing store with its own embedding model."""
+    if not query.strip():
+        raise DeclragError("empty query", hint="give the words to search for")
+    st, meta = open_store(store or default_store(), create=False)
+    if st.count() == 0:
+        raise DeclragError(f"store {store or default_store()} is empty", hint="index something first: declrag index PATH")
+    p = params or SearchParams()
+    emb = embedder if embedder is not None or (p.mode == "keyword") else Embedder(meta.ingest.embedder)
+    return _search(st, emb, query, p)

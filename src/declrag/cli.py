@@ -1,0 +1,201 @@
+"""`declrag` on the command line: a thin layer over the Python API.
+
+Every `DeclragError` becomes a two-line message (what is wrong, how to fix it) and exit status 2;
+Ctrl-C exits with 130 after the store's last commit, which is always complete.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from .config import ChunkerConfig, ChunkerName, EmbedderConfig, Fusion, IngestConfig, Metric, SearchParams
+from .errors import DeclragError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="declrag: declarative, self-optimizing RAG.")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (quality and speed), printed as tables.")
+app.add_typer(bench_app, name="bench")
+out = Console()
+err = Console(stderr=True)
+
+
+def _config(model, **fields):
+    """Build a pydantic config from CLI options, turning validation errors into DeclragErrors."""
+    try:
+        return model(**{k: v for k, v in fields.items() if v is not None})
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(map(str, first["loc"])) or model.__name__
+        raise DeclragError(f"invalid option {where}: {first['msg']}", hint="see --help for allowed values") from e
+
+
+StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="store folder [default: $DECLRAG_STORE or .declrag/store]")]
+
+
+@app.command()
+def index(
+    paths: Annotated[Optional[list[Path]], typer.Argument(help="files and folders (recursive)")] = None,
+    dataset: Annotated[Optional[list[str]], typer.Option("--dataset", help="a golden-set corpus by name (see `declrag datasets`) or path; repeatable")] = None,
+    store: StoreOpt = None,
+    chunker: Annotated[Optional[str], typer.Option(help="fixed | recursive | sentence | semantic | parent-child")] = None,
+    chunk_size: Annotated[Optional[int], typer.Option(help="tokens per chunk")] = None,
+    overlap: Annotated[Optional[int], typer.Option(help="tokens shared by consecutive chunks")] = None,
+    parent_size: Annotated[Optional[int], typer.Option(help="parent-child: tokens per parent")] = None,
+    model: Annotated[Optional[str], typer.Option(help="embedding model: hub name or folder")] = None,
+    metric: Annotated[Optional[str], typer.Option(help="cosine | dot | l2 (new stores only)")] = None,
+    prune: Annotated[bool, typer.Option(help="remove documents whose files are gone from these folders")] = False,
+    rebuild: Annotated[bool, typer.Option(help="rebuild the store from these sources with these settings")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+):
+    """Index files, folders and golden-set corpora into a store (incrementally)."""
+    from . import api
+    from .stores import read_meta
+
+    target = store or api.default_store()
+    meta = read_meta(target)
+    base = meta.ingest if meta else IngestConfig()
+    ingest = None
+    if any(v is not None for v in (chunker, chunk_size, overlap, parent_size, model)) or meta is None:
+        ck = _config(ChunkerConfig, **{**base.chunker.model_dump(), **{k: v for k, v in dict(
+            name=chunker, chunk_size=chunk_size, overlap=overlap, parent_size=parent_size).items() if v is not None}})
+        em = _config(EmbedderConfig, **{**base.embedder.model_dump(), **({"model": model} if model else {})})
+        ingest = IngestConfig(chunker=ck, embedder=em)
+    if metric is not None and metric not in Metric.__args__:
+        raise DeclragError(f"unknown metric {metric!r}", hint="use cosine, dot or l2")
+    report = api.index(paths or [], dataset or [], target, ingest, metric, prune, rebuild, progress=not quiet)
+    for s in report.skipped:
+        err.print(f"skipped {s.path}: {s.reason}", markup=False, highlight=False)
+    out.print(f"{target}: {report.summary()}", markup=False, highlight=False)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    store: StoreOpt = None,
+    k: Annotated[int, typer.Option("--k", "-k", help="results to return")] = 10,
+    alpha: Annotated[float, typer.Option(help="hybrid weight of the vector leg (1 = vector only)")] = 0.5,
+    fusion: Annotated[str, typer.Option(help="relative | ranked")] = "relative",
+    mode: Annotated[str, typer.Option(help="hybrid | keyword | vector")] = "hybrid",
+    window: Annotated[int, typer.Option(help="context-window expansion: neighbouring chunks on each side")] = 0,
+    where: Annotated[Optional[str], typer.Option(help='metadata filter as JSON, e.g. \'{"page": {"$gte": 2}}\'')] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+):
+    """Search a store: ranked chunks with source, span and score."""
+    from . import api
+
+    try:
+        filt = json.loads(where) if where else None
+    except json.JSONDecodeError as e:
+        raise DeclragError(f"--where is not valid JSON: {e}", hint='write e.g. --where \'{"source": "a.pdf"}\'') from e
+    params = _config(SearchParams, limit=k, alpha=alpha, fusion=fusion, mode=mode, window=window, where=filt)
+    hits = api.search(query, store, params)
+    if as_json:
+        out.print_json(data=[{
+            "rank": i + 1, "score": h.score, "chunk_id": h.chunk.id, "doc_id": h.doc_id, "source": h.chunk.source,
+            "title": h.chunk.title, "page": h.chunk.page, "span": [h.start, h.end], "text": h.text, "scores": h.scores,
+        } for i, h in enumerate(hits)])
+        return
+    t = Table(title=f"{len(hits)} results for {query!r} ({mode}, alpha={alpha}, {fusion})", show_lines=True)
+    for col in ("#", "score", "source", "span", "text"):
+        t.add_column(col, overflow="fold")
+    for i, h in enumerate(hits, 1):
+        src = Path(h.chunk.source).name or h.doc_id
+        src += f" p.{h.chunk.page}" if h.chunk.page else ""
+        snippet = " ".join(h.text.split())
+        t.add_row(str(i), f"{h.score:.3f}", src, f"{h.start}-{h.end}", snippet[:300] + ("…" if len(snippet) > 300 else ""))
+    out.print(t)
+
+
+@app.command()
+def datasets():
+    """List the named datasets (declared in datasets/*.yaml)."""
+    from .golden import find_spec, known_datasets
+
+    t = Table(title="datasets")
+    for col in ("name", "format", "local path", "hugging face", "description"):
+        t.add_column(col, overflow="fold")
+    for name, path in sorted(known_datasets().items()):
+        s = find_spec(name)
+        local = (path.parent / s.path) if s.path else None
+        t.add_row(name, s.format, f"{local} ({'found' if local and local.exists() else 'missing'})" if local else "-",
+                  s.hf.id if s.hf else "-", s.description)
+    out.print(t)
+
+
+@bench_app.command("retrieval")
+def bench_retrieval(
+    dataset: Annotated[str, typer.Option(help="scifact | squad-v1.1 | squad-v2.0 | a path")] = "scifact",
+    split: Annotated[Optional[str], typer.Option(help="split to report (default: test, else the only split)")] = None,
+    chunker: Annotated[str, typer.Option(help="chunker for the corpus")] = "fixed",
+    chunk_size: Annotated[int, typer.Option(help="tokens per chunk")] = 512,
+    overlap: Annotated[int, typer.Option(help="tokens of overlap")] = 64,
+    model: Annotated[Optional[str], typer.Option(help="embedding model")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="use only the first N queries (quick look)")] = None,
+    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+):
+    """Keyword vs vector vs hybrid retrieval quality on a golden set, beside published figures."""
+    from .bench.retrieval import print_report, run
+
+    ingest = IngestConfig(
+        chunker=_config(ChunkerConfig, name=chunker, chunk_size=chunk_size, overlap=overlap),
+        embedder=_config(EmbedderConfig, **({"model": model} if model else {})))
+    result = run(dataset, split=split, ingest=ingest, limit=limit)
+    print_report(result, out)
+    if as_json:
+        as_json.parent.mkdir(parents=True, exist_ok=True)
+        as_json.write_text(json.dumps(result, indent=2))
+        out.print(f"wrote {as_json}")
+
+
+@bench_app.command("speed")
+def bench_speed(
+    chunks: Annotated[int, typer.Option(help="size of the large store (chunks)")] = 100_000,
+    queries: Annotated[int, typer.Option(help="queries per measurement")] = 200,
+    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+):
+    """Indexing throughput and query latency: declrag vs bm25s vs NumPy brute force, side by side."""
+    from .bench.speed import print_report, run
+
+    result = run(large_chunks=chunks, n_queries=queries)
+    print_report(result, out)
+    if as_json:
+        as_json.parent.mkdir(parents=True, exist_ok=True)
+        as_json.write_text(json.dumps(result, indent=2))
+        out.print(f"wrote {as_json}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app(args=argv, standalone_mode=False)
+    except DeclragError as e:
+        err.print(f"error: {e.message}", markup=False, highlight=False)
+        if e.hint:
+            err.print(f"  fix: {e.hint}", markup=False, highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        err.print("interrupted: everything committed before this point is kept; rerun to continue")
+        return 130
+    except typer.Exit as e:
+        return e.exit_code
+    except Exception as e:  # click usage errors arrive here in standalone_mode=False
+        import click
+
+        if isinstance(e, click.ClickException):
+            e.show()
+            return e.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

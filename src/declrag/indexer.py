@@ -1,0 +1,163 @@
+"""Indexing: files and corpora -> documents -> chunks -> vectors -> a store, incrementally.
+
+- A file whose size and modification time match what the store recorded is not even read.
+- A document whose content hash is unchanged is not re-chunked or re-embedded.
+- A changed document's chunks are replaced in the same commit that writes its new ones.
+- ``prune`` removes documents whose files are gone from the folders being indexed.
+- Unusable files are skipped with a one-line reason; the run goes on.
+- Work is committed in batches: an interrupted run keeps every finished batch and leaves the store
+  readable at its last commit. Embeddings are cached, so the rerun only embeds what is new.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .config import IngestConfig
+from .embed import Embedder
+from .ingest.chunkers import Chunker
+from .ingest.loaders import LoadError, Skipped, iter_files, load_file
+from .stores.base import DocRecord, Store
+from .types import Chunk, Document
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IndexReport:
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    chunks: int = 0
+    embedded: int = 0  # texts that reached the model (cache misses)
+    skipped: list[Skipped] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=lambda: {"load": 0.0, "chunk": 0.0, "embed": 0.0, "write": 0.0})
+
+    @property
+    def indexed(self) -> int:
+        return self.added + self.updated
+
+    def summary(self) -> str:
+        total = sum(self.seconds.values())
+        embed = f", {self.seconds['embed'] / total:.0%} of it embedding" if total and self.embedded else ""
+        return (f"{self.indexed} documents indexed ({self.added} new, {self.updated} changed, {self.chunks} chunks, "
+                f"{self.embedded} texts embedded), {self.unchanged} unchanged, {self.deleted} removed, "
+                f"{len(self.skipped)} skipped; {total:.1f}s{embed}")
+
+
+class Indexer:
+    """Feeds documents into one store with one `IngestConfig`."""
+
+    def __init__(self, store: Store, ingest: IngestConfig, embedder: Embedder | None = None,
+                 progress: bool = True, batch_chunks: int = 2048):
+        self.store, self.ingest, self.progress, self.batch_chunks = store, ingest, progress, batch_chunks
+        self.embedder = embedder or Embedder(ingest.embedder)
+        self._chunker: Chunker | None = None
+
+    @property
+    def chunker(self) -> Chunker:
+        if self._chunker is None:
+            embed = self.embedder.embed_documents if self.ingest.chunker.name == "semantic" else None
+            self._chunker = Chunker(self.ingest.chunker, self.embedder.tokens, embed)
+        return self._chunker
+
+    # -- entry points -----------------------------------------------------------------------------------
+    def index_paths(self, paths: Sequence[str | Path], prune: bool = False) -> IndexReport:
+        """Index files and folders (recursively)."""
+        report, known = IndexReport(), self.store.documents()
+        by_source: dict[str, list[DocRecord]] = {}
+        for rec in known.values():
+            by_source.setdefault(rec.source, []).append(rec)
+        pending: list[tuple[Document, tuple[int, int]]] = []
+        stale: list[str] = []
+        t0 = time.perf_counter()
+        files = list(iter_files(paths))
+        for item in tqdm(files, desc="reading", unit="file", disable=not self.progress or len(files) < 50):
+            if isinstance(item, Skipped):
+                report.skipped.append(item)
+                continue
+            src, st = str(item.resolve()), item.stat()
+            stamp = (st.st_mtime_ns, st.st_size)
+            recs = by_source.get(src, [])
+            if recs and all((r.mtime_ns, r.size) == stamp for r in recs):
+                report.unchanged += len(recs)
+                continue
+            try:
+                docs = load_file(item)
+            except LoadError as e:
+                report.skipped.append(Skipped(str(item), e.reason))
+                continue
+            stale += [r.id for r in recs if r.id not in {d.id for d in docs}]
+            pending += [(d, stamp) for d in docs]
+        if prune:
+            roots = [Path(p).resolve() for p in paths]
+            stale += [r.id for r in known.values() if r.source and not Path(r.source).exists()
+                      and any(Path(r.source).is_relative_to(root) for root in roots)]
+        report.seconds["load"] += time.perf_counter() - t0
+        if stale:
+            self.store.delete(sorted(set(stale)))
+            report.deleted += len(set(stale))
+        self._index(pending, known, report)
+        return report
+
+    def index_documents(self, documents: Iterable[Document]) -> IndexReport:
+        """Index documents from any source (a golden-set corpus, a Hugging Face dataset, your code)."""
+        report = IndexReport()
+        self._index([(d, (0, -1)) for d in documents], self.store.documents(), report)
+        return report
+
+    # -- the pipeline ---------------------------------------------------------------------------------------
+    def _index(self, pending: list[tuple[Document, tuple[int, int]]], known: dict[str, DocRecord],
+               report: IndexReport) -> None:
+        todo = []
+        for doc, stamp in pending:
+            rec = known.get(doc.id)
+            if rec is not None and rec.hash == doc.hash:
+                report.unchanged += 1
+            else:
+                todo.append((doc, stamp, rec is None))
+        if not todo:
+            return
+        t0 = time.perf_counter()
+        chunked = [(doc, stamp, new, self.chunker(doc)) for doc, stamp, new in
+                   tqdm(todo, desc="chunking", unit="doc", disable=not self.progress or len(todo) < 500)]
+        report.seconds["chunk"] += time.perf_counter() - t0
+        total = sum(len(c) for *_, c in chunked)
+        bar = tqdm(total=total, desc="embedding", unit="chunk", disable=not self.progress or total < 200, smoothing=0.1)
+        batch: list = []
+        for item in chunked:
+            batch.append(item)
+            if sum(len(c) for *_, c in batch) >= self.batch_chunks:
+                self._write(batch, report, bar)
+                batch = []
+        if batch:
+            self._write(batch, report, bar)
+        bar.close()
+
+    def _write(self, batch: list, report: IndexReport, bar) -> None:
+        chunks: list[Chunk] = [c for *_, cs in batch for c in cs]
+        t0 = time.perf_counter()
+        before = self.embedder.calls
+        vectors = self.embedder.embed_documents([c.text for c in chunks], progress=bar.update)
+        report.embedded += self.embedder.calls - before
+        bar.update(len(chunks) - (self.embedder.calls - before))  # the cached ones
+        t1 = time.perf_counter()
+        docs = [doc for doc, *_ in batch]
+        stats = {doc.source: stamp for doc, stamp, *_ in batch if stamp[1] >= 0}
+        self.store.upsert(docs, chunks, vectors if len(chunks) else np.zeros((0, 0), np.float32), stats)
+        report.seconds["embed"] += t1 - t0
+        report.seconds["write"] += time.perf_counter() - t1
+        report.chunks += len(chunks)
+        for _, _, new, _ in batch:
+            if new:
+                report.added += 1
+            else:
+                report.updated += 1

@@ -1,0 +1,59 @@
+"""Retrieval metrics over a ranked list of document ids and graded gold judgements.
+
+Conventions follow trec_eval / BEIR: nDCG uses linear gain (the grade itself) and the log2(rank + 1)
+discount, the ideal ranking being the gold grades sorted; recall@k is the share of relevant documents in
+the top k; MRR@k is 1/rank of the first relevant document within k (0 if none); a query with no relevant
+documents scores 0 everywhere (callers should not include such queries).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+
+def doc_ranking(doc_ids: Iterable[str]) -> list[str]:
+    """Documents in the order of their best-ranked chunk (a document counts once)."""
+    return list(dict.fromkeys(doc_ids))
+
+
+def hit_at_k(ranked: Sequence[str], gold: Mapping[str, int], k: int) -> float:
+    return float(any(gold.get(d, 0) > 0 for d in ranked[:k]))
+
+
+def precision_at_k(ranked: Sequence[str], gold: Mapping[str, int], k: int) -> float:
+    return sum(gold.get(d, 0) > 0 for d in ranked[:k]) / k
+
+
+def recall_at_k(ranked: Sequence[str], gold: Mapping[str, int], k: int) -> float:
+    relevant = sum(1 for g in gold.values() if g > 0)
+    return sum(gold.get(d, 0) > 0 for d in ranked[:k]) / relevant if relevant else 0.0
+
+
+def mrr_at_k(ranked: Sequence[str], gold: Mapping[str, int], k: int) -> float:
+    for i, d in enumerate(ranked[:k]):
+        if gold.get(d, 0) > 0:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def ndcg_at_k(ranked: Sequence[str], gold: Mapping[str, int], k: int) -> float:
+    dcg = sum(gold.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted((g for g in gold.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+RETRIEVAL_METRICS = {
+    "ndcg@10": lambda r, g: ndcg_at_k(r, g, 10),
+    "recall@10": lambda r, g: recall_at_k(r, g, 10),
+    "mrr@10": lambda r, g: mrr_at_k(r, g, 10),
+    "hit@1": lambda r, g: hit_at_k(r, g, 1),
+    "hit@5": lambda r, g: hit_at_k(r, g, 5),
+    "hit@20": lambda r, g: hit_at_k(r, g, 20),
+}
+
+
+def retrieval_scores(ranked: Sequence[str], gold: Mapping[str, int], metrics: Iterable[str] | None = None) -> dict[str, float]:
+    names = list(metrics) if metrics is not None else list(RETRIEVAL_METRICS)
+    return {m: RETRIEVAL_METRICS[m](ranked, gold) for m in names}

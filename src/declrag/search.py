@@ -1,0 +1,54 @@
+"""Search as a user asks for it: a query string and `SearchParams`, over a store, with context expansion.
+
+Expansion widens what a hit shows and cites, never what matched:
+- parent-child chunks return their parent's span;
+- ``window = k`` returns the span from the chunk ``k`` positions before to ``k`` positions after.
+Hits that expand to the same span are merged, keeping the best score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .config import SearchParams
+from .embed import Embedder
+from .stores.base import Filter, Store
+from .types import Hit
+
+
+def search(store: Store, embedder: Embedder | None, query: str, params: SearchParams | None = None) -> list[Hit]:
+    p = params or SearchParams()
+    where = Filter.of(p.where)
+    if p.mode == "keyword" or (p.mode == "hybrid" and p.alpha == 0.0):
+        hits = store.keyword_search(query, p.limit, where) if p.mode == "keyword" else \
+            store.hybrid_search(query, None, p.limit, 0.0, p.fusion, p.candidates, where)
+    else:
+        vec = embedder.embed_query(query)
+        hits = store.vector_search(vec, p.limit, where) if p.mode == "vector" else \
+            store.hybrid_search(query, vec, p.limit, p.alpha, p.fusion, p.candidates, where)
+    return expand(store, hits, p.window)
+
+
+def expand(store: Store, hits: list[Hit], window: int = 0) -> list[Hit]:
+    """Apply parent-child and context-window expansion (see the module docstring)."""
+    if not hits or (window == 0 and all(h.chunk.parent_start is None for h in hits)):
+        return hits
+    texts = store.document_texts([h.doc_id for h in hits])
+    spans: list[tuple[int, int]] = []
+    for h in hits:
+        c = h.chunk
+        if c.parent_start is not None:
+            spans.append((c.parent_start, c.parent_end))
+        elif window:
+            lo, hi = max(0, c.position - window), c.position + window
+            near = store.get([f"{c.doc_id}#{i}" for i in range(lo, hi + 1)])
+            spans.append((min(n.start for n in near), max(n.end for n in near)) if near else (c.start, c.end))
+        else:
+            spans.append((c.start, c.end))
+    out: dict[tuple[str, int, int], Hit] = {}
+    for h, (s, e) in zip(hits, spans):
+        key = (h.doc_id, s, e)
+        if key not in out:
+            text = texts.get(h.doc_id)
+            out[key] = h if text is None else replace(h, text=text[s:e], start=s, end=e)
+    return list(out.values())

@@ -1,0 +1,76 @@
+"""The keyword leg: BM25 with Weaviate's settings, on the bm25s library.
+
+Weaviate's BM25: k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5)) (Lucene's), word
+tokenisation (split on anything that is not a letter or digit, lowercase), and the English stopword
+preset removed from queries only. bm25s's "lucene" method computes the same scores.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+K1, B = 1.2, 0.75
+_WORD = re.compile(r"[^\W_]+")
+# Weaviate's "en" stopword preset
+STOPWORDS_EN = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there "
+    "these they this to was will with".split()
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Weaviate's ``word`` tokenisation."""
+    return _WORD.findall(text.lower())
+
+
+def query_terms(query: str) -> list[str]:
+    return [t for t in tokenize(query) if t not in STOPWORDS_EN]
+
+
+class KeywordIndex:
+    """BM25 over a fixed list of texts; rows are positions in that list."""
+
+    def __init__(self, texts: Sequence[str]):
+        import bm25s
+
+        self.n = len(texts)
+        self._bm25 = bm25s.BM25(k1=K1, b=B, method="lucene")
+        if self.n:
+            # bm25s needs at least one token per corpus; an all-punctuation text is simply never matched
+            self._bm25.index([tokenize(t) or [""] for t in texts], show_progress=False)
+            self._vocab = self._bm25.vocab_dict
+        else:
+            self._vocab = {}
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every row (0 where no query term occurs)."""
+        ids = [self._vocab[t] for t in query_terms(query) if t in self._vocab]
+        if not ids or not self.n:
+            return np.zeros(self.n, dtype=np.float32)
+        return self._bm25.get_scores(ids)
+
+    def search(self, query: str, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` rows with a positive score, best first; only rows where ``mask`` is true if given."""
+        s = self.scores(query)
+        if mask is not None:
+            s = np.where(mask, s, 0.0)
+        return top_k(s, k, positive=True)
+
+
+def top_k(scores: np.ndarray, k: int, positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and values of the ``k`` largest scores, best first (ties: lower index first)."""
+    if positive:
+        idx = np.flatnonzero(scores > 0)
+        vals = scores[idx]
+    else:
+        idx, vals = None, scores
+    if k < len(vals):
+        part = np.argpartition(-vals, k - 1)[:k]
+    else:
+        part = np.arange(len(vals))
+    order = part[np.lexsort((part, -vals[part]))]
+    rows = order if idx is None else idx[order]
+    return rows, vals[order]

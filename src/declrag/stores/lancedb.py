@@ -1,0 +1,278 @@
+"""The embedded default store: LanceDB on disk, searched in memory.
+
+LanceDB holds the truth: two tables, ``chunks`` (text, span, vector, metadata) and ``documents`` (text,
+content hash, file stamp), in a directory. Every write is one LanceDB commit, so a crash or Ctrl-C
+leaves the previous version intact and readable; nothing half-written is ever visible.
+
+Searches run on a snapshot of the latest committed version, loaded on first use and reloaded when
+the table changes: vectors as one float32 matrix searched exactly (a matrix-vector product), and a
+BM25 index with Weaviate's settings (bm25s). Measured on this design's target machine, LanceDB's own
+query path costs 3-5 ms per call before any work, and its full-text search ~9 ms per query on 5k rows
+where bm25s takes ~0.3 ms; LanceDB's exact vector scan took ~190 ms at 100k rows against ~11 ms for
+NumPy. Both legs give the same rankings as LanceDB's (its BM25 matched bm25s's to four decimals on
+SciFact), so LanceDB stores and the snapshot searches.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ..config import Fusion, Metric
+from ..errors import DeclragError
+from ..types import Chunk, Document, Hit
+from .base import DocRecord, Filter, Where
+from .bm25 import KeywordIndex, top_k
+from .fusion import fuse, leg_size
+
+log = logging.getLogger(__name__)
+
+CHUNK_FIELDS = ["id", "doc_id", "text", "start", "end", "position", "source", "title", "page",
+                "parent_start", "parent_end"]
+DOC_SCHEMA = pa.schema([
+    ("id", pa.string()), ("source", pa.string()), ("title", pa.string()), ("page", pa.int32()),
+    ("hash", pa.string()), ("text", pa.string()), ("chunks", pa.int32()), ("mtime_ns", pa.int64()),
+    ("size", pa.int64()),
+])
+
+
+def chunk_schema(dim: int) -> pa.Schema:
+    i32 = pa.int32()
+    return pa.schema([
+        ("id", pa.string()), ("doc_id", pa.string()), ("text", pa.string()), ("start", i32), ("end", i32),
+        ("position", i32), ("source", pa.string()), ("title", pa.string()), ("page", i32),
+        ("parent_start", i32), ("parent_end", i32), ("vector", pa.list_(pa.float32(), dim)),
+    ])
+
+
+def vector_scores(sims: np.ndarray, metric: Metric) -> np.ndarray:
+    """Weaviate's vector score, ``1 - distance``, from cosine similarities of normalised vectors."""
+    if metric == "cosine":  # distance 1 - cos
+        return sims
+    if metric == "dot":  # distance -dot
+        return 1.0 + sims
+    return 2.0 * sims - 1.0  # l2-squared: distance 2 - 2 cos
+
+
+class _Snapshot:
+    """One committed version of the chunks table, ready to search."""
+
+    def __init__(self, table: pa.Table, version: int, stamp: int):
+        self.version, self.stamp, self.n = version, stamp, table.num_rows
+        vec = table.column("vector").combine_chunks()
+        dim = vec.type.list_size
+        self.vectors = np.ascontiguousarray(vec.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(self.n, dim)
+        meta = table.drop_columns(["vector"]).combine_chunks()
+        self.table = meta.append_column("_row", pa.array(np.arange(self.n, dtype=np.int64)))
+        self.ids: list[str] = meta.column("id").to_pylist()
+        self.row = {cid: i for i, cid in enumerate(self.ids)}
+
+    @cached_property
+    def keyword(self) -> KeywordIndex:
+        return KeywordIndex(self.table.column("text").to_pylist())
+
+    def mask(self, where: Filter | None) -> np.ndarray | None:
+        if where is None:
+            return None
+        rows = self.table.filter(where.to_arrow()).column("_row").to_numpy()
+        mask = np.zeros(self.n, dtype=bool)
+        mask[rows] = True
+        return mask
+
+    def ranked(self, rows: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
+        """(row, score) best first, equal scores in chunk-id order (as on every backend)."""
+        return sorted(zip(map(int, rows), map(float, scores)), key=lambda rs: (-rs[1], self.ids[rs[0]]))
+
+    def hits(self, ranked: list[tuple[int, float]], leg: str) -> list[Hit]:
+        return [Hit.of(c, s, **{leg: s}) for c, (_, s) in zip(self.chunks([r for r, _ in ranked]), ranked)]
+
+    def chunks(self, rows: Sequence[int]) -> list[Chunk]:
+        recs = self.table.take(pa.array(rows, type=pa.int64())).select(CHUNK_FIELDS).to_pylist()
+        return [Chunk(**r) for r in recs]
+
+
+class LanceStore:
+    """The `Store` protocol on LanceDB (see the module docstring)."""
+
+    def __init__(self, path: str | Path, metric: Metric = "cosine"):
+        import lancedb
+
+        self.path, self.metric = Path(path), metric
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._db = lancedb.connect(str(self.path / "lance"))
+        self._lock = threading.RLock()
+        self._snap: _Snapshot | None = None
+
+    # -- tables ---------------------------------------------------------------------------------------
+    def _table(self, name: str):
+        try:
+            return self._db.open_table(name)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _stamp(self) -> int:
+        """Changes whenever a commit lands on the chunks table (cheap: one stat call)."""
+        try:
+            return os.stat(self.path / "lance" / "chunks.lance" / "_versions").st_mtime_ns
+        except FileNotFoundError:
+            return 0
+
+    def _snapshot(self) -> _Snapshot | None:
+        stamp = self._stamp()
+        with self._lock:
+            if self._snap is not None and self._snap.stamp == stamp:
+                return self._snap
+            table = self._table("chunks")
+            if table is None:
+                return None
+            self._snap = _Snapshot(table.to_arrow(), table.version, stamp)
+            return self._snap
+
+    # -- writes ---------------------------------------------------------------------------------------
+    def upsert(self, documents: Sequence[Document], chunks: Sequence[Chunk], vectors: np.ndarray,
+               file_stats: Mapping[str, tuple[int, int]] | None = None) -> None:
+        if not documents:
+            return
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if len(chunks) != len(vectors):
+            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        doc_ids = [d.id for d in documents]
+        if {c.doc_id for c in chunks} - set(doc_ids):
+            raise ValueError("every chunk must belong to one of the documents upserted with it")
+        chunks_table = self._table("chunks")
+        dim = vectors.shape[1] if len(vectors) else (chunks_table.schema.field("vector").type.list_size if chunks_table is not None else 0)
+        if chunks_table is not None and chunks_table.schema.field("vector").type.list_size != dim:
+            raise DeclragError(f"vectors of dimension {dim} cannot go into store {self.path}, which holds "
+                               f"{chunks_table.schema.field('vector').type.list_size}-dimensional vectors",
+                               hint="index with the store's embedding model, or use a new --store folder")
+        rows = {f: [getattr(c, f) for c in chunks] for f in CHUNK_FIELDS}
+        schema = chunk_schema(dim)
+        flat = pa.array(vectors.reshape(-1), type=pa.float32())
+        data = pa.Table.from_arrays(
+            [pa.array(rows[f], type=schema.field(f).type) for f in CHUNK_FIELDS]
+            + [pa.FixedSizeListArray.from_arrays(flat, dim)], schema=schema)
+        mine = Filter({"doc_id": {"$in": doc_ids}}).to_sql()
+        with self._lock:
+            if chunks_table is None:
+                if dim == 0:
+                    raise ValueError("the first upsert into a store must carry at least one chunk")
+                self._db.create_table("chunks", data)
+            elif len(chunks):  # one commit: insert and update these chunks, delete the documents' old ones
+                (chunks_table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+                 .when_not_matched_by_source_delete(mine).execute(data))
+            else:
+                chunks_table.delete(mine)
+            counts: dict[str, int] = {}
+            for c in chunks:
+                counts[c.doc_id] = counts.get(c.doc_id, 0) + 1
+            stats = file_stats or {}
+            docs = pa.Table.from_pylist([
+                {"id": d.id, "source": d.source, "title": d.title, "page": d.page, "hash": d.hash,
+                 "text": d.text, "chunks": counts.get(d.id, 0),
+                 "mtime_ns": stats.get(d.source, (0, -1))[0], "size": stats.get(d.source, (0, -1))[1]}
+                for d in documents], schema=DOC_SCHEMA)
+            docs_table = self._table("documents")
+            if docs_table is None:
+                self._db.create_table("documents", docs)
+            else:
+                docs_table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(docs)
+
+    def delete(self, doc_ids: Sequence[str]) -> int:
+        if not doc_ids:
+            return 0
+        where = Filter({"doc_id": {"$in": list(doc_ids)}})
+        with self._lock:
+            chunks_table, docs_table = self._table("chunks"), self._table("documents")
+            n = chunks_table.count_rows(where.to_sql()) if chunks_table is not None else 0
+            if n:
+                chunks_table.delete(where.to_sql())
+            if docs_table is not None:  # documents last: a crash in between is repaired by re-indexing
+                docs_table.delete(Filter({"id": {"$in": list(doc_ids)}}).to_sql())
+        return n
+
+    def optimize(self) -> None:
+        """Compact files and drop old versions (after a large indexing run)."""
+        with self._lock:
+            for name in ("chunks", "documents"):
+                if (t := self._table(name)) is not None:
+                    t.optimize()
+
+    # -- reads ----------------------------------------------------------------------------------------
+    def count(self, where: Where = None) -> int:
+        snap = self._snapshot()
+        if snap is None:
+            return 0
+        mask = snap.mask(Filter.of(where))
+        return snap.n if mask is None else int(mask.sum())
+
+    def get(self, ids: Sequence[str]) -> list[Chunk]:
+        snap = self._snapshot()
+        if snap is None:
+            return []
+        return snap.chunks([snap.row[i] for i in ids if i in snap.row])
+
+    def documents(self) -> dict[str, DocRecord]:
+        table = self._table("documents")
+        if table is None:
+            return {}
+        cols = ["id", "source", "title", "page", "hash", "chunks", "mtime_ns", "size"]
+        recs = table.search().select(cols).limit(None).to_arrow().to_pylist()
+        return {r["id"]: DocRecord(**r) for r in recs}
+
+    def document_texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        table = self._table("documents")
+        if table is None or not doc_ids:
+            return {}
+        where = Filter({"id": {"$in": list(dict.fromkeys(doc_ids))}}).to_sql()
+        recs = table.search().where(where).select(["id", "text"]).limit(None).to_arrow().to_pylist()
+        return {r["id"]: r["text"] for r in recs}
+
+    def keyword_search(self, query: str, limit: int = 10, where: Where = None) -> list[Hit]:
+        snap = self._snapshot()
+        if snap is None:
+            return []
+        return snap.hits(snap.ranked(*snap.keyword.search(query, limit, snap.mask(Filter.of(where)))), "keyword")
+
+    def _vector_leg(self, snap: _Snapshot, vector: np.ndarray, k: int, mask: np.ndarray | None):
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if q.shape[0] != snap.vectors.shape[1]:
+            raise DeclragError(f"query vector has dimension {q.shape[0]}, the store {self.path} holds "
+                               f"{snap.vectors.shape[1]}", hint="embed queries with the store's embedding model")
+        if mask is None:
+            rows, sims = top_k(snap.vectors @ q, k)
+        else:
+            sub = np.flatnonzero(mask)
+            r, sims = top_k(snap.vectors[sub] @ q, k)
+            rows = sub[r]
+        return rows, vector_scores(sims, self.metric)
+
+    def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None) -> list[Hit]:
+        snap = self._snapshot()
+        if snap is None:
+            return []
+        return snap.hits(snap.ranked(*self._vector_leg(snap, vector, limit, snap.mask(Filter.of(where)))), "vector")
+
+    def hybrid_search(self, query: str, vector: np.ndarray, limit: int = 10, alpha: float = 0.5,
+                      fusion: Fusion = "relative", candidates: int = 100, where: Where = None) -> list[Hit]:
+        snap = self._snapshot()
+        if snap is None:
+            return []
+        mask, k = snap.mask(Filter.of(where)), leg_size(limit, candidates)
+        kw = snap.ranked(*snap.keyword.search(query, k, mask)) if alpha < 1.0 else []
+        vec = snap.ranked(*self._vector_leg(snap, vector, k, mask)) if alpha > 0.0 else []
+        ids = snap.ids  # fuse by chunk id, so ties break by id as on every backend
+        legs = {"keyword": {ids[r]: s for r, s in kw}, "vector": {ids[r]: s for r, s in vec}}
+        fused = fuse(list(legs["keyword"].items()), list(legs["vector"].items()), alpha, fusion, limit)
+        chunks = snap.chunks([snap.row[cid] for cid, _ in fused])
+        return [Hit.of(c, s, **{leg: legs[leg][cid] for leg in legs if cid in legs[leg]})
+                for c, (cid, s) in zip(chunks, fused)]
+
+    def close(self) -> None:
+        self._snap = None

@@ -1,0 +1,5 @@
+"""Test helpers shipped with declrag: a deterministic embedder and the store contract suite."""
+
+from .fakes import HashEmbedder
+
+__all__ = ["HashEmbedder"]

@@ -1,0 +1,47 @@
+"""A deterministic stand-in for the embedding model, for fast unit tests.
+
+`HashEmbedder` embeds a text as the normalised sum of pseudo-random unit vectors of its words (seeded by
+each word), so texts sharing words are close, and the same text always gets the same vector. It has
+the `Embedder` interface the indexer and search use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import numpy as np
+
+from ..ingest.chunkers import WordTokens
+from ..stores.bm25 import tokenize
+
+
+class HashEmbedder:
+    def __init__(self, dim: int = 64):
+        self.dim, self.calls, self.key, self.name = dim, 0, f"hash-{dim}", f"hash-{dim}"
+        self.tokens = WordTokens()
+        self._cache: dict[str, np.ndarray] = {}
+
+    def _word(self, w: str) -> np.ndarray:
+        if w not in self._cache:
+            seed = int.from_bytes(hashlib.sha256(w.encode()).digest()[:8], "little")
+            self._cache[w] = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+        return self._cache[w]
+
+    def _one(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim, dtype=np.float32)
+        for w in tokenize(text):
+            v += self._word(w)
+        n = np.linalg.norm(v)
+        return v / n if n else np.full(self.dim, 1 / np.sqrt(self.dim), dtype=np.float32)
+
+    def embed_documents(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        self.calls += len(texts)
+        if progress and texts:
+            progress(len(texts))
+        return np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    embed_queries = embed_documents
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._one(text)

@@ -1,0 +1,171 @@
+"""The store contract: one pytest suite every `Store` backend must pass.
+
+A backend's test module subclasses `StoreContract` and supplies one fixture, ``make_store``: a callable
+returning a new, empty store. Everything else (data, expectations) lives here, so all backends are held
+to the same behaviour, including Weaviate's hybrid semantics, computed independently below.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ..stores.base import Filter, Store
+from ..stores.bm25 import STOPWORDS_EN, query_terms, tokenize
+from ..stores.fusion import fuse
+from ..types import Chunk, Document
+from .fakes import HashEmbedder
+
+TEXTS = {
+    "paris": ["Paris is the capital of France.", "The Eiffel Tower stands in Paris.", "France borders Spain."],
+    "berlin": ["Berlin is the capital of Germany.", "The Brandenburg Gate is in Berlin."],
+    "rome": ["Rome is the capital of Italy.", "The Colosseum is an amphitheatre in Rome.", "Rome has many fountains."],
+    "tokyo": ["Tokyo is the capital of Japan.", "Mount Fuji can be seen from Tokyo on clear days."],
+}
+
+
+def corpus(emb: HashEmbedder, pages: bool = True) -> tuple[list[Document], list[Chunk], np.ndarray]:
+    docs, chunks = [], []
+    for i, (name, sents) in enumerate(TEXTS.items()):
+        text = " ".join(sents)
+        doc = Document(id=name, text=text, source=f"/data/{name}.txt", title=name.title(), page=i + 1 if pages else None)
+        docs.append(doc)
+        pos = 0
+        for j, s in enumerate(sents):
+            start = text.index(s, pos)
+            chunks.append(Chunk(id=f"{name}#{j}", doc_id=name, text=s, start=start, end=start + len(s), position=j,
+                                source=doc.source, title=doc.title, page=doc.page))
+            pos = start + len(s)
+    return docs, chunks, emb.embed_documents([c.text for c in chunks])
+
+
+def bm25_reference(texts: dict[str, str], query: str, k1: float = 1.2, b: float = 0.75) -> dict[str, float]:
+    """BM25 as Weaviate computes it, from first principles (no library)."""
+    toks = {i: tokenize(t) for i, t in texts.items()}
+    n, avg = len(toks), sum(map(len, toks.values())) / len(toks)
+    out: dict[str, float] = {}
+    for term in query_terms(query):
+        df = sum(term in t for t in toks.values())
+        if not df:
+            continue
+        idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+        for i, t in toks.items():
+            tf = t.count(term)
+            if tf:
+                out[i] = out.get(i, 0.0) + idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(t) / avg))
+    return out
+
+
+class StoreContract:
+    @pytest.fixture
+    def emb(self) -> HashEmbedder:
+        return HashEmbedder()
+
+    @pytest.fixture
+    def store(self, make_store, emb) -> Store:
+        s = make_store()
+        docs, chunks, vecs = corpus(emb)
+        s.upsert(docs, chunks, vecs, {d.source: (1, len(d.text)) for d in docs})
+        return s
+
+    # -- writes and reads ------------------------------------------------------------------------------
+    def test_is_a_store(self, store):
+        assert isinstance(store, Store)
+
+    def test_count_get_documents(self, store):
+        assert store.count() == 10
+        got = store.get(["rome#1", "nope", "paris#0"])
+        assert [c.id for c in got] == ["rome#1", "paris#0"]
+        assert got[0].text == "The Colosseum is an amphitheatre in Rome." and got[0].page == 3
+        docs = store.documents()
+        assert set(docs) == set(TEXTS) and docs["rome"].chunks == 3 and docs["rome"].size > 0
+        assert store.document_texts(["berlin"])["berlin"].startswith("Berlin is the capital")
+
+    def test_upsert_replaces_a_documents_chunks(self, store, emb):
+        doc = Document(id="rome", text="Rome was not built in a day.", source="/data/rome.txt", title="Rome", page=3)
+        c = Chunk(id="rome#0", doc_id="rome", text=doc.text, start=0, end=len(doc.text), position=0,
+                  source=doc.source, title="Rome", page=3)
+        store.upsert([doc], [c], emb.embed_documents([c.text]))
+        assert store.count() == 8
+        assert store.count({"doc_id": "rome"}) == 1
+        assert store.get(["rome#2"]) == []
+        assert store.documents()["rome"].hash == doc.hash
+
+    def test_delete(self, store):
+        assert store.delete(["paris", "tokyo"]) == 5
+        assert store.count() == 5 and set(store.documents()) == {"berlin", "rome"}
+        assert store.keyword_search("Eiffel Tower") == []
+
+    # -- keyword ---------------------------------------------------------------------------------------
+    def test_keyword_scores_are_weaviate_bm25(self, store):
+        texts = {c: t for name, sents in TEXTS.items() for c, t in ((f"{name}#{j}", s) for j, s in enumerate(sents))}
+        query = "What is the capital of Italy?"
+        ref = bm25_reference(texts, query)
+        hits = store.keyword_search(query, limit=10)
+        assert [h.chunk.id for h in hits] == sorted(ref, key=lambda i: (-ref[i], i))
+        ratios = [h.score / ref[h.chunk.id] for h in hits]  # equal up to a constant factor such as (k1 + 1)
+        assert ratios == pytest.approx([ratios[0]] * len(ratios), rel=1e-4)
+
+    def test_keyword_drops_stopwords_from_the_query_only(self, store):
+        assert "the" in STOPWORDS_EN
+        assert store.keyword_search("the of is") == []  # all stopwords: nothing to match
+        assert store.keyword_search("the Colosseum")[0].chunk.id == "rome#1"
+
+    def test_keyword_tokenizes_on_non_alphanumerics(self, store):
+        assert store.keyword_search("colosseum!!")[0].chunk.id == "rome#1"
+        assert store.keyword_search("BRANDENBURG-gate")[0].chunk.id == "berlin#1"
+
+    # -- vector ----------------------------------------------------------------------------------------
+    def test_vector_search_ranks_by_cosine(self, store, emb):
+        q = emb.embed_query("Colosseum amphitheatre Rome")
+        hits = store.vector_search(q, limit=3)
+        docs, chunks, vecs = corpus(emb)
+        sims = vecs @ q
+        expected = [chunks[i].id for i in np.argsort(-sims)[:3]]
+        assert [h.chunk.id for h in hits] == expected
+        assert hits[0].score >= hits[1].score >= hits[2].score
+
+    # -- filters ---------------------------------------------------------------------------------------
+    @pytest.mark.parametrize("where, ids", [
+        ({"doc_id": "rome"}, {"rome#0", "rome#1", "rome#2"}),
+        ({"page": {"$gte": 3}}, {"rome#0", "rome#1", "rome#2", "tokyo#0", "tokyo#1"}),
+        ({"source": {"$in": ["/data/paris.txt", "/data/tokyo.txt"]}, "position": 0}, {"paris#0", "tokyo#0"}),
+        ({"$or": [{"doc_id": "berlin"}, {"id": "rome#2"}]}, {"berlin#0", "berlin#1", "rome#2"}),
+        ({"doc_id": {"$nin": ["paris", "rome", "tokyo"]}}, {"berlin#0", "berlin#1"}),
+    ])
+    def test_filters_apply_to_every_search(self, store, emb, where, ids):
+        q = "capital city"
+        assert store.count(where) == len(ids)
+        for hits in (store.keyword_search(q, 10, where), store.vector_search(emb.embed_query(q), 10, where),
+                     store.hybrid_search(q, emb.embed_query(q), 10, 0.5, "relative", where=where)):
+            assert {h.chunk.id for h in hits} <= ids
+        assert {h.chunk.id for h in store.vector_search(emb.embed_query(q), 10, Filter(where))} == ids
+
+    # -- hybrid ----------------------------------------------------------------------------------------
+    @pytest.mark.parametrize("fusion", ["relative", "ranked"])
+    @pytest.mark.parametrize("alpha", [0.0, 0.3, 0.5, 0.8, 1.0])
+    def test_hybrid_is_fusion_of_the_legs(self, store, emb, alpha, fusion):
+        q = "capital of Italy with an amphitheatre"
+        v = emb.embed_query(q)
+        kw = [(h.chunk.id, h.score) for h in store.keyword_search(q, 100)]
+        vec = [(h.chunk.id, h.score) for h in store.vector_search(v, 100)]
+        expected = fuse(kw, vec, alpha, fusion, limit=5)
+        got = store.hybrid_search(q, v, 5, alpha, fusion)
+        assert [h.chunk.id for h in got] == [k for k, _ in expected]
+        assert [h.score for h in got] == pytest.approx([s for _, s in expected], rel=1e-5)
+
+    def test_hybrid_alpha_extremes_are_single_legs(self, store, emb):
+        q = "Tokyo Japan capital"
+        v = emb.embed_query(q)
+        assert [h.chunk.id for h in store.hybrid_search(q, v, 4, 0.0)] == [h.chunk.id for h in store.keyword_search(q, 4)]
+        assert [h.chunk.id for h in store.hybrid_search(q, v, 4, 1.0)] == [h.chunk.id for h in store.vector_search(v, 4)]
+
+    def test_hybrid_reports_leg_scores(self, store, emb):
+        q = "Eiffel Tower"
+        hit = store.hybrid_search(q, emb.embed_query(q), 1)[0]
+        assert hit.chunk.id == "paris#1" and set(hit.scores) == {"keyword", "vector"}
+
+    def test_empty_store_returns_nothing(self, make_store, emb):
+        s = make_store()
+        assert s.count() == 0 and s.keyword_search("x") == [] and s.documents() == {}
+        assert s.hybrid_search("x", emb.embed_query("x"), 3) == []

@@ -1,0 +1,117 @@
+"""The embedded LanceDB store: the shared contract, plus persistence and crash safety."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from declrag.config import IngestConfig
+from declrag.errors import DeclragError
+from declrag.stores import open_store
+from declrag.stores.lancedb import LanceStore, vector_scores
+from declrag.testing import HashEmbedder
+from declrag.testing.store_contract import StoreContract, corpus
+
+
+class TestLanceStore(StoreContract):
+    @pytest.fixture
+    def make_store(self, tmp_path):
+        n = iter(range(1000))
+        return lambda: LanceStore(tmp_path / f"s{next(n)}")
+
+
+def test_reopen_sees_committed_data(tmp_path):
+    emb = HashEmbedder()
+    s, _ = open_store(tmp_path / "s", IngestConfig())
+    s.upsert(*corpus(emb))
+    again, meta = open_store(tmp_path / "s")
+    assert again.count() == 10 and meta.ingest == IngestConfig()
+    assert again.keyword_search("Colosseum")[0].chunk.id == "rome#1"
+
+
+def test_a_second_handle_sees_new_commits(tmp_path):
+    emb = HashEmbedder()
+    a, b = LanceStore(tmp_path / "s"), LanceStore(tmp_path / "s")
+    docs, chunks, vecs = corpus(emb)
+    a.upsert(docs[:1], chunks[:3], vecs[:3])
+    assert b.count() == 3
+    a.upsert(docs[1:], chunks[3:], vecs[3:])
+    assert b.count() == 10
+
+
+def test_store_refuses_other_ingest_settings_and_wrong_dimensions(tmp_path):
+    open_store(tmp_path / "s", IngestConfig())
+    other = IngestConfig.model_validate({"chunker": {"name": "recursive"}})
+    with pytest.raises(DeclragError, match="different ingest settings"):
+        open_store(tmp_path / "s", other)
+    s = LanceStore(tmp_path / "s")
+    s.upsert(*corpus(HashEmbedder(64)))
+    docs, chunks, vecs = corpus(HashEmbedder(32))
+    with pytest.raises(DeclragError, match="dimension"):
+        s.upsert(docs, chunks, vecs)
+    with pytest.raises(DeclragError, match="dimension"):
+        s.vector_search(np.ones(32, dtype=np.float32))
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "file").write_text("x")
+    with pytest.raises(DeclragError, match="not a declrag store"):
+        open_store(tmp_path / "junk")
+
+
+def test_metrics_rank_alike():
+    sims = np.array([0.9, 0.1, -0.3, 0.5])
+    orders = {m: list(np.argsort(-vector_scores(sims, m))) for m in ("cosine", "dot", "l2")}
+    assert orders["cosine"] == orders["dot"] == orders["l2"] == [0, 3, 1, 2]
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from declrag.config import IngestConfig, ChunkerConfig
+    from declrag.indexer import Indexer
+    from declrag.stores import open_store
+    from declrag.testing import HashEmbedder
+
+    class Slow(HashEmbedder):
+        def embed_documents(self, texts, progress=None):
+            time.sleep(0.3)
+            return super().embed_documents(texts, progress)
+
+    ingest = IngestConfig(chunker=ChunkerConfig(chunk_size=16, overlap=0))
+    store, meta = open_store(sys.argv[1], ingest)
+    Indexer(store, meta.ingest, Slow(), progress=False, batch_chunks=40).index_paths([sys.argv[2]])
+""")
+
+
+def test_killed_indexing_leaves_a_usable_store_and_resumes(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(60):
+        (docs / f"d{i:02d}.txt").write_text(" ".join(f"word{i} token{j} filler" for j in range(30)))
+    store_dir = tmp_path / "store"
+    script = tmp_path / "run.py"
+    script.write_text(KILL_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(store_dir), str(docs)])
+    versions = store_dir / "lance" / "chunks.lance" / "_versions"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (versions.exists() and len(os.listdir(versions)) >= 3):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    store, _ = open_store(store_dir)
+    partial = store.count()
+    assert 0 < partial < 60 * 6
+    recs = store.documents()
+    for rec in recs.values():  # every recorded document has exactly its chunks
+        assert store.count({"doc_id": rec.id}) == rec.chunks
+    assert store.keyword_search("word3 token1")
+    # the rerun finishes the job and equals a clean build
+    subprocess.run([sys.executable, str(script), str(store_dir), str(docs)], check=True)
+    subprocess.run([sys.executable, str(script), str(tmp_path / "clean"), str(docs)], check=True)
+    done, clean = open_store(store_dir)[0], open_store(tmp_path / "clean")[0]
+    assert done.count() == clean.count() and len(done.documents()) == 60
