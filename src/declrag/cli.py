@@ -24,17 +24,17 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="declrag: declarative, self-optimizing RAG.")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (quality and speed), printed as tables.")
 app.add_typer(bench_app, name="bench")
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
-def _config(model, **fields):
+def _config(cls, **fields):
     """Build a pydantic config from CLI options, turning validation errors into DeclragErrors."""
     try:
-        return model(**{k: v for k, v in fields.items() if v is not None})
+        return cls(**{k: v for k, v in fields.items() if v is not None})
     except ValidationError as e:
         first = e.errors()[0]
-        where = ".".join(map(str, first["loc"])) or model.__name__
+        where = ".".join(map(str, first["loc"])) or cls.__name__
         raise DeclragError(f"invalid option {where}: {first['msg']}", hint="see --help for allowed values") from e
 
 

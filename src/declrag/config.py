@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .types import content_hash
 
 DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
+# bump when the chunkers' output changes for the same settings: stores built before are then rebuilt
+CHUNKING_VERSION = 2
 
 ChunkerName = Literal["fixed", "recursive", "sentence", "semantic", "parent-child"]
 Fusion = Literal["relative", "ranked"]
@@ -67,7 +69,8 @@ class IngestConfig(Strict):
 
     def digest(self) -> str:  # batch_size and device do not change the index
         e = self.embedder.model_dump(exclude={"batch_size", "device"})
-        return content_hash(json.dumps({"chunker": self.chunker.model_dump(), "embedder": e}, sort_keys=True))
+        return content_hash(json.dumps({"chunker": self.chunker.model_dump(), "embedder": e,
+                                        "chunking_version": CHUNKING_VERSION}, sort_keys=True))
 
 
 class SearchParams(Strict):

@@ -346,10 +346,14 @@ def _gold(value: Any) -> dict[str, int]:
 
 
 def _beir_docs(rows: Iterable[tuple[int, dict[str, Any]]], source: str) -> list[Document]:
-    docs = []
+    docs, seen = [], {}
     for n, r in rows:
         if (did := r.get("_id", r.get("id"))) is None:
             raise DeclragError(f"{source}:{n}: document without `_id`", hint="every corpus line needs `_id`")
+        if str(did) in seen:
+            raise DeclragError(f"{source}:{n}: duplicate document id {did!r} (first on line {seen[str(did)]})",
+                               hint="document ids must be unique in a corpus")
+        seen[str(did)] = n
         title, text, meta = str(r.get("title") or ""), str(r.get("text") or ""), r.get("metadata")
         docs.append(Document(id=str(did), text=f"{title}\n\n{text}" if title else text, source=source,
                              title=title, metadata=meta if isinstance(meta, dict) else {}))

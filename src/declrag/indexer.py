@@ -117,8 +117,12 @@ class Indexer:
     # -- the pipeline ---------------------------------------------------------------------------------------
     def _index(self, pending: list[tuple[Document, tuple[int, int]]], known: dict[str, DocRecord],
                report: IndexReport) -> None:
-        todo = []
+        todo, seen = [], {}
         for doc, stamp in pending:
+            if doc.id in seen:
+                report.skipped.append(Skipped(doc.source, f"duplicate document id {doc.id!r} (already from {seen[doc.id]})"))
+                continue
+            seen[doc.id] = doc.source or "this run"
             rec = known.get(doc.id)
             if rec is not None and rec.hash == doc.hash:
                 report.unchanged += 1

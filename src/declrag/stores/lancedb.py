@@ -144,6 +144,8 @@ class LanceStore:
         if len(chunks) != len(vectors):
             raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
         doc_ids = [d.id for d in documents]
+        if len(set(doc_ids)) != len(doc_ids) or len({c.id for c in chunks}) != len(chunks):
+            raise ValueError("documents and chunks in one upsert must have unique ids")
         if {c.doc_id for c in chunks} - set(doc_ids):
             raise ValueError("every chunk must belong to one of the documents upserted with it")
         chunks_table = self._table("chunks")
