@@ -115,3 +115,45 @@ def test_killed_indexing_leaves_a_usable_store_and_resumes(tmp_path):
     subprocess.run([sys.executable, str(script), str(tmp_path / "clean"), str(docs)], check=True)
     done, clean = open_store(store_dir)[0], open_store(tmp_path / "clean")[0]
     assert done.count() == clean.count() and len(done.documents()) == 60
+
+
+def test_keyword_index_is_saved_and_reused(tmp_path):
+    emb = HashEmbedder()
+    s = LanceStore(tmp_path / "s")
+    s.upsert(*corpus(emb))
+    first = [h.chunk.id for h in s.keyword_search("capital of France")]
+    saved = list((tmp_path / "s" / "search").glob("bm25-v*"))
+    assert len(saved) == 1 and (saved[0] / "rows.json").exists()
+    again = LanceStore(tmp_path / "s")
+    assert [h.chunk.id for h in again.keyword_search("capital of France")] == first
+    docs, chunks, vecs = corpus(emb)
+    again.upsert(docs[:1], chunks[:1], vecs[:1])  # a new version gets a new index; the old one goes
+    again.keyword_search("capital")
+    assert [p.name for p in (tmp_path / "s" / "search").glob("bm25-v*")] != [saved[0].name]
+    assert len(list((tmp_path / "s" / "search").glob("bm25-v*"))) == 1
+
+
+def test_large_store_vector_search_matches_exact_search(tmp_path, monkeypatch):
+    """Above EXACT_ROWS the float16 pre-selection is used; results equal an exact float32 scan."""
+    import declrag.stores.lancedb as mod
+
+    monkeypatch.setattr(mod, "EXACT_ROWS", 100)
+    rng = np.random.default_rng(0)
+    n, dim = 3000, 64
+    vecs = rng.standard_normal((n, dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    from declrag.types import Chunk, Document
+
+    docs = [Document(id=f"d{i}", text=f"text {i}") for i in range(n)]
+    chunks = [Chunk(id=f"d{i}#0", doc_id=f"d{i}", text=f"text {i}", start=0, end=len(f"text {i}"), position=0)
+              for i in range(n)]
+    s = LanceStore(tmp_path / "s")
+    s.upsert(docs, chunks, vecs)
+    for q in vecs[:20] + 0.1 * rng.standard_normal((20, dim)).astype(np.float32):
+        q = q / np.linalg.norm(q)
+        exact = np.argsort(-(vecs @ q))[:50]
+        hits = s.vector_search(q, 50)
+        assert [h.chunk.id for h in hits] == [f"d{i}#0" for i in exact]
+        assert hits[0].score == pytest.approx(float(vecs[exact[0]] @ q), abs=1e-6)
+        filtered = s.vector_search(q, 10, {"doc_id": {"$in": [f"d{i}" for i in range(0, n, 2)]}})
+        assert all(int(h.doc_id[1:]) % 2 == 0 for h in filtered) and len(filtered) == 10

@@ -120,14 +120,14 @@ def datasets():
     """List the named datasets (declared in datasets/*.yaml)."""
     from .golden import find_spec, known_datasets
 
-    t = Table(title="datasets")
-    for col in ("name", "format", "local path", "hugging face", "description"):
+    t = Table(title="datasets (use a name wherever a dataset path is accepted)")
+    for col in ("name", "format", "local copy", "hugging face fallback", "license"):
         t.add_column(col, overflow="fold")
-    for name, path in sorted(known_datasets().items()):
+    for name in sorted(known_datasets()):
         s = find_spec(name)
-        local = (path.parent / s.path) if s.path else None
-        t.add_row(name, s.format, f"{local} ({'found' if local and local.exists() else 'missing'})" if local else "-",
-                  s.hf.id if s.hf else "-", s.description)
+        local = s.local_path()
+        where = f"{local.resolve()} ({'found' if local.exists() else 'missing'})" if local else "-"
+        t.add_row(name, s.format, where, s.hf.id if s.hf else "-", s.license)
     out.print(t)
 
 

@@ -7,8 +7,12 @@ preset removed from queries only. bm25s's "lucene" method computes the same scor
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -33,17 +37,36 @@ def query_terms(query: str) -> list[str]:
 class KeywordIndex:
     """BM25 over a fixed list of texts; rows are positions in that list."""
 
-    def __init__(self, texts: Sequence[str]):
+    def __init__(self, texts: Sequence[str] = (), *, _bm25=None, _n: int = 0):
         import bm25s
 
-        self.n = len(texts)
-        self._bm25 = bm25s.BM25(k1=K1, b=B, method="lucene")
-        if self.n:
-            # bm25s needs at least one token per corpus; an all-punctuation text is simply never matched
-            self._bm25.index([tokenize(t) or [""] for t in texts], show_progress=False)
-            self._vocab = self._bm25.vocab_dict
+        if _bm25 is not None:  # from load()
+            self.n, self._bm25 = _n, _bm25
         else:
-            self._vocab = {}
+            self.n = len(texts)
+            self._bm25 = bm25s.BM25(k1=K1, b=B, method="lucene")
+            if self.n:
+                # bm25s needs at least one token per text; an all-punctuation text is simply never matched
+                self._bm25.index([tokenize(t) or [""] for t in texts], show_progress=False)
+        self._vocab = self._bm25.vocab_dict if self.n else {}
+
+    def save(self, folder: Path) -> None:
+        """Write the index to ``folder`` atomically (built in a sibling folder, then renamed)."""
+        tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        self._bm25.save(str(tmp))
+        (tmp / "rows.json").write_text(json.dumps({"n": self.n}))
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # another process saved it first
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    @classmethod
+    def load(cls, folder: Path) -> "KeywordIndex":
+        import bm25s
+
+        n = json.loads((folder / "rows.json").read_text())["n"]
+        return cls(_bm25=bm25s.BM25.load(str(folder)), _n=n)
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every row (0 where no query term occurs)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -34,6 +35,8 @@ from .fusion import fuse, leg_size
 
 log = logging.getLogger(__name__)
 
+EXACT_ROWS = 20_000  # above this many rows, vector search pre-selects in float16 (see _Snapshot.nearest)
+RESCORE_MARGIN = 128
 CHUNK_FIELDS = ["id", "doc_id", "text", "start", "end", "position", "source", "title", "page",
                 "parent_start", "parent_end"]
 DOC_SCHEMA = pa.schema([
@@ -64,8 +67,8 @@ def vector_scores(sims: np.ndarray, metric: Metric) -> np.ndarray:
 class _Snapshot:
     """One committed version of the chunks table, ready to search."""
 
-    def __init__(self, table: pa.Table, version: int, stamp: int):
-        self.version, self.stamp, self.n = version, stamp, table.num_rows
+    def __init__(self, table: pa.Table, version: int, stamp: int, folder: Path):
+        self.version, self.stamp, self.n, self.folder = version, stamp, table.num_rows, folder
         vec = table.column("vector").combine_chunks()
         dim = vec.type.list_size
         self.vectors = np.ascontiguousarray(vec.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(self.n, dim)
@@ -76,7 +79,60 @@ class _Snapshot:
 
     @cached_property
     def keyword(self) -> KeywordIndex:
-        return KeywordIndex(self.table.column("text").to_pylist())
+        """The BM25 index of this version: loaded from disk when saved before, else built and saved
+        (building takes ~10 s per 100k chunks; loading a fraction of a second)."""
+        saved = self.folder / f"bm25-v{self.version}"
+        if saved.is_dir():
+            try:
+                index = KeywordIndex.load(saved)
+                if index.n == self.n:
+                    return index
+            except Exception as e:  # unreadable: rebuild it
+                log.warning("rebuilding the keyword index %s: %s", saved, e)
+            shutil.rmtree(saved, ignore_errors=True)
+        index = KeywordIndex(self.table.column("text").to_pylist())
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            index.save(saved)
+            for old in self.folder.glob("bm25-v*"):
+                if old != saved:
+                    shutil.rmtree(old, ignore_errors=True)
+        except OSError as e:  # a read-only store still searches
+            log.warning("could not save the keyword index to %s: %s", saved, e)
+        return index
+
+    @cached_property
+    def half(self):
+        """The vectors in float16 (torch, whose float16 matrix-vector product is ~2.5x faster than
+        NumPy's float32 one here), used to pre-select candidates in large stores."""
+        import torch
+
+        return torch.tensor(self.vectors, dtype=torch.float16)
+
+    def nearest(self, q: np.ndarray, k: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of the ``k`` most similar vectors and their cosine similarities, best first.
+
+        Scores are exact float32. Below `EXACT_ROWS` rows every vector is scored in float32; above it, a
+        float16 pass picks ``k + RESCORE_MARGIN`` candidates, which are then rescored in float32. The
+        float16 error on a cosine of unit vectors is ~1e-3, far below the score gap a margin of 128
+        candidates leaves, so the result is the exact top k in practice, at half the memory traffic.
+        """
+        if mask is not None:
+            allowed = np.flatnonzero(mask)
+            if len(allowed) <= EXACT_ROWS:
+                r, sims = top_k(self.vectors[allowed] @ q, k)
+                return allowed[r], sims
+        elif self.n <= EXACT_ROWS:
+            return top_k(self.vectors @ q, k)
+        import torch
+
+        scores = (self.half @ torch.from_numpy(q).to(torch.float16)).float()
+        if mask is not None:
+            scores[torch.from_numpy(~mask)] = float("-inf")
+        n_ok = self.n if mask is None else int(mask.sum())
+        cand = torch.topk(scores, min(k + RESCORE_MARGIN, n_ok)).indices.numpy()
+        r, sims = top_k(self.vectors[cand] @ q, k)
+        return cand[r], sims
 
     def mask(self, where: Filter | None) -> np.ndarray | None:
         if where is None:
@@ -132,7 +188,7 @@ class LanceStore:
             table = self._table("chunks")
             if table is None:
                 return None
-            self._snap = _Snapshot(table.to_arrow(), table.version, stamp)
+            self._snap = _Snapshot(table.to_arrow(), table.version, stamp, self.path / "search")
             return self._snap
 
     # -- writes ---------------------------------------------------------------------------------------
@@ -247,12 +303,7 @@ class LanceStore:
         if q.shape[0] != snap.vectors.shape[1]:
             raise DeclragError(f"query vector has dimension {q.shape[0]}, the store {self.path} holds "
                                f"{snap.vectors.shape[1]}", hint="embed queries with the store's embedding model")
-        if mask is None:
-            rows, sims = top_k(snap.vectors @ q, k)
-        else:
-            sub = np.flatnonzero(mask)
-            r, sims = top_k(snap.vectors[sub] @ q, k)
-            rows = sub[r]
+        rows, sims = snap.nearest(q, k, mask)
         return rows, vector_scores(sims, self.metric)
 
     def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None) -> list[Hit]:
