@@ -105,10 +105,11 @@ def search(
         } for i, h in enumerate(hits)])
         return
     t = Table(title=f"{len(hits)} results for {query!r} ({mode}, alpha={alpha}, {fusion})", show_lines=True)
-    for col in ("#", "score", "source", "span", "text"):
+    for col in ("#", "score", "document", "span", "text"):
         t.add_column(col, overflow="fold")
     for i, h in enumerate(hits, 1):
-        src = Path(h.chunk.source).name or h.doc_id
+        name = Path(h.chunk.source).name
+        src = h.chunk.title if h.chunk.title and h.chunk.title != Path(name).stem else (name or h.doc_id)
         src += f" p.{h.chunk.page}" if h.chunk.page else ""
         snippet = " ".join(h.text.split())
         t.add_row(str(i), f"{h.score:.3f}", src, f"{h.start}-{h.end}", snippet[:300] + ("…" if len(snippet) > 300 else ""))

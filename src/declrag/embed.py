@@ -138,7 +138,9 @@ class Embedder:
     @cached_property
     def model(self):
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # the weight-loading bar is noise next to ours
         try:
             m = SentenceTransformer(str(self.folder), device=self.config.device)
         except Exception as e:
