@@ -92,10 +92,7 @@ def search(
     """Search a store: ranked chunks with source, span and score."""
     from . import api
 
-    try:
-        filt = json.loads(where) if where else None
-    except json.JSONDecodeError as e:
-        raise DeclragError(f"--where is not valid JSON: {e}", hint='write e.g. --where \'{"source": "a.pdf"}\'') from e
+    filt = _json_option(where, "--where")
     params = _config(SearchParams, limit=k, alpha=alpha, fusion=fusion, mode=mode, window=window, where=filt)
     hits = api.search(query, store, params)
     if as_json:
@@ -114,6 +111,65 @@ def search(
         snippet = " ".join(h.text.split())
         t.add_row(str(i), f"{h.score:.3f}", src, f"{h.start}-{h.end}", snippet[:300] + ("…" if len(snippet) > 300 else ""))
     out.print(t)
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="the question")],
+    program: Annotated[Optional[Path], typer.Option(help="a saved program folder (e.g. runs/NAME/best)")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="a program config file (YAML or JSON)")] = None,
+    store: StoreOpt = None,
+    model: Annotated[Optional[str], typer.Option(help="route every LM call here, e.g. openai/gpt-4o-mini [$DECLRAG_MODEL]")] = None,
+    where: Annotated[Optional[str], typer.Option(help="metadata filter as JSON")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+):
+    """Answer a question with citations (the default program, a saved one, or a config)."""
+    import os
+
+    from .program import RAGProgram, default_program, load, read_config, with_model
+
+    if program and config:
+        raise DeclragError("give --program or --config, not both", hint="a saved program already has its config")
+    model = model or os.environ.get("DECLRAG_MODEL")
+    filt = _json_option(where, "--where")
+    if program:
+        prog = load(program, store=store, model=model)
+    elif config:
+        cfg = read_config(config)
+        prog = RAGProgram(with_model(cfg, model) if model else cfg, store=store)
+    else:
+        prog = default_program(store or _default_store(), model=model)
+    answer = prog(question=question, where=filt)
+    if as_json:
+        out.print_json(data=answer.to_dict())
+        return
+    out.print(answer.answer, markup=False, highlight=False)
+    for c in answer.citations:
+        where_ = (c["title"] or Path(c["source"]).name) + (f" p.{c['page']}" if c["page"] else "")
+        tag = " (attributed)" if c["attributed"] else ""
+        out.print(f"  [{c['n']}] {where_} {c['span'][0]}-{c['span'][1]}{tag}: {c['snippet'][:160]}",
+                  markup=False, highlight=False)
+    u, ms = answer.usage["total"], answer.latency_ms
+    judge = answer.judge.get("mode", "off")
+    if judge != "off":
+        out.print(f"judge ({judge}): supported={answer.judge.get('supported')} action={answer.judge.get('action')}")
+    out.print(f"{u['calls']} LM calls ({u['cached']} cached), {u['tokens_in']} tokens in, {u['tokens_out']} out, "
+              f"${u['cost_usd']:.4f}; {ms['total']:.0f} ms", style="dim")
+
+
+def _default_store():
+    from .api import default_store
+
+    return default_store()
+
+
+def _json_option(value: str | None, name: str):
+    if not value:
+        return None
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as e:
+        raise DeclragError(f"{name} is not valid JSON: {e}", hint=f"write e.g. {name} '{{\"source\": \"a.pdf\"}}'") from e
 
 
 @app.command()

@@ -83,3 +83,94 @@ class SearchParams(Strict):
     candidates: int = Field(100, ge=1, le=10000)  # per leg: max(candidates, limit)
     window: int = Field(0, ge=0, le=20)  # context-window expansion: neighbours on each side
     where: dict[str, Any] | None = None  # metadata filter, see declrag.stores.base.Filter
+
+
+# ----------------------------------------------------------------------------------------------- program
+DEFAULT_ROUTE = "local/smollm2"
+Adapter = Literal["auto", "chat", "json", "plain"]
+
+
+class LMConfig(Strict):
+    """One LiteLLM route and its settings. API keys are never stored: ``api_key_env`` names the
+    environment variable that holds the key (LiteLLM's own variables, e.g. OPENAI_API_KEY, work too)."""
+
+    route: str = DEFAULT_ROUTE
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(128, ge=1, le=32768)
+    timeout_s: float = Field(120.0, gt=0)
+    num_retries: int = Field(2, ge=0, le=10)
+    fallbacks: list[str] = []  # routes tried in order when this one fails
+    api_base: str | None = None
+    api_key_env: str | None = None
+    adapter: Adapter = "auto"  # auto: plain text for small local models, DSPy's chat adapter otherwise
+    seed: int | None = 0
+
+
+class RewriteConfig(Strict):
+    mode: Literal["off", "rewrite", "multi-query", "hyde", "decompose", "step-back"] = "off"
+    n: int = Field(3, ge=1, le=10)  # multi-query variants / sub-questions at most
+    variant: str = "default"
+    lm: LMConfig | None = None  # None: the program's LM
+
+
+class RetrieveConfig(Strict):
+    k: int = Field(5, ge=1, le=100)  # passages given to the generator
+    candidates: int = Field(100, ge=1, le=10000)  # per hybrid leg (Weaviate: at least 100)
+    alpha: float = Field(0.5, ge=0.0, le=1.0)
+    fusion: Fusion = "relative"
+    window: int = Field(0, ge=0, le=20)
+    where: dict[str, Any] | None = None
+    autocut: int = Field(0, ge=0, le=10)  # 0 off; else cut after this many score jumps (Weaviate's autocut)
+    order: Literal["score", "lost-in-the-middle"] = "score"
+    mmr: bool = False
+    mmr_lambda: float = Field(0.7, ge=0.0, le=1.0)  # relevance weight against diversity
+    abstain_below: float | None = Field(None, ge=-1.0, le=1.0)  # abstain when the best passage's cosine is lower
+
+
+class RerankConfig(Strict):
+    mode: Literal["none", "bm25", "cross-encoder", "llm"] = "none"
+    candidates: int = Field(20, ge=1, le=500)  # retrieved before reranking; the best `retrieve.k` are kept
+    model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    variant: str = "default"
+    lm: LMConfig | None = None
+
+
+class GenerateConfig(Strict):
+    variant: str = "plain"
+    abstain_phrase: str = "I don't know."
+    demos: int = Field(0, ge=0, le=16)
+    max_passage_chars: int = Field(2000, ge=100)
+    lm: LMConfig | None = None
+
+
+class JudgeConfig(Strict):
+    mode: Literal["off", "llm", "grounding"] = "off"  # grounding: deterministic word-overlap support check
+    policy: Literal["pass", "regenerate", "abstain"] = "pass"
+    variant: str = "default"
+    threshold: float = Field(0.5, ge=0.0, le=1.0)  # grounding: share of answer sentences that must be supported
+    regenerate_variant: str = "strict"
+    lm: LMConfig | None = None
+
+
+class ProgramConfig(Strict):
+    """A whole RAG program. `declrag compile` writes one; `declrag serve` and `declrag ask` run one."""
+
+    ingest: IngestConfig = IngestConfig()
+    store: str | None = None  # store folder; None: given at run time (or the default store)
+    lm: LMConfig = LMConfig()
+    rewrite: RewriteConfig = RewriteConfig()
+    retrieve: RetrieveConfig = RetrieveConfig()
+    rerank: RerankConfig = RerankConfig()
+    generate: GenerateConfig = GenerateConfig()
+    judge: JudgeConfig = JudgeConfig()
+    max_question_chars: int = Field(2000, ge=10)
+
+    @model_validator(mode="after")
+    def _check_program(self) -> "ProgramConfig":
+        if self.rerank.mode != "none" and self.rerank.candidates < self.retrieve.k:
+            raise ValueError(f"rerank.candidates ({self.rerank.candidates}) must be >= retrieve.k ({self.retrieve.k})")
+        return self
+
+    def stage_lm(self, stage: str) -> LMConfig:
+        own = getattr(getattr(self, stage), "lm", None)
+        return own or self.lm

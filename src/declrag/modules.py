@@ -1,0 +1,231 @@
+"""The RAG stages as DSPy modules: rewrite, retrieve, rerank, generate with citations, self-judge.
+
+An LM stage owns one `dspy.Predict` per prompt it needs, built from a signature spec (signatures/*.yaml);
+each call runs under the stage's own LM route and adapter and is metered under the stage's name. Stages
+with a cheap deterministic counterpart offer it (BM25 reranking, the grounding judge, the retrieval-score
+abstention threshold), so small local models still get a working pipeline.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import dspy
+from dspy.utils import exceptions as dspy_errors
+
+from .adapters import adapter_for
+from .config import GenerateConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
+from .embed import Embedder, resolve_model
+from .lm import lm_error, make_lm, stage
+from .postprocess import attribute, grounding, is_abstention, resolve_citations
+from .retrieval import cut, mmr, order, rrf
+from .search import expand
+from .signatures import SignatureSpec
+from .stores.base import Filter, Store
+from .stores.bm25 import KeywordIndex
+from .types import Hit
+
+_LMS: dict[str, dspy.LM] = {}
+
+
+def get_lm(cfg: LMConfig) -> dspy.LM:
+    """One DSPy LM per distinct LM configuration, shared by every stage and program in the process."""
+    key = cfg.digest()
+    if key not in _LMS:
+        _LMS[key] = make_lm(cfg)
+    return _LMS[key]
+
+
+class Stage(dspy.Module):
+    """One prompt of one stage: a `dspy.Predict` run under the stage's LM and adapter, metered."""
+
+    def __init__(self, name: str, spec: SignatureSpec, variant: str, lm: LMConfig, **params: str):
+        super().__init__()
+        self.stage_name, self.lm_config, self.spec, self.variant = name, lm, spec, variant
+        self.predict = dspy.Predict(spec.build(variant, **params))
+        self.predict.demos = [dspy.Example(**d) for d in spec.demos]
+
+    def run(self, **inputs: Any) -> dspy.Prediction:
+        with stage(self.stage_name), dspy.context(lm=get_lm(self.lm_config), adapter=adapter_for(self.lm_config)):
+            try:
+                return self.predict(**inputs)
+            except dspy_errors.AdapterParseError:  # a model that ignored the format: no output, not a crash
+                return dspy.Prediction(**{k: None for k in self.spec.outputs}, parse_error=True)
+            except dspy_errors.LMError as e:
+                raise lm_error(e, self.lm_config) from e
+
+
+@dataclass
+class Queries:
+    texts: list[str]  # searched, results fused by reciprocal rank
+    vector_text: str | None = None  # HyDE: the text whose embedding replaces the question's
+    sub_questions: list[str] = field(default_factory=list)
+
+
+class QueryRewriter(dspy.Module):
+    SPECS = {"rewrite": "rewrite", "multi-query": "multi_query", "hyde": "hyde", "decompose": "decompose",
+             "step-back": "step_back"}
+
+    def __init__(self, cfg: RewriteConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
+        super().__init__()
+        self.cfg = cfg
+        self.stage = Stage("rewrite", specs[self.SPECS[cfg.mode]], cfg.variant if cfg.variant != "default" else
+                           specs[self.SPECS[cfg.mode]].default, lm) if cfg.mode != "off" else None
+
+    def forward(self, question: str) -> Queries:
+        c = self.cfg
+        if self.stage is None:
+            return Queries([question])
+        if c.mode == "rewrite":
+            q = (self.stage.run(question=question).query or "").strip()
+            return Queries([q[:500] or question])
+        if c.mode == "multi-query":
+            qs = self.stage.run(question=question, n=c.n).queries or []
+            return Queries(_unique([question, *qs])[: c.n + 1])
+        if c.mode == "hyde":
+            return Queries([question], vector_text=(self.stage.run(question=question).passage or "").strip() or None)
+        if c.mode == "decompose":
+            subs = _unique(self.stage.run(question=question, n=c.n).sub_questions or [])[: c.n]
+            return Queries(_unique([question, *subs]), sub_questions=[s for s in subs if s != question])
+        general = (self.stage.run(question=question).general_question or "").strip()
+        return Queries(_unique([question, general]) if general else [question])
+
+
+def _unique(texts: list[str]) -> list[str]:
+    seen, out = set(), []
+    for t in (t.strip() for t in texts if t):
+        if t and t.lower() not in seen:
+            seen.add(t.lower())
+            out.append(t[:500])
+    return out
+
+
+class Retriever(dspy.Module):
+    """Hybrid search for every query, fused; autocut; context expansion. Returns a candidate pool."""
+
+    def __init__(self, cfg: RetrieveConfig, store: Store, embedder: Embedder, pool: int):
+        super().__init__()
+        self.cfg, self.store, self.embedder, self.pool = cfg, store, embedder, pool
+        self.embed_ms = 0.0
+
+    def _embed(self, texts: list[str]):
+        t0 = time.perf_counter()
+        out = self.embedder.embed_queries(texts)
+        self.embed_ms += 1000 * (time.perf_counter() - t0)
+        return out
+
+    def forward(self, queries: Queries, where: dict | None = None) -> list[Hit]:
+        c = self.cfg
+        filt = Filter.of(where if where is not None else c.where)
+        vecs = self._embed([queries.vector_text or queries.texts[0], *queries.texts[1:]]) if c.alpha > 0 \
+            else [None] * len(queries.texts)
+        lists = [self.store.hybrid_search(q, v, self.pool, c.alpha, c.fusion, c.candidates, filt)
+                 for q, v in zip(queries.texts, vecs)]
+        hits = rrf(lists)
+        hits = cut(hits, c.autocut)
+        return expand(self.store, hits, c.window)
+
+
+class Reranker(dspy.Module):
+    """Reorders the candidate pool: none, BM25 over the candidates, a cross-encoder, or an LLM judge."""
+
+    def __init__(self, cfg: RerankConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
+        super().__init__()
+        self.cfg = cfg
+        self.stage = Stage("rerank", specs["rerank"], cfg.variant if cfg.variant != "default" else specs["rerank"].default,
+                           lm) if cfg.mode == "llm" else None
+        self._cross = None
+
+    def forward(self, question: str, hits: list[Hit]) -> list[Hit]:
+        mode = self.cfg.mode
+        if mode == "none" or len(hits) <= 1:
+            return hits
+        if mode == "bm25":
+            scores = [float(s) for s in KeywordIndex([h.text for h in hits]).scores(question)]
+        elif mode == "cross-encoder":
+            scores = [float(s) for s in self.cross_encoder.predict([(question, h.text) for h in hits], show_progress_bar=False)]
+        else:
+            scores = [1.0 if self.stage.run(question=question, passage=h.text).relevant else 0.0 for h in hits]
+        ranked = sorted(range(len(hits)), key=lambda i: (-scores[i], i))  # ties keep the retrieval order
+        return [replace(hits[i], scores={**hits[i].scores, "rerank": scores[i]}) for i in ranked]
+
+    @property
+    def cross_encoder(self):
+        if self._cross is None:
+            from sentence_transformers import CrossEncoder
+
+            self._cross = CrossEncoder(str(resolve_model(self.cfg.model)), device="cpu")
+        return self._cross
+
+
+@dataclass
+class Draft:
+    text: str
+    abstained: bool
+    used: list[int]  # passage numbers cited
+    attributed: list[int] = field(default_factory=list)  # passage numbers attributed after the fact
+    removed: int = 0
+    raw: str = ""
+
+
+class Generator(dspy.Module):
+    """Answers from numbered passages with [n] citations; the strict prompt is used to regenerate."""
+
+    def __init__(self, cfg: GenerateConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
+        super().__init__()
+        self.cfg = cfg
+        spec = specs["generate"]
+        if cfg.demos:
+            spec = spec.model_copy(update={"demos": spec.demos[: cfg.demos]})
+        else:
+            spec = spec.model_copy(update={"demos": []})
+        self.main = Stage("generate", spec, cfg.variant, lm, abstain=cfg.abstain_phrase)
+        self.strict = Stage("generate", spec, "strict" if "strict" in spec.variants else cfg.variant, lm,
+                            abstain=cfg.abstain_phrase)
+
+    def context(self, passages: list[Hit]) -> str:
+        lim = self.cfg.max_passage_chars
+        return "\n\n".join(f"[{i}] " + (f"({h.chunk.title}) " if h.chunk.title else "") + " ".join(h.text[:lim].split())
+                           for i, h in enumerate(passages, 1))
+
+    def forward(self, question: str, passages: list[Hit], strict: bool = False) -> Draft:
+        phrase = self.cfg.abstain_phrase
+        if not passages:
+            return Draft(phrase, True, [])
+        pred = (self.strict if strict else self.main).run(question=question, context=self.context(passages))
+        raw = (pred.answer or "").strip()
+        if is_abstention(raw, phrase):
+            return Draft(phrase, True, [], raw=raw)
+        cited = resolve_citations(raw, len(passages))
+        if cited.used:
+            return Draft(cited.text, False, cited.used, removed=cited.removed, raw=raw)
+        parts, attributed = [], []
+        for sentence, n in attribute(cited.text, [h.text for h in passages]):
+            parts.append(f"{sentence} [{n}]" if n else sentence)
+            if n and n not in attributed:
+                attributed.append(n)
+        return Draft(" ".join(parts) or cited.text, False, [], attributed, cited.removed, raw)
+
+
+class SelfJudge(dspy.Module):
+    """Checks a draft against the passages it cites: an LLM judge or the deterministic grounding check."""
+
+    def __init__(self, cfg: JudgeConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
+        super().__init__()
+        self.cfg = cfg
+        self.stage = Stage("judge", specs["judge"], cfg.variant if cfg.variant != "default" else specs["judge"].default,
+                           lm) if cfg.mode == "llm" else None
+
+    def forward(self, question: str, passages: list[Hit], draft: Draft, context: str) -> dict[str, Any]:
+        if self.cfg.mode == "off":
+            return {"mode": "off"}
+        if draft.abstained:
+            return {"mode": self.cfg.mode, "supported": None, "reason": "abstained"}
+        cited = [passages[n - 1].text for n in (draft.used or draft.attributed)] or [h.text for h in passages]
+        if self.stage is not None:
+            supported = bool(self.stage.run(question=question, context=context, answer=draft.text).supported)
+            return {"mode": "llm", "supported": supported}
+        ok, share, bad = grounding(draft.text, cited, self.cfg.threshold)
+        return {"mode": "grounding", "supported": ok, "score": round(share, 3), "unsupported": bad[:5]}

@@ -1,0 +1,283 @@
+"""`RAGProgram`: the whole pipeline as one `dspy.Module`, composed from a `ProgramConfig`; and its
+artifact: one versioned folder that `declrag.load` (and later `declrag serve`) turns back into the very
+same program.
+
+    prog = RAGProgram(ProgramConfig(), store="my-store")
+    answer = prog(question="...")          # an Answer (a dspy.Prediction)
+    prog.save("runs/x/best"); same = declrag.load("runs/x/best")
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import time
+import warnings
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import dspy
+import numpy as np
+import yaml
+from pydantic import ValidationError
+
+from .config import ProgramConfig
+from .embed import Embedder
+from .errors import DeclragError
+from .lm import Meter, metering, provider_of
+from .modules import Draft, Generator, QueryRewriter, Reranker, Retriever, SelfJudge
+from .retrieval import mmr, order
+from .signatures import SignatureSpec, load_specs
+from .stores import open_store, read_meta
+from .stores.base import Store
+from .types import Hit
+
+log = logging.getLogger(__name__)
+ARTIFACT_FORMAT = 1
+NEEDED_SPECS = ("generate", "rewrite", "multi_query", "hyde", "decompose", "step_back", "rerank", "judge")
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("declrag", "dspy", "litellm", "optuna", "lancedb", "sentence-transformers"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+class Answer(dspy.Prediction):
+    """A program's answer: ``answer`` (text), ``abstained``, ``citations``, ``passages``, ``judge``,
+    ``usage`` (by stage), ``latency_ms`` (by stage), ``queries``, ``stages``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: self[k] for k in ("answer", "abstained", "citations", "judge", "usage", "latency_ms",
+                                     "removed_citations", "queries", "stages", "question")}
+
+
+def _citation(n: int, h: Hit, attributed: bool) -> dict[str, Any]:
+    return {"n": n, "chunk_id": h.chunk.id, "doc_id": h.doc_id, "source": h.chunk.source, "title": h.chunk.title,
+            "page": h.chunk.page, "span": [h.start, h.end], "snippet": " ".join(h.text.split())[:300],
+            "score": round(float(h.score), 6), "attributed": attributed}
+
+
+class RAGProgram(dspy.Module):
+    """Rewrite -> retrieve -> rerank -> select and order -> generate with citations -> self-judge."""
+
+    def __init__(self, config: ProgramConfig | None = None, store: Store | str | Path | None = None,
+                 embedder: Embedder | None = None, specs: dict[str, SignatureSpec] | None = None):
+        super().__init__()
+        self.config = c = config or ProgramConfig()
+        for name in ("rewrite", "rerank", "generate", "judge"):  # fail fast on unknown routes or missing keys
+            lm = c.stage_lm(name)
+            for route in (lm.route, *lm.fallbacks):
+                provider_of(route)
+        if isinstance(store, Store):
+            self.store = store
+        else:
+            path = store or c.store
+            if path is None:
+                from .api import default_store
+
+                path = default_store()
+            self.store, meta = open_store(path, create=False)
+            if meta.ingest.digest() != c.ingest.digest():
+                raise DeclragError(
+                    f"store {path} was built with other ingest settings than this program was compiled for",
+                    hint="point --store at the store the program was built on, or rebuild it with the program's "
+                         "ingest settings (declrag index ... --chunker/--chunk-size/--overlap/--model)")
+            self.store_path = str(path)
+        self.embedder = embedder or Embedder(c.ingest.embedder)
+        self.specs = specs or {k: v for k, v in load_specs().items() if k in NEEDED_SPECS}
+        pool = max(c.retrieve.k, c.rerank.candidates if c.rerank.mode != "none" else 0,
+                   3 * c.retrieve.k if c.retrieve.mmr else 0)
+        self.rewrite = QueryRewriter(c.rewrite, c.stage_lm("rewrite"), self.specs)
+        self.retrieve = Retriever(c.retrieve, self.store, self.embedder, pool)
+        self.rerank = Reranker(c.rerank, c.stage_lm("rerank"), self.specs)
+        self.generate = Generator(c.generate, c.stage_lm("generate"), self.specs)
+        self.judge = SelfJudge(c.judge, c.stage_lm("judge"), self.specs)
+
+    # -- running ------------------------------------------------------------------------------------------
+    def forward(self, question: str, where: dict | None = None) -> Answer:
+        c = self.config
+        if not isinstance(question, str) or not question.strip():
+            raise DeclragError("empty question", hint="ask something")
+        if len(question) > c.max_question_chars:
+            raise DeclragError(f"question is {len(question)} characters long; the limit is {c.max_question_chars}",
+                               hint="shorten it, or raise max_question_chars in the program config")
+        meter, ms = Meter(), {}
+        self.retrieve.embed_ms = 0.0
+        t_all = time.perf_counter()
+        with metering(meter):
+            t = time.perf_counter()
+            queries = self.rewrite(question=question)
+            ms["rewrite"] = _since(t)
+            t = time.perf_counter()
+            pool = self.retrieve(queries=queries, where=where)
+            ms["retrieve"] = _since(t)
+            t = time.perf_counter()
+            pool = self.rerank(question=question, hits=pool)
+            ms["rerank"] = _since(t)
+            t = time.perf_counter()
+            passages = self._select(queries, pool)
+            ms["select"] = _since(t)
+            gen_question = question if not queries.sub_questions else \
+                question + "\n(Sub-questions: " + "; ".join(queries.sub_questions) + ")"
+            t = time.perf_counter()
+            below = self._below_threshold(queries, passages)
+            draft = Draft(c.generate.abstain_phrase, True, []) if below else \
+                self.generate(question=gen_question, passages=passages)
+            ms["generate"] = _since(t)
+            t = time.perf_counter()
+            context = self.generate.context(passages)
+            verdict = self.judge(question=question, passages=passages, draft=draft, context=context)
+            verdict["action"] = "none" if c.judge.mode == "off" else "passed"
+            if verdict.get("supported") is False and c.judge.policy == "regenerate":
+                draft = self.generate(question=gen_question, passages=passages, strict=True)
+                again = self.judge(question=question, passages=passages, draft=draft, context=context)
+                verdict = {**again, "action": "regenerated", "first": verdict}
+            elif verdict.get("supported") is False and c.judge.policy == "abstain":
+                draft = Draft(c.generate.abstain_phrase, True, [], raw=draft.raw)
+                verdict["action"] = "abstained"
+            elif verdict.get("supported") is False:
+                verdict["action"] = "flagged"
+            if below:
+                verdict["reason"] = f"best passage similarity below {c.retrieve.abstain_below}"
+            ms["judge"] = _since(t)
+        ms["embed"] = round(self.retrieve.embed_ms, 3)
+        ms["total"] = _since(t_all)
+        cites = [_citation(n, passages[n - 1], False) for n in draft.used] + \
+                [_citation(n, passages[n - 1], True) for n in draft.attributed]
+        return Answer(
+            question=question, answer=draft.text, abstained=draft.abstained, citations=cites,
+            removed_citations=draft.removed, passages=passages, judge=verdict, usage=meter.to_dict(),
+            latency_ms=ms, queries=queries.texts, raw_answer=draft.raw, stages=self.stages())
+
+    def _select(self, queries, pool: list[Hit]) -> list[Hit]:
+        c = self.config.retrieve
+        if c.mmr and len(pool) > c.k:
+            t0 = time.perf_counter()
+            vecs = self.embedder.embed_documents([h.text for h in pool])
+            qv = self.embedder.embed_query(queries.vector_text or queries.texts[0])
+            self.retrieve.embed_ms += 1000 * (time.perf_counter() - t0)
+            chosen = mmr(pool, np.asarray(vecs), np.asarray(qv), c.k, c.mmr_lambda)
+        else:
+            chosen = pool[: c.k]
+        return order(chosen, c.order)
+
+    def _below_threshold(self, queries, passages: list[Hit]) -> bool:
+        """The deterministic abstention: the best passage's cosine similarity to the question (chunk
+        embeddings, from the cache) is below ``retrieve.abstain_below``."""
+        thr = self.config.retrieve.abstain_below
+        if thr is None:
+            return False
+        if not passages:
+            return True
+        t0 = time.perf_counter()
+        sims = self.embedder.embed_documents([h.chunk.text for h in passages]) @ self.embedder.embed_query(queries.texts[0])
+        self.retrieve.embed_ms += 1000 * (time.perf_counter() - t0)
+        return float(np.max(sims)) < thr
+
+    def stages(self) -> dict[str, Any]:
+        c = self.config
+        return {"rewrite": c.rewrite.mode, "retrieve": {"k": c.retrieve.k, "alpha": c.retrieve.alpha,
+                "fusion": c.retrieve.fusion, "autocut": c.retrieve.autocut, "window": c.retrieve.window,
+                "mmr": c.retrieve.mmr, "order": c.retrieve.order, "abstain_below": c.retrieve.abstain_below},
+                "rerank": c.rerank.mode, "generate": c.generate.variant,
+                "judge": "off" if c.judge.mode == "off" else f"{c.judge.mode}/{c.judge.policy}"}
+
+    # -- the artifact -------------------------------------------------------------------------------------
+    def save(self, path: str | Path, **_: Any) -> Path:
+        """Write the artifact: ``program.json`` (config, signature specs, versions, store reference) and
+        ``dspy_state.json`` (each predictor's instructions and demos, as DSPy saves them; no pickle)."""
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "format": ARTIFACT_FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "versions": versions(), "config": self.config.model_dump(mode="json"),
+            "store": {"path": getattr(self, "store_path", None), "ingest_digest": self.config.ingest.digest()},
+            "signatures": {k: v.model_dump(mode="json") for k, v in self.specs.items()},
+        }
+        tmp = folder / "program.json.tmp"
+        tmp.write_text(json.dumps(meta, indent=2))
+        super().save(str(folder / "dspy_state.json"))
+        os.replace(tmp, folder / "program.json")
+        return folder
+
+
+def _since(t: float) -> float:
+    return round(1000 * (time.perf_counter() - t), 3)
+
+
+def load(path: str | Path, store: Store | str | Path | None = None, model: str | None = None) -> RAGProgram:
+    """The program saved at ``path``. Warns when library versions differ from the ones it was saved with;
+    refuses a store whose ingest settings differ. ``model`` reroutes every LM call (like --model)."""
+    folder = Path(path)
+    f = folder / "program.json"
+    if not f.exists():
+        raise DeclragError(f"{folder} is not a declrag program (no program.json)",
+                           hint="point at a folder written by RAGProgram.save or declrag compile (runs/<name>/best)")
+    try:
+        meta = json.loads(f.read_text())
+        config = ProgramConfig.model_validate(meta["config"])
+        specs = {k: SignatureSpec.model_validate(v) for k, v in meta["signatures"].items()}
+    except (ValueError, KeyError, ValidationError) as e:
+        raise DeclragError(f"{f} is damaged or from an incompatible declrag: {str(e).splitlines()[0]}",
+                           hint="re-create it with declrag compile") from e
+    if meta.get("format", 0) > ARTIFACT_FORMAT:
+        raise DeclragError(f"{folder} was written by a newer declrag (format {meta['format']})", hint="upgrade declrag")
+    now = versions()
+    drift = {k: (v, now.get(k)) for k, v in meta.get("versions", {}).items() if now.get(k) != v and k != "python"}
+    if drift:
+        warnings.warn(f"{folder} was saved with other library versions: " + ", ".join(
+            f"{k} {a} (now {b})" for k, (a, b) in sorted(drift.items())), stacklevel=2)
+    if model:
+        config = with_model(config, model)
+    prog = RAGProgram(config, store=store if store is not None else meta.get("store", {}).get("path"), specs=specs)
+    prog.load(str(folder / "dspy_state.json"))
+    return prog
+
+
+def with_model(config: ProgramConfig, route: str) -> ProgramConfig:
+    """The same program with every LM call routed to ``route``."""
+    lm = config.lm.model_copy(update={"route": route, "adapter": "auto"})
+    upd = {"lm": lm}
+    for name in ("rewrite", "rerank", "generate", "judge"):
+        sub = getattr(config, name)
+        if getattr(sub, "lm", None) is not None:
+            upd[name] = sub.model_copy(update={"lm": None})
+    return config.model_copy(update=upd)
+
+
+def read_config(path: str | Path) -> ProgramConfig:
+    """A `ProgramConfig` from a YAML or JSON file; errors name the file and the field."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        return ProgramConfig.model_validate(data or {})
+    except OSError as e:
+        raise DeclragError(f"cannot read program config {p}: {e.strerror}", hint="check the path") from e
+    except yaml.YAMLError as e:
+        raise DeclragError(f"{p}: not valid YAML/JSON: {e}", hint="fix the syntax") from e
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise DeclragError(f"{p}: {'.'.join(map(str, err['loc'])) or '(top level)'}: {err['msg']}",
+                           hint="see ProgramConfig in declrag.config for the fields and their allowed values") from e
+
+
+def default_program(store: Store | str | Path | None = None, model: str | None = None) -> RAGProgram:
+    """The naive baseline: fixed chunks, hybrid alpha 0.5, k 5, no rewrite, no rerank, the plain prompt,
+    self-judge off, on the local model (or ``model`` / $DECLRAG_MODEL), over the store's own ingest settings."""
+    route = model or os.environ.get("DECLRAG_MODEL")
+    meta = read_meta(store) if isinstance(store, (str, Path)) else None
+    config = ProgramConfig(ingest=meta.ingest) if meta else ProgramConfig()
+    if route:
+        config = with_model(config, route)
+    return RAGProgram(config, store=store)
+
+
+__all__ = ["Answer", "RAGProgram", "default_program", "load", "read_config", "with_model"]
