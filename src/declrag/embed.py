@@ -125,6 +125,9 @@ class Embedder:
         self.name = canonical_model_name(self.config.model)
         self.calls = 0  # texts actually sent to the model (cache misses)
 
+    def __deepcopy__(self, memo):  # the model and cache are shared by copies of a program
+        return self
+
     @property
     def key(self) -> str:
         """The cache key of this model and every setting that changes its output."""

@@ -94,6 +94,23 @@ _STAGE: ContextVar[str] = ContextVar("declrag_stage", default="other")
 _ENTRY: ContextVar[dict | None] = ContextVar("declrag_lm_entry", default=None)
 
 
+_OVERRIDE: ContextVar[Any] = ContextVar("declrag_lm_override", default=None)
+
+
+@contextmanager
+def using_lm(lm: Any) -> Iterator[None]:
+    """Run every stage on ``lm`` instead of its configured route (for tests, e.g. DSPy's DummyLM)."""
+    token = _OVERRIDE.set(lm)
+    try:
+        yield
+    finally:
+        _OVERRIDE.reset(token)
+
+
+def override_lm() -> Any:
+    return _OVERRIDE.get()
+
+
 @contextmanager
 def metering(meter: Meter) -> Iterator[Meter]:
     token = _METER.set(meter)
@@ -301,12 +318,17 @@ def _api_key(cfg: LMConfig, route: str) -> str | None:
     return None
 
 
+def check_lm(cfg: LMConfig) -> str | None:
+    """Fail fast: every route of ``cfg`` is known and its key is in the environment. Returns the key."""
+    for route in (cfg.route, *cfg.fallbacks):
+        provider_of(route)
+    return _api_key(cfg, cfg.route)
+
+
 def make_lm(cfg: LMConfig) -> RoutedLM:
     """A DSPy LM for this route, checked up front (route known, key present)."""
     setup()
-    for route in (cfg.route, *cfg.fallbacks):
-        provider_of(route)
-    key = _api_key(cfg, cfg.route)
+    key = check_lm(cfg)
     kwargs: dict[str, Any] = dict(temperature=cfg.temperature, max_tokens=cfg.max_tokens, num_retries=cfg.num_retries,
                                   timeout=cfg.timeout_s, cache=True)
     if cfg.seed is not None:

@@ -18,7 +18,7 @@ from dspy.utils import exceptions as dspy_errors
 from .adapters import adapter_for
 from .config import GenerateConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
 from .embed import Embedder, resolve_model
-from .lm import lm_error, make_lm, stage
+from .lm import lm_error, make_lm, override_lm, stage
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
 from .retrieval import cut, mmr, order, rrf
 from .search import expand
@@ -48,7 +48,8 @@ class Stage(dspy.Module):
         self.predict.demos = [dspy.Example(**d) for d in spec.demos]
 
     def run(self, **inputs: Any) -> dspy.Prediction:
-        with stage(self.stage_name), dspy.context(lm=get_lm(self.lm_config), adapter=adapter_for(self.lm_config)):
+        lm = override_lm() or get_lm(self.lm_config)
+        with stage(self.stage_name), dspy.context(lm=lm, adapter=adapter_for(self.lm_config)):
             try:
                 return self.predict(**inputs)
             except dspy_errors.AdapterParseError:  # a model that ignored the format: no output, not a crash

@@ -13,7 +13,7 @@ _CITE = re.compile(r"\[(\s*\d+(?:\s*[,;]\s*\d+)*\s*)\]")
 _ABSTAIN = re.compile(
     r"\b(i\s+(do\s*n[o']?t|cannot|can't|am\s+unable\s+to)\s+(know|answer|say|find|tell)|unanswerable|"
     r"(no|not\s+enough|insufficient)\s+information|(is|are)\s+not\s+(mentioned|provided|stated|given)|"
-    r"does\s+not\s+(say|mention|state|contain)|cannot\s+be\s+(answered|determined))", re.I)
+    r"(does|do)\s+not\s+(say|mention|state|contain)|cannot\s+be\s+(answered|determined))", re.I)
 # words that carry no content when checking support
 _FUNCTION_WORDS = STOPWORDS_EN | set(
     "i you he she we it its his her their our my your was were been being has have had do does did can could "

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from .config import ProgramConfig
 from .embed import Embedder
 from .errors import DeclragError
-from .lm import Meter, metering, provider_of
+from .lm import Meter, check_lm, metering
 from .modules import Draft, Generator, QueryRewriter, Reranker, Retriever, SelfJudge
 from .retrieval import mmr, order
 from .signatures import SignatureSpec, load_specs
@@ -72,10 +72,8 @@ class RAGProgram(dspy.Module):
                  embedder: Embedder | None = None, specs: dict[str, SignatureSpec] | None = None):
         super().__init__()
         self.config = c = config or ProgramConfig()
-        for name in ("rewrite", "rerank", "generate", "judge"):  # fail fast on unknown routes or missing keys
-            lm = c.stage_lm(name)
-            for route in (lm.route, *lm.fallbacks):
-                provider_of(route)
+        for name in self._lm_stages():  # fail fast on unknown routes or missing keys
+            check_lm(c.stage_lm(name))
         if isinstance(store, Store):
             self.store = store
         else:
@@ -164,7 +162,8 @@ class RAGProgram(dspy.Module):
             vecs = self.embedder.embed_documents([h.text for h in pool])
             qv = self.embedder.embed_query(queries.vector_text or queries.texts[0])
             self.retrieve.embed_ms += 1000 * (time.perf_counter() - t0)
-            chosen = mmr(pool, np.asarray(vecs), np.asarray(qv), c.k, c.mmr_lambda)
+            picked = {h.chunk.id for h in mmr(pool, np.asarray(vecs), np.asarray(qv), c.k, c.mmr_lambda)}
+            chosen = [h for h in pool if h.chunk.id in picked]  # MMR picks the set; the ranking stays
         else:
             chosen = pool[: c.k]
         return order(chosen, c.order)
@@ -181,6 +180,11 @@ class RAGProgram(dspy.Module):
         sims = self.embedder.embed_documents([h.chunk.text for h in passages]) @ self.embedder.embed_query(queries.texts[0])
         self.retrieve.embed_ms += 1000 * (time.perf_counter() - t0)
         return float(np.max(sims)) < thr
+
+    def _lm_stages(self) -> list[str]:
+        c = self.config
+        return [n for n, on in (("rewrite", c.rewrite.mode != "off"), ("rerank", c.rerank.mode == "llm"),
+                                ("generate", True), ("judge", c.judge.mode == "llm")) if on]
 
     def stages(self) -> dict[str, Any]:
         c = self.config
@@ -213,7 +217,8 @@ def _since(t: float) -> float:
     return round(1000 * (time.perf_counter() - t), 3)
 
 
-def load(path: str | Path, store: Store | str | Path | None = None, model: str | None = None) -> RAGProgram:
+def load(path: str | Path, store: Store | str | Path | None = None, model: str | None = None,
+         embedder: Embedder | None = None) -> RAGProgram:
     """The program saved at ``path``. Warns when library versions differ from the ones it was saved with;
     refuses a store whose ingest settings differ. ``model`` reroutes every LM call (like --model)."""
     folder = Path(path)
@@ -237,7 +242,8 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
             f"{k} {a} (now {b})" for k, (a, b) in sorted(drift.items())), stacklevel=2)
     if model:
         config = with_model(config, model)
-    prog = RAGProgram(config, store=store if store is not None else meta.get("store", {}).get("path"), specs=specs)
+    prog = RAGProgram(config, store=store if store is not None else meta.get("store", {}).get("path"),
+                      embedder=embedder, specs=specs)
     prog.load(str(folder / "dspy_state.json"))
     return prog
 

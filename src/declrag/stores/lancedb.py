@@ -329,3 +329,6 @@ class LanceStore:
 
     def close(self) -> None:
         self._snap = None
+
+    def __deepcopy__(self, memo):  # a handle on shared data: copies of a program share their store
+        return self

@@ -22,6 +22,9 @@ class HashEmbedder:
         self.tokens = WordTokens()
         self._cache: dict[str, np.ndarray] = {}
 
+    def __deepcopy__(self, memo):
+        return self
+
     def _word(self, w: str) -> np.ndarray:
         if w not in self._cache:
             seed = int.from_bytes(hashlib.sha256(w.encode()).digest()[:8], "little")
