@@ -205,12 +205,7 @@ def bench_retrieval(
     ingest = IngestConfig(
         chunker=_config(ChunkerConfig, name=chunker, chunk_size=chunk_size, overlap=overlap),
         embedder=_config(EmbedderConfig, **({"model": model} if model else {})))
-    result = run(dataset, split=split, ingest=ingest, limit=limit)
-    print_report(result, out)
-    if as_json:
-        as_json.parent.mkdir(parents=True, exist_ok=True)
-        as_json.write_text(json.dumps(result, indent=2))
-        out.print(f"wrote {as_json}")
+    _bench_out(run(dataset, split=split, ingest=ingest, limit=limit), print_report, as_json)
 
 
 @bench_app.command("speed")
@@ -222,8 +217,22 @@ def bench_speed(
     """Indexing throughput and query latency: declrag vs bm25s vs NumPy brute force, side by side."""
     from .bench.speed import print_report, run
 
-    result = run(large_chunks=chunks, n_queries=queries)
-    print_report(result, out)
+    _bench_out(run(large_chunks=chunks, n_queries=queries), print_report, as_json)
+
+
+@bench_app.command("program")
+def bench_program(
+    questions: Annotated[int, typer.Option(help="questions to time")] = 200,
+    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+):
+    """The program's own overhead per question (all stages on; LM calls and embedding excluded)."""
+    from .bench.program import print_report, run
+
+    _bench_out(run(n_questions=questions), print_report, as_json)
+
+
+def _bench_out(result, printer, as_json: Path | None) -> None:
+    printer(result, out)
     if as_json:
         as_json.parent.mkdir(parents=True, exist_ok=True)
         as_json.write_text(json.dumps(result, indent=2))

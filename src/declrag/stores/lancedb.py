@@ -165,6 +165,7 @@ class LanceStore:
         self._db = lancedb.connect(str(self.path / "lance"))
         self._lock = threading.RLock()
         self._snap: _Snapshot | None = None
+        self._texts: tuple[int, dict[str, str]] | None = None
 
     # -- tables ---------------------------------------------------------------------------------------
     def _table(self, name: str):
@@ -285,12 +286,19 @@ class LanceStore:
         return {r["id"]: DocRecord(**r) for r in recs}
 
     def document_texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
-        table = self._table("documents")
-        if table is None or not doc_ids:
+        """Texts of documents, from an in-memory copy of the documents table (loaded on first use and
+        again after a write), so context expansion costs no database round trip."""
+        if not doc_ids:
             return {}
-        where = Filter({"id": {"$in": list(dict.fromkeys(doc_ids))}}).to_sql()
-        recs = table.search().where(where).select(["id", "text"]).limit(None).to_arrow().to_pylist()
-        return {r["id"]: r["text"] for r in recs}
+        stamp = self._stamp()
+        with self._lock:
+            if self._texts is None or self._texts[0] != stamp:
+                table = self._table("documents")
+                rows = table.search().select(["id", "text"]).limit(None).to_arrow() if table is not None else None
+                self._texts = (stamp, dict(zip(rows.column("id").to_pylist(), rows.column("text").to_pylist()))
+                               if rows is not None else {})
+            texts = self._texts[1]
+        return {d: texts[d] for d in doc_ids if d in texts}
 
     def keyword_search(self, query: str, limit: int = 10, where: Where = None) -> list[Hit]:
         snap = self._snapshot()
@@ -328,7 +336,7 @@ class LanceStore:
                 for c, (cid, s) in zip(chunks, fused)]
 
     def close(self) -> None:
-        self._snap = None
+        self._snap = self._texts = None
 
     def __deepcopy__(self, memo):  # a handle on shared data: copies of a program share their store
         return self
