@@ -172,6 +172,100 @@ def _json_option(value: str | None, name: str):
         raise DeclragError(f"{name} is not valid JSON: {e}", hint=f"write e.g. {name} '{{\"source\": \"a.pdf\"}}'") from e
 
 
+@app.command("eval")
+def eval_(
+    dataset: Annotated[Optional[str], typer.Option(help="golden set: a name (see `declrag datasets`) or a path")] = None,
+    program: Annotated[Optional[Path], typer.Option(help="a saved program folder")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="a program config file (YAML or JSON)")] = None,
+    store: StoreOpt = None,
+    split: Annotated[Optional[str], typer.Option(help="split to evaluate [default: dev, else test, else the first]")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="a seeded sample of N questions")] = None,
+    seed: Annotated[int, typer.Option(help="seed of the sample")] = 13,
+    metrics: Annotated[Optional[str], typer.Option(help="comma-separated metric names [default: every deterministic one, plus the judge metrics with --judge]")] = None,
+    judge: Annotated[Optional[list[str]], typer.Option(help="LLM judge route; repeat to average several")] = None,
+    threads: Annotated[int, typer.Option(help="questions evaluated in parallel")] = 1,
+    name: Annotated[Optional[str], typer.Option(help="run folder name under --runs [default: derived from the inputs]")] = None,
+    runs: Annotated[Path, typer.Option(help="where run folders go")] = Path("runs"),
+    closed_book: Annotated[bool, typer.Option("--closed-book", help="also answer with no retrieval (lower bound)")] = False,
+    oracle: Annotated[bool, typer.Option("--oracle", help="also answer from the gold passage only (upper bound)")] = False,
+    probes: Annotated[bool, typer.Option("--probes", help="robustness probes: no context, irrelevant context")] = False,
+    model: Annotated[Optional[str], typer.Option(help="route every program LM call here [$DECLRAG_MODEL]")] = None,
+    compare: Annotated[Optional[tuple[Path, Path]], typer.Option(help="compare two eval runs: --compare RUN_A RUN_B")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+):
+    """Evaluate a program on a golden set: per-question records, a summary with 95% CIs, a report."""
+    import os
+
+    from .evaluate import DEFAULT_JUDGE_METRICS, DEFAULT_METRICS, EvalSpec, Evaluation
+    from .evaluate import compare as compare_runs
+
+    if compare:
+        _print_compare(compare_runs(*compare))
+        return
+    if not dataset:
+        raise DeclragError("--dataset is required", hint="e.g. declrag eval --dataset squad-v2.0 --limit 50")
+    from .golden import load_golden
+
+    golden = load_golden(dataset)
+    split = split or next((s for s in ("dev", "test") if s in golden.splits), next(iter(golden.splits)))
+    golden.split(split)
+    if limit is not None and limit < 1:
+        raise DeclragError(f"--limit must be at least 1, got {limit}")
+    names = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else \
+        DEFAULT_METRICS + (DEFAULT_JUDGE_METRICS if judge else [])
+    prog = _eval_program(program, config, store, model or os.environ.get("DECLRAG_MODEL"), golden, not quiet)
+    spec = EvalSpec(dataset=golden.name, split=split, limit=limit, seed=seed, metrics=names, judges=judge or [],
+                    threads=threads, closed_book=closed_book, oracle=oracle, probes=probes)
+    run_name = name or f"eval-{golden.name}-{split}-{limit or 'all'}-{prog.config.digest()[:8]}"
+    summary = Evaluation(prog, golden, spec, runs / run_name, progress=not quiet).run()
+    t = Table(title=f"{run_name}: {summary['n']} questions, {summary['wall_s']} s")
+    for col in ("metric", "mean", "95% CI", "n"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    for n, v in summary["metrics"].items():
+        if v["mean"] is not None:
+            t.add_row(n, f"{v['mean']:.4f}", f"[{v['ci95'][0]:.4f}, {v['ci95'][1]:.4f}]", str(v["n"]))
+    out.print(t)
+    u = summary["usage"]
+    out.print(f"program: {int(u['program']['calls'])} LM calls ({int(u['program']['cached'])} cached), "
+              f"${u['program']['cost_usd']:.4f}; judges: {int(u['judges']['calls'])} calls "
+              f"({int(u['judges']['cached'])} cached), ${u['judges']['cost_usd']:.4f}")
+    out.print(f"report: {runs / run_name / 'report.html'}")
+
+
+def _eval_program(program, config, store, model, golden, progress):
+    from .api import corpus_store
+    from .program import RAGProgram, load, read_config, with_model
+    from .stores import read_meta
+
+    if program and config:
+        raise DeclragError("give --program or --config, not both", hint="a saved program already has its config")
+    if program:
+        return load(program, store=store, model=model)
+    cfg = read_config(config) if config else None
+    if cfg is None:
+        from .config import ProgramConfig
+
+        cfg = ProgramConfig()
+    if model:
+        cfg = with_model(cfg, model)
+    if store or cfg.store:
+        return RAGProgram(cfg, store=store)
+    st, _ = corpus_store(golden.documents, cfg.ingest, golden.name, progress=progress)
+    return RAGProgram(cfg, store=st)
+
+
+def _print_compare(r: dict) -> None:
+    t = Table(title=f"B - A over {r['n']} shared questions (A = {r['a']}, B = {r['b']}); paired bootstrap 95% CI")
+    for col in ("metric", "A", "B", "B - A", "95% CI", "real?"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    for n, v in r["metrics"].items():
+        if v["diff"] is None:
+            continue
+        t.add_row(n, f"{v['a']:.4f}", f"{v['b']:.4f}", f"{v['diff']:+.4f}", f"[{v['ci95'][0]:+.4f}, {v['ci95'][1]:+.4f}]",
+                  "yes" if v["significant"] else "noise")
+    out.print(t)
+
+
 @app.command()
 def datasets():
     """List the named datasets (declared in datasets/*.yaml)."""

@@ -47,9 +47,9 @@ class Stage(dspy.Module):
         self.predict = dspy.Predict(spec.build(variant, **params))
         self.predict.demos = [dspy.Example(**d) for d in spec.demos]
 
-    def run(self, **inputs: Any) -> dspy.Prediction:
+    def run(self, metered_as: str | None = None, **inputs: Any) -> dspy.Prediction:
         lm = override_lm() or get_lm(self.lm_config)
-        with stage(self.stage_name), dspy.context(lm=lm, adapter=adapter_for(self.lm_config)):
+        with stage(metered_as or self.stage_name), dspy.context(lm=lm, adapter=adapter_for(self.lm_config)):
             try:
                 return self.predict(**inputs)
             except dspy_errors.AdapterParseError:  # a model that ignored the format: no output, not a crash
@@ -191,11 +191,14 @@ class Generator(dspy.Module):
         return "\n\n".join(f"[{i}] " + (f"({h.chunk.title}) " if h.chunk.title else "") + " ".join(h.text[:lim].split())
                            for i, h in enumerate(passages, 1))
 
-    def forward(self, question: str, passages: list[Hit], strict: bool = False) -> Draft:
+    def forward(self, question: str, passages: list[Hit], strict: bool = False, allow_empty: bool = False) -> Draft:
+        """``allow_empty`` asks the model even with no passages (robustness probes); otherwise no passages
+        means the abstention phrase without an LM call."""
         phrase = self.cfg.abstain_phrase
-        if not passages:
+        if not passages and not allow_empty:
             return Draft(phrase, True, [])
-        pred = (self.strict if strict else self.main).run(question=question, context=self.context(passages))
+        context = self.context(passages) if passages else "(no passages)"
+        pred = (self.strict if strict else self.main).run(question=question, context=context)
         raw = (pred.answer or "").strip()
         if is_abstention(raw, phrase):
             return Draft(phrase, True, [], raw=raw)

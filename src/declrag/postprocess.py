@@ -11,9 +11,10 @@ from .stores.bm25 import STOPWORDS_EN, tokenize
 
 _CITE = re.compile(r"\[(\s*\d+(?:\s*[,;]\s*\d+)*\s*)\]")
 _ABSTAIN = re.compile(
-    r"\b(i\s+(do\s*n[o']?t|cannot|can't|am\s+unable\s+to)\s+(know|answer|say|find|tell)|unanswerable|"
-    r"(no|not\s+enough|insufficient)\s+information|(is|are)\s+not\s+(mentioned|provided|stated|given)|"
-    r"(does|do)\s+not\s+(say|mention|state|contain)|cannot\s+be\s+(answered|determined))", re.I)
+    r"\b(i\s+(do\s*n[o']?t|cannot|can't|am\s+(not\s+able|unable)\s+to|'m\s+(not\s+able|unable)\s+to)\s+"
+    r"(know|answer|say|find|tell|determine)|i(\s+am|'m|’m)\s+(not\s+able|unable)\s+to\s+(find|answer|say|determine)|"
+    r"unanswerable|(no|not\s+enough|insufficient)\s+information|(is|are)\s+not\s+(mentioned|provided|stated|given)|"
+    r"(does|do)(\s+not|n['’]t)\s+(say|mention|state|contain|specify)|cannot\s+be\s+(answered|determined))", re.I)
 # words that carry no content when checking support
 _FUNCTION_WORDS = STOPWORDS_EN | set(
     "i you he she we it its his her their our my your was were been being has have had do does did can could "

@@ -12,17 +12,16 @@ import time
 from typing import Any
 
 import numpy as np
-from dspy.utils.dummies import DummyLM
 from rich.console import Console
 from rich.table import Table
 
-from ..adapters import PlainTextAdapter
 from ..api import corpus_store
 from ..config import IngestConfig, ProgramConfig
 from ..embed import Embedder
 from ..golden import load_golden
 from ..lm import using_lm
 from ..program import RAGProgram
+from ..testing import ScriptedLM
 
 ALL_ON = {
     "rewrite": {"mode": "multi-query", "n": 3},
@@ -32,28 +31,8 @@ ALL_ON = {
 }
 
 
-class _TimedLM(DummyLM):
-    """Answers every prompt instantly and plausibly for its stage; counts the time spent inside."""
-
-    def __init__(self):
-        super().__init__([], adapter=PlainTextAdapter())
-        self.ms = 0.0
-
-    def __call__(self, prompt=None, *, messages=None, **kwargs):
-        t0 = time.perf_counter()
-        system = (messages or [{}])[0].get("content", "")
-        if "search queries" in system:
-            self.answers = iter([{"queries": "first variant\nsecond variant\nthird variant"}])
-        elif "Does the passage" in system:
-            self.answers = iter([{"relevant": "yes"}])
-        elif "Check the answer" in system:
-            self.answers = iter([{"supported": "yes"}])
-        else:
-            self.answers = iter([{"answer": "It is stated in the passage [1]."}])
-        try:
-            return super().__call__(prompt, messages=messages, **kwargs)
-        finally:
-            self.ms += 1000 * (time.perf_counter() - t0)
+SCRIPT = {"search queries": {"queries": "first variant\nsecond variant\nthird variant"},
+          "Does the passage": {"relevant": "yes"}, "Check the answer": {"supported": "yes"}}
 
 
 def run(n_questions: int = 200, dataset: str = "squad-v2.0", progress: bool = True) -> dict[str, Any]:
@@ -62,7 +41,7 @@ def run(n_questions: int = 200, dataset: str = "squad-v2.0", progress: bool = Tr
     store, _ = corpus_store(gs.documents, IngestConfig(), gs.name, embedder=embedder, progress=progress)
     prog = RAGProgram(ProgramConfig.model_validate(ALL_ON), store=store, embedder=embedder)
     questions = [e.question for e in gs.split(next(iter(gs.splits)))][:: max(1, len(gs.documents) // n_questions)][:n_questions]
-    lm = _TimedLM()
+    lm = ScriptedLM(SCRIPT, {"answer": "It is stated in the passage [1]."})
     rows = []
     with using_lm(lm):
         for q in questions[:5]:  # warm-up: models loaded, query embeddings cached

@@ -1,5 +1,5 @@
 """Test helpers shipped with declrag: a deterministic embedder and the store contract suite."""
 
-from .fakes import HashEmbedder
+from .fakes import HashEmbedder, ScriptedLM
 
-__all__ = ["HashEmbedder"]
+__all__ = ["HashEmbedder", "ScriptedLM"]

@@ -48,3 +48,31 @@ class HashEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._one(text)
+
+
+class ScriptedLM:
+    """An instant LM for tests and benchmarks: answers each prompt by the first rule whose key occurs in its
+    system message (the stage's instructions), e.g. ``{"search queries": {"queries": "a\nb"}}``; falls back
+    to ``default``. Built on DSPy's DummyLM with the plain-text adapter; ``ms`` sums time spent inside."""
+
+    def __new__(cls, rules: dict[str, dict], default: dict | None = None):
+        import time
+
+        from dspy.utils.dummies import DummyLM
+
+        from ..adapters import PlainTextAdapter
+
+        class _Scripted(DummyLM):
+            def __call__(self, prompt=None, *, messages=None, **kwargs):
+                t0 = time.perf_counter()
+                system = (messages or [{}])[0].get("content", "")
+                reply = next((v for k, v in rules.items() if k in system), default or {"answer": "It is in [1]."})
+                self.answers = iter([reply])
+                try:
+                    return super().__call__(prompt, messages=messages, **kwargs)
+                finally:
+                    self.ms += 1000 * (time.perf_counter() - t0)
+
+        lm = _Scripted([], adapter=PlainTextAdapter())
+        lm.ms = 0.0
+        return lm

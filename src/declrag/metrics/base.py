@@ -1,0 +1,138 @@
+"""The one shape of a metric, and the case it reads.
+
+Every metric scores a `Case` (question, references, answerability, gold documents, the answer, its
+passages) into a `Score` (a value in [0, 1] or None when it does not apply, plus what it flagged), and is
+also a DSPy metric: ``metric(example, prediction, trace=None) -> float``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import DeclragError
+
+
+@dataclass(frozen=True)
+class Passage:
+    chunk_id: str
+    doc_id: str
+    text: str
+    start: int = 0
+    end: int = 0
+    score: float = 0.0
+
+
+@dataclass
+class Case:
+    question: str
+    answer: str
+    references: list[str] = field(default_factory=list)
+    answerable: bool = True
+    abstained: bool = False
+    passages: list[Passage] = field(default_factory=list)
+    gold: dict[str, int] = field(default_factory=dict)
+    answer_starts: list[int] = field(default_factory=list)
+    id: str = ""
+
+    @property
+    def context(self) -> str:
+        return "\n\n".join(p.text for p in self.passages)
+
+
+@dataclass
+class Score:
+    value: float | None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    try:
+        value = obj[name] if hasattr(obj, "_store") else getattr(obj, name)
+    except (KeyError, AttributeError):
+        return default
+    return default if value is None else value
+
+
+def to_case(example: Any, prediction: Any) -> Case:
+    """A `Case` from a golden `Example` (or dspy.Example / dict) and an `Answer` (or dspy.Prediction / dict)."""
+    refs = _get(example, "answers", ()) or _get(example, "references", ())
+    refs = [refs] if isinstance(refs, str) else list(refs)
+    hits = _get(prediction, "passages", []) or []
+    passages = []
+    for h in hits:
+        if isinstance(h, Passage):
+            passages.append(h)
+        elif isinstance(h, dict):
+            passages.append(Passage(h.get("chunk_id", ""), h.get("doc_id", ""), h.get("text", ""),
+                                    *(h.get("span") or (0, 0)), h.get("score", 0.0)))
+        else:  # a declrag Hit
+            passages.append(Passage(h.chunk.id, h.doc_id, h.text, h.start, h.end, float(h.score)))
+    return Case(
+        id=str(_get(example, "id", "")), question=str(_get(example, "question", "")),
+        answer=str(_get(prediction, "answer", "") or ""), references=[str(r) for r in refs],
+        answerable=bool(_get(example, "answerable", True)), abstained=bool(_get(prediction, "abstained", False)),
+        passages=passages, gold=dict(_get(example, "gold", {}) or {}),
+        answer_starts=list(_get(example, "answer_starts", ()) or ()),
+    )
+
+
+class Metric:
+    """A named metric. Subclasses implement `score`; `tier` says whether it calls an LM."""
+
+    name: str = ""
+    tier: Literal["deterministic", "llm"] = "deterministic"
+    higher_is_better: bool = True
+    description: str = ""
+
+    def score(self, case: Case) -> Score:
+        raise NotImplementedError
+
+    def __call__(self, example: Any, prediction: Any, trace: Any = None) -> float:
+        value = self.score(to_case(example, prediction)).value
+        return 0.0 if value is None else float(value)
+
+    def __repr__(self) -> str:
+        return f"<metric {self.name} ({self.tier})>"
+
+
+class FnMetric(Metric):
+    """A deterministic metric from a function of the case."""
+
+    def __init__(self, name: str, fn: Callable[[Case], Score], description: str = "", higher_is_better: bool = True):
+        self.name, self._fn, self.description, self.higher_is_better = name, fn, description, higher_is_better
+
+    def score(self, case: Case) -> Score:
+        return self._fn(case)
+
+
+REGISTRY: dict[str, Callable[[], Metric]] = {}
+
+
+def register(name: str, factory: Callable[[], Metric]) -> None:
+    REGISTRY[name] = factory
+
+
+def get_metrics(names: list[str] | None, judges: list[str] | None = None) -> list[Metric]:
+    """Metrics by name (``None``: every deterministic metric); LLM-judge metrics need ``judges``."""
+    from .judges import JUDGE_METRICS, make_judge_metric
+
+    if names is None:
+        return [REGISTRY[n]() for n in REGISTRY]
+    if len(set(names)) != len(names):
+        raise DeclragError(f"metric named twice in {names}", hint="name each metric once")
+    out = []
+    for n in names:
+        if n in REGISTRY:
+            out.append(REGISTRY[n]())
+        elif n in JUDGE_METRICS:
+            if not judges:
+                raise DeclragError(f"metric {n!r} needs an LLM judge", hint="add --judge ROUTE (e.g. --judge local/smollm2)")
+            out.append(make_judge_metric(n, judges))
+        else:
+            known = sorted([*REGISTRY, *JUDGE_METRICS])
+            raise DeclragError(f"unknown metric {n!r}", hint=f"known metrics: {', '.join(known)}")
+    return out

@@ -1,0 +1,143 @@
+"""The context and the question: context relevance, precision and recall, answer relevancy, the RAG
+triad, and retrieval metrics on the passages a program actually used.
+
+Aggregation over passages for context relevance (and so the triad) is chosen by a suffix: ``:mean``
+(default), ``:max`` or ``:first`` (the top-ranked passage), e.g. ``context_relevance:max``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..embed import Embedder
+from .base import Case, FnMetric, Score, register
+from .retrieval import RETRIEVAL_METRICS
+from .text import squad_normalize, squad_tokens, strip_citations
+
+_EMBEDDER: Embedder | None = None
+_LOCK = threading.Lock()
+AGGREGATES = {"mean": np.mean, "max": np.max, "first": lambda xs: xs[0]}
+
+
+def shared_embedder() -> Embedder:
+    """The embedding model of the metrics (all-MiniLM-L6-v2): fixed, so scores compare across programs."""
+    global _EMBEDDER
+    with _LOCK:
+        if _EMBEDDER is None:
+            _EMBEDDER = Embedder()
+        return _EMBEDDER
+
+
+def _cos(a: str, bs: list[str]) -> np.ndarray:
+    vecs = shared_embedder().embed_documents([a, *bs])
+    return np.clip(vecs[1:] @ vecs[0], 0.0, 1.0)
+
+
+def context_relevance(agg: str = "mean"):
+    def fn(case: Case) -> Score:
+        if not case.passages:
+            return Score(0.0, {"rule": "no passages"})
+        per = _cos(case.question, [p.text for p in case.passages])
+        return Score(float(AGGREGATES[agg](per)), {"per_passage": [round(float(x), 3) for x in per]})
+    return fn
+
+
+def answer_relevancy(case: Case) -> Score:
+    if case.abstained:
+        return Score(None if not case.answerable else 0.0, {"rule": "abstention"})
+    answer = strip_citations(case.answer)
+    if not answer:
+        return Score(0.0, {"rule": "empty answer"})
+    return Score(float(_cos(case.question, [answer])[0]))
+
+
+def context_precision(case: Case) -> Score:
+    """Average precision of the passages, a passage being relevant when it holds a reference answer."""
+    refs = [squad_normalize(r) for r in case.references if squad_normalize(r)]
+    if not refs:
+        return Score(None, {"rule": "no reference answer"})
+    rel = [any(f" {r} " in f" {squad_normalize(p.text)} " for r in refs) for p in case.passages]
+    if not any(rel):
+        return Score(0.0, {"relevant": rel})
+    hits, total = 0, 0.0
+    for i, r in enumerate(rel, 1):
+        if r:
+            hits += 1
+            total += hits / i
+    return Score(total / sum(rel), {"relevant": rel})
+
+
+def context_recall(case: Case) -> Score:
+    """Share of the reference answer's tokens found in the passages (best reference)."""
+    if not case.references:
+        return Score(None, {"rule": "no reference answer"})
+    ctx = set(squad_tokens(case.context))
+    best = max((sum(t in ctx for t in toks) / len(toks) for r in case.references if (toks := squad_tokens(r))),
+               default=0.0)
+    return Score(best)
+
+
+def triad(agg: str = "mean"):
+    from .grounding import faithfulness
+
+    rel = context_relevance(agg)
+
+    def fn(case: Case) -> Score:
+        parts = {"context_relevance": rel(case).value, "faithfulness": faithfulness(case).value,
+                 "answer_relevancy": answer_relevancy(case).value}
+        vals = [v for v in parts.values() if v is not None]
+        return Score(float(np.mean(vals)) if vals else None, parts)
+    return fn
+
+
+def passage_is_gold(case: Case) -> list[tuple[str, bool]]:
+    """(document, is gold) per passage. With answer offsets known (SQuAD), a passage is gold only when it
+    holds a gold answer span; otherwise when its document is a gold document."""
+    spans = [(s, s + len(a)) for s, a in zip(case.answer_starts, case.references)] \
+        if case.answer_starts and len(case.answer_starts) == len(case.references) else []
+    out = []
+    for p in case.passages:
+        gold = case.gold.get(p.doc_id, 0) > 0
+        if gold and spans:
+            gold = any(p.start <= s and e <= p.end for s, e in spans)
+        out.append((p.doc_id, gold))
+    return out
+
+
+def retrieval(name: str):
+    metric = RETRIEVAL_METRICS[name]
+
+    def fn(case: Case) -> Score:
+        if not case.gold:
+            return Score(None, {"rule": "no gold documents"})
+        flags = passage_is_gold(case)
+        if case.answer_starts and len(case.answer_starts) == len(case.references):
+            # span mode: rank passages; a relevant passage counts once per gold document
+            ranked, gold, seen = [], {}, set()
+            for i, (doc, ok) in enumerate(flags):
+                key = f"{doc}#{i}"
+                ranked.append(key)
+                if ok and doc not in seen:
+                    gold[key] = 1
+                    seen.add(doc)
+            return Score(metric(ranked, gold or {"__none__": 1}))
+        ranked = list(dict.fromkeys(doc for doc, _ in flags))
+        return Score(metric(ranked, case.gold))
+    return fn
+
+
+register("answer_relevancy", lambda: FnMetric("answer_relevancy", answer_relevancy, "cosine of answer and question"))
+register("context_precision", lambda: FnMetric("context_precision", context_precision,
+                                               "average precision of passages holding the reference answer"))
+register("context_recall", lambda: FnMetric("context_recall", context_recall, "reference tokens found in the passages"))
+for agg in AGGREGATES:
+    suffix = "" if agg == "mean" else f":{agg}"
+    register(f"context_relevance{suffix}", lambda a=agg, s=suffix: FnMetric(f"context_relevance{s}", context_relevance(a),
+                                                                              f"cosine of question and passages ({a})"))
+    register(f"triad{suffix}", lambda a=agg, s=suffix: FnMetric(f"triad{s}", triad(a),
+                                                                  f"mean of context relevance ({a}), faithfulness, answer relevancy"))
+for name in RETRIEVAL_METRICS:
+    register(name, lambda n=name: FnMetric(n, retrieval(n), f"{n} of the passages against the gold passages"))
+register("abstained", lambda: FnMetric("abstained", lambda c: Score(float(c.abstained)), "the program abstained"))

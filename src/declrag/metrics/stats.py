@@ -1,0 +1,48 @@
+"""Honest statistics: bootstrap confidence intervals (scipy), paired differences, the RAG confusion matrix."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+SEED = 20240613
+RESAMPLES = 2000
+
+
+def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict[str, float | list[float] | int]:
+    """Mean and its percentile-bootstrap interval; values that are None are left out."""
+    xs = np.asarray([v for v in values if v is not None], dtype=float)
+    if len(xs) == 0:
+        return {"mean": None, "ci95": [None, None], "n": 0}
+    if len(xs) == 1 or np.all(xs == xs[0]):
+        m = float(xs.mean())
+        return {"mean": round(m, 4), "ci95": [round(m, 4), round(m, 4)], "n": int(len(xs))}
+    from scipy.stats import bootstrap
+
+    res = bootstrap((xs,), np.mean, confidence_level=confidence, n_resamples=RESAMPLES, method="percentile",
+                    random_state=np.random.default_rng(SEED))
+    lo, hi = res.confidence_interval
+    return {"mean": round(float(xs.mean()), 4), "ci95": [round(float(lo), 4), round(float(hi), 4)], "n": int(len(xs))}
+
+
+def paired_difference(a: Sequence[float | None], b: Sequence[float | None]) -> dict[str, float | list[float] | int | bool]:
+    """B - A on the questions both scored, with a paired bootstrap interval; ``significant`` when the
+    interval excludes 0."""
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    if not pairs:
+        return {"diff": None, "ci95": [None, None], "n": 0, "significant": False}
+    d = mean_ci([y - x for x, y in pairs])
+    lo, hi = d["ci95"]
+    return {"diff": d["mean"], "ci95": d["ci95"], "n": d["n"],
+            "significant": bool(lo is not None and (lo > 0 or hi < 0))}
+
+
+def confusion(rows: Sequence[tuple[bool | None, bool]]) -> dict[str, int]:
+    """The RAG confusion matrix over (gold passage retrieved, answer correct); rows without gold are skipped."""
+    out = {"retrieved_correct": 0, "retrieved_wrong": 0, "missed_correct": 0, "missed_wrong": 0}
+    for retrieved, correct in rows:
+        if retrieved is None:
+            continue
+        out[f"{'retrieved' if retrieved else 'missed'}_{'correct' if correct else 'wrong'}"] += 1
+    return out
