@@ -497,12 +497,23 @@ def _jsonl(files: dict[str, Path], corpus: Path | None) -> _Parsed:
     docs = _beir_docs(_read_jsonl(corpus), str(corpus)) if corpus else []
     out = {}
     for name, f in files.items():
-        exs = []
+        exs, seen = [], {}
         for n, r in _read_jsonl(f):
             if not isinstance(r.get("question"), str) or not r["question"].strip():
                 raise DeclragError(f"{f}:{n}: no `question`", hint="each line needs a non-empty `question` string")
+            answers = r.get("answers")
+            if not (answers is None or isinstance(answers, str)
+                    or (isinstance(answers, list) and all(isinstance(a, str) for a in answers))):
+                bad = next((a for a in answers if not isinstance(a, str)), answers) if isinstance(answers, list) else answers
+                raise DeclragError(f"{f}:{n}: reference answer {bad!r} is not a string",
+                                   hint="`answers` is a string or a list of strings")
+            rid = str(r.get("id", f"{f.stem}:{n}"))
+            if rid in seen:
+                raise DeclragError(f"{f}:{n}: duplicate example id {rid!r} (first on line {seen[rid]})",
+                                   hint="example ids must be unique")
+            seen[rid] = n
             try:
-                exs.append(Example(id=str(r.get("id", f"{f.stem}:{n}")), question=r["question"],
+                exs.append(Example(id=rid, question=r["question"],
                                    answers=_spans(r.get("answers"))[0], gold=_gold(r.get("gold")),
                                    answerable=bool(r.get("answerable", True)), metadata=r.get("metadata") or {}))
             except (TypeError, ValueError) as e:
