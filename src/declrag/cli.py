@@ -314,6 +314,44 @@ def bench_speed(
     _bench_out(run(large_chunks=chunks, n_queries=queries), print_report, as_json)
 
 
+@app.command("compile")
+def compile_(
+    space: Annotated[Optional[Path], typer.Option(help="search space: optimizers/NAME.yaml")] = None,
+    dataset: Annotated[Optional[str], typer.Option(help="golden set: a name or a path")] = None,
+    name: Annotated[Optional[str], typer.Option(help="run folder name under --runs")] = None,
+    resume: Annotated[Optional[Path], typer.Option(help="continue the compile in this run folder")] = None,
+    runs: Annotated[Path, typer.Option(help="where run folders go")] = Path("runs"),
+    max_trials: Annotated[Optional[int], typer.Option(help="stop after this many trials in all (incl. earlier ones)")] = None,
+    timeout: Annotated[Optional[float], typer.Option(help="stop the search after this many seconds")] = None,
+    max_cost_usd: Annotated[Optional[float], typer.Option(help="stop when LM spending reaches this")] = None,
+    max_lm_calls: Annotated[Optional[int], typer.Option(help="stop after this many (uncached) LM calls")] = None,
+    jobs: Annotated[int, typer.Option(help="trials run in parallel")] = 1,
+    model: Annotated[Optional[str], typer.Option(help="route every LM call of every trial here [$DECLRAG_MODEL]")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+):
+    """Search the declared space for the best program on a golden set; write runs/NAME/best."""
+    import os
+
+    from .optimize.compile import Budget
+    from .optimize.run import compile_run
+
+    budget = Budget(max_trials=max_trials, timeout_s=timeout, max_cost_usd=max_cost_usd, max_lm_calls=max_lm_calls)
+    s = compile_run(space, dataset, name, runs, budget, jobs, resume, model or os.environ.get("DECLRAG_MODEL"),
+                    progress=not quiet)
+    g = s["gain_test"]
+    t = Table(title=f"compile: {s['trials']} trials ({s['pruned']} pruned), {s['lm_calls']} LM calls, "
+                    f"${s['cost_usd']:.4f}, {s['wall_s']} s")
+    for col in ("", "baseline (trial 0)", f"best (trial {s['best']['trial']})"):
+        t.add_column(col, justify="right")
+    t.add_row("dev objective", f"{s['baseline']['dev'].get('objective', 0):.4f}", f"{s['best']['dev'].get('objective', 0):.4f}")
+    t.add_row("test objective", f"{s['baseline']['test'].get('objective', 0):.4f}", f"{s['best']['test'].get('objective', 0):.4f}")
+    out.print(t)
+    out.print(f"test gain {g['diff']:+.4f} [{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] "
+              f"({'holds' if g['significant'] else 'not distinguishable from noise'}); best params: {json.dumps(s['best']['params'])}")
+    folder = resume or runs / name
+    out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
+
+
 @bench_app.command("program")
 def bench_program(
     questions: Annotated[int, typer.Option(help="questions to time")] = 200,

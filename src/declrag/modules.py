@@ -185,6 +185,22 @@ class Generator(dspy.Module):
         self.main = Stage("generate", spec, cfg.variant, lm, abstain=cfg.abstain_phrase)
         self.strict = Stage("generate", spec, "strict" if "strict" in spec.variants else cfg.variant, lm,
                             abstain=cfg.abstain_phrase)
+        self.embedder: Embedder | None = None
+        self.knn_pool: list[dict[str, str]] = []
+        self.knn_k = 0
+        self._knn_vecs = None
+
+    def set_knn_pool(self, pool: list[dict[str, str]], k: int) -> None:
+        """Per-question demos: the ``k`` pool entries whose questions are nearest to the question asked."""
+        self.knn_pool, self.knn_k, self._knn_vecs = list(pool), k, None
+
+    def _knn_demos(self, question: str) -> list[dspy.Example] | None:
+        if not self.knn_pool or not self.knn_k or self.embedder is None:
+            return None
+        if self._knn_vecs is None:
+            self._knn_vecs = self.embedder.embed_queries([d["question"] for d in self.knn_pool])
+        sims = self._knn_vecs @ self.embedder.embed_query(question)
+        return [dspy.Example(**self.knn_pool[i]) for i in sims.argsort()[::-1][: self.knn_k]]
 
     def context(self, passages: list[Hit]) -> str:
         lim = self.cfg.max_passage_chars
@@ -198,7 +214,9 @@ class Generator(dspy.Module):
         if not passages and not allow_empty:
             return Draft(phrase, True, [])
         context = self.context(passages) if passages else "(no passages)"
-        pred = (self.strict if strict else self.main).run(question=question, context=context)
+        demos = self._knn_demos(question)
+        extra = {"demos": demos} if demos is not None else {}
+        pred = (self.strict if strict else self.main).run(question=question, context=context, **extra)
         raw = (pred.answer or "").strip()
         if is_abstention(raw, phrase):
             return Draft(phrase, True, [], raw=raw)

@@ -97,6 +97,7 @@ class RAGProgram(dspy.Module):
         self.retrieve = Retriever(c.retrieve, self.store, self.embedder, pool)
         self.rerank = Reranker(c.rerank, c.stage_lm("rerank"), self.specs)
         self.generate = Generator(c.generate, c.stage_lm("generate"), self.specs)
+        self.generate.embedder = self.embedder
         self.judge = SelfJudge(c.judge, c.stage_lm("judge"), self.specs)
 
     # -- running ------------------------------------------------------------------------------------------
@@ -155,6 +156,13 @@ class RAGProgram(dspy.Module):
             removed_citations=draft.removed, passages=passages, judge=verdict, usage=meter.to_dict(),
             latency_ms=ms, queries=queries.texts, raw_answer=draft.raw, stages=self.stages())
 
+    def retrieve_only(self, question: str, where: dict | None = None) -> list[Hit]:
+        """The ranked candidate pool (rewrite, retrieve, rerank) without generating: what retrieval metrics
+        and compile's retrieval-first scoring read."""
+        with metering(Meter()):
+            queries = self.rewrite(question=question)
+            return self.rerank(question=question, hits=self.retrieve(queries=queries, where=where))
+
     def _select(self, queries, pool: list[Hit]) -> list[Hit]:
         c = self.config.retrieve
         if c.mmr and len(pool) > c.k:
@@ -205,6 +213,7 @@ class RAGProgram(dspy.Module):
             "versions": versions(), "config": self.config.model_dump(mode="json"),
             "store": {"path": getattr(self, "store_path", None), "ingest_digest": self.config.ingest.digest()},
             "signatures": {k: v.model_dump(mode="json") for k, v in self.specs.items()},
+            "knn": {"k": self.generate.knn_k, "pool": self.generate.knn_pool} if self.generate.knn_pool else None,
         }
         tmp = folder / "program.json.tmp"
         tmp.write_text(json.dumps(meta, indent=2))
@@ -245,6 +254,8 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
     prog = RAGProgram(config, store=store if store is not None else meta.get("store", {}).get("path"),
                       embedder=embedder, specs=specs)
     prog.load(str(folder / "dspy_state.json"))
+    if meta.get("knn"):
+        prog.generate.set_knn_pool(meta["knn"]["pool"], meta["knn"]["k"])
     return prog
 
 

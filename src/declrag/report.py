@@ -127,7 +127,19 @@ def _html(md: str, out: Path) -> str:
                         + "</table>")
             table.clear()
 
+    code: list[str] | None = None
     for line in md.splitlines():
+        if line.startswith("```"):
+            if code is None:
+                flush()
+                code = []
+            else:
+                body.append("<pre>" + html.escape("\n".join(code)) + "</pre>")
+                code = None
+            continue
+        if code is not None:
+            code.append(line)
+            continue
         if line.startswith("|"):
             table.append(line)
             continue

@@ -1,0 +1,314 @@
+"""`declrag compile`: one Optuna study over retrieval settings and prompts, then DSPy prompt optimization,
+then the held-out test, once; the result is the artifact `serve` runs.
+
+runs/<name>/
+  compile.json    the inputs (space, dataset, budgets): what `--resume` reads
+  split.json      the seeded train / dev / test question ids
+  study.journal   Optuna's storage (an append-only journal: a killed process loses at most its trial)
+  trials.jsonl    one line per finished trial: params, every metric, cost, time, state
+  best/           the compiled program (declrag.load / declrag serve)
+  manifest.json, summary.json, report.md, report.html, plots/
+
+Efficiency: trial 0 is the naive baseline; retrieval is scored first where gold passages exist (no LM
+call) and pruned on; LM trials answer growing slices of dev, reporting the deterministic part of the
+objective to the pruner before any LLM judge is asked; every index, embedding, retrieval and LM call is
+cached, so trials and runs share work.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+
+from ..api import corpus_store
+from ..embed import Embedder
+from ..errors import DeclragError
+from ..evaluate import correct, score_case
+from ..golden import Example, GoldenSet
+from ..metrics.base import Case, Passage, get_metrics
+from ..metrics.stats import mean_ci, paired_difference
+from ..program import RAGProgram, versions
+from ..types import content_hash
+from .space import Space, apply, sample
+
+log = logging.getLogger(__name__)
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+@dataclass
+class Budget:
+    max_trials: int | None = None
+    timeout_s: float | None = None
+    max_cost_usd: float | None = None
+    max_lm_calls: int | None = None
+
+
+@dataclass
+class Spent:
+    lm_calls: int = 0  # LM calls made (cache misses)
+    cached: int = 0
+    cost_usd: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, usage: dict) -> None:
+        with self.lock:
+            self.lm_calls += int(usage.get("calls", 0) - usage.get("cached", 0))
+            self.cached += int(usage.get("cached", 0))
+            self.cost_usd += float(usage.get("cost_usd", 0.0))
+
+
+class BudgetReached(Exception):
+    pass
+
+
+def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
+    """Seeded train / dev / test. With ``test_split`` the test set is that golden split as it is and the
+    source split is cut into train and dev only. Test is never read by the search."""
+    s = space.split
+    source = s.source or next(iter(golden.splits))
+    pool = list(golden.split(source))
+    rng = random.Random(s.seed)
+    order = list(range(len(pool)))
+    rng.shuffle(order)
+    fr = dict(s.fractions)
+    if s.test_split:
+        fr.pop("test", None)
+    total = sum(fr.values())
+    cuts, at, out = {}, 0, {}
+    for part in ("train", "dev", "test"):
+        if part in fr:
+            n = int(round(len(pool) * fr[part] / total))
+            cuts[part] = order[at:at + n]
+            at += n
+    for part, idx in cuts.items():
+        out[part] = [pool[i] for i in sorted(idx)]
+    if s.test_split:
+        out["test"] = list(golden.split(s.test_split))
+    for part, cap in (("dev", s.max_dev), ("test", s.max_test)):
+        if cap and len(out.get(part, [])) > cap:
+            keep = set(random.Random(s.seed + 1).sample(range(len(out[part])), cap))
+            out[part] = [e for i, e in enumerate(out[part]) if i in keep]
+    if not out.get("dev") or not out.get("test"):
+        raise DeclragError(f"the split leaves no dev or no test questions ({ {k: len(v) for k, v in out.items()} })",
+                           hint="use a larger golden set or other split fractions")
+    return out
+
+
+def weighted(values: dict[str, float | None], weights: dict[str, float]) -> float:
+    """The weighted mean of the metrics that have a value (weights renormalised over them)."""
+    got = {m: w for m, w in weights.items() if values.get(m) is not None}
+    return sum(values[m] * w for m, w in got.items()) / sum(got.values()) if got else 0.0
+
+
+class Compiler:
+    def __init__(self, space: Space, golden: GoldenSet, out: Path, budget: Budget, jobs: int = 1,
+                 progress: bool = True, model: str | None = None):
+        self.space, self.golden, self.out, self.budget, self.jobs = space, golden, Path(out), budget, jobs
+        self.progress, self.model = progress, model
+        self.splits = split_examples(golden, space)
+        obj = space.objective
+        self.metrics = get_metrics(list(obj.metrics), obj.judges or None)
+        self.det = [m for m in self.metrics if m.tier == "deterministic"]
+        self.judged = [m for m in self.metrics if m.tier == "llm"]
+        self.has_gold = any(e.gold for e in self.splits["dev"])
+        self.spent = Spent()
+        self._lock = threading.Lock()
+        self._embedders: dict[str, Embedder] = {}
+        self._t0 = time.perf_counter()
+
+    # -- programs -------------------------------------------------------------------------------------------
+    def program(self, values: dict[str, Any]) -> RAGProgram:
+        from ..program import with_model
+
+        cfg = apply(self.space.base, values, self.space.params)
+        if self.model:
+            cfg = with_model(cfg, self.model)
+        key = cfg.ingest.embedder.model
+        with self._lock:
+            emb = self._embedders.setdefault(key, Embedder(cfg.ingest.embedder))
+        store, _ = corpus_store(self.golden.documents, cfg.ingest, self.golden.name, embedder=emb, progress=self.progress)
+        return RAGProgram(cfg, store=store, embedder=emb)
+
+    # -- scoring -------------------------------------------------------------------------------------------
+    def retrieval_scores(self, prog: RAGProgram, examples: list[Example]) -> dict[str, float | None]:
+        """Retrieval metrics of the candidate pool on gold passages; no LM call unless the program rewrites
+        queries or reranks with an LLM (those calls are counted)."""
+        names = [m.name for m in self.det if m.name.startswith(("hit@", "ndcg@", "mrr@", "recall@", "precision@"))] \
+            or ["ndcg@10", "hit@5"]
+        metrics = get_metrics(names)
+        rows = []
+        for ex in examples:
+            if not ex.gold:
+                continue
+            pool = prog.retrieve_only(ex.question)
+            case = Case(question=ex.question, answer="", references=list(ex.answers), answerable=ex.answerable,
+                        gold=ex.gold, answer_starts=list(ex.answer_starts),
+                        passages=[Passage(h.chunk.id, h.doc_id, h.text, h.start, h.end, h.score) for h in pool])
+            rows.append({m.name: m.score(case).value for m in metrics})
+        return {n: _mean([r[n] for r in rows]) for n in names}
+
+    def answer(self, prog: RAGProgram, ex: Example) -> dict:
+        self._check_budget()
+        a = prog(question=ex.question)
+        self.spent.add(a.usage["total"])
+        case = Case(id=ex.id, question=ex.question, answer=a.answer, references=list(ex.answers),
+                    answerable=ex.answerable, abstained=a.abstained, gold=ex.gold, answer_starts=list(ex.answer_starts),
+                    passages=[Passage(h.chunk.id, h.doc_id, h.text, h.start, h.end, h.score) for h in a.passages])
+        values, _, _ = score_case(case, self.det)
+        return {"id": ex.id, "case": case, "metrics": values, "latency_ms": a.latency_ms["total"],
+                "cost_usd": a.usage["total"]["cost_usd"], "correct": correct(case)}
+
+    def judge(self, rows: list[dict]) -> None:
+        for r in rows:
+            if any(m.name not in r["metrics"] for m in self.judged):
+                self._check_budget()
+                values, _, usage = score_case(r["case"], self.judged)
+                self.spent.add(usage.get("total", {}))
+                r["metrics"].update(values)
+
+    def summarize(self, rows: list[dict]) -> dict[str, Any]:
+        names = [m.name for m in self.metrics]
+        out = {n: _mean([r["metrics"].get(n) for r in rows]) for n in names}
+        out["objective"] = weighted(out, self.space.objective.metrics)
+        out["cost_usd"] = float(sum(r["cost_usd"] for r in rows))
+        out["p95_latency_ms"] = float(np.percentile([r["latency_ms"] for r in rows], 95)) if rows else 0.0
+        return out
+
+    def evaluate(self, prog: RAGProgram, examples: list[Example]) -> tuple[dict[str, Any], list[dict]]:
+        """Every objective metric on ``examples`` (the full pipeline, or retrieval only)."""
+        if self.space.objective.retrieval_only:
+            scores = self.retrieval_scores(prog, examples)
+            return {**scores, "objective": weighted(scores, self.space.objective.metrics)}, []
+        rows = [self.answer(prog, ex) for ex in examples]
+        self.judge(rows)
+        return self.summarize(rows), rows
+
+    # -- the study ------------------------------------------------------------------------------------------
+    def objective(self, trial: optuna.Trial) -> float | tuple[float, ...]:
+        t0 = time.perf_counter()
+        calls0, cost0 = self.spent.lm_calls, self.spent.cost_usd
+        values = sample(trial, self.space)
+        prog = self.program(values)
+        dev = self.splits["dev"]
+        obj = self.space.objective
+        multi = bool(obj.also)
+        state, result = "complete", {}
+        try:
+            if obj.retrieval_only:
+                result, _ = self.evaluate(prog, dev)
+            else:
+                step = 0
+                if self.has_gold and self.space.fidelity.retrieval_first and not multi:
+                    retr = self.retrieval_scores(prog, dev)
+                    result.update({f"retrieval:{k}": v for k, v in retr.items()})
+                    trial.report(weighted(retr, {k: 1.0 for k in retr}), step)
+                    step += 1
+                    if trial.should_prune():
+                        raise optuna.TrialPruned()
+                rows: list[dict] = []
+                det_weights = {m.name: w for m, w in ((m, obj.metrics[m.name]) for m in self.det)}
+                for frac in self.space.fidelity.slices:
+                    n = max(1, math.ceil(len(dev) * frac))
+                    rows += [self.answer(prog, ex) for ex in dev[len(rows):n]]
+                    det = self.summarize(rows)
+                    result.update(det)
+                    if not multi:
+                        trial.report(weighted(det, det_weights) if det_weights else det["objective"], step)
+                        step += 1
+                        if n < len(dev) and trial.should_prune():
+                            raise optuna.TrialPruned()
+                self.judge(rows)  # only trials that survived every slice reach the judges
+                result.update(self.summarize(rows))
+        except optuna.TrialPruned:
+            state = "pruned"
+            raise
+        except BudgetReached:
+            state = "stopped by budget"
+            raise optuna.TrialPruned("budget reached")
+        finally:
+            trial.set_user_attr("metrics", {k: v for k, v in result.items()})
+            trial.set_user_attr("lm_calls", self.spent.lm_calls - calls0)
+            trial.set_user_attr("cost_usd", self.spent.cost_usd - cost0)
+            self._log_trial(trial, values, result, state, time.perf_counter() - t0)
+        if multi:
+            return (result["objective"], *[result[k] for k in obj.also])
+        return result["objective"]
+
+    def _log_trial(self, trial, values, result, state, secs) -> None:
+        rec = {"number": trial.number, "state": state, "params": values,
+               "metrics": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in result.items()},
+               "lm_calls": trial.user_attrs.get("lm_calls"), "cost_usd": trial.user_attrs.get("cost_usd"),
+               "seconds": round(secs, 2)}
+        with self._lock, (self.out / "trials.jsonl").open("a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+
+    def _check_budget(self) -> None:
+        b = self.budget
+        if b.max_lm_calls is not None and self.spent.lm_calls >= b.max_lm_calls:
+            raise BudgetReached("max LM calls")
+        if b.max_cost_usd is not None and self.spent.cost_usd >= b.max_cost_usd:
+            raise BudgetReached("max cost")
+        if b.timeout_s is not None and time.perf_counter() - self._t0 >= b.timeout_s:
+            raise BudgetReached("timeout")
+
+    def study(self) -> optuna.Study:
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        storage = JournalStorage(JournalFileBackend(str(self.out / "study.journal")))
+        directions = ["maximize"] + ["minimize"] * len(self.space.objective.also)
+        sampler = optuna.samplers.TPESampler(seed=self.space.split.seed, multivariate=True, warn_independent_sampling=False) \
+            if len(directions) == 1 else optuna.samplers.NSGAIISampler(seed=self.space.split.seed)
+        pruner = optuna.pruners.MedianPruner(n_startup_trials=self.space.fidelity.startup_trials, n_warmup_steps=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study = optuna.create_study(storage=storage, study_name="declrag", directions=directions, sampler=sampler,
+                                        pruner=pruner, load_if_exists=True)
+        for t in study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):  # killed mid-trial
+            storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+        if not study.trials:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                study.enqueue_trial(self.space.baseline_values(), user_attrs={"baseline": True})
+        return study
+
+    def search(self) -> optuna.Study:
+        study = self.study()
+        done = len([t for t in study.trials if t.state.is_finished()])
+        remaining = None if self.budget.max_trials is None else max(0, self.budget.max_trials - done)
+        prior = [t.user_attrs for t in study.trials]
+        self.spent.lm_calls += sum(int(a.get("lm_calls") or 0) for a in prior)
+        self.spent.cost_usd += sum(float(a.get("cost_usd") or 0) for a in prior)
+
+        def stop_on_budget(study, trial):
+            try:
+                self._check_budget()
+            except BudgetReached:
+                study.stop()
+
+        if remaining != 0:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                study.optimize(self.objective, n_trials=remaining, timeout=self.budget.timeout_s, n_jobs=self.jobs,
+                               callbacks=[stop_on_budget], catch=(DeclragError,), show_progress_bar=self.progress)
+        return study
+
+
+def _mean(xs: list[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def digest_of(obj: Any) -> str:
+    return content_hash(json.dumps(obj, sort_keys=True, default=str))

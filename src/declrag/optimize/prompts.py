@@ -1,0 +1,102 @@
+"""Prompt optimization of the chosen program with DSPy's optimizers, on the train split only.
+
+- ``bootstrap``: DSPy's BootstrapFewShot: demos bootstrapped from the program's own successful runs.
+- ``knn``: demos chosen per question by similarity: a pool of labelled train examples (question, the
+  program's own retrieved context, the reference answer) travels in the artifact, and the generator picks
+  the nearest ``max_demos`` for each question (the idea of DSPy's KNNFewShot, kept inside the program so
+  the saved artifact carries it).
+- ``mipro``: DSPy's MIPROv2 (instruction proposals and demos, searched with Optuna).
+- ``gepa``: DSPy's GEPA (reflective instruction evolution).
+
+The metric is the compile objective. An optimizer that fails with the configured model (a small model may
+not follow the optimizer's own prompts) is reported, and the program is kept as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import dspy
+
+from ..adapters import adapter_for
+from ..evaluate import score_case
+from ..lm import Meter, metering
+from ..metrics.base import to_case
+from .compile import Compiler, weighted
+
+log = logging.getLogger(__name__)
+
+
+def _examples(exs) -> list[dspy.Example]:
+    return [dspy.Example(id=e.id, question=e.question, answers=list(e.answers), answerable=e.answerable, gold=e.gold,
+                         answer_starts=list(e.answer_starts)).with_inputs("question") for e in exs]
+
+
+def objective_metric(comp: Compiler, threshold: float = 0.5):
+    """The compile objective as a DSPy metric; during bootstrapping (a trace is given) a pass/fail."""
+    def metric(example, prediction, trace=None, *args, **kwargs):
+        case = to_case(example, prediction)
+        values, _, _ = score_case(case, comp.metrics)
+        score = weighted(values, comp.space.objective.metrics)
+        return score >= threshold if trace is not None else score
+    return metric
+
+
+def optimize_prompts(prog, comp: Compiler, train, dev) -> tuple[Any, dict[str, Any]]:
+    cfg = comp.space.prompt_optimizer
+    trainset = _examples(train[: cfg.max_examples])
+    info: dict[str, Any] = {"train_examples": len(trainset)}
+    meter = Meter()
+    gen_lm_cfg = prog.config.stage_lm("generate")
+    try:
+        with metering(meter):
+            if cfg.name == "bootstrap":
+                tele = dspy.BootstrapFewShot(metric=objective_metric(comp), max_bootstrapped_demos=cfg.max_demos,
+                                             max_labeled_demos=0, max_rounds=1, max_errors=len(trainset))
+                new = tele.compile(prog, trainset=trainset)
+            elif cfg.name == "knn":
+                new = prog
+                new.generate.set_knn_pool(knn_pool(prog, train[: cfg.max_examples]), cfg.max_demos)
+            else:
+                from ..modules import get_lm
+
+                lm = get_lm(gen_lm_cfg)
+                with dspy.context(lm=lm, adapter=adapter_for(gen_lm_cfg)):
+                    if cfg.name == "mipro":
+                        tele = dspy.MIPROv2(metric=objective_metric(comp), prompt_model=lm, task_model=lm, auto=None,
+                                            num_candidates=cfg.trials, max_bootstrapped_demos=cfg.max_demos,
+                                            max_labeled_demos=cfg.max_demos, num_threads=1, verbose=False)
+                        new = tele.compile(prog, trainset=trainset, valset=_examples(dev[: cfg.max_examples]),
+                                           num_trials=cfg.trials, minibatch=False, requires_permission_to_run=False)
+                    else:
+                        metric = objective_metric(comp)
+
+                        def feedback(gold, pred, trace=None, pred_name=None, pred_trace=None):
+                            score = metric(gold, pred)
+                            return dspy.Prediction(score=score, feedback=f"objective {score:.2f}; reference: "
+                                                                        f"{'; '.join(gold.answers) or 'unanswerable'}")
+
+                        tele = dspy.GEPA(metric=feedback, reflection_lm=lm, max_metric_calls=cfg.trials * len(trainset),
+                                         num_threads=1, track_stats=False)
+                        new = tele.compile(prog, trainset=trainset, valset=_examples(dev[: cfg.max_examples]))
+    except Exception as e:  # reported, not fatal: the search's best program stands
+        log.warning("prompt optimizer %s failed: %s", cfg.name, e)
+        info["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        new = prog
+    info["usage"] = meter.to_dict().get("total", {})
+    comp.spent.add(info["usage"])
+    info["demos"] = {name: len(p.demos) for name, p in new.named_predictors()}
+    return new, info
+
+
+def knn_pool(prog, train) -> list[dict[str, str]]:
+    """Labelled demos for kNN selection: each train question with the context the program retrieves for it
+    and its reference answer (or the abstention phrase for unanswerable questions)."""
+    pool = []
+    phrase = prog.config.generate.abstain_phrase
+    for ex in train:
+        pool_hits = prog.retrieve_only(ex.question)[: prog.config.retrieve.k]
+        answer = (ex.answers[0] if ex.answers else phrase) if ex.answerable or not ex.answers else phrase
+        pool.append({"question": ex.question, "context": prog.generate.context(pool_hits), "answer": answer})
+    return pool

@@ -1,0 +1,152 @@
+"""The compile report: what won, by how much over the naive baseline (dev and test, with intervals), how
+the search went, and which choices matter (parameter importances and a per-parameter analysis of
+variance), so a user learns what to change, not only what won."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+
+from ..report import _html
+
+
+def _complete(study: optuna.Study) -> list:
+    return [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and t.values]
+
+
+def _f(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.4f}"
+    return str(x)
+
+
+def anova(study: optuna.Study) -> list[dict[str, Any]]:
+    """Per parameter: the mean objective at each value (numbers in up to 4 quantile bins) and a one-way
+    ANOVA F and p over those groups (finished trials, incl. the baseline)."""
+    from scipy.stats import f_oneway
+
+    trials = _complete(study)
+    out = []
+    names = sorted({k for t in trials for k in t.params})
+    for name in names:
+        pairs = [(t.params[name], t.values[0]) for t in trials if name in t.params]
+        if len(pairs) < 3:
+            continue
+        xs = [p for p, _ in pairs]
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs) and len(set(xs)) > 4:
+            edges = np.unique(np.quantile(xs, [0, 0.25, 0.5, 0.75, 1.0]))
+            label = lambda x: f"{edges[max(0, np.searchsorted(edges, x, side='right') - 1)]:g}+"  # noqa: E731
+        else:
+            label = str
+        groups: dict[str, list[float]] = {}
+        for x, y in pairs:
+            groups.setdefault(label(x), []).append(y)
+        usable = [g for g in groups.values() if len(g) >= 1]
+        f = p = None
+        if len(usable) >= 2 and sum(len(g) for g in usable) > len(usable):
+            with np.errstate(all="ignore"):
+                res = f_oneway(*[g for g in usable if len(g) > 0])
+            f, p = (float(res.statistic), float(res.pvalue)) if np.isfinite(res.statistic) else (None, None)
+        out.append({"param": name, "F": f, "p": p,
+                    "levels": {k: {"mean": float(np.mean(v)), "n": len(v)} for k, v in sorted(groups.items())}})
+    return sorted(out, key=lambda r: (r["p"] is None, r["p"] if r["p"] is not None else 1))
+
+
+def importances(study: optuna.Study) -> dict[str, float]:
+    try:
+        return {k: float(v) for k, v in optuna.importance.get_param_importances(
+            study, target=lambda t: t.values[0], params=None).items()}
+    except Exception:  # too few finished trials, or a constant objective
+        return {}
+
+
+def _plot_history(study: optuna.Study, out: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = _complete(study)
+    if not done:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    xs = [t.number for t in done]
+    ys = [t.values[0] for t in done]
+    ax.scatter(xs, ys, s=18, label="complete", color="#4c78a8")
+    pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED and t.intermediate_values]
+    if pruned:
+        ax.scatter([t.number for t in pruned], [list(t.intermediate_values.values())[-1] for t in pruned], s=14,
+                   marker="x", color="#e45756", label="pruned (last report)")
+    best = np.maximum.accumulate(ys)
+    ax.plot(xs, best, color="#54a24b", label="best so far")
+    ax.set_xlabel("trial")
+    ax.set_ylabel("dev objective")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    (out / "plots").mkdir(exist_ok=True)
+    path = out / "plots" / "history.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> None:
+    s = summary
+    obj = " + ".join(f"{w} x {m}" for m, w in s["objective"]["metrics"].items())
+    g = s["gain_test"]
+    lines = [f"# Compile report: {out.name}", "",
+             f"Objective: {obj}" + (f"; also minimised: {', '.join(s['objective']['also'])}" if s["objective"]["also"] else ""),
+             f"Splits: {s['splits']}; trials {s['trials']} ({s['complete']} complete, {s['pruned']} pruned); "
+             f"LM calls {s['lm_calls']} (+{s['cached_calls']} cached); cost ${s['cost_usd']:.4f}; wall {s.get('wall_s', '-')} s.", "",
+             "## Gain over the naive baseline (trial 0)", "",
+             "| | baseline | best | gain |", "|---|---|---|---|",
+             f"| dev objective | {_f(s['baseline']['dev'].get('objective'))} | {_f(s['best']['dev'].get('objective'))} | {_f(s['dev_gain'])} |",
+             f"| test objective | {_f(s['baseline']['test'].get('objective'))} | {_f(s['best']['test'].get('objective'))} | "
+             f"{_f(g['diff'])} [{_f(g['ci95'][0])}, {_f(g['ci95'][1])}] |", "",
+             f"On test ({g['n']} questions, paired bootstrap 95% interval) the gain "
+             + ("holds: the interval excludes 0." if g["significant"] else "is not distinguishable from noise: the interval includes 0."), ""]
+    metric_names = sorted({k for k in s["best"]["test"] if k != "objective"})
+    if metric_names:
+        lines += ["| test metric | baseline | best |", "|---|---|---|"]
+        lines += [f"| {m} | {_f(s['baseline']['test'].get(m))} | {_f(s['best']['test'].get(m))} |" for m in metric_names]
+        lines.append("")
+    lines += ["## Best configuration", "", "```json", json.dumps(s["best"]["params"], indent=2), "```", "",
+              "## Leaderboard (dev)", "", "| trial | objective | params |", "|---|---|---|"]
+    done = sorted(_complete(study), key=lambda t: -t.values[0])[:15]
+    for t in done:
+        tag = " (baseline)" if t.user_attrs.get("baseline") else ""
+        lines.append(f"| {t.number}{tag} | {_f(t.values[0])} | {json.dumps(t.params)} |")
+    imp = importances(study)
+    if imp:
+        lines += ["", "## Parameter importances (fANOVA)", "", "| param | importance |", "|---|---|"]
+        lines += [f"| {k} | {v:.3f} |" for k, v in imp.items()]
+    rows = anova(study)
+    if rows:
+        lines += ["", "## Which choices matter (one-way ANOVA of the dev objective per parameter)", "",
+                  "| param | F | p | mean objective by value (n) |", "|---|---|---|---|"]
+        for r in rows:
+            levels = "; ".join(f"{k}: {v['mean']:.3f} ({v['n']})" for k, v in r["levels"].items())
+            lines.append(f"| {r['param']} | {_f(r['F'])} | {_f(r['p'])} | {levels} |")
+    if s["pareto"]:
+        lines += ["", "## Pareto front", "", "| trial | objectives | params |", "|---|---|---|"]
+        lines += [f"| {p['trial']} | {', '.join(_f(v) for v in p['values'])} | {json.dumps(p['params'])} |" for p in s["pareto"]]
+    po = s["prompt_optimization"]
+    if po.get("optimizer") != "none":
+        lines += ["", f"## Prompt optimization ({po['optimizer']})", ""]
+        if po.get("error"):
+            lines.append(f"The optimizer failed with this model and the program was kept as searched: {po['error']}")
+        if "dev_before" in po:
+            lines.append(f"dev objective before {_f(po['dev_before'].get('objective'))}, after {_f(po['dev_after'].get('objective'))}; "
+                         f"kept: {po.get('kept')}; demos per predictor: {po.get('demos')}")
+    hist = _plot_history(study, out)
+    if hist:
+        lines += ["", "## Optimization history", "", f"![history]({hist.relative_to(out)})"]
+    md = "\n".join(lines) + "\n"
+    (out / "report.md").write_text(md)
+    (out / "report.html").write_text(_html(md, out))

@@ -1,0 +1,148 @@
+"""The compile run around the study: start or resume, pick the best, optimize its prompts, score the
+held-out test once, write the artifact, the manifest, the summary and the report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+
+from ..errors import DeclragError
+from ..golden import load_golden
+from ..metrics.stats import mean_ci, paired_difference
+from ..program import versions
+from .compile import Budget, Compiler, digest_of, weighted
+from .space import Space, read_space
+
+
+def _git_revision() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                              cwd=Path(__file__).resolve().parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def compile_run(space: str | Path | None = None, dataset: str | None = None, name: str | None = None,
+                runs: str | Path = "runs", budget: Budget | None = None, jobs: int = 1, resume: str | Path | None = None,
+                model: str | None = None, progress: bool = True) -> dict[str, Any]:
+    """Start (or, with ``resume``, continue) a compile. Returns the summary."""
+    budget = budget or Budget()
+    if resume:
+        out = Path(resume)
+        f = out / "compile.json"
+        if not f.exists():
+            raise DeclragError(f"{out} is not a compile run (no compile.json)", hint="pass --resume runs/NAME")
+        saved = json.loads(f.read_text())
+        sp = Space.model_validate(saved["space"])
+        dataset, model = saved["dataset"], model or saved.get("model")
+    else:
+        if not space or not dataset or not name:
+            raise DeclragError("compile needs --space, --dataset and --name (or --resume runs/NAME)",
+                               hint="e.g. declrag compile --space optimizers/default.yaml --dataset squad-v2.0 --name first")
+        sp = read_space(space)
+        out = Path(runs) / name
+        if (out / "study.journal").exists():
+            raise DeclragError(f"{out} already holds a compile", hint=f"continue it with --resume {out}, or pick another --name")
+        out.mkdir(parents=True, exist_ok=True)
+    golden = load_golden(dataset)
+    comp = Compiler(sp, golden, out, budget, jobs, progress, model)
+    inputs = {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model}
+    (out / "compile.json").write_text(json.dumps(inputs, indent=2))
+    (out / "split.json").write_text(json.dumps({k: [e.id for e in v] for k, v in comp.splits.items()}))
+    manifest = {"status": "running", "versions": versions(), "git": _git_revision(),
+                "hashes": {"data": digest_of([d.hash for d in golden.documents] + [e.id for v in comp.splits.values() for e in v]),
+                           "space": digest_of(inputs["space"]), "split": digest_of({k: [e.id for e in v] for k, v in comp.splits.items()})},
+                "dataset": golden.name, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    t0 = time.perf_counter()
+    study = comp.search()
+    summary = finish(comp, study, out, progress)
+    summary["wall_s"] = round(time.perf_counter() - t0, 1)
+    manifest.update(status="done", finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    hashes={**manifest["hashes"], "config": digest_of(summary["best"]["config"])})
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    (out / "summary.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "report"}, indent=2))
+    from .report import write_report
+
+    write_report(out, summary, study)
+    return summary
+
+
+def _per_question(comp: Compiler, rows: list[dict], retr_rows: list[dict] | None = None) -> list[float]:
+    w = comp.space.objective.metrics
+    return [weighted(r["metrics"] if "metrics" in r else r, w) for r in (retr_rows if retr_rows is not None else rows)]
+
+
+def _score(comp: Compiler, prog, examples) -> tuple[dict, list[float]]:
+    """Metrics on ``examples`` and the per-question objective (for paired intervals)."""
+    if comp.space.objective.retrieval_only:
+        rows = []
+        for ex in examples:
+            rows.append(comp.retrieval_scores(prog, [ex]))
+        means = {k: _mean([r[k] for r in rows]) for k in rows[0]} if rows else {}
+        means["objective"] = weighted(means, comp.space.objective.metrics)
+        return means, [weighted(r, comp.space.objective.metrics) for r in rows]
+    result, rows = comp.evaluate(prog, examples)
+    return result, [weighted(r["metrics"], comp.space.objective.metrics) for r in rows]
+
+
+def _mean(xs):
+    vals = [x for x in xs if x is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> dict[str, Any]:
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    if not complete:
+        raise DeclragError("no trial finished within the budget", hint="raise --max-trials / --timeout / the budgets, then --resume")
+    baseline = next((t for t in study.trials if t.user_attrs.get("baseline")), complete[0])
+    if len(study.directions) == 1:
+        best = max(complete, key=lambda t: (t.value, -t.number))
+        front = []
+    else:
+        front = study.best_trials
+        best = max(front, key=lambda t: (t.values[0], -t.number))
+    base_values = {k: v for k, v in baseline.params.items()}
+    best_prog, base_prog = comp.program(best.params), comp.program(base_values)
+    splits = comp.splits
+    dev_before = best.user_attrs.get("metrics", {})
+    prompt_info: dict[str, Any] = {"optimizer": comp.space.prompt_optimizer.name}
+    if comp.space.prompt_optimizer.name != "none" and not comp.space.objective.retrieval_only:
+        from .prompts import optimize_prompts
+
+        before, _ = _score(comp, best_prog, splits["dev"])
+        best_prog, info = optimize_prompts(best_prog, comp, splits["train"], splits["dev"])
+        after, _ = _score(comp, best_prog, splits["dev"])
+        prompt_info.update(info, dev_before=before, dev_after=after)
+        if after["objective"] < before["objective"]:  # keep the better program, and say so
+            prompt_info["kept"] = "before (the optimizer did not improve dev)"
+            best_prog = comp.program(best.params)
+        else:
+            prompt_info["kept"] = "after"
+        dev_best = max(before, after, key=lambda m: m["objective"])
+    else:
+        dev_best = dev_before
+    test_base, q_base = _score(comp, base_prog, splits["test"])
+    test_best, q_best = _score(comp, best_prog, splits["test"])
+    gain = paired_difference(q_base, q_best)
+    best_prog.save(out / "best")
+    dev_base = baseline.user_attrs.get("metrics", {})
+    return {
+        "objective": {"metrics": comp.space.objective.metrics, "also": comp.space.objective.also},
+        "baseline": {"dev": dev_base, "test": test_base, "params": base_values, "trial": baseline.number},
+        "best": {"dev": dev_best, "test": test_best, "params": best.params, "trial": best.number,
+                 "config": best_prog.config.model_dump(mode="json")},
+        "gain_test": gain, "test_ci": {"baseline": mean_ci(q_base), "best": mean_ci(q_best)},
+        "dev_gain": (dev_best.get("objective") or 0) - (dev_base.get("objective") or 0),
+        "trials": len(study.trials), "complete": len(complete),
+        "pruned": len([t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]),
+        "lm_calls": comp.spent.lm_calls, "cached_calls": comp.spent.cached, "cost_usd": round(comp.spent.cost_usd, 6),
+        "pareto": [{"trial": t.number, "values": t.values, "params": t.params} for t in front],
+        "prompt_optimization": prompt_info, "splits": {k: len(v) for k, v in splits.items()},
+    }

@@ -1,0 +1,266 @@
+"""The declared search space of `declrag compile`: `optimizers/*.yaml`, validated, and the one function
+that turns an Optuna trial into a `ProgramConfig`.
+
+    name: default
+    objective: {metrics: {token_match: 0.4, faithfulness: 0.3, sia: 0.3}, also: [cost_usd]}
+    split: {source: dev, fractions: {train: 0.2, dev: 0.4, test: 0.4}, seed: 13}
+    fidelity: {slices: [0.25, 0.5, 1.0]}
+    base: {generate: {abstain_phrase: "I don't know."}}
+    params:
+      chunk_size: {path: ingest.chunker.chunk_size, type: int, low: 128, high: 512, step: 128}
+      overlap:    {path: ingest.chunker.overlap, type: int, low: 0, high: 64, step: 32, lt: chunk_size}
+      rerank_candidates: {path: rerank.candidates, type: int, low: 10, high: 30, step: 10, ge: k, when: "rerank != none"}
+
+Each parameter writes one field of the program config (``path``). Conditions: ``when`` activates a
+parameter only when another has a given value (``==``, ``!=``, ``in``); ``lt``/``le``/``gt``/``ge`` bound a
+number by another parameter's value. Parameters are sampled in the order written.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..config import ProgramConfig
+from ..errors import DeclragError
+
+RETRIEVAL_METRIC_PREFIXES = ("hit@", "ndcg@", "mrr@", "recall@", "precision@")
+_WHEN = re.compile(r"^\s*(\w+)\s*(==|!=|in)\s*(.+?)\s*$")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Param(Strict):
+    path: str
+    type: Literal["int", "float", "categorical"]
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool = False
+    choices: list[Any] | None = None
+    when: str | None = None
+    lt: str | None = None
+    le: str | None = None
+    gt: str | None = None
+    ge: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "Param":
+        if self.type == "categorical":
+            if not self.choices:
+                raise ValueError("a categorical parameter needs `choices`")
+        elif self.low is None or self.high is None or self.low > self.high:
+            raise ValueError("a numeric parameter needs `low` <= `high`")
+        if self.log and (self.low or 0) <= 0:
+            raise ValueError("`log` needs low > 0")
+        if self.when and not _WHEN.match(self.when):
+            raise ValueError(f"`when` must read '<param> == <value>', '<param> != <value>' or '<param> in [..]', got {self.when!r}")
+        return self
+
+
+class Objective(Strict):
+    metrics: dict[str, float] = Field(default_factory=lambda: {"token_match": 0.4, "faithfulness": 0.3, "sia": 0.3})
+    also: list[Literal["cost_usd", "p95_latency_ms"]] = []  # extra objectives (minimised): a Pareto front
+    judges: list[str] = []  # LLM-judge routes, when an objective metric needs them
+
+    @property
+    def retrieval_only(self) -> bool:
+        return all(m.startswith(RETRIEVAL_METRIC_PREFIXES) for m in self.metrics)
+
+
+class Split(Strict):
+    source: str | None = None  # the golden split cut into train/dev(/test); default: the set's first split
+    test_split: str | None = None  # a golden split used as test as it is (e.g. BEIR's test qrels)
+    fractions: dict[Literal["train", "dev", "test"], float] = Field(default_factory=lambda: {"train": 0.2, "dev": 0.4, "test": 0.4})
+    max_dev: int | None = None  # cap the dev set (a seeded sample)
+    max_test: int | None = None
+    seed: int = 13
+
+
+class Fidelity(Strict):
+    slices: list[float] = Field(default_factory=lambda: [0.25, 0.5, 1.0])
+    retrieval_first: bool = True  # score retrieval on dev before any LM call, and prune on it
+    startup_trials: int = 3  # the pruner never prunes before this many trials have finished
+
+
+class PromptOptimizer(Strict):
+    name: Literal["none", "bootstrap", "knn", "mipro", "gepa"] = "none"
+    max_demos: int = 4
+    max_examples: int = 40  # train examples the optimizer may use
+    trials: int = 6  # mipro / gepa: candidate programs to try
+
+
+class Space(Strict):
+    name: str
+    description: str = ""
+    objective: Objective = Objective()
+    split: Split = Split()
+    fidelity: Fidelity = Fidelity()
+    base: dict[str, Any] = {}
+    params: dict[str, Param]
+    prompt_optimizer: PromptOptimizer = PromptOptimizer()
+
+    @model_validator(mode="after")
+    def _check(self) -> "Space":
+        names = list(self.params)
+        for n, p in self.params.items():
+            for ref in [p.lt, p.le, p.gt, p.ge] + ([_WHEN.match(p.when).group(1)] if p.when else []):
+                if ref is not None and (ref not in self.params or names.index(ref) > names.index(n)):
+                    raise ValueError(f"params.{n}: refers to {ref!r}, which must be a parameter declared before it")
+        return self
+
+    def baseline(self) -> ProgramConfig:
+        return ProgramConfig.model_validate(self.base)
+
+    def baseline_values(self) -> dict[str, Any]:
+        """The naive baseline (`base` over the program defaults) as values of the active parameters."""
+        cfg = self.baseline().model_dump(mode="json")
+        values: dict[str, Any] = {}
+        for name, p in self.params.items():
+            if p.when and not _holds(p.when, values):
+                continue
+            node: Any = cfg
+            for k in p.path.split("."):
+                node = node.get(k) if isinstance(node, dict) else None
+            values[name] = node
+        return values
+
+
+def read_space(path: str | Path) -> Space:
+    """A search space from YAML; errors name the file, the key and what is allowed."""
+    p = Path(path)
+    if not p.exists() and (alt := Path(__file__).resolve().parents[3] / "optimizers" / f"{p.stem}.yaml").exists():
+        p = alt
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise DeclragError(f"cannot read search space {p}: {e.strerror}", hint="pass optimizers/NAME.yaml") from e
+    except yaml.YAMLError as e:
+        raise DeclragError(f"{p}: not valid YAML: {e}", hint="fix the syntax") from e
+    try:
+        space = Space.model_validate(data or {})
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise DeclragError(f"{p}: {'.'.join(map(str, err['loc'])) or '(top level)'}: {err['msg']}",
+                           hint="see optimizers/default.yaml for the keys and their allowed values") from e
+    for name, param in space.params.items():  # every path must be a field, every value one it accepts
+        values = param.choices or [param.low, param.high]
+        for v in values:
+            try:
+                apply(space.base, {name: _cast(param, v)}, {name: param})
+            except DeclragError as e:
+                raise DeclragError(f"{p}: params.{name}: {e.message}", hint=e.hint) from None
+    try:
+        space.baseline()
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise DeclragError(f"{p}: base.{'.'.join(map(str, err['loc']))}: {err['msg']}",
+                           hint="`base` holds program settings fixed for every trial") from e
+    return space
+
+
+def _cast(param: Param, v: Any) -> Any:
+    if param.type == "int":
+        return int(v)
+    if param.type == "float":
+        return float(v)
+    return v
+
+
+def apply(base: dict[str, Any], values: dict[str, Any], params: dict[str, Param]) -> ProgramConfig:
+    """The program config for these parameter values on top of ``base``."""
+    import copy
+
+    data = copy.deepcopy(base)
+    for name, value in values.items():
+        node = data
+        keys = params[name].path.split(".")
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise DeclragError(f"path {params[name].path!r} goes through a value, not a section")
+        node[keys[-1]] = value
+    try:
+        return ProgramConfig.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(map(str, err["loc"]))
+        raise DeclragError(f"{where}: {err['msg']} (values {values})",
+                           hint="check the parameter's path and its domain against the program config") from e
+
+
+def _holds(when: str, values: dict[str, Any]) -> bool:
+    """Values compare as text (``off`` stays "off"; YAML would read it as false)."""
+    name, op, raw = _WHEN.match(when).groups()
+    have = str(values.get(name))
+    if op == "in":
+        options = [x.strip().strip("'\"") for x in raw.strip().strip("[]").split(",")]
+        return have in options
+    return (have == raw.strip().strip("'\"")) == (op == "==")
+
+
+def sample(trial, space: Space) -> dict[str, Any]:
+    """Sample the active parameters of ``space`` on an Optuna trial (define-by-run)."""
+    values: dict[str, Any] = {}
+    for name, p in space.params.items():
+        if p.when and not _holds(p.when, values):
+            continue
+        if p.type == "categorical":
+            values[name] = trial.suggest_categorical(name, p.choices)
+            continue
+        low, high = p.low, p.high
+        step = p.step if p.type == "float" else int(p.step or 1)
+        unit = step or (1 if p.type == "int" else 0)
+        if p.lt is not None and p.lt in values:
+            high = min(high, values[p.lt] - (unit or 1e-9))
+        if p.le is not None and p.le in values:
+            high = min(high, values[p.le])
+        if p.gt is not None and p.gt in values:
+            low = max(low, values[p.gt] + (unit or 1e-9))
+        if p.ge is not None and p.ge in values:
+            low = max(low, values[p.ge])
+        if step:  # keep the bounds on the grid
+            low = p.low + math.ceil((low - p.low) / step - 1e-9) * step
+            high = p.low + math.floor((high - p.low) / step + 1e-9) * step
+        if low > high:
+            low = high = max(low, high) if p.ge or p.gt else min(low, high)
+        if p.type == "int":
+            values[name] = trial.suggest_int(name, int(low), int(high), step=int(step or 1), log=p.log)
+        else:
+            values[name] = trial.suggest_float(name, float(low), float(high), step=step, log=p.log)
+    return values
+
+
+def grid(space: Space) -> list[dict[str, Any]]:
+    """Every combination of the space (numeric parameters need a step): the exhaustive baseline of
+    `declrag bench compile`. Conditions are honoured."""
+    combos: list[dict[str, Any]] = [{}]
+    for name, p in space.params.items():
+        out = []
+        for c in combos:
+            if p.when and not _holds(p.when, c):
+                out.append(c)
+                continue
+            if p.type == "categorical":
+                opts = list(p.choices)
+            else:
+                if not p.step:
+                    raise DeclragError(f"params.{name}: a grid needs a `step` for numeric parameters")
+                n = int(round((p.high - p.low) / p.step)) + 1
+                opts = [_cast(p, p.low + i * p.step) for i in range(n)]
+                opts = [v for v in opts if _within(p, v, c)]
+            out += [{**c, name: v} for v in opts]
+        combos = out
+    return combos
+
+
+def _within(p: Param, v: Any, c: dict[str, Any]) -> bool:
+    return not ((p.lt in c and not v < c[p.lt]) or (p.le in c and not v <= c[p.le])
+                or (p.gt in c and not v > c[p.gt]) or (p.ge in c and not v >= c[p.ge]))
