@@ -76,6 +76,7 @@ class RAGProgram(dspy.Module):
             check_lm(c.stage_lm(name))
         if isinstance(store, Store):
             self.store = store
+            self.store_path = str(getattr(store, "path", "")) or None
         else:
             path = store or c.store
             if path is None:

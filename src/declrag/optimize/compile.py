@@ -126,6 +126,7 @@ class Compiler:
         self._lock = threading.Lock()
         self._embedders: dict[str, Embedder] = {}
         self._t0 = time.perf_counter()
+        self.searching = True
 
     # -- programs -------------------------------------------------------------------------------------------
     def program(self, values: dict[str, Any]) -> RAGProgram:
@@ -254,6 +255,8 @@ class Compiler:
             fh.write(json.dumps(rec) + "\n")
 
     def _check_budget(self) -> None:
+        if not self.searching:  # the budgets bound the search; the final test scoring always runs
+            return
         b = self.budget
         if b.max_lm_calls is not None and self.spent.lm_calls >= b.max_lm_calls:
             raise BudgetReached("max LM calls")
@@ -268,7 +271,7 @@ class Compiler:
 
         storage = JournalStorage(JournalFileBackend(str(self.out / "study.journal")))
         directions = ["maximize"] + ["minimize"] * len(self.space.objective.also)
-        sampler = optuna.samplers.TPESampler(seed=self.space.split.seed, multivariate=True, warn_independent_sampling=False) \
+        sampler = optuna.samplers.TPESampler(seed=self.space.split.seed, multivariate=True) \
             if len(directions) == 1 else optuna.samplers.NSGAIISampler(seed=self.space.split.seed)
         pruner = optuna.pruners.MedianPruner(n_startup_trials=self.space.fidelity.startup_trials, n_warmup_steps=0)
         with warnings.catch_warnings():
@@ -302,6 +305,7 @@ class Compiler:
                 warnings.simplefilter("ignore")
                 study.optimize(self.objective, n_trials=remaining, timeout=self.budget.timeout_s, n_jobs=self.jobs,
                                callbacks=[stop_on_budget], catch=(DeclragError,), show_progress_bar=self.progress)
+        self.searching = False
         return study
 
 

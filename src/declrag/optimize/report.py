@@ -60,8 +60,11 @@ def anova(study: optuna.Study) -> list[dict[str, Any]]:
 
 def importances(study: optuna.Study) -> dict[str, float]:
     try:
-        return {k: float(v) for k, v in optuna.importance.get_param_importances(
-            study, target=lambda t: t.values[0], params=None).items()}
+        if len(study.directions) == 1:  # the evaluator reads the study's direction
+            imp = optuna.importance.get_param_importances(study)
+        else:  # quality is maximised: give the evaluator a target where low is good
+            imp = optuna.importance.get_param_importances(study, target=lambda t: -t.values[0])
+        return {k: float(v) for k, v in imp.items()}
     except Exception:  # too few finished trials, or a constant objective
         return {}
 
@@ -116,6 +119,9 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
         lines += ["| test metric | baseline | best |", "|---|---|---|"]
         lines += [f"| {m} | {_f(s['baseline']['test'].get(m))} | {_f(s['best']['test'].get(m))} |" for m in metric_names]
         lines.append("")
+    if s.get("legs_test"):
+        lines += ["Single legs on test with the best settings otherwise: " + "; ".join(
+            f"{leg} {_f(v.get('objective'))}" for leg, v in s["legs_test"].items()), ""]
     lines += ["## Best configuration", "", "```json", json.dumps(s["best"]["params"], indent=2), "```", "",
               "## Leaderboard (dev)", "", "| trial | objective | params |", "|---|---|---|"]
     done = sorted(_complete(study), key=lambda t: -t.values[0])[:15]

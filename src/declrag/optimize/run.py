@@ -131,6 +131,11 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
     test_base, q_base = _score(comp, base_prog, splits["test"])
     test_best, q_best = _score(comp, best_prog, splits["test"])
     gain = paired_difference(q_base, q_best)
+    legs = {}
+    alpha_param = next((n for n, p in comp.space.params.items() if p.path == "retrieve.alpha"), None)
+    if comp.space.objective.retrieval_only and alpha_param:  # the single legs, with the best settings otherwise
+        for leg, a in (("keyword", 0.0), ("vector", 1.0)):
+            legs[leg] = _score(comp, comp.program({**best.params, alpha_param: a}), splits["test"])[0]
     best_prog.save(out / "best")
     dev_base = baseline.user_attrs.get("metrics", {})
     return {
@@ -138,7 +143,7 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
         "baseline": {"dev": dev_base, "test": test_base, "params": base_values, "trial": baseline.number},
         "best": {"dev": dev_best, "test": test_best, "params": best.params, "trial": best.number,
                  "config": best_prog.config.model_dump(mode="json")},
-        "gain_test": gain, "test_ci": {"baseline": mean_ci(q_base), "best": mean_ci(q_best)},
+        "gain_test": gain, "test_ci": {"baseline": mean_ci(q_base), "best": mean_ci(q_best)}, "legs_test": legs,
         "dev_gain": (dev_best.get("objective") or 0) - (dev_base.get("objective") or 0),
         "trials": len(study.trials), "complete": len(complete),
         "pruned": len([t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]),

@@ -157,6 +157,7 @@ def read_space(path: str | Path) -> Space:
                 apply(space.base, {name: _cast(param, v)}, {name: param})
             except DeclragError as e:
                 raise DeclragError(f"{p}: params.{name}: {e.message}", hint=e.hint) from None
+    _check_variants(p, space)
     try:
         space.baseline()
     except ValidationError as e:
@@ -164,6 +165,24 @@ def read_space(path: str | Path) -> Space:
         raise DeclragError(f"{p}: base.{'.'.join(map(str, err['loc']))}: {err['msg']}",
                            hint="`base` holds program settings fixed for every trial") from e
     return space
+
+
+VARIANT_SPECS = {"generate.variant": ["generate"], "rerank.variant": ["rerank"], "judge.variant": ["judge"],
+                 "judge.regenerate_variant": ["generate"],
+                 "rewrite.variant": ["rewrite", "multi_query", "hyde", "decompose", "step_back"]}
+
+
+def _check_variants(path: Path, space: Space) -> None:
+    """Prompt-variant parameters may only name variants declared in signatures/."""
+    from ..signatures import load_specs
+
+    specs = load_specs()
+    for name, p in space.params.items():
+        if p.path in VARIANT_SPECS and p.choices:
+            known = {"default"} | {v for s in VARIANT_SPECS[p.path] if s in specs for v in specs[s].variants}
+            if bad := [c for c in p.choices if c not in known]:
+                raise DeclragError(f"{path}: params.{name}: unknown prompt variant {bad[0]!r}",
+                                   hint=f"variants in signatures/: {', '.join(sorted(known))}")
 
 
 def _cast(param: Param, v: Any) -> Any:
@@ -251,10 +270,11 @@ def grid(space: Space) -> list[dict[str, Any]]:
             if p.type == "categorical":
                 opts = list(p.choices)
             else:
-                if not p.step:
-                    raise DeclragError(f"params.{name}: a grid needs a `step` for numeric parameters")
-                n = int(round((p.high - p.low) / p.step)) + 1
-                opts = [_cast(p, p.low + i * p.step) for i in range(n)]
+                step = p.step or (1 if p.type == "int" else None)
+                if not step:
+                    raise DeclragError(f"params.{name}: a grid needs a `step` for float parameters")
+                n = int(round((p.high - p.low) / step)) + 1
+                opts = [_cast(p, p.low + i * step) for i in range(n)]
                 opts = [v for v in opts if _within(p, v, c)]
             out += [{**c, name: v} for v in opts]
         combos = out

@@ -53,9 +53,10 @@ class HashEmbedder:
 class ScriptedLM:
     """An instant LM for tests and benchmarks: answers each prompt by the first rule whose key occurs in its
     system message (the stage's instructions), e.g. ``{"search queries": {"queries": "a\nb"}}``; falls back
-    to ``default``. Built on DSPy's DummyLM with the plain-text adapter; ``ms`` sums time spent inside."""
+    to ``default``. Built on DSPy's DummyLM with the plain-text adapter; ``ms`` sums time spent inside;
+    ``delay`` seconds are slept on every call (to stand in for a slow model)."""
 
-    def __new__(cls, rules: dict[str, dict], default: dict | None = None):
+    def __new__(cls, rules: dict[str, dict], default: dict | None = None, delay: float = 0.0):
         import time
 
         from dspy.utils.dummies import DummyLM
@@ -65,6 +66,8 @@ class ScriptedLM:
         class _Scripted(DummyLM):
             def __call__(self, prompt=None, *, messages=None, **kwargs):
                 t0 = time.perf_counter()
+                if delay:
+                    time.sleep(delay)
                 system = (messages or [{}])[0].get("content", "")
                 reply = next((v for k, v in rules.items() if k in system), default or {"answer": "It is in [1]."})
                 self.answers = iter([reply])

@@ -1,0 +1,163 @@
+"""`declrag compile`: the declared space, the study (baseline first, pruning, budgets), the artifact and the
+report, resume after SIGKILL, and clear errors on bad spaces. LMs are scripted (DummyLM-based) here; the
+real runs are in the closing note and `declrag bench compile`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from declrag.errors import DeclragError
+from declrag.lm import using_lm
+from declrag.optimize.compile import Budget
+from declrag.optimize.run import compile_run
+from declrag.optimize.space import grid, read_space, sample
+from declrag.program import load
+from declrag.testing import ScriptedLM
+
+GOLD = Path(__file__).parent / "data" / "tiny" / "gold.jsonl"
+SPACE = """
+name: tiny
+objective: {metrics: {token_match: 0.5, sia: 0.5}}
+split: {fractions: {train: 0.25, dev: 0.5, test: 0.25}, seed: 3}
+fidelity: {slices: [0.5, 1.0], startup_trials: 2}
+params:
+  k: {path: retrieve.k, type: int, low: 1, high: 3}
+  alpha: {path: retrieve.alpha, type: float, low: 0.0, high: 1.0, step: 0.5}
+  prompt: {path: generate.variant, type: categorical, choices: [plain, terse]}
+  rerank: {path: rerank.mode, type: categorical, choices: [none, bm25]}
+  rerank_candidates: {path: rerank.candidates, type: int, low: 3, high: 9, step: 3, ge: k, when: "rerank != none"}
+prompt_optimizer: {name: bootstrap, max_demos: 1, max_examples: 4}
+"""
+
+
+def answers_by_prompt():
+    # the terse prompt "answers" right for one question; everything else is wrong
+    return ScriptedLM({"passage number in brackets": {"answer": "Paris [1]"}}, {"answer": "It is in [1]."})
+
+
+@pytest.fixture
+def space(tmp_path):
+    f = tmp_path / "space.yaml"
+    f.write_text(SPACE)
+    return f
+
+
+def test_compile_writes_the_run_folder_and_a_loadable_best_program(space, tmp_path):
+    with using_lm(answers_by_prompt()):
+        s = compile_run(space, str(GOLD), "c1", tmp_path / "runs", Budget(max_trials=6), progress=False)
+    out = tmp_path / "runs" / "c1"
+    for f in ("compile.json", "split.json", "study.journal", "trials.jsonl", "manifest.json", "summary.json",
+              "report.md", "report.html", "best/program.json", "best/dspy_state.json"):
+        assert (out / f).exists(), f
+    trials = [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
+    assert trials[0]["params"] == {"k": 5, "alpha": 0.5, "prompt": "plain", "rerank": "none"}  # the naive baseline
+    assert s["baseline"]["trial"] == 0 and s["trials"] == 6
+    assert {"objective", "baseline", "best", "trials", "lm_calls", "cost_usd", "wall_s"} <= set(
+        json.loads((out / "summary.json").read_text()))
+    assert s["best"]["dev"]["objective"] >= s["baseline"]["dev"]["objective"]
+    split = json.loads((out / "split.json").read_text())
+    assert not set(split["test"]) & (set(split["dev"]) | set(split["train"]))  # test is held out
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "done" and {"data", "space", "split", "config"} <= set(manifest["hashes"])
+    prog = load(out / "best")
+    assert prog.config.retrieve.k == s["best"]["params"]["k"]
+    assert "Gain over the naive baseline" in (out / "report.md").read_text()
+
+
+def test_conditions_and_dynamic_bounds(space):
+    sp = read_space(space)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(40):
+        t = study.ask()
+        v = sample(t, sp)
+        study.tell(t, 0.0)
+        if v["rerank"] == "none":
+            assert "rerank_candidates" not in v
+        else:
+            assert v["rerank_candidates"] >= v["k"] and v["rerank_candidates"] % 3 == 0
+    combos = grid(sp)
+    assert len(combos) == 3 * 3 * 2 * (1 + 3)  # rerank none: 1; bm25: candidates 3, 6, 9 (all >= k)
+    assert all(c.get("rerank_candidates", 99) >= c["k"] for c in combos)
+
+
+@pytest.mark.parametrize("change, message", [
+    (("type: int, low: 1, high: 3}", "type: integer, low: 1, high: 3}"), "params.k.type"),
+    (("low: 1, high: 3", "low: 4, high: 3"), "low` <= `high"),
+    (("path: retrieve.k,", "path: retrieve.kk,"), "params.k"),
+    (("choices: [plain, terse]", "choices: [plain, sonnet]"), "sonnet"),
+    (("ge: k,", "ge: kk,"), "refers to 'kk'"),
+    (('when: "rerank != none"', 'when: "rerank is none"'), "when"),
+    (("name: tiny", "name: tiny\ncolour: red"), "colour"),
+])
+def test_bad_spaces_name_the_file_and_key(tmp_path, change, message):
+    f = tmp_path / "bad.yaml"
+    f.write_text(SPACE.replace(*change))
+    with pytest.raises(DeclragError) as e:
+        read_space(f)
+    assert str(f) in str(e.value) and message in str(e.value)
+
+
+def test_budget_stops_cleanly_and_keeps_what_was_done(space, tmp_path):
+    with using_lm(answers_by_prompt()):
+        s = compile_run(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=50, timeout_s=6), progress=False)
+    assert 1 <= s["complete"] < 50
+    with pytest.raises(DeclragError, match="already holds a compile"):
+        compile_run(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=1), progress=False)
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from declrag.lm import using_lm
+    from declrag.optimize.compile import Budget
+    from declrag.optimize.run import compile_run
+    from declrag.testing import ScriptedLM
+
+    lm = ScriptedLM({"passage number in brackets": {"answer": "Paris [1]"}}, {"answer": "It is in [1]."}, delay=0.15)
+    with using_lm(lm):
+        if sys.argv[1] == "start":
+            compile_run(sys.argv[2], sys.argv[3], "k", sys.argv[4], Budget(max_trials=int(sys.argv[5])), progress=False)
+        else:
+            compile_run(resume=sys.argv[2], budget=Budget(max_trials=int(sys.argv[3])), progress=False)
+""")
+
+
+def test_a_killed_compile_resumes_without_losing_or_rerunning_trials(space, tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(KILL_SCRIPT)
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, str(script), "start", str(space), str(GOLD), str(runs), "40"])
+    trials = runs / "k" / "trials.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (trials.exists() and len(trials.read_text().splitlines()) >= 3):
+        time.sleep(0.1)
+    time.sleep(0.5)  # well into the next trial
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = [json.loads(x) for x in trials.read_text().splitlines()]
+    finished = {r["number"]: r for r in before}
+    assert len(finished) >= 3
+    subprocess.run([sys.executable, str(script), "resume", str(runs / "k"), str(len(finished) + 3)], check=True,
+                   timeout=600)
+    after = [json.loads(x) for x in trials.read_text().splitlines()]
+    numbers = [r["number"] for r in after]
+    assert len(numbers) == len(set(numbers))  # no trial ran twice
+    for n, r in finished.items():  # every finished trial is still there, unchanged
+        assert next(a for a in after if a["number"] == n) == r
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    study = optuna.load_study(study_name="declrag", storage=JournalStorage(JournalFileBackend(str(runs / "k" / "study.journal"))))
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.FAIL) == 1  # the trial in flight at the kill
+    assert len([s for s in states if s.is_finished() and s != optuna.trial.TrialState.FAIL]) == len(finished) + 3
+    assert (runs / "k" / "best" / "program.json").exists()
