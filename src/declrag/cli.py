@@ -352,6 +352,18 @@ def compile_(
     out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
 
 
+@bench_app.command("compile")
+def bench_compile(
+    dataset: Annotated[str, typer.Option(help="golden set")] = "squad-v2.0",
+    space: Annotated[Optional[Path], typer.Option(help="the fixed space [default: optimizers/bench.yaml]")] = None,
+    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+):
+    """Exhaustive grid vs declrag's search on one fixed space: best dev score, LM calls, wall time."""
+    from .bench.compile import SPACE, print_report, run
+
+    _bench_out(run(dataset, space or SPACE), print_report, as_json)
+
+
 @bench_app.command("program")
 def bench_program(
     questions: Annotated[int, typer.Option(help="questions to time")] = 200,

@@ -283,6 +283,15 @@ def setup() -> None:
             _cache_ready = True
 
 
+def use_lm_cache(folder: Path) -> None:
+    """Point DSPy's LM cache at ``folder`` (memory cache emptied): a cold cache, e.g. for fair benchmarks."""
+    global _cache_ready
+    setup()
+    with _SETUP_LOCK:
+        dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(folder))
+        _cache_ready = True
+
+
 # ----------------------------------------------------------------------------------------------- routes
 def provider_of(route: str) -> str:
     setup()
