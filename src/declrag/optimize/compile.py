@@ -78,6 +78,9 @@ def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
     s = space.split
     source = s.source or next(iter(golden.splits))
     pool = list(golden.split(source))
+    if s.sample and s.sample < len(pool):
+        keep = set(random.Random(s.seed - 1).sample(range(len(pool)), s.sample))
+        pool = [e for i, e in enumerate(pool) if i in keep]
     rng = random.Random(s.seed)
     order = list(range(len(pool)))
     rng.shuffle(order)
@@ -288,7 +291,7 @@ class Compiler:
 
     def search(self) -> optuna.Study:
         study = self.study()
-        done = len([t for t in study.trials if t.state.is_finished()])
+        done = len([t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)])
         remaining = None if self.budget.max_trials is None else max(0, self.budget.max_trials - done)
         prior = [t.user_attrs for t in study.trials]
         self.spent.lm_calls += sum(int(a.get("lm_calls") or 0) for a in prior)

@@ -74,11 +74,20 @@ class Objective(Strict):
     def retrieval_only(self) -> bool:
         return all(m.startswith(RETRIEVAL_METRIC_PREFIXES) for m in self.metrics)
 
+    @model_validator(mode="after")
+    def _check(self) -> "Objective":
+        if not self.metrics or any(w < 0 for w in self.metrics.values()):
+            raise ValueError("`metrics` needs at least one metric with a weight >= 0")
+        if self.also and self.retrieval_only:
+            raise ValueError("`also` (cost, latency) needs an objective that runs the LM")
+        return self
+
 
 class Split(Strict):
     source: str | None = None  # the golden split cut into train/dev(/test); default: the set's first split
     test_split: str | None = None  # a golden split used as test as it is (e.g. BEIR's test qrels)
     fractions: dict[Literal["train", "dev", "test"], float] = Field(default_factory=lambda: {"train": 0.2, "dev": 0.4, "test": 0.4})
+    sample: int | None = None  # first draw a seeded sample of this many questions from the source split
     max_dev: int | None = None  # cap the dev set (a seeded sample)
     max_test: int | None = None
     seed: int = 13
