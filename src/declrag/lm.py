@@ -98,35 +98,31 @@ _OVERRIDE: ContextVar[Any] = ContextVar("declrag_lm_override", default=None)
 
 
 @contextmanager
-def using_lm(lm: Any) -> Iterator[None]:
-    """Run every stage on ``lm`` instead of its configured route (for tests, e.g. DSPy's DummyLM)."""
-    token = _OVERRIDE.set(lm)
+def _scoped(var: ContextVar, value: Any) -> Iterator[Any]:
+    token = var.set(value)
     try:
-        yield
+        yield value
     finally:
-        _OVERRIDE.reset(token)
+        var.reset(token)
+
+
+def using_lm(lm: Any):
+    """Run every stage on ``lm`` instead of its configured route (for tests, e.g. DSPy's DummyLM)."""
+    return _scoped(_OVERRIDE, lm)
 
 
 def override_lm() -> Any:
     return _OVERRIDE.get()
 
 
-@contextmanager
-def metering(meter: Meter) -> Iterator[Meter]:
-    token = _METER.set(meter)
-    try:
-        yield meter
-    finally:
-        _METER.reset(token)
+def metering(meter: Meter):
+    """Meter every LM call made in this context (this thread, or tasks copied from it) into ``meter``."""
+    return _scoped(_METER, meter)
 
 
-@contextmanager
-def stage(name: str) -> Iterator[None]:
-    token = _STAGE.set(name)
-    try:
-        yield
-    finally:
-        _STAGE.reset(token)
+def stage(name: str):
+    """Name the stage that LM calls in this context are metered under."""
+    return _scoped(_STAGE, name)
 
 
 class RoutedLM(dspy.LM):
