@@ -261,8 +261,8 @@ def sample(trial, space: Space) -> dict[str, Any]:
             low = high = max(low, high) if p.ge or p.gt else min(low, high)
         if p.type == "int":
             values[name] = trial.suggest_int(name, int(low), int(high), step=int(step or 1), log=p.log)
-        else:
-            values[name] = trial.suggest_float(name, float(low), float(high), step=step, log=p.log)
+        else:  # rounded: a step of 0.05 should give 0.35, not 0.35000000000000003
+            values[name] = round(trial.suggest_float(name, float(low), float(high), step=step, log=p.log), 10)
     return values
 
 
