@@ -22,6 +22,12 @@ JUDGE_METRICS = ["correctness_llm", "faithfulness_llm", "hallucination_llm", "si
                  "coherence_llm", "fluency_llm", "triad_llm"]
 
 
+# a grade or a yes/no needs a few tokens; lists a few lines. Small models ramble until the limit, so it
+# is kept tight: it bounds the judge's cost.
+JUDGE_MAX_TOKENS = {"judge_correctness": 8, "judge_verify": 8, "judge_context": 8, "judge_coherence": 8,
+                    "judge_fluency": 8, "judge_claims": 80, "judge_sia": 48, "judge_questions": 64}
+
+
 class Judge:
     """One judge route: runs the judge prompts under ``judge:<metric>`` metering."""
 
@@ -29,10 +35,9 @@ class Judge:
         from ..modules import Stage
 
         self.route = route
-        lm = LMConfig(route=route, temperature=0.0, max_tokens=96, adapter="auto")
-        self._stages = {name: Stage("judge", spec(name), spec(name).default, lm)
-                        for name in ("judge_correctness", "judge_claims", "judge_verify", "judge_sia",
-                                     "judge_questions", "judge_context", "judge_coherence", "judge_fluency")}
+        self._stages = {name: Stage("judge", spec(name), spec(name).default,
+                                    LMConfig(route=route, temperature=0.0, max_tokens=tokens, adapter="auto"))
+                        for name, tokens in JUDGE_MAX_TOKENS.items()}
 
     def ask(self, metric: str, prompt: str, **inputs):
         return self._stages[prompt].run(metered_as=f"judge:{metric}", **inputs)

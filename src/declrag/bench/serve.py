@@ -1,0 +1,268 @@
+"""`declrag bench serve`: what serving costs. A real `declrag serve` app under uvicorn, in its own process
+on loopback, driven by N concurrent HTTP clients (threads, keep-alive) for a bounded time; compared with
+calling the same program directly in Python on the same questions.
+
+Two scenarios, over SQuAD v2.0's first 200 paragraphs (real MiniLM index, cached by content):
+
+- ``retrieval``: the naive program whose LM is an instant scripted one (`declrag.testing.ScriptedLM`,
+  through create_app's testing hook): query embedding, hybrid search, prompt building and citation handling
+  all run, the model does not. This isolates the serving overhead (HTTP, JSON, the worker-thread hop,
+  concurrency on the GIL) on a realistic request path.
+- ``program``: the default program on the real local model (``local/smollm2``, in-process), with a cold LM
+  cache on both sides. One in-process model answers one prompt at a time, so with N clients a request
+  waits for the ones ahead of it: latency is mostly queueing, and ``overhead_ratio`` says how much.
+
+Per scenario: ``clients``, ``p50_ms``/``p95_ms``/``p99_ms`` (client-side latency of successful requests),
+``rps`` (successes per second of wall time), ``errors`` (non-200 or failed requests), ``overhead_ratio``
+= (server p50 - direct p50) / direct p50, plus ``direct_p50_ms``, ``server_program_p50_ms`` (time inside the
+program as the server measured it; it includes waiting for the model) and ``http_overhead_p50_ms``
+(client latency minus that, per request: what the server itself adds). Query embeddings are cached (warmed
+for every question first) on both sides. The server runs with ``max_in_flight`` = clients, so nothing is
+turned away with 503, and a long timeout, so slow answers are measured rather than cut off. After the
+duration no new request starts; those in flight are waited for and counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+SCENARIOS = ("retrieval", "program")
+SCRIPTED_ANSWER = {"answer": "It is stated in the passage [1]."}
+SERVER_TIMEOUT_S = 600.0
+
+
+def _scripted_lm_factory():
+    """One instant scripted LM per thread (DSPy's DummyLM is not safe to share between threads)."""
+    from ..testing import ScriptedLM
+
+    local = threading.local()
+
+    def get():
+        if not hasattr(local, "lm"):
+            local.lm = ScriptedLM({}, SCRIPTED_ANSWER)
+        return local.lm
+
+    return get
+
+
+def _program(scenario: str, store: str):
+    """The program of a scenario and the LM override it runs under (None: its configured route)."""
+    from ..config import ProgramConfig
+    from ..program import RAGProgram, default_program
+    from ..stores import read_meta
+
+    if scenario == "retrieval":
+        return RAGProgram(ProgramConfig(ingest=read_meta(store).ingest), store=store), _scripted_lm_factory()
+    if scenario == "program":
+        return default_program(store, model="local/smollm2"), None
+    raise ValueError(f"unknown scenario {scenario!r}; use one of {SCENARIOS}")
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    return round(float(np.percentile(xs, q)), 2) if xs else None
+
+
+def _direct(scenario: str, store: str, questions: list[str], budget_s: float, lm_cache: Path) -> dict[str, Any]:
+    """Sequential in-process calls on the first questions, for at most ``budget_s`` (at least 3 calls)."""
+    from ..lm import use_lm_cache, using_lm
+
+    use_lm_cache(lm_cache)
+    prog, lm = _program(scenario, store)
+    limit = 200 if scenario == "retrieval" else 12
+    with using_lm(lm()) if lm else nullcontext():
+        prog(question=questions[-1])  # warm-up: models loaded, not timed
+        times, t_end = [], time.perf_counter() + budget_s
+        for q in questions[:limit]:
+            t0 = time.perf_counter()
+            prog(question=q)
+            times.append(1000 * (time.perf_counter() - t0))
+            if time.perf_counter() > t_end and len(times) >= 3:
+                break
+    return {"n": len(times), "p50_ms": _pct(times, 50)}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_server(scenario: str, store: str, clients: int, lm_cache: Path) -> tuple[subprocess.Popen, str]:
+    import httpx
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "declrag.bench.serve", "--scenario", scenario, "--store", store,
+                             "--port", str(port), "--max-in-flight", str(clients), "--lm-cache", str(lm_cache)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 600
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the benchmark server exited: {proc.stderr.read()[-2000:]}")
+        try:
+            if httpx.get(base + "/readyz", timeout=5).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("the benchmark server did not become ready within 600 s")
+        time.sleep(0.25)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _load(base: str, questions: list[str], clients: int, duration_s: float) -> dict[str, Any]:
+    """``clients`` threads asking in a loop until ``duration_s`` has passed; in-flight requests finish."""
+    import httpx
+
+    counter, lock = itertools.count(), threading.Lock()
+    rows: list[tuple[float, float | None]] = []  # (client ms, server program ms) of successes
+    errors = [0]
+    start = time.perf_counter()
+    stop_at, last_done = start + duration_s, [start]
+
+    def client() -> None:
+        with httpx.Client(base_url=base, timeout=SERVER_TIMEOUT_S + 30) as c:
+            while time.perf_counter() < stop_at:
+                with lock:
+                    q = questions[next(counter) % len(questions)]
+                t0 = time.perf_counter()
+                try:
+                    r = c.post("/v1/ask", json={"question": q})
+                    ok = r.status_code == 200
+                    server_ms = r.json()["latency_ms"].get("total") if ok else None
+                except (httpx.HTTPError, ValueError):
+                    ok, server_ms = False, None
+                t1 = time.perf_counter()
+                with lock:
+                    if ok:
+                        rows.append((1000 * (t1 - t0), server_ms))
+                    else:
+                        errors[0] += 1
+                    last_done[0] = max(last_done[0], t1)
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = last_done[0] - start
+    lat = [a for a, _ in rows]
+    prog_ms = [b for _, b in rows if b is not None]
+    return {"clients": clients, "requests": len(rows) + errors[0], "p50_ms": _pct(lat, 50), "p95_ms": _pct(lat, 95),
+            "p99_ms": _pct(lat, 99), "rps": round(len(rows) / wall, 2) if wall > 0 else 0.0, "errors": errors[0],
+            "wall_s": round(wall, 1), "server_program_p50_ms": _pct(prog_ms, 50),
+            "http_overhead_p50_ms": _pct([a - b for a, b in rows if b is not None], 50)}
+
+
+def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] = SCENARIOS, n_docs: int = 200,
+        dataset: str = "squad-v2.0", progress: bool = True) -> dict[str, Any]:
+    from ..api import corpus_store
+    from ..config import IngestConfig
+    from ..embed import Embedder, cache_dir
+    from ..golden import load_golden
+    from ..lm import use_lm_cache
+
+    gs = load_golden(dataset)
+    docs = gs.documents[:n_docs]
+    store, _ = corpus_store(docs, IngestConfig(), f"{gs.name}-head", progress=progress)
+    ids = {d.id for d in docs}
+    questions = list(dict.fromkeys(e.question for split in gs.splits.values() for e in split
+                                   if e.gold and set(e.gold) <= ids))
+    Embedder(IngestConfig().embedder).embed_queries(questions)  # both sides find every query embedding cached
+    out: dict[str, Any] = {"dataset": gs.name, "documents": len(docs), "chunks": store.count(),
+                           "questions": len(questions), "duration_s": duration_s, "scenarios": {}}
+    path = str(store.path)
+    try:
+        with tempfile.TemporaryDirectory(prefix="declrag-bench-serve-") as tmp:
+            for sc in scenarios:
+                direct = _direct(sc, path, questions, duration_s, Path(tmp) / f"{sc}-direct")
+                proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server")
+                try:
+                    r = _load(base, questions, clients, duration_s)
+                finally:
+                    _stop(proc)
+                d50 = direct["p50_ms"]
+                r["direct_p50_ms"], r["direct_calls"] = d50, direct["n"]
+                r["overhead_ratio"] = round((r["p50_ms"] - d50) / d50, 3) if r["p50_ms"] is not None and d50 else None
+                out["scenarios"][sc] = r
+    finally:
+        use_lm_cache(cache_dir() / "dspy")  # back to the shared LM cache
+    return out
+
+
+def print_report(r: dict[str, Any], console: Console) -> None:
+    t = Table(title=f"declrag serve under load: {r['dataset']} ({r['documents']} documents, {r['chunks']:,} chunks), "
+                    f"{r['duration_s']:g} s per scenario, loopback")
+    for col in ("scenario", "clients", "requests", "p50 ms", "p95 ms", "p99 ms", "rps", "errors", "direct p50 ms",
+                "overhead ratio", "in program p50 ms", "server adds p50 ms"):
+        t.add_column(col, justify="left" if col == "scenario" else "right")
+
+    def f(v, fmt="{:.1f}"):
+        return "-" if v is None else fmt.format(v)
+
+    for name, s in r["scenarios"].items():
+        t.add_row(name, str(s["clients"]), str(s["requests"]), f(s["p50_ms"]), f(s["p95_ms"]), f(s["p99_ms"]),
+                  f(s["rps"], "{:.2f}"), str(s["errors"]), f(s["direct_p50_ms"]), f(s["overhead_ratio"], "{:.3f}"),
+                  f(s["server_program_p50_ms"]), f(s["http_overhead_p50_ms"]))
+    console.print(t)
+    console.print("overhead ratio = (server p50 - direct p50) / direct p50. 'retrieval': instant scripted LM, so this "
+                  "is the cost of serving. 'program': the local model answers one prompt at a time, so with many "
+                  "clients latency is mostly waiting for it ('in program' includes that wait); 'server adds' is "
+                  "client latency minus time in the program.", style="dim")
+
+
+def _serve_main(argv: list[str] | None = None) -> None:
+    """The benchmark's server process: one scenario's program under uvicorn on loopback."""
+    import uvicorn
+
+    from ..lm import use_lm_cache
+    from ..serve import ServeSettings, create_app
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--scenario", required=True, choices=SCENARIOS)
+    p.add_argument("--store", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--max-in-flight", type=int, default=16)
+    p.add_argument("--lm-cache", required=True)
+    a = p.parse_args(argv)
+    use_lm_cache(Path(a.lm_cache))
+    settings = ServeSettings(port=a.port, max_in_flight=a.max_in_flight, request_timeout_s=SERVER_TIMEOUT_S)
+
+    def load():
+        prog, lm = _program(a.scenario, a.store)
+        holder["lm"] = lm
+        return prog
+
+    holder: dict[str, Any] = {}
+    app = create_app(load, f"bench-{a.scenario}", settings=settings,
+                     lm_override=(lambda: holder["lm"]()) if a.scenario == "retrieval" else None)
+    uvicorn.run(app, host="127.0.0.1", port=a.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _serve_main()
