@@ -117,12 +117,14 @@ class Retriever(dspy.Module):
         self.embed_ms += 1000 * (time.perf_counter() - t0)
         return out
 
-    def forward(self, queries: Queries, where: dict | None = None) -> list[Hit]:
+    def forward(self, queries: Queries, where: dict | None = None, depth: int | None = None) -> list[Hit]:
+        """The candidate pool; ``depth`` asks for more candidates than the program uses (retrieval metrics)."""
         c = self.cfg
+        pool = max(self.pool, depth or 0)
         filt = Filter.of(where if where is not None else c.where)
         vecs = self._embed([queries.vector_text or queries.texts[0], *queries.texts[1:]]) if c.alpha > 0 \
             else [None] * len(queries.texts)
-        lists = [self.store.hybrid_search(q, v, self.pool, c.alpha, c.fusion, c.candidates, filt)
+        lists = [self.store.hybrid_search(q, v, pool, c.alpha, c.fusion, c.candidates, filt)
                  for q, v in zip(queries.texts, vecs)]
         hits = rrf(lists)
         hits = cut(hits, c.autocut)

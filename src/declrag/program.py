@@ -157,12 +157,12 @@ class RAGProgram(dspy.Module):
             removed_citations=draft.removed, passages=passages, judge=verdict, usage=meter.to_dict(),
             latency_ms=ms, queries=queries.texts, raw_answer=draft.raw, stages=self.stages())
 
-    def retrieve_only(self, question: str, where: dict | None = None) -> list[Hit]:
-        """The ranked candidate pool (rewrite, retrieve, rerank) without generating: what retrieval metrics
-        and compile's retrieval-first scoring read."""
+    def retrieve_only(self, question: str, where: dict | None = None, depth: int = 100) -> list[Hit]:
+        """The ranked candidates (rewrite, retrieve at least ``depth`` chunks, rerank) without generating:
+        what retrieval metrics such as nDCG@10 over documents, and compile's retrieval-first scoring, read."""
         with metering(Meter()):
             queries = self.rewrite(question=question)
-            return self.rerank(question=question, hits=self.retrieve(queries=queries, where=where))
+            return self.rerank(question=question, hits=self.retrieve(queries=queries, where=where, depth=depth))
 
     def _select(self, queries, pool: list[Hit]) -> list[Hit]:
         c = self.config.retrieve
