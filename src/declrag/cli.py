@@ -38,7 +38,7 @@ def _config(cls, **fields):
         raise DeclragError(f"invalid option {where}: {first['msg']}", hint="see --help for allowed values") from e
 
 
-StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="store folder [default: $DECLRAG_STORE or .declrag/store]")]
+StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="store folder (default: $DECLRAG_STORE or .declrag/store)")]
 
 
 @app.command()
@@ -119,7 +119,7 @@ def ask(
     program: Annotated[Optional[Path], typer.Option(help="a saved program folder (e.g. runs/NAME/best)")] = None,
     config: Annotated[Optional[Path], typer.Option(help="a program config file (YAML or JSON)")] = None,
     store: StoreOpt = None,
-    model: Annotated[Optional[str], typer.Option(help="route every LM call here, e.g. openai/gpt-4o-mini [$DECLRAG_MODEL]")] = None,
+    model: Annotated[Optional[str], typer.Option(help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL)")] = None,
     where: Annotated[Optional[str], typer.Option(help="metadata filter as JSON")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ):
@@ -172,24 +172,68 @@ def _json_option(value: str | None, name: str):
         raise DeclragError(f"{name} is not valid JSON: {e}", hint=f"write e.g. {name} '{{\"source\": \"a.pdf\"}}'") from e
 
 
+@app.command()
+def serve(
+    target: Annotated[Optional[Path], typer.Argument(help="a run folder (runs/NAME serves runs/NAME/best) or a program folder (with program.json) (default: the default program over --store)")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="a program config file (YAML or JSON) instead of a saved program")] = None,
+    store: StoreOpt = None,
+    model: Annotated[Optional[str], typer.Option(help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL)")] = None,
+    host: Annotated[str, typer.Option(help="address to listen on (0.0.0.0: every interface)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    api_key_file: Annotated[Optional[Path], typer.Option(help="file holding the key clients must send as 'Authorization: Bearer <key>' (default: $DECLRAG_API_KEY; none: no auth)")] = None,
+    max_body_bytes: Annotated[int, typer.Option(help="largest request body (413 beyond)")] = 64 * 1024,
+    max_question_chars: Annotated[Optional[int], typer.Option(help="longest question (422 beyond) (default: the program's max_question_chars)")] = None,
+    timeout: Annotated[float, typer.Option(help="seconds a request may take (504 beyond)")] = 120.0,
+    max_in_flight: Annotated[int, typer.Option(help="questions answered at once; more get 503 with Retry-After at once")] = 8,
+    cache_threshold: Annotated[Optional[float], typer.Option(help="semantic answer cache: reuse the answer to a question at least this similar (cosine, e.g. 0.95) (default: off)")] = None,
+    cache_size: Annotated[int, typer.Option(help="answers the semantic cache keeps (LRU)")] = 1024,
+    cors_origin: Annotated[Optional[list[str]], typer.Option("--cors-origin", help="let browser pages from this origin call the API; repeatable (default: CORS off)")] = None,
+):
+    """Serve a program over HTTP: /v1/ask, OpenAI-compatible /v1/chat/completions, a web page, /metrics."""
+    from .serve import ServeSettings
+    from .serve import serve as serve_program
+
+    settings = _config(ServeSettings, host=host, port=port, api_key=_api_key(api_key_file),
+                       max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, request_timeout_s=timeout,
+                       max_in_flight=max_in_flight, cache_threshold=cache_threshold, cache_size=cache_size,
+                       cors_origins=cors_origin or [])
+    serve_program(target, config=config, store=store, model=model, settings=settings,
+                  say=lambda m: out.print(m, markup=False, highlight=False))
+
+
+def _api_key(path: Path | None) -> str | None:
+    """The API key: from --api-key-file, else $DECLRAG_API_KEY, else none (no auth)."""
+    import os
+
+    if path is None:
+        return os.environ.get("DECLRAG_API_KEY") or None
+    try:
+        key = path.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise DeclragError(f"cannot read the API key file {path}: {e.strerror}", hint="check the path and its permissions") from e
+    if not key:
+        raise DeclragError(f"the API key file {path} is empty", hint="write the key in it (one line)")
+    return key
+
+
 @app.command("eval")
 def eval_(
     dataset: Annotated[Optional[str], typer.Option(help="golden set: a name (see `declrag datasets`) or a path")] = None,
     program: Annotated[Optional[Path], typer.Option(help="a saved program folder")] = None,
     config: Annotated[Optional[Path], typer.Option(help="a program config file (YAML or JSON)")] = None,
     store: StoreOpt = None,
-    split: Annotated[Optional[str], typer.Option(help="split to evaluate [default: dev, else test, else the first]")] = None,
+    split: Annotated[Optional[str], typer.Option(help="split to evaluate (default: dev, else test, else the first)")] = None,
     limit: Annotated[Optional[int], typer.Option(help="a seeded sample of N questions")] = None,
     seed: Annotated[int, typer.Option(help="seed of the sample")] = 13,
-    metrics: Annotated[Optional[str], typer.Option(help="comma-separated metric names [default: every deterministic one, plus the judge metrics with --judge]")] = None,
+    metrics: Annotated[Optional[str], typer.Option(help="comma-separated metric names (default: every deterministic one, plus the judge metrics with --judge)")] = None,
     judge: Annotated[Optional[list[str]], typer.Option(help="LLM judge route; repeat to average several")] = None,
     threads: Annotated[int, typer.Option(help="questions evaluated in parallel")] = 1,
-    name: Annotated[Optional[str], typer.Option(help="run folder name under --runs [default: derived from the inputs]")] = None,
+    name: Annotated[Optional[str], typer.Option(help="run folder name under --runs (default: derived from the inputs)")] = None,
     runs: Annotated[Path, typer.Option(help="where run folders go")] = Path("runs"),
     closed_book: Annotated[bool, typer.Option("--closed-book", help="also answer with no retrieval (lower bound)")] = False,
     oracle: Annotated[bool, typer.Option("--oracle", help="also answer from the gold passage only (upper bound)")] = False,
     probes: Annotated[bool, typer.Option("--probes", help="robustness probes: no context, irrelevant context")] = False,
-    model: Annotated[Optional[str], typer.Option(help="route every program LM call here [$DECLRAG_MODEL]")] = None,
+    model: Annotated[Optional[str], typer.Option(help="route every program LM call here (default: $DECLRAG_MODEL)")] = None,
     compare: Annotated[Optional[tuple[Path, Path]], typer.Option(help="compare two eval runs: --compare RUN_A RUN_B")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
@@ -326,7 +370,7 @@ def compile_(
     max_cost_usd: Annotated[Optional[float], typer.Option(help="stop when LM spending reaches this")] = None,
     max_lm_calls: Annotated[Optional[int], typer.Option(help="stop after this many (uncached) LM calls")] = None,
     jobs: Annotated[int, typer.Option(help="trials run in parallel")] = 1,
-    model: Annotated[Optional[str], typer.Option(help="route every LM call of every trial here [$DECLRAG_MODEL]")] = None,
+    model: Annotated[Optional[str], typer.Option(help="route every LM call of every trial here (default: $DECLRAG_MODEL)")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
     """Search the declared space for the best program on a golden set; write runs/NAME/best."""
@@ -355,7 +399,7 @@ def compile_(
 @bench_app.command("compile")
 def bench_compile(
     dataset: Annotated[str, typer.Option(help="golden set")] = "squad-v2.0",
-    space: Annotated[Optional[Path], typer.Option(help="the fixed space [default: optimizers/bench.yaml]")] = None,
+    space: Annotated[Optional[Path], typer.Option(help="the fixed space (default: optimizers/bench.yaml)")] = None,
     as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Exhaustive grid vs declrag's search on one fixed space: best dev score, LM calls, wall time."""
@@ -373,6 +417,23 @@ def bench_program(
     from .bench.program import print_report, run
 
     _bench_out(run(n_questions=questions), print_report, as_json)
+
+
+@bench_app.command("serve")
+def bench_serve(
+    duration: Annotated[float, typer.Option(help="seconds of load per scenario")] = 20.0,
+    clients: Annotated[int, typer.Option(help="concurrent HTTP clients")] = 16,
+    scenario: Annotated[Optional[list[str]], typer.Option(help="retrieval | program; repeatable (default: both)")] = None,
+    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+):
+    """`declrag serve` under concurrent clients on loopback: latency, throughput, errors, overhead vs direct calls."""
+    from .bench.serve import SCENARIOS, print_report, run
+
+    if bad := [s for s in scenario or [] if s not in SCENARIOS]:
+        raise DeclragError(f"unknown scenario {bad[0]!r}", hint=f"use one of: {', '.join(SCENARIOS)}")
+    if duration <= 0 or clients < 1:
+        raise DeclragError("--duration must be positive and --clients at least 1")
+    _bench_out(run(duration_s=duration, clients=clients, scenarios=tuple(scenario or SCENARIOS)), print_report, as_json)
 
 
 def _bench_out(result, printer, as_json: Path | None) -> None:

@@ -9,6 +9,8 @@ abstention threshold), so small local models still get a working pipeline.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,6 +30,29 @@ from .stores.bm25 import KeywordIndex
 from .types import Hit
 
 _LMS: dict[str, dspy.LM] = {}
+_EMBED_MS: ContextVar[list[float] | None] = ContextVar("declrag_embed_ms", default=None)
+
+
+@contextmanager
+def embedding_time():
+    """Add the time spent in this block to the current question's embedding time (see `timing_embeddings`)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        if (box := _EMBED_MS.get()) is not None:
+            box[0] += 1000 * (time.perf_counter() - t0)
+
+
+@contextmanager
+def timing_embeddings():
+    """Collect the embedding time of one question (per thread / context, so concurrent questions don't mix)."""
+    box = [0.0]
+    token = _EMBED_MS.set(box)
+    try:
+        yield box
+    finally:
+        _EMBED_MS.reset(token)
 
 
 def get_lm(cfg: LMConfig) -> dspy.LM:
@@ -109,13 +134,10 @@ class Retriever(dspy.Module):
     def __init__(self, cfg: RetrieveConfig, store: Store, embedder: Embedder, pool: int):
         super().__init__()
         self.cfg, self.store, self.embedder, self.pool = cfg, store, embedder, pool
-        self.embed_ms = 0.0
 
     def _embed(self, texts: list[str]):
-        t0 = time.perf_counter()
-        out = self.embedder.embed_queries(texts)
-        self.embed_ms += 1000 * (time.perf_counter() - t0)
-        return out
+        with embedding_time():
+            return self.embedder.embed_queries(texts)
 
     def forward(self, queries: Queries, where: dict | None = None, depth: int | None = None) -> list[Hit]:
         """The candidate pool; ``depth`` asks for more candidates than the program uses (retrieval metrics)."""

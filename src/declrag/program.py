@@ -28,7 +28,7 @@ from .config import ProgramConfig
 from .embed import Embedder
 from .errors import DeclragError
 from .lm import Meter, check_lm, metering
-from .modules import Draft, Generator, QueryRewriter, Reranker, Retriever, SelfJudge
+from .modules import Draft, Generator, QueryRewriter, Reranker, Retriever, SelfJudge, embedding_time, timing_embeddings
 from .retrieval import mmr, order
 from .signatures import SignatureSpec, load_specs
 from .stores import open_store, read_meta
@@ -110,9 +110,8 @@ class RAGProgram(dspy.Module):
             raise DeclragError(f"question is {len(question)} characters long; the limit is {c.max_question_chars}",
                                hint="shorten it, or raise max_question_chars in the program config")
         meter, ms = Meter(), {}
-        self.retrieve.embed_ms = 0.0
         t_all = time.perf_counter()
-        with metering(meter):
+        with metering(meter), timing_embeddings() as embed_ms:
             t = time.perf_counter()
             queries = self.rewrite(question=question)
             ms["rewrite"] = _since(t)
@@ -148,7 +147,7 @@ class RAGProgram(dspy.Module):
             if below:
                 verdict["reason"] = f"best passage similarity below {c.retrieve.abstain_below}"
             ms["judge"] = _since(t)
-        ms["embed"] = round(self.retrieve.embed_ms, 3)
+        ms["embed"] = round(embed_ms[0], 3)
         ms["total"] = _since(t_all)
         cites = [_citation(n, passages[n - 1], False) for n in draft.used] + \
                 [_citation(n, passages[n - 1], True) for n in draft.attributed]
@@ -167,10 +166,9 @@ class RAGProgram(dspy.Module):
     def _select(self, queries, pool: list[Hit]) -> list[Hit]:
         c = self.config.retrieve
         if c.mmr and len(pool) > c.k:
-            t0 = time.perf_counter()
-            vecs = self.embedder.embed_documents([h.text for h in pool])
-            qv = self.embedder.embed_query(queries.vector_text or queries.texts[0])
-            self.retrieve.embed_ms += 1000 * (time.perf_counter() - t0)
+            with embedding_time():
+                vecs = self.embedder.embed_documents([h.text for h in pool])
+                qv = self.embedder.embed_query(queries.vector_text or queries.texts[0])
             picked = {h.chunk.id for h in mmr(pool, np.asarray(vecs), np.asarray(qv), c.k, c.mmr_lambda)}
             chosen = [h for h in pool if h.chunk.id in picked]  # MMR picks the set; the ranking stays
         else:
@@ -185,9 +183,8 @@ class RAGProgram(dspy.Module):
             return False
         if not passages:
             return True
-        t0 = time.perf_counter()
-        sims = self.embedder.embed_documents([h.chunk.text for h in passages]) @ self.embedder.embed_query(queries.texts[0])
-        self.retrieve.embed_ms += 1000 * (time.perf_counter() - t0)
+        with embedding_time():
+            sims = self.embedder.embed_documents([h.chunk.text for h in passages]) @ self.embedder.embed_query(queries.texts[0])
         return float(np.max(sims)) < thr
 
     def _lm_stages(self) -> list[str]:
