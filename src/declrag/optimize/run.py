@@ -92,6 +92,10 @@ def _score(comp: Compiler, prog, examples) -> tuple[dict, list[float]]:
     return result, [weighted(r["metrics"], comp.space.objective.metrics) for r in rows]
 
 
+def _clean(params: dict) -> dict:
+    return {k: round(v, 10) if isinstance(v, float) else v for k, v in params.items()}
+
+
 def _mean(xs):
     vals = [x for x in xs if x is not None]
     return float(np.mean(vals)) if vals else None
@@ -108,7 +112,7 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
     else:
         front = study.best_trials
         best = max(front, key=lambda t: (t.values[0], -t.number))
-    base_values = {k: v for k, v in baseline.params.items()}
+    base_values = _clean(baseline.params)
     best_prog, base_prog = comp.program(best.params), comp.program(base_values)
     splits = comp.splits
     dev_before = best.user_attrs.get("metrics", {})
@@ -141,7 +145,7 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
     return {
         "objective": {"metrics": comp.space.objective.metrics, "also": comp.space.objective.also},
         "baseline": {"dev": dev_base, "test": test_base, "params": base_values, "trial": baseline.number},
-        "best": {"dev": dev_best, "test": test_best, "params": best.params, "trial": best.number,
+        "best": {"dev": dev_best, "test": test_best, "params": _clean(best.params), "trial": best.number,
                  "config": best_prog.config.model_dump(mode="json")},
         "gain_test": gain, "test_ci": {"baseline": mean_ci(q_base), "best": mean_ci(q_best)}, "legs_test": legs,
         "dev_gain": (dev_best.get("objective") or 0) - (dev_base.get("objective") or 0),

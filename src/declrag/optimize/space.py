@@ -208,6 +208,8 @@ def apply(base: dict[str, Any], values: dict[str, Any], params: dict[str, Param]
 
     data = copy.deepcopy(base)
     for name, value in values.items():
+        if isinstance(value, float):  # Optuna's stepped floats: 0.6000000000000001 -> 0.6
+            value = round(value, 10)
         node = data
         keys = params[name].path.split(".")
         for k in keys[:-1]:
