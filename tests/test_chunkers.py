@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from declrag.config import ChunkerConfig
-from declrag.errors import DeclragError
 from declrag.ingest.chunkers import Chunker, HFTokens, WordTokens, sentence_spans
 from declrag.testing import HashEmbedder
 from declrag.types import Document

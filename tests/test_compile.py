@@ -5,7 +5,6 @@ real runs are in the closing note and `declrag bench compile`."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

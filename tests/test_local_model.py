@@ -4,7 +4,6 @@ SQuAD v2.0 paragraphs; and the same program against a real OpenAI-compatible HTT
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from .config import ChunkerConfig, ChunkerName, EmbedderConfig, Fusion, IngestConfig, Metric, SearchParams
+from .config import ChunkerConfig, EmbedderConfig, IngestConfig, Metric, SearchParams
 from .errors import DeclragError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -279,7 +279,6 @@ def eval_(
 def _eval_program(program, config, store, model, golden, progress):
     from .api import corpus_store
     from .program import RAGProgram, load, read_config, with_model
-    from .stores import read_meta
 
     if program and config:
         raise DeclragError("give --program or --config, not both", hint="a saved program already has its config")
@@ -326,38 +325,6 @@ def datasets():
     out.print(t)
 
 
-@bench_app.command("retrieval")
-def bench_retrieval(
-    dataset: Annotated[str, typer.Option(help="scifact | squad-v1.1 | squad-v2.0 | a path")] = "scifact",
-    split: Annotated[Optional[str], typer.Option(help="split to report (default: test, else the only split)")] = None,
-    chunker: Annotated[str, typer.Option(help="chunker for the corpus")] = "fixed",
-    chunk_size: Annotated[int, typer.Option(help="tokens per chunk")] = 512,
-    overlap: Annotated[int, typer.Option(help="tokens of overlap")] = 64,
-    model: Annotated[Optional[str], typer.Option(help="embedding model")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="use only the first N queries (quick look)")] = None,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
-):
-    """Keyword vs vector vs hybrid retrieval quality on a golden set, beside published figures."""
-    from .bench.retrieval import print_report, run
-
-    ingest = IngestConfig(
-        chunker=_config(ChunkerConfig, name=chunker, chunk_size=chunk_size, overlap=overlap),
-        embedder=_config(EmbedderConfig, **({"model": model} if model else {})))
-    _bench_out(run(dataset, split=split, ingest=ingest, limit=limit), print_report, as_json)
-
-
-@bench_app.command("speed")
-def bench_speed(
-    chunks: Annotated[int, typer.Option(help="size of the large store (chunks)")] = 100_000,
-    queries: Annotated[int, typer.Option(help="queries per measurement")] = 200,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
-):
-    """Indexing throughput and query latency: declrag vs bm25s vs NumPy brute force, side by side."""
-    from .bench.speed import print_report, run
-
-    _bench_out(run(large_chunks=chunks, n_queries=queries), print_report, as_json)
-
-
 @app.command("compile")
 def compile_(
     space: Annotated[Optional[Path], typer.Option(help="search space: optimizers/NAME.yaml")] = None,
@@ -396,55 +363,9 @@ def compile_(
     out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
 
 
-@bench_app.command("compile")
-def bench_compile(
-    dataset: Annotated[str, typer.Option(help="golden set")] = "squad-v2.0",
-    space: Annotated[Optional[Path], typer.Option(help="the fixed space (default: optimizers/bench.yaml)")] = None,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
-):
-    """Exhaustive grid vs declrag's search on one fixed space: best dev score, LM calls, wall time."""
-    from .bench.compile import SPACE, print_report, run
-
-    _bench_out(run(dataset, space or SPACE), print_report, as_json)
-
-
-@bench_app.command("program")
-def bench_program(
-    questions: Annotated[int, typer.Option(help="questions to time")] = 200,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
-):
-    """The program's own overhead per question (all stages on; LM calls and embedding excluded)."""
-    from .bench.program import print_report, run
-
-    _bench_out(run(n_questions=questions), print_report, as_json)
-
-
-@bench_app.command("serve")
-def bench_serve(
-    duration: Annotated[float, typer.Option(help="seconds of load per scenario")] = 20.0,
-    clients: Annotated[int, typer.Option(help="concurrent HTTP clients")] = 16,
-    scenario: Annotated[Optional[list[str]], typer.Option(help="retrieval | program; repeatable (default: both)")] = None,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
-):
-    """`declrag serve` under concurrent clients on loopback: latency, throughput, errors, overhead vs direct calls."""
-    from .bench.serve import SCENARIOS, print_report, run
-
-    if bad := [s for s in scenario or [] if s not in SCENARIOS]:
-        raise DeclragError(f"unknown scenario {bad[0]!r}", hint=f"use one of: {', '.join(SCENARIOS)}")
-    if duration <= 0 or clients < 1:
-        raise DeclragError("--duration must be positive and --clients at least 1")
-    _bench_out(run(duration_s=duration, clients=clients, scenarios=tuple(scenario or SCENARIOS)), print_report, as_json)
-
-
-def _bench_out(result, printer, as_json: Path | None) -> None:
-    printer(result, out)
-    if as_json:
-        as_json.parent.mkdir(parents=True, exist_ok=True)
-        as_json.write_text(json.dumps(result, indent=2))
-        out.print(f"wrote {as_json}")
-
-
 def main(argv: list[str] | None = None) -> int:
+    from . import cli_bench  # noqa: F401  (registers the bench commands)
+
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         app(args=argv, standalone_mode=False)

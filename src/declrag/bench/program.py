@@ -8,7 +8,6 @@ is measured by the program and taken out too.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np

@@ -37,8 +37,7 @@ from ..errors import DeclragError
 from ..evaluate import correct, score_case
 from ..golden import Example, GoldenSet
 from ..metrics.base import Case, Passage, get_metrics
-from ..metrics.stats import mean_ci, paired_difference
-from ..program import RAGProgram, versions
+from ..program import RAGProgram
 from ..types import content_hash
 from .space import Space, apply, sample
 
