@@ -177,7 +177,8 @@ class _LlamaCpp:
     def __init__(self, path: Path):
         from llama_cpp import Llama
 
-        self.llm = Llama(model_path=str(path), n_ctx=LOCAL_CONTEXT, n_threads=os.cpu_count() or 2, verbose=False)
+        threads = int(os.environ.get("DECLRAG_LOCAL_THREADS") or os.cpu_count() or 2)  # fewer when sharing the CPU
+        self.llm = Llama(model_path=str(path), n_ctx=LOCAL_CONTEXT, n_threads=threads, verbose=False)
 
     def chat(self, messages: list[dict], temperature: float, max_tokens: int, stop, seed: int | None) -> tuple[str, int, int]:
         try:
