@@ -8,6 +8,7 @@ preset removed from queries only. bm25s's "lucene" method computes the same scor
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -39,6 +40,8 @@ class KeywordIndex:
 
     def __init__(self, texts: Sequence[str] = (), *, _bm25=None, _n: int = 0):
         import bm25s
+
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its own logger to DEBUG
 
         if _bm25 is not None:  # from load()
             self.n, self._bm25 = _n, _bm25
