@@ -114,6 +114,15 @@ def test_budget_stops_cleanly_and_keeps_what_was_done(space, tmp_path):
         compile_run(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=1), progress=False)
 
 
+def test_resume_keeps_the_budgets_the_study_started_with(space, tmp_path):
+    with using_lm(answers_by_prompt()):
+        compile_run(space, str(GOLD), "b", tmp_path / "runs", Budget(max_trials=2), progress=False)
+        out = tmp_path / "runs" / "b"
+        assert json.loads((out / "compile.json").read_text())["budget"]["max_trials"] == 2
+        assert compile_run(resume=out, progress=False)["trials"] == 2  # no budget given: still 2, nothing new
+        assert compile_run(resume=out, budget=Budget(max_trials=3), progress=False)["trials"] == 3  # raised
+
+
 KILL_SCRIPT = textwrap.dedent("""
     import sys, time
     from declrag.lm import using_lm

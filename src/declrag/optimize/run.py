@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,8 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
         saved = json.loads(f.read_text())
         sp = Space.model_validate(saved["space"])
         dataset, model = saved["dataset"], model or saved.get("model")
+        # the budgets the study started with, unless given again
+        budget = Budget(**{**saved.get("budget", {}), **{k: v for k, v in asdict(budget).items() if v is not None}})
     else:
         if not space or not dataset or not name:
             raise DeclragError("compile needs --space, --dataset and --name (or --resume runs/NAME)",
@@ -52,7 +55,7 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
         out.mkdir(parents=True, exist_ok=True)
     golden = load_golden(dataset)
     comp = Compiler(sp, golden, out, budget, jobs, progress, model)
-    inputs = {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model}
+    inputs = {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model, "budget": asdict(budget)}
     (out / "compile.json").write_text(json.dumps(inputs, indent=2))
     (out / "split.json").write_text(json.dumps({k: [e.id for e in v] for k, v in comp.splits.items()}))
     manifest = {"status": "running", "versions": versions(), "git": _git_revision(),
