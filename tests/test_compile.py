@@ -114,6 +114,21 @@ def test_budget_stops_cleanly_and_keeps_what_was_done(space, tmp_path):
         compile_run(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=1), progress=False)
 
 
+def test_a_program_proposed_again_is_not_scored_again(tmp_path):
+    f = tmp_path / "two.yaml"
+    f.write_text(SPACE.split("params:")[0] + "params:\n  prompt: {path: generate.variant, type: categorical, choices: [plain, terse]}\n"
+                 "prompt_optimizer: {name: none}\n")
+    with using_lm(answers_by_prompt()):
+        s = compile_run(f, str(GOLD), "two", tmp_path / "runs", Budget(max_trials=6), progress=False)
+    recs = [json.loads(x) for x in (tmp_path / "runs" / "two" / "trials.jsonl").read_text().splitlines()]
+    repeats = [r for r in recs if r["state"].startswith("repeat of")]
+    assert len(recs) == 6 and len(repeats) >= 3 and s["repeats"] == len(repeats)
+    for r in repeats:
+        first = next(x for x in recs if x["number"] == int(r["state"].split()[-1]))
+        assert first["state"] == "complete" and first["params"] == r["params"] and first["metrics"] == r["metrics"]
+        assert r["lm_calls"] == 0
+
+
 def test_resume_keeps_the_budgets_the_study_started_with(space, tmp_path):
     with using_lm(answers_by_prompt()):
         compile_run(space, str(GOLD), "b", tmp_path / "runs", Budget(max_trials=2), progress=False)

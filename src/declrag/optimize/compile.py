@@ -202,6 +202,14 @@ class Compiler:
         t0 = time.perf_counter()
         calls0, cost0 = self.spent.lm_calls, self.spent.cost_usd
         values = sample(trial, self.space)
+        same = self._finished_with(trial)
+        if same is not None:  # the sampler proposed a program already scored: its scores, no work
+            trial.set_user_attr("repeat_of", same.number)
+            for k in ("metrics", "lm_calls", "cost_usd"):
+                trial.set_user_attr(k, 0 if k != "metrics" else same.user_attrs.get("metrics", {}))
+            self._log_trial(trial, values, same.user_attrs.get("metrics", {}), f"repeat of {same.number}",
+                            time.perf_counter() - t0)
+            return tuple(same.values) if len(same.values) > 1 else same.value
         prog = self.program(values)
         dev = self.splits["dev"]
         obj = self.space.objective
@@ -247,6 +255,14 @@ class Compiler:
         if multi:
             return (result["objective"], *[result[k] for k in obj.also])
         return result["objective"]
+
+    @staticmethod
+    def _finished_with(trial: optuna.Trial):
+        """A complete trial with the same parameters as ``trial``, if any."""
+        for t in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+            if t.number != trial.number and t.params == trial.params:
+                return t
+        return None
 
     def _log_trial(self, trial, values, result, state, secs) -> None:
         rec = {"number": trial.number, "state": state, "params": values,

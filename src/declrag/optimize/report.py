@@ -15,7 +15,9 @@ from ..report import _html
 
 
 def _complete(study: optuna.Study) -> list:
-    return [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and t.values]
+    """Scored trials, without the repeats of an earlier one."""
+    return [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and t.values
+            and "repeat_of" not in t.user_attrs]
 
 
 def _f(x: Any) -> str:

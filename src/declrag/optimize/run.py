@@ -154,6 +154,7 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
         "dev_gain": (dev_best.get("objective") or 0) - (dev_base.get("objective") or 0),
         "trials": len(study.trials), "complete": len(complete),
         "pruned": len([t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]),
+        "repeats": len([t for t in study.trials if "repeat_of" in t.user_attrs]),
         "lm_calls": comp.spent.lm_calls, "cached_calls": comp.spent.cached, "cost_usd": round(comp.spent.cost_usd, 6),
         "pareto": [{"trial": t.number, "values": t.values, "params": t.params} for t in front],
         "prompt_optimization": prompt_info, "splits": {k: len(v) for k, v in splits.items()},
