@@ -97,6 +97,7 @@ def test_conditions_and_dynamic_bounds(space):
     (("ge: k,", "ge: kk,"), "refers to 'kk'"),
     (('when: "rerank != none"', 'when: "rerank is none"'), "when"),
     (("name: tiny", "name: tiny\ncolour: red"), "colour"),
+    (("choices: [plain, terse]", "choices: [terse, strict]"), "naive baseline's generate.variant = 'plain'"),
 ])
 def test_bad_spaces_name_the_file_and_key(tmp_path, change, message):
     f = tmp_path / "bad.yaml"

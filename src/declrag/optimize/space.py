@@ -173,6 +173,13 @@ def read_space(path: str | Path) -> Space:
         err = e.errors()[0]
         raise DeclragError(f"{p}: base.{'.'.join(map(str, err['loc']))}: {err['msg']}",
                            hint="`base` holds program settings fixed for every trial") from e
+    # trial 0 is the naive baseline; a number outside its range is fine (Optuna records it as given), but a
+    # categorical value must be one of the choices
+    for name, v in space.baseline_values().items():
+        param = space.params[name]
+        if param.choices is not None and v not in param.choices:
+            raise DeclragError(f"{p}: params.{name}: the naive baseline's {param.path} = {v!r} is not in {param.choices}",
+                               hint=f"add it to the choices, or set {param.path} in `base` (the baseline is trial 0)")
     return space
 
 
