@@ -204,11 +204,10 @@ class Compiler:
         values = sample(trial, self.space)
         same = self._finished_with(trial)
         if same is not None:  # the sampler proposed a program already scored: its scores, no work
-            trial.set_user_attr("repeat_of", same.number)
-            for k in ("metrics", "lm_calls", "cost_usd"):
-                trial.set_user_attr(k, 0 if k != "metrics" else same.user_attrs.get("metrics", {}))
-            self._log_trial(trial, values, same.user_attrs.get("metrics", {}), f"repeat of {same.number}",
-                            time.perf_counter() - t0)
+            metrics = same.user_attrs.get("metrics", {})
+            for k, v in (("repeat_of", same.number), ("metrics", metrics), ("lm_calls", 0), ("cost_usd", 0.0)):
+                trial.set_user_attr(k, v)
+            self._log_trial(trial, values, metrics, f"repeat of {same.number}", time.perf_counter() - t0)
             return tuple(same.values) if len(same.values) > 1 else same.value
         prog = self.program(values)
         dev = self.splits["dev"]
