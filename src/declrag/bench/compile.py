@@ -48,15 +48,17 @@ def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0
         t0 = time.perf_counter()
         study = s.search()
         search_wall = time.perf_counter() - t0
-        complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+        trials = study.trials  # read now: the study's journal goes with the temporary folder
+        complete = [t for t in trials if t.state.name == "COMPLETE"]
         best_search = max(complete, key=lambda t: t.value) if complete else None
     result = {
         "dataset": golden.name, "space": str(space), "dev_questions": len(g.splits["dev"]), "programs": len(scores),
         "grid": {"best_dev": round(best_grid["dev"], 4), "lm_calls": g.spent.lm_calls, "wall_s": round(grid_wall, 1),
                  "best_params": best_grid["params"]},
         "search": {"best_dev": round(best_search.value, 4) if best_search else None, "lm_calls": s.spent.lm_calls,
-                   "wall_s": round(search_wall, 1), "trials": len(study.trials), "complete": len(complete),
-                   "pruned": len([t for t in study.trials if t.state.name == "PRUNED"]),
+                   "wall_s": round(search_wall, 1), "trials": len(trials), "complete": len(complete),
+                   "pruned": len([t for t in trials if t.state.name == "PRUNED"]),
+                   "repeats": len([t for t in trials if "repeat_of" in t.user_attrs]),
                    "best_params": best_search.params if best_search else None},
         "all_grid_scores": scores,
     }
