@@ -185,3 +185,19 @@ def test_a_killed_compile_resumes_without_losing_or_rerunning_trials(space, tmp_
     assert states.count(optuna.trial.TrialState.FAIL) == 1  # the trial in flight at the kill
     assert len([s for s in states if s.is_finished() and s != optuna.trial.TrialState.FAIL]) == len(finished) + 3
     assert (runs / "k" / "best" / "program.json").exists()
+
+
+def test_bench_compile_runs_the_grid_and_the_search_on_cold_caches(tmp_path):
+    from declrag.bench.compile import run as bench_compile
+
+    f = tmp_path / "bench.yaml"
+    f.write_text(SPACE.split("params:")[0] + "base: {retrieve: {k: 2}}\nparams:\n"
+                 "  k: {path: retrieve.k, type: categorical, choices: [1, 2]}\n"
+                 "  prompt: {path: generate.variant, type: categorical, choices: [plain, terse]}\n")
+    with using_lm(answers_by_prompt()):
+        r = bench_compile(str(GOLD), f, share=0.5, progress=False)
+    # (a scripted LM is not metered, so LM-call counts are only measured in real runs)
+    assert r["programs"] == 4 and len(r["all_grid_scores"]) == 4 and r["dev_questions"] >= 1
+    assert r["search"]["trials"] >= r["search"]["complete"] >= 1 and r["search"]["best_params"]
+    assert r["search"]["best_dev"] <= r["grid"]["best_dev"] and r["search_reaches"] == round(
+        r["search"]["best_dev"] / r["grid"]["best_dev"], 4)
