@@ -139,6 +139,20 @@ def test_resume_keeps_the_budgets_the_study_started_with(space, tmp_path):
         assert compile_run(resume=out, budget=Budget(max_trials=3), progress=False)["trials"] == 3  # raised
 
 
+def test_a_baseline_killed_in_flight_is_queued_again(space, tmp_path):
+    from declrag.golden import load_golden
+    from declrag.optimize.compile import Compiler
+
+    comp = Compiler(read_space(space), load_golden(str(GOLD)), tmp_path, Budget(), progress=False)
+    first = comp.study().ask()  # trial 0, the baseline, starts ... and the process dies
+    assert first.user_attrs.get("baseline")
+    study = comp.study()  # resume
+    assert study.trials[0].state == optuna.trial.TrialState.FAIL
+    waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert len(waiting) == 1 and waiting[0].user_attrs.get("baseline")
+    assert len(comp.study().get_trials(states=(optuna.trial.TrialState.WAITING,))) == 1  # queued once only
+
+
 KILL_SCRIPT = textwrap.dedent("""
     import sys, time
     from declrag.lm import using_lm

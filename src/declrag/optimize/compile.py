@@ -297,7 +297,8 @@ class Compiler:
                                         pruner=pruner, load_if_exists=True)
         for t in study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):  # killed mid-trial
             storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
-        if not study.trials:
+        keep = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.WAITING)
+        if not any(t.user_attrs.get("baseline") and t.state in keep for t in study.trials):  # none yet, or cut off
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 study.enqueue_trial(self.space.baseline_values(), user_attrs={"baseline": True})

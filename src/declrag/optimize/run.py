@@ -108,7 +108,7 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
         raise DeclragError("no trial finished within the budget", hint="raise --max-trials / --timeout / the budgets, then --resume")
-    baseline = next((t for t in study.trials if t.user_attrs.get("baseline")), complete[0])
+    baseline = next((t for t in complete if t.user_attrs.get("baseline")), complete[0])
     if len(study.directions) == 1:
         best = max(complete, key=lambda t: (t.value, -t.number))
         front = []
