@@ -18,7 +18,7 @@ from ..golden import load_golden
 from ..metrics.stats import mean_ci, paired_difference
 from ..program import versions
 from .compile import Budget, Compiler, digest_of, weighted
-from .space import Space, read_space
+from .space import Space, read_space, tidy
 
 
 def _git_revision() -> str | None:
@@ -96,7 +96,7 @@ def _score(comp: Compiler, prog, examples) -> tuple[dict, list[float]]:
 
 
 def _clean(params: dict) -> dict:
-    return {k: round(v, 10) if isinstance(v, float) else v for k, v in params.items()}
+    return {k: tidy(v) for k, v in params.items()}
 
 
 def _mean(xs):

@@ -201,6 +201,11 @@ def _check_variants(path: Path, space: Space) -> None:
                                    hint=f"variants in signatures/: {', '.join(sorted(known))}")
 
 
+def tidy(v: Any) -> Any:
+    """Optuna's stepped floats as written: 0.6000000000000001 -> 0.6, 0.35000000000000003 -> 0.35."""
+    return round(v, 10) if isinstance(v, float) else v
+
+
 def _cast(param: Param, v: Any) -> Any:
     if param.type == "int":
         return int(v)
@@ -215,8 +220,7 @@ def apply(base: dict[str, Any], values: dict[str, Any], params: dict[str, Param]
 
     data = copy.deepcopy(base)
     for name, value in values.items():
-        if isinstance(value, float):  # Optuna's stepped floats: 0.6000000000000001 -> 0.6
-            value = round(value, 10)
+        value = tidy(value)
         node = data
         keys = params[name].path.split(".")
         for k in keys[:-1]:
@@ -270,8 +274,8 @@ def sample(trial, space: Space) -> dict[str, Any]:
             low = high = max(low, high) if p.ge or p.gt else min(low, high)
         if p.type == "int":
             values[name] = trial.suggest_int(name, int(low), int(high), step=int(step or 1), log=p.log)
-        else:  # rounded: a step of 0.05 should give 0.35, not 0.35000000000000003
-            values[name] = round(trial.suggest_float(name, float(low), float(high), step=step, log=p.log), 10)
+        else:
+            values[name] = tidy(trial.suggest_float(name, float(low), float(high), step=step, log=p.log))
     return values
 
 
