@@ -1,0 +1,50 @@
+"""The golden-set types: an evaluation question (Example) and a corpus with its questions by split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..errors import DeclragError
+from ..types import Document
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """One evaluation question with its reference answers and graded gold documents."""
+
+    id: str
+    question: str
+    answers: tuple[str, ...] = ()
+    gold: dict[str, int] = field(default_factory=dict)
+    answerable: bool = True
+    answer_starts: tuple[int, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GoldenSet:
+    """A corpus and its evaluation questions, by split."""
+
+    name: str
+    documents: list[Document]
+    splits: dict[str, list[Example]]
+    _by_id: dict[str, Document] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def split(self, name: str) -> list[Example]:
+        if name not in self.splits:
+            raise no_split(self.name, name, self.splits)
+        return self.splits[name]
+
+    def doc(self, doc_id: str) -> Document:
+        if self._by_id is None or len(self._by_id) != len(self.documents):
+            self._by_id = {d.id: d for d in self.documents}
+        if doc_id not in self._by_id:
+            raise DeclragError(f"golden set {self.name!r} has no document {doc_id!r}",
+                               hint="gold ids refer to the set's own documents; check the corpus and the qrels")
+        return self._by_id[doc_id]
+
+
+def no_split(name: str, split: str, available: Iterable[str]) -> DeclragError:
+    return DeclragError(f"dataset {name!r} has no split {split!r}; available: {', '.join(available) or 'none'}",
+                        hint="use one of the available split names")
