@@ -115,12 +115,15 @@ def test_budget_stops_cleanly_and_keeps_what_was_done(space, tmp_path):
         compile_run(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=1), progress=False)
 
 
-def test_a_program_proposed_again_is_not_scored_again(tmp_path):
+def test_a_program_proposed_again_is_not_scored_again(tmp_path, capsys):
     f = tmp_path / "two.yaml"
     f.write_text(SPACE.split("params:")[0] + "params:\n  prompt: {path: generate.variant, type: categorical, choices: [plain, terse]}\n"
                  "prompt_optimizer: {name: none}\n")
     with using_lm(answers_by_prompt()):
-        s = compile_run(f, str(GOLD), "two", tmp_path / "runs", Budget(max_trials=6), progress=False)
+        s = compile_run(f, str(GOLD), "two", tmp_path / "runs", Budget(max_trials=6, max_lm_calls=1000))
+    shown = [x for x in capsys.readouterr().out.splitlines() if x.startswith("trial ")]  # one line per trial
+    assert [x.split()[1] for x in shown] == [str(n) for n in range(6)] and "LM calls (run " in shown[0]
+    assert shown[0].startswith("trial 0 complete: objective 0.") and "/1000)" in shown[0]
     recs = [json.loads(x) for x in (tmp_path / "runs" / "two" / "trials.jsonl").read_text().splitlines()]
     repeats = [r for r in recs if r["state"].startswith("repeat of")]
     assert len(recs) == 6 and len(repeats) >= 3 and s["repeats"] == len(repeats)

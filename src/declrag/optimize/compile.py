@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import optuna
+from tqdm.auto import tqdm
 
 from ..api import corpus_store
 from ..embed import Embedder
@@ -213,7 +214,7 @@ class Compiler:
         dev = self.splits["dev"]
         obj = self.space.objective
         multi = bool(obj.also)
-        state, result = "complete", {}
+        state, result, bar = "complete", {}, None
         try:
             if obj.retrieval_only:
                 result, _ = self.evaluate(prog, dev)
@@ -228,9 +229,13 @@ class Compiler:
                         raise optuna.TrialPruned()
                 rows: list[dict] = []
                 det_weights = {m.name: w for m, w in ((m, obj.metrics[m.name]) for m in self.det)}
+                bar = tqdm(total=len(dev), desc=f"trial {trial.number}", unit="q", leave=False,
+                           disable=not self.progress)
                 for frac in self.space.fidelity.slices:
                     n = max(1, math.ceil(len(dev) * frac))
-                    rows += [self.answer(prog, ex) for ex in dev[len(rows):n]]
+                    for ex in dev[len(rows):n]:
+                        rows.append(self.answer(prog, ex))
+                        bar.update()
                     det = self.summarize(rows)
                     result.update(det)
                     if not multi:
@@ -247,6 +252,8 @@ class Compiler:
             state = "stopped by budget"
             raise optuna.TrialPruned("budget reached")
         finally:
+            if bar is not None:
+                bar.close()
             trial.set_user_attr("metrics", {k: v for k, v in result.items()})
             trial.set_user_attr("lm_calls", self.spent.lm_calls - calls0)
             trial.set_user_attr("cost_usd", self.spent.cost_usd - cost0)
@@ -270,6 +277,11 @@ class Compiler:
                "seconds": round(secs, 2)}
         with self._lock, (self.out / "trials.jsonl").open("a") as fh:
             fh.write(json.dumps(rec) + "\n")
+        if self.progress:
+            obj = result.get("objective")
+            budget = f"/{self.budget.max_lm_calls}" if self.budget.max_lm_calls else ""
+            tqdm.write(f"trial {trial.number} {state}: objective {'-' if obj is None else f'{obj:.4f}'}, "
+                       f"{rec['lm_calls'] or 0} LM calls (run {self.spent.lm_calls}{budget}), {secs:.0f} s")
 
     def _check_budget(self) -> None:
         if not self.searching:  # the budgets bound the search; the final test scoring always runs
