@@ -218,3 +218,22 @@ def test_bench_compile_runs_the_grid_and_the_search_on_cold_caches(tmp_path):
     assert r["search"]["trials"] >= r["search"]["complete"] >= 1 and r["search"]["best_params"]
     assert r["search"]["best_dev"] <= r["grid"]["best_dev"] and r["search_reaches"] == round(
         r["search"]["best_dev"] / r["grid"]["best_dev"], 4)
+
+
+def test_importances_count_each_program_once():
+    from declrag.optimize.report import importances
+
+    def study(repeats: int) -> optuna.Study:
+        st = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=1))
+        for _ in range(12):  # the objective follows x; y is noise
+            t = st.ask({"x": optuna.distributions.FloatDistribution(0, 1), "y": optuna.distributions.FloatDistribution(0, 1)})
+            st.tell(t, t.params["x"] + 0.01 * t.params["y"])
+        first = st.trials[0]
+        for _ in range(repeats):  # the sampler proposed trial 0's program again: same params and score
+            st.add_trial(optuna.trial.create_trial(params=first.params, distributions=first.distributions,
+                                                   value=first.value, user_attrs={"repeat_of": 0}))
+        return st
+
+    once = importances(study(0))
+    assert set(once) == {"x", "y"} and once["x"] > once["y"]
+    assert importances(study(20)) == once

@@ -61,11 +61,15 @@ def anova(study: optuna.Study) -> list[dict[str, Any]]:
 
 
 def importances(study: optuna.Study) -> dict[str, float]:
+    """fANOVA importances over the scored trials, each program once (a repeat would weigh it twice)."""
+    scored = optuna.create_study(directions=study.directions)
+    scored.add_trials(_complete(study))
+    fanova = optuna.importance.FanovaImportanceEvaluator(seed=0)  # the same study gives the same report
     try:
         if len(study.directions) == 1:  # the evaluator reads the study's direction
-            imp = optuna.importance.get_param_importances(study)
+            imp = optuna.importance.get_param_importances(scored, evaluator=fanova)
         else:  # quality is maximised: give the evaluator a target where low is good
-            imp = optuna.importance.get_param_importances(study, target=lambda t: -t.values[0])
+            imp = optuna.importance.get_param_importances(scored, evaluator=fanova, target=lambda t: -t.values[0])
         return {k: float(v) for k, v in imp.items()}
     except Exception:  # too few finished trials, or a constant objective
         return {}
