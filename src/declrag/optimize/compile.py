@@ -189,12 +189,14 @@ class Compiler:
         out["p95_latency_ms"] = float(np.percentile([r["latency_ms"] for r in rows], 95)) if rows else 0.0
         return out
 
-    def evaluate(self, prog: RAGProgram, examples: list[Example]) -> tuple[dict[str, Any], list[dict]]:
+    def evaluate(self, prog: RAGProgram, examples: list[Example], desc: str = "answering"
+                 ) -> tuple[dict[str, Any], list[dict]]:
         """Every objective metric on ``examples`` (the full pipeline, or retrieval only)."""
         if self.space.objective.retrieval_only:
             scores = self.retrieval_scores(prog, examples)
             return {**scores, "objective": weighted(scores, self.space.objective.metrics)}, []
-        rows = [self.answer(prog, ex) for ex in examples]
+        bar = tqdm(examples, desc=desc, unit="q", leave=False, disable=not self.progress)
+        rows = [self.answer(prog, ex) for ex in bar]
         self.judge(rows)
         return self.summarize(rows), rows
 

@@ -63,7 +63,11 @@ def anova(study: optuna.Study) -> list[dict[str, Any]]:
 def importances(study: optuna.Study) -> dict[str, float]:
     """fANOVA importances over the scored trials, each program once (a repeat would weigh it twice)."""
     scored = optuna.create_study(directions=study.directions)
-    scored.add_trials(_complete(study))
+    for t in _complete(study):
+        try:
+            scored.add_trial(t)
+        except ValueError:  # a baseline value outside the searched range (e.g. k 5 when k is 1-3)
+            pass
     fanova = optuna.importance.FanovaImportanceEvaluator(seed=0)  # the same study gives the same report
     try:
         if len(study.directions) == 1:  # the evaluator reads the study's direction

@@ -82,7 +82,7 @@ def _per_question(comp: Compiler, rows: list[dict], retr_rows: list[dict] | None
     return [weighted(r["metrics"] if "metrics" in r else r, w) for r in (retr_rows if retr_rows is not None else rows)]
 
 
-def _score(comp: Compiler, prog, examples) -> tuple[dict, list[float]]:
+def _score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float]]:
     """Metrics on ``examples`` and the per-question objective (for paired intervals)."""
     if comp.space.objective.retrieval_only:
         rows = []
@@ -91,7 +91,7 @@ def _score(comp: Compiler, prog, examples) -> tuple[dict, list[float]]:
         means = {k: _mean([r[k] for r in rows]) for k in rows[0]} if rows else {}
         means["objective"] = weighted(means, comp.space.objective.metrics)
         return means, [weighted(r, comp.space.objective.metrics) for r in rows]
-    result, rows = comp.evaluate(prog, examples)
+    result, rows = comp.evaluate(prog, examples, desc)
     return result, [weighted(r["metrics"], comp.space.objective.metrics) for r in rows]
 
 
@@ -123,9 +123,9 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
     if comp.space.prompt_optimizer.name != "none" and not comp.space.objective.retrieval_only:
         from .prompts import optimize_prompts
 
-        before, _ = _score(comp, best_prog, splits["dev"])
+        before, _ = _score(comp, best_prog, splits["dev"], "dev, best program")
         best_prog, info = optimize_prompts(best_prog, comp, splits["train"], splits["dev"])
-        after, _ = _score(comp, best_prog, splits["dev"])
+        after, _ = _score(comp, best_prog, splits["dev"], "dev, optimized prompts")
         prompt_info.update(info, dev_before=before, dev_after=after)
         if after["objective"] < before["objective"]:  # keep the better program, and say so
             prompt_info["kept"] = "before (the optimizer did not improve dev)"
@@ -135,14 +135,15 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
         dev_best = max(before, after, key=lambda m: m["objective"])
     else:
         dev_best = dev_before
-    test_base, q_base = _score(comp, base_prog, splits["test"])
-    test_best, q_best = _score(comp, best_prog, splits["test"])
+    test_base, q_base = _score(comp, base_prog, splits["test"], "test, baseline")
+    test_best, q_best = _score(comp, best_prog, splits["test"], "test, best program")
     gain = paired_difference(q_base, q_best)
     legs = {}
     alpha_param = next((n for n, p in comp.space.params.items() if p.path == "retrieve.alpha"), None)
     if comp.space.objective.retrieval_only and alpha_param:  # the single legs, with the best settings otherwise
         for leg, a in (("keyword", 0.0), ("vector", 1.0)):
-            legs[leg] = _score(comp, comp.program({**best.params, alpha_param: a}), splits["test"])[0]
+            prog = comp.program({**best.params, alpha_param: a})
+            legs[leg] = _score(comp, prog, splits["test"], f"test, {leg} leg")[0]
     best_prog.save(out / "best")
     dev_base = baseline.user_attrs.get("metrics", {})
     return {
