@@ -237,3 +237,28 @@ def test_importances_count_each_program_once():
     once = importances(study(0))
     assert set(once) == {"x", "y"} and once["x"] > once["y"]
     assert importances(study(20)) == once
+
+
+def test_a_good_retrieval_score_does_not_shield_a_weak_slice():
+    from declrag.optimize.compile import StepMedianPruner
+
+    st = optuna.create_study(direction="maximize", pruner=StepMedianPruner(n_startup_trials=2))
+    st.add_trial(optuna.trial.create_trial(value=0.3))  # a repeat: complete, no intermediate values
+    for retrieval, first_slice in ((0.90, 0.40), (0.80, 0.50)):
+        st.add_trial(optuna.trial.create_trial(value=first_slice, intermediate_values={0: retrieval, 1: first_slice}))
+    weak = st.ask()
+    weak.report(0.95, 0)  # the best retrieval score so far: carries on
+    assert not weak.should_prune()
+    weak.report(0.20, 1)  # the worst slice objective: stops, though its best report (0.95) beats every median
+    assert weak.should_prune()
+    assert not optuna.pruners.MedianPruner(n_startup_trials=2).prune(st, st.trials[-1])  # what Optuna's would do
+    strong = st.ask()
+    strong.report(0.86, 0)
+    assert not strong.should_prune()  # median of 0.90 and 0.80
+    strong.report(0.60, 1)
+    assert not strong.should_prune()
+    alone = optuna.create_study(direction="maximize", pruner=StepMedianPruner(n_startup_trials=3))
+    alone.add_trial(optuna.trial.create_trial(value=0.4, intermediate_values={0: 0.9}))
+    early = alone.ask()
+    early.report(0.1, 0)
+    assert not early.should_prune()  # one finished trial with this step is fewer than 3

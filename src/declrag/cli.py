@@ -350,9 +350,9 @@ def compile_(
     s = compile_run(space, dataset, name, runs, budget, jobs, resume, model or os.environ.get("DECLRAG_MODEL"),
                     progress=not quiet)
     g = s["gain_test"]
-    t = Table(title=f"compile: {s['trials']} trials ({s['pruned']} pruned), {s['lm_calls']} LM calls, "
-                    f"${s['cost_usd']:.4f}, {s['wall_s']} s")
-    for col in ("", "baseline (trial 0)", f"best (trial {s['best']['trial']})"):
+    t = Table(title=f"compile: {s['trials']} trials ({s['pruned']} pruned, {s['stopped_by_budget']} stopped by a budget), "
+                    f"{s['lm_calls']} LM calls, ${s['cost_usd']:.4f}, {s['wall_s']} s")
+    for col in ("", f"baseline (trial {s['baseline']['trial']})", f"best (trial {s['best']['trial']})"):
         t.add_column(col, justify="right")
     t.add_row("dev objective", f"{s['baseline']['dev'].get('objective', 0):.4f}", f"{s['best']['dev'].get('objective', 0):.4f}")
     t.add_row("test objective", f"{s['baseline']['test'].get('objective', 0):.4f}", f"{s['best']['test'].get('objective', 0):.4f}")

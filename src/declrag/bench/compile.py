@@ -57,7 +57,8 @@ def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0
                  "best_params": best_grid["params"]},
         "search": {"best_dev": round(best_search.value, 4) if best_search else None, "lm_calls": s.spent.lm_calls,
                    "wall_s": round(search_wall, 1), "trials": len(trials), "complete": len(complete),
-                   "pruned": len([t for t in trials if t.state.name == "PRUNED"]),
+                   "pruned": len([t for t in trials if t.state.name == "PRUNED" and "stopped_by_budget" not in t.user_attrs]),
+                   "stopped_by_budget": len([t for t in trials if "stopped_by_budget" in t.user_attrs]),
                    "repeats": len([t for t in trials if "repeat_of" in t.user_attrs]),
                    "best_params": best_search.params if best_search else None},
         "all_grid_scores": scores,
@@ -76,7 +77,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
     t.add_row("exhaustive grid", f"{r['grid']['best_dev']:.4f}", str(r["grid"]["lm_calls"]), f"{r['grid']['wall_s']:.0f}", str(r["programs"]))
     srch = r["search"]
     t.add_row("declrag search", f"{(srch['best_dev'] or 0):.4f}", str(srch["lm_calls"]), f"{srch['wall_s']:.0f}",
-              f"{srch['trials']} ({srch['complete']} complete, {srch['pruned']} pruned)")
+              f"{srch['trials']} ({srch['complete']} complete, {srch['pruned']} pruned, "
+              f"{srch['stopped_by_budget']} stopped by the budget)")
     console.print(t)
     console.print(f"search reaches {r['search_reaches']:.0%} of the grid's best with {r['call_share']:.0%} of its LM calls "
                   f"(targets: >= 95% with <= 25%)")

@@ -72,6 +72,29 @@ class BudgetReached(Exception):
     pass
 
 
+class StepMedianPruner(optuna.pruners.BasePruner):
+    """Prune a trial whose value at its latest step is worse than the median of the finished trials' values
+    at that same step. Optuna's MedianPruner compares the trial's best value over all its steps instead,
+    which fits learning curves but not these steps, which measure different things (a retrieval score, then
+    the objective on growing slices of dev): a good retrieval score would shield every later slice."""
+
+    def __init__(self, n_startup_trials: int = 3):
+        self.n_startup_trials = n_startup_trials
+
+    def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
+        step = trial.last_step
+        if step is None:
+            return False
+        done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        others = [t.intermediate_values[step] for t in done if step in t.intermediate_values]
+        if len(others) < self.n_startup_trials:  # repeats and trials scored without this step do not count
+            return False
+        value, median = trial.intermediate_values[step], float(np.nanmedian(others))
+        if math.isnan(value):
+            return True
+        return value < median if study.direction == optuna.study.StudyDirection.MAXIMIZE else value > median
+
+
 def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
     """Seeded train / dev / test. With ``test_split`` the test set is that golden split as it is and the
     source split is cut into train and dev only. Test is never read by the search."""
@@ -252,6 +275,7 @@ class Compiler:
             raise
         except BudgetReached:
             state = "stopped by budget"
+            trial.set_user_attr("stopped_by_budget", True)
             raise optuna.TrialPruned("budget reached")
         finally:
             if bar is not None:
@@ -304,7 +328,7 @@ class Compiler:
         directions = ["maximize"] + ["minimize"] * len(self.space.objective.also)
         sampler = optuna.samplers.TPESampler(seed=self.space.split.seed, multivariate=True) \
             if len(directions) == 1 else optuna.samplers.NSGAIISampler(seed=self.space.split.seed)
-        pruner = optuna.pruners.MedianPruner(n_startup_trials=self.space.fidelity.startup_trials, n_warmup_steps=0)
+        pruner = StepMedianPruner(self.space.fidelity.startup_trials)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study = optuna.create_study(storage=storage, study_name="declrag", directions=directions, sampler=sampler,

@@ -92,10 +92,11 @@ def _plot_history(study: optuna.Study, out: Path) -> Path | None:
     xs = [t.number for t in done]
     ys = [t.values[0] for t in done]
     ax.scatter(xs, ys, s=18, label="complete", color="#4c78a8")
-    pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED and t.intermediate_values]
-    if pruned:
-        ax.scatter([t.number for t in pruned], [list(t.intermediate_values.values())[-1] for t in pruned], s=14,
-                   marker="x", color="#e45756", label="pruned (last report)")
+    # a pruned trial's objective on the part of dev it answered (none when pruned on its retrieval score)
+    partial = [(t.number, t.user_attrs.get("metrics", {}).get("objective")) for t in study.trials
+               if t.state == optuna.trial.TrialState.PRUNED]
+    if shown := [(n, v) for n, v in partial if v is not None]:
+        ax.scatter(*zip(*shown), s=14, marker="x", color="#e45756", label="pruned (objective on the slice answered)")
     best = np.maximum.accumulate(ys)
     ax.plot(xs, best, color="#54a24b", label="best so far")
     ax.set_xlabel("trial")
@@ -115,9 +116,10 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
     g = s["gain_test"]
     lines = [f"# Compile report: {out.name}", "",
              f"Objective: {obj}" + (f"; also minimised: {', '.join(s['objective']['also'])}" if s["objective"]["also"] else ""),
-             f"Splits: {s['splits']}; trials {s['trials']} ({s['complete']} complete, {s['pruned']} pruned); "
+             f"Splits: {s['splits']}; trials {s['trials']} ({s['complete']} complete, {s['pruned']} pruned, "
+             f"{s.get('stopped_by_budget', 0)} stopped by a budget); "
              f"LM calls {s['lm_calls']} (+{s['cached_calls']} cached); cost ${s['cost_usd']:.4f}; wall {s.get('wall_s', '-')} s.", "",
-             "## Gain over the naive baseline (trial 0)", "",
+             f"## Gain over the naive baseline (trial {s['baseline']['trial']})", "",
              "| | baseline | best | gain |", "|---|---|---|---|",
              f"| dev objective | {_f(s['baseline']['dev'].get('objective'))} | {_f(s['best']['dev'].get('objective'))} | {_f(s['dev_gain'])} |",
              f"| test objective | {_f(s['baseline']['test'].get('objective'))} | {_f(s['best']['test'].get('objective'))} | "

@@ -106,6 +106,7 @@ def _mean(xs):
 
 def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> dict[str, Any]:
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    stopped = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
     if not complete:
         raise DeclragError("no trial finished within the budget", hint="raise --max-trials / --timeout / the budgets, then --resume")
     baseline = next((t for t in complete if t.user_attrs.get("baseline")), complete[0])
@@ -154,7 +155,8 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
         "gain_test": gain, "test_ci": {"baseline": mean_ci(q_base), "best": mean_ci(q_best)}, "legs_test": legs,
         "dev_gain": (dev_best.get("objective") or 0) - (dev_base.get("objective") or 0),
         "trials": len(study.trials), "complete": len(complete),
-        "pruned": len([t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]),
+        "pruned": len([t for t in stopped if not t.user_attrs.get("stopped_by_budget")]),
+        "stopped_by_budget": len([t for t in stopped if t.user_attrs.get("stopped_by_budget")]),
         "repeats": len([t for t in study.trials if "repeat_of" in t.user_attrs]),
         "lm_calls": comp.spent.lm_calls, "cached_calls": comp.spent.cached, "cost_usd": round(comp.spent.cost_usd, 6),
         "pareto": [{"trial": t.number, "values": t.values, "params": t.params} for t in front],

@@ -96,7 +96,7 @@ class Split(Strict):
 class Fidelity(Strict):
     slices: list[float] = Field(default_factory=lambda: [0.25, 0.5, 1.0])
     retrieval_first: bool = True  # score retrieval on dev before any LM call, and prune on it
-    startup_trials: int = 3  # the pruner never prunes before this many trials have finished
+    startup_trials: int = 3  # no pruning at a step until this many finished trials have scored that step
 
 
 class PromptOptimizer(Strict):
