@@ -77,11 +77,6 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
     return summary
 
 
-def _per_question(comp: Compiler, rows: list[dict], retr_rows: list[dict] | None = None) -> list[float]:
-    w = comp.space.objective.metrics
-    return [weighted(r["metrics"] if "metrics" in r else r, w) for r in (retr_rows if retr_rows is not None else rows)]
-
-
 def _score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float]]:
     """Metrics on ``examples`` and the per-question objective (for paired intervals)."""
     if comp.space.objective.retrieval_only:
