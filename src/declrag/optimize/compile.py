@@ -305,9 +305,12 @@ class Compiler:
             fh.write(json.dumps(rec) + "\n")
         if self.progress:
             obj = result.get("objective")
+            score = f"objective {obj:.4f}" if obj is not None else next(  # pruned on its retrieval score
+                (f"retrieval {k.split(':', 1)[1]} {v:.4f}" for k, v in result.items() if k.startswith("retrieval:") and v is not None),
+                "no score")
             budget = f"/{self.budget.max_lm_calls}" if self.budget.max_lm_calls else ""
-            tqdm.write(f"trial {trial.number} {state}: objective {'-' if obj is None else f'{obj:.4f}'}, "
-                       f"{rec['lm_calls'] or 0} LM calls (run {self.spent.lm_calls}{budget}), {secs:.0f} s")
+            tqdm.write(f"trial {trial.number} {state}: {score}, {rec['lm_calls'] or 0} LM calls "
+                       f"(run {self.spent.lm_calls}{budget}), {secs:.0f} s")
 
     def _check_budget(self) -> None:
         if not self.searching:  # the budgets bound the search; the final test scoring always runs
