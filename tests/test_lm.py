@@ -35,6 +35,19 @@ def test_cache_hits_are_counted_apart(monkeypatch):
     assert u.calls == 2 and u.cached == 1
 
 
+def test_enclosing_meters_see_the_calls_of_inner_ones(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-sent")
+    lm = make_lm(LMConfig(route="openai/gpt-4o-mini"))
+    outer, inner = Meter(), Meter()
+    with metering(outer), stage("generate"):
+        lm("before", mock_response="a", cache=False)
+        with metering(inner):  # e.g. a program's own meter, run by a prompt optimizer
+            lm("inside", mock_response="b", cache=False)
+        lm("after", mock_response="c", cache=False)
+    assert outer.stages["generate"].calls == 3 and inner.stages["generate"].calls == 1
+    assert outer.total().tokens_in > inner.total().tokens_in > 0
+
+
 def test_adapter_is_chosen_per_model_and_overridable():
     assert isinstance(adapter_for(LMConfig(route="local/smollm2")), PlainTextAdapter)
     assert isinstance(adapter_for(LMConfig(route="openai/gpt-4o-mini")), dspy.ChatAdapter)

@@ -89,7 +89,7 @@ class Meter:
         return out
 
 
-_METER: ContextVar[Meter | None] = ContextVar("declrag_meter", default=None)
+_METER: ContextVar[tuple[Meter, ...]] = ContextVar("declrag_meter", default=())  # innermost last
 _STAGE: ContextVar[str] = ContextVar("declrag_stage", default="other")
 _ENTRY: ContextVar[dict | None] = ContextVar("declrag_lm_entry", default=None)
 
@@ -116,8 +116,10 @@ def override_lm() -> Any:
 
 
 def metering(meter: Meter):
-    """Meter every LM call made in this context (this thread, or tasks copied from it) into ``meter``."""
-    return _scoped(_METER, meter)
+    """Meter every LM call made in this context (this thread, or tasks copied from it) into ``meter``, and
+    into the meters of enclosing contexts too (a prompt optimizer's meter sees the calls of the programs it
+    runs, though each program meters its own)."""
+    return _scoped(_METER, (*_METER.get(), meter))
 
 
 def stage(name: str):
@@ -134,7 +136,7 @@ class RoutedLM(dspy.LM):
         try:
             return call()
         finally:
-            if (m := _METER.get()) is not None:
+            for m in _METER.get():
                 m.add(_STAGE.get(), _ENTRY.get(), 1000 * (time.perf_counter() - t0))
             _ENTRY.reset(token)
 
@@ -147,7 +149,7 @@ class RoutedLM(dspy.LM):
         try:
             return await super().acall(prompt, messages=messages, **kwargs)
         finally:
-            if (m := _METER.get()) is not None:
+            for m in _METER.get():
                 m.add(_STAGE.get(), _ENTRY.get(), 1000 * (time.perf_counter() - t0))
             _ENTRY.reset(token)
 

@@ -37,6 +37,7 @@ from ..embed import Embedder
 from ..errors import DeclragError
 from ..evaluate import correct, score_case
 from ..golden import Example, GoldenSet
+from ..lm import Meter, metering
 from ..metrics.base import Case, Passage, get_metrics
 from ..program import RAGProgram
 from ..types import content_hash
@@ -174,15 +175,17 @@ class Compiler:
         names = [m.name for m in self.det if m.name.startswith(("hit@", "ndcg@", "mrr@", "recall@", "precision@"))] \
             or ["ndcg@10", "hit@5"]
         metrics = get_metrics(names)
-        rows = []
+        rows, meter = [], Meter()
         for ex in examples:
             if not ex.gold:
                 continue
-            pool = prog.retrieve_only(ex.question)
+            with metering(meter):
+                pool = prog.retrieve_only(ex.question)
             case = Case(question=ex.question, answer="", references=list(ex.answers), answerable=ex.answerable,
                         gold=ex.gold, answer_starts=list(ex.answer_starts),
                         passages=[Passage(h.chunk.id, h.doc_id, h.text, h.start, h.end, h.score) for h in pool])
             rows.append({m.name: m.score(case).value for m in metrics})
+        self.spent.add(meter.to_dict()["total"])
         return {n: _mean([r[n] for r in rows]) for n in names}
 
     def answer(self, prog: RAGProgram, ex: Example) -> dict:

@@ -12,6 +12,7 @@ import numpy as np
 import optuna
 
 from ..report import _html
+from .space import tidy
 
 
 def _complete(study: optuna.Study) -> list:
@@ -37,7 +38,7 @@ def anova(study: optuna.Study) -> list[dict[str, Any]]:
     out = []
     names = sorted({k for t in trials for k in t.params})
     for name in names:
-        pairs = [(t.params[name], t.values[0]) for t in trials if name in t.params]
+        pairs = [(tidy(t.params[name]), t.values[0]) for t in trials if name in t.params]
         if len(pairs) < 3:
             continue
         xs = [p for p, _ in pairs]
@@ -97,6 +98,8 @@ def _plot_history(study: optuna.Study, out: Path) -> Path | None:
                if t.state == optuna.trial.TrialState.PRUNED]
     if shown := [(n, v) for n, v in partial if v is not None]:
         ax.scatter(*zip(*shown), s=14, marker="x", color="#e45756", label="pruned (objective on the slice answered)")
+    if base := [t for t in done if t.user_attrs.get("baseline")]:
+        ax.scatter([base[0].number], [base[0].values[0]], s=60, facecolors="none", edgecolors="#f58518", label="naive baseline")
     best = np.maximum.accumulate(ys)
     ax.plot(xs, best, color="#54a24b", label="best so far")
     ax.set_xlabel("trial")
@@ -139,7 +142,7 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
     done = sorted(_complete(study), key=lambda t: -t.values[0])[:15]
     for t in done:
         tag = " (baseline)" if t.user_attrs.get("baseline") else ""
-        lines.append(f"| {t.number}{tag} | {_f(t.values[0])} | {json.dumps(t.params)} |")
+        lines.append(f"| {t.number}{tag} | {_f(t.values[0])} | {json.dumps({k: tidy(v) for k, v in t.params.items()})} |")
     imp = importances(study)
     if imp:
         lines += ["", "## Parameter importances (fANOVA)", "", "| param | importance |", "|---|---|"]

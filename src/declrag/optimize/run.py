@@ -154,6 +154,6 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
         "stopped_by_budget": len([t for t in stopped if t.user_attrs.get("stopped_by_budget")]),
         "repeats": len([t for t in study.trials if "repeat_of" in t.user_attrs]),
         "lm_calls": comp.spent.lm_calls, "cached_calls": comp.spent.cached, "cost_usd": round(comp.spent.cost_usd, 6),
-        "pareto": [{"trial": t.number, "values": t.values, "params": t.params} for t in front],
+        "pareto": [{"trial": t.number, "values": t.values, "params": _clean(t.params)} for t in front],
         "prompt_optimization": prompt_info, "splits": {k: len(v) for k, v in splits.items()},
     }
