@@ -159,9 +159,8 @@ class RAGProgram(dspy.Module):
     def retrieve_only(self, question: str, where: dict | None = None, depth: int = 100) -> list[Hit]:
         """The ranked candidates (rewrite, retrieve at least ``depth`` chunks, rerank) without generating:
         what retrieval metrics such as nDCG@10 over documents, and compile's retrieval-first scoring, read."""
-        with metering(Meter()):
-            queries = self.rewrite(question=question)
-            return self.rerank(question=question, hits=self.retrieve(queries=queries, where=where, depth=depth))
+        queries = self.rewrite(question=question)
+        return self.rerank(question=question, hits=self.retrieve(queries=queries, where=where, depth=depth))
 
     def _select(self, queries, pool: list[Hit]) -> list[Hit]:
         c = self.config.retrieve

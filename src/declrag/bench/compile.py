@@ -15,7 +15,7 @@ from rich.table import Table
 
 from ..golden import load_golden
 from ..lm import use_lm_cache
-from ..optimize.compile import Budget, Compiler
+from ..optimize.compile import Budget, Compiler, trial_counts
 from ..optimize.space import grid, read_space
 
 SPACE = Path(__file__).resolve().parents[3] / "optimizers" / "bench.yaml"
@@ -56,10 +56,7 @@ def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0
         "grid": {"best_dev": round(best_grid["dev"], 4), "lm_calls": g.spent.lm_calls, "wall_s": round(grid_wall, 1),
                  "best_params": best_grid["params"]},
         "search": {"best_dev": round(best_search.value, 4) if best_search else None, "lm_calls": s.spent.lm_calls,
-                   "wall_s": round(search_wall, 1), "trials": len(trials), "complete": len(complete),
-                   "pruned": len([t for t in trials if t.state.name == "PRUNED" and "stopped_by_budget" not in t.user_attrs]),
-                   "stopped_by_budget": len([t for t in trials if "stopped_by_budget" in t.user_attrs]),
-                   "repeats": len([t for t in trials if "repeat_of" in t.user_attrs]),
+                   "wall_s": round(search_wall, 1), **trial_counts(trials),
                    "best_params": best_search.params if best_search else None},
         "all_grid_scores": scores,
     }

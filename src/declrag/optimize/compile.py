@@ -96,6 +96,15 @@ class StepMedianPruner(optuna.pruners.BasePruner):
         return value < median if study.direction == optuna.study.StudyDirection.MAXIMIZE else value > median
 
 
+def trial_counts(trials: list[optuna.trial.FrozenTrial]) -> dict[str, int]:
+    """How a study's trials ended: finished (repeats included), pruned, stopped by a budget, repeats."""
+    pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED]
+    return {"trials": len(trials), "complete": len([t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]),
+            "pruned": len([t for t in pruned if not t.user_attrs.get("stopped_by_budget")]),
+            "stopped_by_budget": len([t for t in pruned if t.user_attrs.get("stopped_by_budget")]),
+            "repeats": len([t for t in trials if "repeat_of" in t.user_attrs])}
+
+
 def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
     """Seeded train / dev / test. With ``test_split`` the test set is that golden split as it is and the
     source split is cut into train and dev only. Test is never read by the search."""
@@ -308,9 +317,9 @@ class Compiler:
             fh.write(json.dumps(rec) + "\n")
         if self.progress:
             obj = result.get("objective")
-            score = f"objective {obj:.4f}" if obj is not None else next(  # pruned on its retrieval score
-                (f"retrieval {k.split(':', 1)[1]} {v:.4f}" for k, v in result.items() if k.startswith("retrieval:") and v is not None),
-                "no score")
+            retrieval = [(k.split(":", 1)[1], v) for k, v in result.items() if k.startswith("retrieval:") and v is not None]
+            score = f"objective {obj:.4f}" if obj is not None else \
+                f"retrieval {retrieval[0][0]} {retrieval[0][1]:.4f}" if retrieval else "no score"  # pruned on retrieval
             budget = f"/{self.budget.max_lm_calls}" if self.budget.max_lm_calls else ""
             tqdm.write(f"trial {trial.number} {state}: {score}, {rec['lm_calls'] or 0} LM calls "
                        f"(run {self.spent.lm_calls}{budget}), {secs:.0f} s")

@@ -12,7 +12,7 @@ import numpy as np
 import optuna
 
 from ..report import _html
-from .space import tidy
+from .space import tidy, tidy_params
 
 
 def _complete(study: optuna.Study) -> list:
@@ -142,7 +142,7 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
     done = sorted(_complete(study), key=lambda t: -t.values[0])[:15]
     for t in done:
         tag = " (baseline)" if t.user_attrs.get("baseline") else ""
-        lines.append(f"| {t.number}{tag} | {_f(t.values[0])} | {json.dumps({k: tidy(v) for k, v in t.params.items()})} |")
+        lines.append(f"| {t.number}{tag} | {_f(t.values[0])} | {json.dumps(tidy_params(t.params))} |")
     imp = importances(study)
     if imp:
         lines += ["", "## Parameter importances (fANOVA)", "", "| param | importance |", "|---|---|"]

@@ -17,8 +17,8 @@ from ..errors import DeclragError
 from ..golden import load_golden
 from ..metrics.stats import mean_ci, paired_difference
 from ..program import versions
-from .compile import Budget, Compiler, digest_of, weighted
-from .space import Space, read_space, tidy
+from .compile import Budget, Compiler, digest_of, trial_counts, weighted
+from .space import Space, read_space, tidy_params
 
 
 def _git_revision() -> str | None:
@@ -90,10 +90,6 @@ def _score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float]
     return result, [weighted(r["metrics"], comp.space.objective.metrics) for r in rows]
 
 
-def _clean(params: dict) -> dict:
-    return {k: tidy(v) for k, v in params.items()}
-
-
 def _mean(xs):
     vals = [x for x in xs if x is not None]
     return float(np.mean(vals)) if vals else None
@@ -101,7 +97,6 @@ def _mean(xs):
 
 def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> dict[str, Any]:
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    stopped = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
     if not complete:
         raise DeclragError("no trial finished within the budget", hint="raise --max-trials / --timeout / the budgets, then --resume")
     baseline = next((t for t in complete if t.user_attrs.get("baseline")), complete[0])
@@ -111,7 +106,7 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
     else:
         front = study.best_trials
         best = max(front, key=lambda t: (t.values[0], -t.number))
-    base_values = _clean(baseline.params)
+    base_values = tidy_params(baseline.params)
     best_prog, base_prog = comp.program(best.params), comp.program(base_values)
     splits = comp.splits
     dev_before = best.user_attrs.get("metrics", {})
@@ -145,15 +140,12 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
     return {
         "objective": {"metrics": comp.space.objective.metrics, "also": comp.space.objective.also},
         "baseline": {"dev": dev_base, "test": test_base, "params": base_values, "trial": baseline.number},
-        "best": {"dev": dev_best, "test": test_best, "params": _clean(best.params), "trial": best.number,
+        "best": {"dev": dev_best, "test": test_best, "params": tidy_params(best.params), "trial": best.number,
                  "config": best_prog.config.model_dump(mode="json")},
         "gain_test": gain, "test_ci": {"baseline": mean_ci(q_base), "best": mean_ci(q_best)}, "legs_test": legs,
         "dev_gain": (dev_best.get("objective") or 0) - (dev_base.get("objective") or 0),
-        "trials": len(study.trials), "complete": len(complete),
-        "pruned": len([t for t in stopped if not t.user_attrs.get("stopped_by_budget")]),
-        "stopped_by_budget": len([t for t in stopped if t.user_attrs.get("stopped_by_budget")]),
-        "repeats": len([t for t in study.trials if "repeat_of" in t.user_attrs]),
+        **trial_counts(study.trials),
         "lm_calls": comp.spent.lm_calls, "cached_calls": comp.spent.cached, "cost_usd": round(comp.spent.cost_usd, 6),
-        "pareto": [{"trial": t.number, "values": t.values, "params": _clean(t.params)} for t in front],
+        "pareto": [{"trial": t.number, "values": t.values, "params": tidy_params(t.params)} for t in front],
         "prompt_optimization": prompt_info, "splits": {k: len(v) for k, v in splits.items()},
     }

@@ -206,6 +206,11 @@ def tidy(v: Any) -> Any:
     return round(v, 10) if isinstance(v, float) else v
 
 
+def tidy_params(params: dict[str, Any]) -> dict[str, Any]:
+    """A trial's parameters with tidy floats, for reports and summaries."""
+    return {k: tidy(v) for k, v in params.items()}
+
+
 def _cast(param: Param, v: Any) -> Any:
     if param.type == "int":
         return int(v)
