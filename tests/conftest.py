@@ -42,3 +42,62 @@ def minilm():
     e = Embedder()
     e.model  # load once per session
     return e
+
+
+WEAVIATE_SCRIPT = ROOT / "scripts" / "weaviate.sh"
+NO_SERVER = 3  # scripts/weaviate.sh's exit status when the server cannot be had here (no Go)
+
+
+def free_port_block(width: int = 300) -> int:
+    """A base port with ``width`` ports above it free for a cluster (REST, gRPC, gossip, data, raft)."""
+    import random
+    import socket
+
+    for _ in range(50):
+        base = random.randrange(20000, 40000, 10)
+        ok = True
+        for p in (base, base + 1, base + 2, base + 100, base + 101, base + 102, base + 200, base + 210, base + 220):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free port block")
+
+
+def start_weaviate(folder: Path, nodes: int = 1, api_key: str | None = None) -> str:
+    """Start a real Weaviate (built from its Go module by scripts/weaviate.sh) in ``folder``; returns the
+    store URI of its first node. Skips the test when the server cannot be had here (no Go)."""
+    import subprocess
+
+    args = ["bash", str(WEAVIATE_SCRIPT), "start", "--nodes", str(nodes), "--dir", str(folder),
+            "--port", str(free_port_block())] + (["--api-key", api_key] if api_key else [])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL)
+    if r.returncode == NO_SERVER:
+        pytest.skip("Weaviate tests need a Weaviate server: install Go (https://go.dev/dl) so that "
+                    "scripts/weaviate.sh can build one, or set WEAVIATE_URL=weaviate://host:port/?grpc=PORT")
+    if r.returncode != 0:
+        pytest.fail(f"scripts/weaviate.sh start failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return r.stdout.strip().splitlines()[-1]
+
+
+def stop_weaviate(folder: Path) -> None:
+    import subprocess
+
+    subprocess.run(["bash", str(WEAVIATE_SCRIPT), "stop", "--dir", str(folder), "--clean"],
+                   capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session")
+def weaviate_url(tmp_path_factory):
+    """A live one-node Weaviate for the session: $WEAVIATE_URL if set, else one started here."""
+    if os.environ.get("WEAVIATE_URL"):
+        yield os.environ["WEAVIATE_URL"]
+        return
+    folder = tmp_path_factory.mktemp("weaviate")
+    uri = start_weaviate(folder)
+    yield uri
+    stop_weaviate(folder)

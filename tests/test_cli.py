@@ -57,7 +57,7 @@ def test_changed_settings_need_a_rebuild(capsys, tmp_path, docs):
     store = str(tmp_path / "store")
     assert run(capsys, "index", str(docs), "--store", store, "-q")[0] == 0
     code, _, err = run(capsys, "index", str(docs), "--store", store, "--chunker", "sentence", "-q")
-    assert code == 2 and "different ingest settings" in err and "--rebuild" in err
+    assert code == 2 and "other ingest settings" in err and "--rebuild" in err
     code, out, err = run(capsys, "index", str(docs), "--store", store, "--chunker", "sentence", "--rebuild", "-q")
     assert code == 0, err
     assert "3 documents indexed" in out

@@ -49,7 +49,7 @@ def test_a_second_handle_sees_new_commits(tmp_path):
 def test_store_refuses_other_ingest_settings_and_wrong_dimensions(tmp_path):
     open_store(tmp_path / "s", IngestConfig())
     other = IngestConfig.model_validate({"chunker": {"name": "recursive"}})
-    with pytest.raises(DeclragError, match="different ingest settings"):
+    with pytest.raises(DeclragError, match="other ingest settings"):
         open_store(tmp_path / "s", other)
     s = LanceStore(tmp_path / "s")
     s.upsert(*corpus(HashEmbedder(64)))

@@ -12,13 +12,18 @@ from .embed import Embedder, cache_dir
 from .errors import DeclragError
 from .indexer import IndexReport, Indexer
 from .search import search as _search
-from .stores import Store, open_store, read_meta
+from .stores import Store, child_uri, connect, open_store, read_meta
 from .types import Document, Hit, content_hash
 
 
-def default_store() -> Path:
-    """$DECLRAG_STORE, else .declrag/store in the current folder."""
-    return Path(os.environ.get("DECLRAG_STORE") or ".declrag/store")
+def default_store() -> str:
+    """$DECLRAG_STORE, else .declrag/store in the current folder (a store URI: a folder or weaviate://...)."""
+    return os.environ.get("DECLRAG_STORE") or ".declrag/store"
+
+
+def index_home() -> str:
+    """Where `corpus_store` keeps its content-addressed indexes by default: the cache folder's ``indexes``."""
+    return str(cache_dir() / "indexes")
 
 
 def index(
@@ -35,21 +40,29 @@ def index(
     """Index files/folders and golden-set corpora (by name or path) into ``store``.
 
     ``ingest`` defaults to the store's own settings (or the defaults for a new store). ``rebuild`` builds
-    a fresh store from these sources beside the old one and swaps it in only when complete.
+    the store anew from these sources: a folder is built beside the old one and swapped in only when
+    complete; a Weaviate collection (which cannot be renamed) is emptied and refilled.
     """
     if not paths and not datasets:
         raise DeclragError("nothing to index", hint="give file or folder paths, or --dataset NAME")
-    target = Path(store or default_store())
-    if rebuild and read_meta(target) is not None:
-        tmp = target.with_name(target.name + ".rebuild")
+    target = str(store or default_store())
+    old_meta = read_meta(target) if rebuild else None
+    if old_meta is not None and "://" not in target:
+        folder = Path(target)
+        tmp = folder.with_name(folder.name + ".rebuild")
         shutil.rmtree(tmp, ignore_errors=True)
-        report = index(paths, datasets, tmp, ingest or read_meta(target).ingest, metric, prune, False, progress, embedder)
-        old = target.with_name(target.name + ".old")
+        report = index(paths, datasets, tmp, ingest or old_meta.ingest, metric, prune, False, progress, embedder)
+        old = folder.with_name(folder.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
-        os.replace(target, old)
-        os.replace(tmp, target)
+        os.replace(folder, old)
+        os.replace(tmp, folder)
         shutil.rmtree(old, ignore_errors=True)
         return report
+    if old_meta is not None:
+        st = connect(target)
+        st.drop()
+        st.close()
+        ingest = ingest or old_meta.ingest
     meta = read_meta(target)
     st, meta = open_store(target, ingest if ingest is not None else (meta.ingest if meta else None), metric)
     indexer = Indexer(st, meta.ingest, embedder or Embedder(meta.ingest.embedder), progress=progress)
@@ -75,16 +88,19 @@ def _merge(into: IndexReport, r: IndexReport) -> None:
 
 
 def corpus_store(documents: Sequence[Document], ingest: IngestConfig, label: str = "corpus",
-                 embedder: Embedder | None = None, progress: bool = True) -> tuple[Store, IndexReport]:
+                 embedder: Embedder | None = None, progress: bool = True,
+                 home: str | Path | None = None) -> tuple[Store, IndexReport]:
     """The store for exactly these documents under these ingest settings, built once and reused.
 
-    Stores are content-addressed (by every document's hash and the ingest digest) under the cache
-    folder, so every benchmark, evaluation and compile trial with the same corpus and settings shares
-    one index, and an interrupted build resumes where it stopped.
+    Stores are content-addressed (by every document's hash and the ingest digest) under ``home``: a
+    folder (default: the cache folder's ``indexes``, one sub-folder per store) or a Weaviate server (one
+    collection per store). Every benchmark, evaluation and compile trial with the same corpus and settings
+    shares one index, and an interrupted build resumes where it stopped. `declrag indexes` lists and
+    removes them.
     """
     digest = content_hash(ingest.digest(), *sorted(d.hash for d in documents))
     safe = "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in label)
-    st, meta = open_store(cache_dir() / "indexes" / f"{safe}-{digest[:16]}", ingest)
+    st, meta = open_store(child_uri(home or index_home(), f"{safe}-{digest[:16]}"), ingest)
     report = Indexer(st, meta.ingest, embedder or Embedder(ingest.embedder), progress=progress).index_documents(documents)
     if report.indexed:
         st.optimize()

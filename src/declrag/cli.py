@@ -38,7 +38,8 @@ def _config(cls, **fields):
         raise DeclragError(f"invalid option {where}: {first['msg']}", hint="see --help for allowed values") from e
 
 
-StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="store folder (default: $DECLRAG_STORE or .declrag/store)")]
+StoreOpt = Annotated[Optional[str], typer.Option("--store", help="store: a folder or weaviate://host:port/Collection "
+                                                                  "(default: $DECLRAG_STORE or .declrag/store)")]
 
 
 @app.command()
@@ -325,6 +326,50 @@ def datasets():
     out.print(t)
 
 
+indexes_app = typer.Typer(no_args_is_help=True, help="The content-addressed indexes compile, eval and the benchmarks build.")
+app.add_typer(indexes_app, name="indexes")
+HomeOpt = Annotated[Optional[str], typer.Option("--store", help="a folder or weaviate://host:port/ (default: the cache folder's indexes)")]
+
+
+@indexes_app.command("list")
+def indexes_list(home: HomeOpt = None):
+    """List the indexes (one per corpus and ingest setting) with their size and settings."""
+    from .api import index_home
+    from .stores import list_stores
+
+    rows = list_stores(home or index_home())
+    t = Table(title=f"{len(rows)} indexes at {home or index_home()}")
+    for col in ("store", "chunks", "chunker", "size/overlap", "embedding model"):
+        t.add_column(col, overflow="fold")
+    for uri, meta, n in rows:
+        c = meta.ingest.chunker
+        t.add_row(uri, str(n), c.name, f"{c.chunk_size}/{c.overlap}", meta.ingest.embedder.model)
+    out.print(t)
+
+
+@indexes_app.command("rm")
+def indexes_rm(
+    names: Annotated[Optional[list[str]], typer.Argument(help="stores to remove, as `declrag indexes list` shows them")] = None,
+    home: HomeOpt = None,
+    all_: Annotated[bool, typer.Option("--all", help="remove every index at --store")] = False,
+):
+    """Remove indexes (they are rebuilt when next needed)."""
+    from .api import index_home
+    from .stores import connect, list_stores
+
+    listed = [uri for uri, _, _ in list_stores(home or index_home())]
+    if not names and not all_:
+        raise DeclragError("name the indexes to remove, or pass --all", hint="see declrag indexes list")
+    targets = listed if all_ else list(names or [])
+    if unknown := [n for n in targets if n not in listed]:
+        raise DeclragError(f"no index {unknown[0]} at {home or index_home()}", hint="see declrag indexes list")
+    for uri in targets:
+        st = connect(uri)
+        st.drop()
+        st.close()
+        out.print(f"removed {uri}", markup=False, highlight=False)
+
+
 @app.command("compile")
 def compile_(
     space: Annotated[Optional[Path], typer.Option(help="search space: optimizers/NAME.yaml")] = None,
@@ -337,6 +382,7 @@ def compile_(
     max_cost_usd: Annotated[Optional[float], typer.Option(help="stop when LM spending reaches this")] = None,
     max_lm_calls: Annotated[Optional[int], typer.Option(help="stop after this many (uncached) LM calls")] = None,
     jobs: Annotated[int, typer.Option(help="trials run in parallel")] = 1,
+    store: Annotated[Optional[str], typer.Option("--store", help="where the trials' indexes live: a folder (one sub-folder per ingest setting) or weaviate://host:port/ (one collection per ingest setting) (default: the cache folder)")] = None,
     model: Annotated[Optional[str], typer.Option(help="route every LM call of every trial here (default: $DECLRAG_MODEL)")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
@@ -348,7 +394,7 @@ def compile_(
 
     budget = Budget(max_trials=max_trials, timeout_s=timeout, max_cost_usd=max_cost_usd, max_lm_calls=max_lm_calls)
     s = compile_run(space, dataset, name, runs, budget, jobs, resume, model or os.environ.get("DECLRAG_MODEL"),
-                    progress=not quiet)
+                    progress=not quiet, store=store)
     g = s["gain_test"]
     t = Table(title=f"compile: {s['trials']} trials ({s['pruned']} pruned, {s['stopped_by_budget']} stopped by a budget), "
                     f"{s['lm_calls']} LM calls, ${s['cost_usd']:.4f}, {s['wall_s']} s")

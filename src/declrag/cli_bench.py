@@ -22,15 +22,17 @@ def bench_retrieval(
     overlap: Annotated[int, typer.Option(help="tokens of overlap")] = 64,
     model: Annotated[Optional[str], typer.Option(help="embedding model")] = None,
     limit: Annotated[Optional[int], typer.Option(help="use only the first N queries (quick look)")] = None,
+    store: Annotated[Optional[str], typer.Option("--store", help="also measure this backend beside the embedded store, e.g. weaviate://127.0.0.1:8080/ (a fresh collection, removed afterwards)")] = None,
     as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
-    """Keyword vs vector vs hybrid retrieval quality on a golden set, beside published figures."""
+    """Keyword vs vector vs hybrid retrieval quality on a golden set, beside published figures (and, with
+    --store, another backend beside the embedded store)."""
     from .bench.retrieval import print_report, run
 
     ingest = IngestConfig(
         chunker=_config(ChunkerConfig, name=chunker, chunk_size=chunk_size, overlap=overlap),
         embedder=_config(EmbedderConfig, **({"model": model} if model else {})))
-    _bench_out(run(dataset, split=split, ingest=ingest, limit=limit), print_report, as_json)
+    _bench_out(run(dataset, split=split, ingest=ingest, limit=limit, store=store), print_report, as_json)
 
 
 @bench_app.command("speed")
@@ -91,3 +93,17 @@ def _bench_out(result, printer, as_json: Path | None) -> None:
         as_json.parent.mkdir(parents=True, exist_ok=True)
         as_json.write_text(json.dumps(result, indent=2))
         out.print(f"wrote {as_json}")
+
+
+@bench_app.command("cluster")
+def bench_cluster(
+    duration: Annotated[float, typer.Option(help="seconds of load (thirds: before, node down, after restart)")] = 60.0,
+    clients: Annotated[int, typer.Option(help="concurrent searching clients")] = 16,
+    dataset: Annotated[str, typer.Option(help="golden set whose corpus and questions are used")] = "scifact",
+    port: Annotated[int, typer.Option(help="first port of the cluster (see scripts/weaviate.sh)")] = 28080,
+    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+):
+    """A 3-node Weaviate cluster (replication 3) under concurrent search while a node is SIGKILLed and restarted."""
+    from .bench.cluster import print_report, run
+
+    _bench_out(run(duration_s=duration, clients=clients, dataset=dataset, port=port), print_report, as_json)

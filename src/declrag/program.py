@@ -31,7 +31,7 @@ from .lm import Meter, check_lm, metering
 from .modules import Draft, Generator, QueryRewriter, Reranker, Retriever, SelfJudge, embedding_time, timing_embeddings
 from .retrieval import mmr, order
 from .signatures import SignatureSpec, load_specs
-from .stores import open_store, read_meta
+from .stores import check_ingest, open_store, read_meta
 from .stores.base import Store
 from .types import Hit
 
@@ -76,20 +76,15 @@ class RAGProgram(dspy.Module):
             check_lm(c.stage_lm(name))
         if isinstance(store, Store):
             self.store = store
-            self.store_path = str(getattr(store, "path", "")) or None
         else:
-            path = store or c.store
-            if path is None:
+            where = store or c.store
+            if where is None:
                 from .api import default_store
 
-                path = default_store()
-            self.store, meta = open_store(path, create=False)
-            if meta.ingest.digest() != c.ingest.digest():
-                raise DeclragError(
-                    f"store {path} was built with other ingest settings than this program was compiled for",
-                    hint="point --store at the store the program was built on, or rebuild it with the program's "
-                         "ingest settings (declrag index ... --chunker/--chunk-size/--overlap/--model)")
-            self.store_path = str(path)
+                where = default_store()
+            self.store, meta = open_store(where, create=False)
+            check_ingest(self.store.uri, meta.ingest, c.ingest)
+        self.store_uri = self.store.uri
         self.embedder = embedder or Embedder(c.ingest.embedder)
         self.specs = specs or {k: v for k, v in load_specs().items() if k in NEEDED_SPECS}
         pool = max(c.retrieve.k, c.rerank.candidates if c.rerank.mode != "none" else 0,
@@ -208,7 +203,7 @@ class RAGProgram(dspy.Module):
         meta = {
             "format": ARTIFACT_FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "versions": versions(), "config": self.config.model_dump(mode="json"),
-            "store": {"path": getattr(self, "store_path", None), "ingest_digest": self.config.ingest.digest()},
+            "store": {"uri": self.store_uri, "ingest_digest": self.config.ingest.digest()},
             "signatures": {k: v.model_dump(mode="json") for k, v in self.specs.items()},
             "knn": {"k": self.generate.knn_k, "pool": self.generate.knn_pool} if self.generate.knn_pool else None,
         }
@@ -248,7 +243,8 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
             f"{k} {a} (now {b})" for k, (a, b) in sorted(drift.items())), stacklevel=2)
     if model:
         config = with_model(config, model)
-    prog = RAGProgram(config, store=store if store is not None else meta.get("store", {}).get("path"),
+    saved = meta.get("store") or {}
+    prog = RAGProgram(config, store=store if store is not None else saved.get("uri", saved.get("path")),
                       embedder=embedder, specs=specs)
     prog.load(str(folder / "dspy_state.json"))
     if meta.get("knn"):

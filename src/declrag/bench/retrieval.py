@@ -11,7 +11,10 @@ ranked by their best chunk. The sweep fuses each query's two legs with `declrag.
 from __future__ import annotations
 
 import random
+import tempfile
 import time
+import uuid
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +26,9 @@ from ..api import corpus_store
 from ..config import IngestConfig
 from ..embed import Embedder
 from ..golden import Example, find_spec, load_golden
+from ..indexer import Indexer
 from ..metrics.retrieval import RETRIEVAL_METRICS, doc_ranking, retrieval_scores
+from ..stores import child_uri, open_store
 from ..stores.fusion import MIN_CANDIDATES, fuse
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.1, 0.91, 0.1))
@@ -42,7 +47,9 @@ def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = None, limit: int | None = None,
-        progress: bool = True) -> dict[str, Any]:
+        progress: bool = True, store: str | None = None) -> dict[str, Any]:
+    """The benchmark on the embedded store; with ``store`` (e.g. ``weaviate://host:port/``) that backend is
+    measured beside it (see `compare`)."""
     t_start = time.perf_counter()
     gs = load_golden(dataset)
     try:
@@ -109,7 +116,7 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
         "vector": score("report", [doc_ranking(d for *_, d in vec) for vec in legs["report"]["vec"]]),
         "hybrid": {"alpha": best["alpha"], "fusion": best["fusion"], **hybrid},
     }
-    return {
+    result = {
         "dataset": gs.name, "split": report_split, "queries": len(report_q), "tune_queries": len(tune_q),
         "tuned_on": tuned_on, "documents": len(gs.documents), "chunks": store.count(),
         "ingest": ingest.model_dump(mode="json"), "modes": modes, "sweep": sweep, "reference": reference,
@@ -118,6 +125,67 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
         "seconds": {"index": round(t_index, 1), "embedded": report.embedded,
                     "total": round(time.perf_counter() - t_start, 1)},
     }
+    if store:
+        result["backends"] = compare(gs.documents, ingest, embedder, legs["report"], modes, store, progress)
+    return result
+
+
+def _index_fresh(uri: str, documents, ingest: IngestConfig, embedder: Embedder, progress: bool):
+    """A new store at ``uri`` holding ``documents``; the seconds spent chunking and writing (embeddings are
+    cached by then, so both backends are timed on the same, embedding-free work)."""
+    st, meta = open_store(uri, ingest)
+    rep = Indexer(st, meta.ingest, embedder, progress=progress).index_documents(documents)
+    st.optimize()
+    return st, rep.seconds["chunk"] + rep.seconds["write"], rep.chunks
+
+
+def compare(documents, ingest: IngestConfig, embedder: Embedder, report: dict[str, list], modes: dict[str, Any],
+            base: str, progress: bool = True) -> dict[str, Any]:
+    """The embedded store (the anchor) and the store at ``base`` side by side, each built fresh from the same
+    chunks and vectors: keyword, vector and the chosen hybrid on the report queries (quality, mean top-10
+    overlap with the anchor per query, latency p50/p95) and indexing throughput (chunks/s)."""
+    out: dict[str, Any] = {}
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    alpha, fusion = modes["hybrid"]["alpha"], modes["hybrid"]["fusion"]
+    k = MIN_CANDIDATES
+    tops: dict[str, dict[str, list[list[str]]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, uri in (("embedded", str(Path(tmp) / name)), ("other", child_uri(base, name))):
+            st, secs, n_chunks = _index_fresh(uri, documents, ingest, embedder, progress)
+            try:
+                row: dict[str, Any] = {"store": st.uri, "backend": st.backend, "chunks": n_chunks,
+                                       "index_s": round(secs, 2), "chunks_per_s": round(n_chunks / secs, 1) if secs else None}
+                runs = {
+                    "keyword": lambda e, v: st.keyword_search(e.question, k),
+                    "vector": lambda e, v: st.vector_search(v, k),
+                    "hybrid": lambda e, v: st.hybrid_search(e.question, v, k, alpha, fusion),
+                }
+                tops[label] = {}
+                for mode, fn in runs.items():
+                    lat, ranked, top = [], [], []
+                    for e, v in tqdm(list(zip(report["q"], report["vecs"])), desc=f"{st.backend} {mode}",
+                                     disable=not progress, unit="q"):
+                        t = time.perf_counter()
+                        hits = fn(e, v)
+                        lat.append(time.perf_counter() - t)
+                        ranked.append(doc_ranking(h.doc_id for h in hits))
+                        top.append([h.chunk.id for h in hits[:10]])
+                    tops[label][mode] = top
+                    row[mode] = {**_mean([retrieval_scores(r, e.gold) for r, e in zip(ranked, report["q"])]),
+                                 "p50_ms": round(1000 * float(np.percentile(lat, 50)), 2),
+                                 "p95_ms": round(1000 * float(np.percentile(lat, 95)), 2)}
+                out[label] = row
+            finally:
+                if label == "other":
+                    st.drop()
+                st.close()
+    for mode in ("keyword", "vector", "hybrid"):
+        a, b = tops["embedded"][mode], tops["other"][mode]
+        out["other"][mode]["top10_overlap"] = round(float(np.mean(
+            [len(set(x) & set(y)) / max(len(x), len(y), 1) for x, y in zip(a, b)])), 4)
+        out["other"][mode]["max_metric_diff"] = round(max(
+            abs(out["other"][mode][m] - out["embedded"][mode][m]) for m in RETRIEVAL_METRICS), 4)
+    return out
 
 
 def print_report(r: dict[str, Any], console: Console) -> None:
@@ -147,7 +215,31 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         sw.add_row(f"{a:.1f}", *row)
     console.print(sw)
     best_single = max(r["modes"]["keyword"]["ndcg@10"], r["modes"]["vector"]["ndcg@10"])
+    if r.get("backends"):
+        print_backends(r["backends"], console)
     console.print(f"hybrid - best single leg, nDCG@10: {r['modes']['hybrid']['ndcg@10'] - best_single:+.4f}; "
                   f"hit@1: {r['modes']['hybrid']['hit@1'] - max(r['modes']['keyword']['hit@1'], r['modes']['vector']['hit@1']):+.4f}; "
                   f"hybrid p50 {r['hybrid_latency_ms'].get('p50')} ms; indexing {r['seconds']['index']} s "
                   f"({r['seconds']['embedded']} texts embedded)")
+
+
+def print_backends(b: dict[str, Any], console: Console) -> None:
+    a, o = b["embedded"], b["other"]
+    t = Table(title=f"embedded ({a['store']}) beside {o['backend']} ({o['store']}): same chunks and vectors, "
+                    "report queries")
+    for col in ("mode", "metric", "embedded", o["backend"], "difference", "top-10 overlap"):
+        t.add_column(col, justify="left" if col in ("mode", "metric") else "right")
+    for mode in ("keyword", "vector", "hybrid"):
+        for i, m in enumerate(("ndcg@10", "hit@1", "hit@5", "hit@20", "recall@10")):
+            t.add_row(mode if i == 0 else "", m, f"{a[mode][m]:.4f}", f"{o[mode][m]:.4f}",
+                      f"{o[mode][m] - a[mode][m]:+.4f}", f"{o[mode]['top10_overlap']:.3f}" if i == 0 else "")
+    console.print(t)
+    lt = Table(title="query latency (ms, one client) and indexing throughput (chunking + writing; embeddings cached)")
+    for col in ("", "embedded p50", "embedded p95", f"{o['backend']} p50", f"{o['backend']} p95", "ratio p50"):
+        lt.add_column(col, justify="right")
+    for mode in ("keyword", "vector", "hybrid"):
+        lt.add_row(mode, f"{a[mode]['p50_ms']:.2f}", f"{a[mode]['p95_ms']:.2f}", f"{o[mode]['p50_ms']:.2f}",
+                   f"{o[mode]['p95_ms']:.2f}", f"{o[mode]['p50_ms'] / max(a[mode]['p50_ms'], 1e-9):.1f}x")
+    lt.add_row("indexing (chunks/s)", f"{a['chunks_per_s']}", "", f"{o['chunks_per_s']}", "",
+               f"{(o['chunks_per_s'] or 0) / max(a['chunks_per_s'] or 1e-9, 1e-9):.2f}x")
+    console.print(lt)

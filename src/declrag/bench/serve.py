@@ -196,7 +196,7 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
     Embedder(IngestConfig().embedder).embed_queries(questions)  # both sides find every query embedding cached
     out: dict[str, Any] = {"dataset": gs.name, "documents": len(docs), "chunks": store.count(),
                            "questions": len(questions), "duration_s": duration_s, "scenarios": {}}
-    path = str(store.path)
+    path = store.uri
     try:
         with tempfile.TemporaryDirectory(prefix="declrag-bench-serve-") as tmp:
             for sc in scenarios:

@@ -40,6 +40,7 @@ from ..golden import Example, GoldenSet
 from ..lm import Meter, metering
 from ..metrics.base import Case, Passage, get_metrics
 from ..program import RAGProgram
+from ..stores import Store
 from ..types import content_hash
 from .space import Space, apply, sample
 
@@ -149,9 +150,9 @@ def weighted(values: dict[str, float | None], weights: dict[str, float]) -> floa
 
 class Compiler:
     def __init__(self, space: Space, golden: GoldenSet, out: Path, budget: Budget, jobs: int = 1,
-                 progress: bool = True, model: str | None = None):
+                 progress: bool = True, model: str | None = None, store: str | None = None):
         self.space, self.golden, self.out, self.budget, self.jobs = space, golden, Path(out), budget, jobs
-        self.progress, self.model = progress, model
+        self.progress, self.model, self.store_home = progress, model, store
         self.splits = split_examples(golden, space)
         obj = space.objective
         self.metrics = get_metrics(list(obj.metrics), obj.judges or None)
@@ -161,6 +162,7 @@ class Compiler:
         self.spent = Spent()
         self._lock = threading.Lock()
         self._embedders: dict[str, Embedder] = {}
+        self._stores: dict[str, Store] = {}
         self._t0 = time.perf_counter()
         self.searching = True
 
@@ -174,7 +176,12 @@ class Compiler:
         key = cfg.ingest.embedder.model
         with self._lock:
             emb = self._embedders.setdefault(key, Embedder(cfg.ingest.embedder))
-        store, _ = corpus_store(self.golden.documents, cfg.ingest, self.golden.name, embedder=emb, progress=self.progress)
+            store = self._stores.get(cfg.ingest.digest())
+        if store is None:  # built (or found) once per ingest setting; trials share the open store
+            store, _ = corpus_store(self.golden.documents, cfg.ingest, self.golden.name, embedder=emb,
+                                    progress=self.progress, home=self.store_home)
+            with self._lock:
+                store = self._stores.setdefault(cfg.ingest.digest(), store)
         return RAGProgram(cfg, store=store, embedder=emb)
 
     # -- scoring -------------------------------------------------------------------------------------------

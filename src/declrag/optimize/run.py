@@ -31,8 +31,9 @@ def _git_revision() -> str | None:
 
 def compile_run(space: str | Path | None = None, dataset: str | None = None, name: str | None = None,
                 runs: str | Path = "runs", budget: Budget | None = None, jobs: int = 1, resume: str | Path | None = None,
-                model: str | None = None, progress: bool = True) -> dict[str, Any]:
-    """Start (or, with ``resume``, continue) a compile. Returns the summary."""
+                model: str | None = None, progress: bool = True, store: str | None = None) -> dict[str, Any]:
+    """Start (or, with ``resume``, continue) a compile. Returns the summary. ``store`` is where the trials'
+    indexes live (a folder or a Weaviate server, see `declrag.api.corpus_store`; default the cache folder)."""
     budget = budget or Budget()
     if resume:
         out = Path(resume)
@@ -41,7 +42,7 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
             raise DeclragError(f"{out} is not a compile run (no compile.json)", hint="pass --resume runs/NAME")
         saved = json.loads(f.read_text())
         sp = Space.model_validate(saved["space"])
-        dataset, model = saved["dataset"], model or saved.get("model")
+        dataset, model, store = saved["dataset"], model or saved.get("model"), store or saved.get("store")
         # the budgets the study started with, unless given again
         budget = Budget(**{**saved.get("budget", {}), **{k: v for k, v in asdict(budget).items() if v is not None}})
     else:
@@ -54,8 +55,9 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
             raise DeclragError(f"{out} already holds a compile", hint=f"continue it with --resume {out}, or pick another --name")
         out.mkdir(parents=True, exist_ok=True)
     golden = load_golden(dataset)
-    comp = Compiler(sp, golden, out, budget, jobs, progress, model)
-    inputs = {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model, "budget": asdict(budget)}
+    comp = Compiler(sp, golden, out, budget, jobs, progress, model, store)
+    inputs = {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model, "store": store,
+              "budget": asdict(budget)}
     (out / "compile.json").write_text(json.dumps(inputs, indent=2))
     (out / "split.json").write_text(json.dumps({k: [e.id for e in v] for k, v in comp.splits.items()}))
     manifest = {"status": "running", "versions": versions(), "git": _git_revision(),

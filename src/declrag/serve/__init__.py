@@ -47,7 +47,7 @@ def resolve(target: str | Path | None = None, config: str | Path | None = None, 
     from ..api import default_store
     from ..stores import read_meta
 
-    where = Path(store or default_store())
+    where = str(store or default_store())
     if read_meta(where) is None:
         raise DeclragError(f"no declrag store at {where}", hint="index documents first (declrag index PATH --store ...) "
                                                                 "or pass --store / a program folder")

@@ -1,72 +1,110 @@
-"""Stores: where chunks live and how they are searched. `open_store` is the one way in."""
+"""Stores: where chunks live and how they are searched. `open_store` is the one way in.
+
+A store is named by a URI, and the scheme picks the backend (as Optuna picks a storage from its URL):
+
+- a plain path (or ``file://``): the embedded LanceDB store in that folder (`declrag.stores.lancedb`);
+- ``weaviate://host:port/Collection?grpc=50051`` (``weaviates://`` for TLS): a Weaviate collection
+  (`declrag.stores.weaviate`; the API key comes from the environment variable named by ``api_key_env``,
+  default ``WEAVIATE_API_KEY``, never from the URI).
+
+Each backend keeps its `StoreMeta` (ingest settings, metric) inside the store, so every backend checks
+ingest settings the same way, here.
+"""
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
-from typing import Literal
 
-from pydantic import ValidationError
-
-from ..config import IngestConfig, Metric, Strict
+from ..config import IngestConfig, Metric
 from ..errors import DeclragError
-from .base import DocRecord, Filter, Store
+from .base import DocRecord, Filter, Store, StoreMeta
 
-__all__ = ["DocRecord", "Filter", "Store", "StoreMeta", "open_store", "read_meta"]
+__all__ = ["DocRecord", "Filter", "Store", "StoreMeta", "check_ingest", "child_uri", "connect", "list_stores",
+           "open_store", "read_meta", "store_uri"]
 
-META_FILE = "store.json"
-
-
-class StoreMeta(Strict):
-    """What a store was built with; written once, when the store is created."""
-
-    format: int = 1
-    backend: Literal["lancedb"] = "lancedb"
-    metric: Metric = "cosine"
-    ingest: IngestConfig = IngestConfig()
+SCHEMES = {"": "lancedb", "file": "lancedb", "weaviate": "weaviate", "weaviates": "weaviate"}
 
 
-def read_meta(path: str | Path) -> StoreMeta | None:
-    f = Path(path) / META_FILE
-    if not f.exists():
-        return None
-    try:
-        return StoreMeta.model_validate_json(f.read_text())
-    except (ValidationError, ValueError) as e:
-        raise DeclragError(f"{f} is not a declrag store description: {str(e).splitlines()[0]}",
-                           hint="point --store at a folder made by `declrag index`, or at a new folder") from e
+def store_uri(where: str | Path) -> str:
+    """The URI naming a store: paths as given, URIs as written."""
+    return str(where)
 
 
-def open_store(path: str | Path, ingest: IngestConfig | None = None, metric: Metric | None = None,
-               create: bool = True) -> tuple[Store, StoreMeta]:
-    """Open the store at ``path`` (creating it when ``create``), checking that ``ingest`` matches what
-    it was built with. Returns the store and its metadata."""
-    path = Path(path)
-    meta = read_meta(path)
-    if meta is None:
-        if not create:
-            raise DeclragError(f"no store at {path}", hint="build one first: declrag index PATH --store " + str(path))
-        if path.exists() and any(path.iterdir()):
-            raise DeclragError(f"{path} exists and is not a declrag store",
-                               hint="choose an empty or new folder for --store")
-        meta = StoreMeta(ingest=ingest or IngestConfig(), metric=metric or "cosine")
-        path.mkdir(parents=True, exist_ok=True)
-        tmp = path / (META_FILE + ".tmp")
-        tmp.write_text(json.dumps(meta.model_dump(mode="json"), indent=2))
-        os.replace(tmp, path / META_FILE)
-    else:
-        if ingest is not None and ingest.digest() != meta.ingest.digest():
-            raise DeclragError(
-                f"store {path} was built with different ingest settings "
-                f"({_describe(meta.ingest)}) than asked ({_describe(ingest)})",
-                hint="use a new --store folder for these settings, or pass --rebuild to re-chunk everything")
-        if metric is not None and metric != meta.metric:
-            raise DeclragError(f"store {path} uses the {meta.metric} metric, not {metric}",
-                               hint="metrics are fixed when a store is created; use a new --store folder")
+def _backend(uri: str):
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    kind = SCHEMES.get(scheme)
+    if kind is None:
+        raise DeclragError(f"unknown store {uri!r}: no backend for {scheme}://",
+                           hint="name a folder (the embedded store) or weaviate://host:port/Collection")
+    if kind == "weaviate":
+        from .weaviate import WeaviateStore
+
+        return WeaviateStore
     from .lancedb import LanceStore
 
-    return LanceStore(path, metric=meta.metric), meta
+    return LanceStore
+
+
+def connect(where: str | Path) -> Store:
+    """The store named by ``where``, connected but not created or checked (see `open_store`)."""
+    uri = store_uri(where)
+    return _backend(uri).from_uri(uri)
+
+
+def read_meta(where: str | Path) -> StoreMeta | None:
+    """What the store at ``where`` was built with; None when there is no store there."""
+    store = connect(where)
+    try:
+        return store.read_meta()
+    finally:
+        store.close()
+
+
+def open_store(where: str | Path, ingest: IngestConfig | None = None, metric: Metric | None = None,
+               create: bool = True) -> tuple[Store, StoreMeta]:
+    """Open the store named by ``where`` (creating it when ``create``), checking that ``ingest`` matches what
+    it was built with. Returns the store and its metadata."""
+    uri = store_uri(where)
+    store = connect(uri)
+    try:
+        meta = store.read_meta()
+        if meta is None:
+            if not create:
+                raise DeclragError(f"no store at {uri}", hint=f"build one first: declrag index PATH --store {uri}")
+            meta = StoreMeta(backend=store.backend, ingest=ingest or IngestConfig(), metric=metric or "cosine")
+            store.create(meta)
+        else:
+            if ingest is not None:
+                check_ingest(uri, meta.ingest, ingest)
+            if metric is not None and metric != meta.metric:
+                raise DeclragError(f"store {uri} uses the {meta.metric} metric, not {metric}",
+                                   hint="metrics are fixed when a store is created; use a new store")
+    except BaseException:
+        store.close()
+        raise
+    return store, meta
+
+
+def check_ingest(uri: str, built: IngestConfig, wanted: IngestConfig) -> None:
+    """The one ingest-settings check: a store answers only for the settings it was built with."""
+    if built.digest() != wanted.digest():
+        raise DeclragError(
+            f"store {uri} was built with other ingest settings ({_describe(built)}) than asked ({_describe(wanted)})",
+            hint="point at a store built with these settings, use a new store, or rebuild this one "
+                 "(declrag index ... --rebuild with --chunker/--chunk-size/--overlap/--model)")
+
+
+def child_uri(base: str | Path, name: str) -> str:
+    """The URI of the store called ``name`` under ``base``: a sub-folder of a folder, or a collection on the
+    same Weaviate server (named after ``base``'s collection, if it has one)."""
+    uri = store_uri(base)
+    return _backend(uri).child_uri(uri, name)
+
+
+def list_stores(base: str | Path) -> list[tuple[str, StoreMeta, int]]:
+    """Every declrag store under ``base`` (a folder, or a Weaviate server): (uri, meta, chunk count)."""
+    uri = store_uri(base)
+    return _backend(uri).list_stores(uri)
 
 
 def _describe(ingest: IngestConfig) -> str:

@@ -26,15 +26,18 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from pydantic import ValidationError
+
 from ..config import Fusion, Metric
 from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
-from .base import DocRecord, Filter, Where
+from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where
 from .bm25 import KeywordIndex, top_k
 from .fusion import fuse, leg_size
 
 log = logging.getLogger(__name__)
 
+META_FILE = "store.json"
 EXACT_ROWS = 20_000  # above this many rows, vector search pre-selects in float16 (see _Snapshot.nearest)
 RESCORE_MARGIN = 128
 CHUNK_FIELDS = ["id", "doc_id", "text", "start", "end", "position", "source", "title", "page",
@@ -62,6 +65,54 @@ def vector_scores(sims: np.ndarray, metric: Metric) -> np.ndarray:
     if metric == "dot":  # distance -dot
         return 1.0 + sims
     return 2.0 * sims - 1.0  # l2-squared: distance 2 - 2 cos
+
+
+def filter_sql(where: Filter) -> str:
+    """``where`` as a SQL predicate (LanceDB / DataFusion dialect), with `Filter.matches`'s meaning."""
+
+    def lit(v) -> str:
+        return str(v) if isinstance(v, int) else "'" + str(v).replace("'", "''") + "'"
+
+    def one(node: Node) -> str:
+        if not isinstance(node, Cond):
+            return "(" + f" {node.op.upper()} ".join(one(p) for p in node.parts) + ")"
+        col, op, v = f"`{node.field}`", node.op, node.value
+        if op in ("$in", "$nin"):
+            if not v:
+                return "TRUE" if op == "$nin" else "FALSE"
+            test = f"{col} IN ({', '.join(lit(x) for x in v)})"
+            return f"({col} IS NULL OR NOT {test})" if op == "$nin" else test
+        if op == "$ne":
+            return f"({col} IS NULL OR {col} != {lit(v)})"
+        sym = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[op]
+        return f"{col} {sym} {lit(v)}"
+
+    return one(where.tree)
+
+
+def filter_arrow(where: Filter):
+    """``where`` as a pyarrow compute expression over chunk columns, with `Filter.matches`'s meaning."""
+    import pyarrow.compute as pc
+
+    def one(node: Node):
+        if not isinstance(node, Cond):
+            subs = [one(p) for p in node.parts]
+            e = subs[0]
+            for s in subs[1:]:
+                e = (e & s) if node.op == "and" else (e | s)
+            return e
+        f, op, v = pc.field(node.field), node.op, node.value
+        if op in ("$in", "$nin"):
+            if not v:
+                return pc.scalar(op == "$nin")
+            found = pc.is_in(f, value_set=pa.array(v, type=pa.int32() if isinstance(v[0], int) else pa.string()))
+            return (f.is_null() | ~found) if op == "$nin" else found
+        if op == "$ne":
+            return f.is_null() | (f != v)
+        # null compared is null, which a filter drops: a chunk without a page matches no other condition
+        return {"$eq": f == v, "$gt": f > v, "$gte": f >= v, "$lt": f < v, "$lte": f <= v}[op]
+
+    return one(where.tree)
 
 
 class _Snapshot:
@@ -137,7 +188,7 @@ class _Snapshot:
     def mask(self, where: Filter | None) -> np.ndarray | None:
         if where is None:
             return None
-        rows = self.table.filter(where.to_arrow()).column("_row").to_numpy()
+        rows = self.table.filter(filter_arrow(where)).column("_row").to_numpy()
         mask = np.zeros(self.n, dtype=bool)
         mask[rows] = True
         return mask
@@ -157,18 +208,78 @@ class _Snapshot:
 class LanceStore:
     """The `Store` protocol on LanceDB (see the module docstring)."""
 
-    def __init__(self, path: str | Path, metric: Metric = "cosine"):
-        import lancedb
+    backend = "lancedb"
+    capabilities = frozenset({"leg_scores", "atomic_upsert"})
 
-        self.path, self.metric = Path(path), metric
-        self.path.mkdir(parents=True, exist_ok=True)
-        self._db = lancedb.connect(str(self.path / "lance"))
+    def __init__(self, path: str | Path, metric: Metric | None = None):
+        self.path = Path(path)
+        self.uri = str(path)
+        self._db_handle = None
         self._lock = threading.RLock()
         self._snap: _Snapshot | None = None
         self._texts: tuple[int, dict[str, str]] | None = None
+        meta = self.read_meta() if metric is None else None
+        self.metric: Metric = metric or (meta.metric if meta else "cosine")
+
+    @classmethod
+    def from_uri(cls, uri: str) -> "LanceStore":
+        return cls(uri[len("file://"):] if uri.lower().startswith("file://") else uri)
+
+    # -- the store itself -----------------------------------------------------------------------------
+    def read_meta(self) -> StoreMeta | None:
+        f = self.path / META_FILE
+        if not f.exists():
+            return None
+        try:
+            return StoreMeta.model_validate_json(f.read_text())
+        except (ValidationError, ValueError) as e:
+            raise DeclragError(f"{f} is not a declrag store description: {str(e).splitlines()[0]}",
+                               hint="point --store at a folder made by `declrag index`, or at a new folder") from e
+
+    def create(self, meta: StoreMeta) -> None:
+        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+            raise DeclragError(f"{self.path} exists and is not a declrag store",
+                               hint="choose an empty or new folder for --store")
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / (META_FILE + ".tmp")
+        tmp.write_text(meta.model_dump_json(indent=2))
+        os.replace(tmp, self.path / META_FILE)
+        self.metric = meta.metric
+
+    def drop(self) -> None:
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    @staticmethod
+    def child_uri(base: str, name: str) -> str:
+        return str(Path(base) / name)
+
+    @classmethod
+    def list_stores(cls, base: str) -> list[tuple[str, StoreMeta, int]]:
+        out = []
+        folder = Path(base)
+        for sub in sorted(folder.iterdir()) if folder.is_dir() else []:
+            if (sub / META_FILE).is_file():
+                st = cls(sub)
+                try:
+                    out.append((str(sub), st.read_meta(), st.count()))
+                except DeclragError:
+                    continue
+        return out
+
+    @property
+    def _db(self):
+        if self._db_handle is None:
+            import lancedb
+
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._db_handle = lancedb.connect(str(self.path / "lance"))
+        return self._db_handle
 
     # -- tables ---------------------------------------------------------------------------------------
     def _table(self, name: str):
+        if not (self.path / "lance").is_dir():
+            return None
         try:
             return self._db.open_table(name)
         except (FileNotFoundError, ValueError):
@@ -217,7 +328,7 @@ class LanceStore:
         data = pa.Table.from_arrays(
             [pa.array(rows[f], type=schema.field(f).type) for f in CHUNK_FIELDS]
             + [pa.FixedSizeListArray.from_arrays(flat, dim)], schema=schema)
-        mine = Filter({"doc_id": {"$in": doc_ids}}).to_sql()
+        mine = filter_sql(Filter({"doc_id": {"$in": doc_ids}}))
         with self._lock:
             if chunks_table is None:
                 if dim == 0:
@@ -249,11 +360,11 @@ class LanceStore:
         where = Filter({"doc_id": {"$in": list(doc_ids)}})
         with self._lock:
             chunks_table, docs_table = self._table("chunks"), self._table("documents")
-            n = chunks_table.count_rows(where.to_sql()) if chunks_table is not None else 0
+            n = chunks_table.count_rows(filter_sql(where)) if chunks_table is not None else 0
             if n:
-                chunks_table.delete(where.to_sql())
+                chunks_table.delete(filter_sql(where))
             if docs_table is not None:  # documents last: a crash in between is repaired by re-indexing
-                docs_table.delete(Filter({"id": {"$in": list(doc_ids)}}).to_sql())
+                docs_table.delete(filter_sql(Filter({"id": {"$in": list(doc_ids)}})))
         return n
 
     def optimize(self) -> None:

@@ -3,6 +3,9 @@
 A backend's test module subclasses `StoreContract` and supplies one fixture, ``make_store``: a callable
 returning a new, empty store. Everything else (data, expectations) lives here, so all backends are held
 to the same behaviour, including Weaviate's hybrid semantics, computed independently below.
+
+Tests that need more than the protocol name a capability (`Store.capabilities`) and are skipped, saying
+so, on a backend without it: ``leg_scores`` (hybrid hits carry each leg's raw score).
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ..stores.base import Filter, Store
+from ..config import IngestConfig
+from ..errors import DeclragError
+from ..stores.base import Filter, Store, StoreMeta
 from ..stores.bm25 import STOPWORDS_EN, query_terms, tokenize
 from ..stores.fusion import fuse
 from ..types import Chunk, Document
@@ -39,6 +44,11 @@ def corpus(emb: HashEmbedder, pages: bool = True) -> tuple[list[Document], list[
     return docs, chunks, emb.embed_documents([c.text for c in chunks])
 
 
+def requires(store: Store, capability: str) -> None:
+    if capability not in store.capabilities:
+        pytest.skip(f"{type(store).__name__} does not offer {capability!r}")
+
+
 def bm25_reference(texts: dict[str, str], query: str, k1: float = 1.2, b: float = 0.75) -> dict[str, float]:
     """BM25 as Weaviate computes it, from first principles (no library)."""
     toks = {i: tokenize(t) for i, t in texts.items()}
@@ -64,6 +74,7 @@ class StoreContract:
     @pytest.fixture
     def store(self, make_store, emb) -> Store:
         s = make_store()
+        s.create(StoreMeta(backend=s.backend))
         docs, chunks, vecs = corpus(emb)
         s.upsert(docs, chunks, vecs, {d.source: (1, len(d.text)) for d in docs})
         return s
@@ -90,6 +101,24 @@ class StoreContract:
         assert store.count({"doc_id": "rome"}) == 1
         assert store.get(["rome#2"]) == []
         assert store.documents()["rome"].hash == doc.hash
+
+    def test_metadata_lives_in_the_store(self, make_store):
+        s = make_store()
+        assert s.read_meta() is None
+        meta = StoreMeta(backend=s.backend, metric="cosine",
+                         ingest=IngestConfig.model_validate({"chunker": {"chunk_size": 99, "overlap": 9}}))
+        s.create(meta)
+        assert s.read_meta() == meta and s.uri
+        with pytest.raises(DeclragError, match="not a declrag store"):
+            s.create(meta)
+        s.drop()
+        assert s.read_meta() is None
+
+    def test_upsert_twice_is_idempotent(self, store, emb):
+        docs, chunks, vecs = corpus(emb)
+        store.upsert(docs, chunks, vecs)
+        assert store.count() == 10 and len(store.documents()) == 4
+        assert [h.chunk.id for h in store.keyword_search("Colosseum", 10)] == ["rome#1"]
 
     def test_delete(self, store):
         assert store.delete(["paris", "tokyo"]) == 5
@@ -141,6 +170,37 @@ class StoreContract:
             assert {h.chunk.id for h in hits} <= ids
         assert {h.chunk.id for h in store.vector_search(emb.embed_query(q), 10, Filter(where))} == ids
 
+    FILTERS = [
+        {"page": {"$ne": 2}}, {"page": {"$nin": [1, 3]}}, {"page": {"$in": [2, 4]}}, {"page": {"$lt": 3}},
+        {"page": {"$in": []}}, {"page": {"$nin": []}}, {"doc_id": {"$in": []}, "position": 0},
+        {"$or": [{"doc_id": {"$in": []}}, {"page": 1}]}, {"$and": [{"page": {"$nin": []}}, {"position": {"$gte": 1}}]},
+        {"title": {"$ne": "Rome"}, "position": {"$lte": 0}}, {"id": {"$in": ["rome#1", "nopage#0", "x"]}},
+        {"source": "/data/nopage.txt"}, {"page": {"$gte": -2147483648}},
+    ]
+
+    @pytest.mark.parametrize("where", FILTERS, ids=lambda w: __import__("json").dumps(w))
+    def test_filters_mean_what_the_reference_says(self, store, emb, where):
+        """Empty lists, chunks without a page, $ne/$nin: every backend agrees with `Filter.matches`."""
+        doc = Document(id="nopage", text="A page-less note about capitals.", source="/data/nopage.txt", title="Note")
+        c = Chunk(id="nopage#0", doc_id="nopage", text=doc.text, start=0, end=len(doc.text), position=0,
+                  source=doc.source, title="Note", page=None)
+        store.upsert([doc], [c], emb.embed_documents([c.text]))
+        docs, chunks, _ = corpus(emb)
+        records = [{"id": x.id, "doc_id": x.doc_id, "source": x.source, "title": x.title, "page": x.page,
+                    "position": x.position} for x in chunks + [c]]
+        f = Filter(where)
+        expected = {r["id"] for r in records if f.matches(r)}
+        assert store.count(where) == len(expected)
+        q = "capital"
+        assert {h.chunk.id for h in store.vector_search(emb.embed_query(q), 20, where)} == expected
+        assert {h.chunk.id for h in store.keyword_search(q, 20, where)} <= expected
+        assert {h.chunk.id for h in store.hybrid_search(q, emb.embed_query(q), 20, 0.5, where=where)} == expected
+
+    def test_filter_values_out_of_range_are_refused(self):
+        for bad in ({"page": {"$gt": 2 ** 63}}, {"page": {"$in": [2 ** 64]}}, {"position": -(2 ** 40)}):
+            with pytest.raises(DeclragError, match="between"):
+                Filter(bad)
+
     # -- hybrid ----------------------------------------------------------------------------------------
     @pytest.mark.parametrize("fusion", ["relative", "ranked"])
     @pytest.mark.parametrize("alpha", [0.0, 0.3, 0.5, 0.8, 1.0])
@@ -161,11 +221,13 @@ class StoreContract:
         assert [h.chunk.id for h in store.hybrid_search(q, v, 4, 1.0)] == [h.chunk.id for h in store.vector_search(v, 4)]
 
     def test_hybrid_reports_leg_scores(self, store, emb):
+        requires(store, "leg_scores")
         q = "Eiffel Tower"
         hit = store.hybrid_search(q, emb.embed_query(q), 1)[0]
         assert hit.chunk.id == "paris#1" and set(hit.scores) == {"keyword", "vector"}
 
     def test_empty_store_returns_nothing(self, make_store, emb):
         s = make_store()
+        s.create(StoreMeta(backend=s.backend))
         assert s.count() == 0 and s.keyword_search("x") == [] and s.documents() == {}
         assert s.hybrid_search("x", emb.embed_query("x"), 3) == []

@@ -1,0 +1,192 @@
+"""`declrag bench cluster`: a three-node Weaviate cluster on loopback (replication factor 3) under concurrent
+searches while one node is killed with SIGKILL and later restarted.
+
+Phases of equal length: before (all nodes up), during (node 2 killed; meanwhile new documents are indexed
+at QUORUM), after (node 2 restarted and rejoined). Every search is a hybrid query of a SciFact question
+through `WeaviateStore` (consistency QUORUM, client retries); the clients talk to node 0, which stays up:
+a client reaches the cluster through one address, so losing that node is a load balancer's job, not
+the store's. Reported: requests and failures per phase, latency p50/p95/p99 per phase, and whether every
+object is there after the restart (counted at consistency ALL, and read back by id).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from tqdm.auto import tqdm
+
+from ..config import ChunkerConfig, IngestConfig
+from ..embed import Embedder
+from ..errors import DeclragError
+from ..golden import load_golden
+from ..indexer import Indexer
+from ..stores import child_uri, open_store
+from ..types import Document
+
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "weaviate.sh"
+PHASES = ("before", "during", "after")
+
+
+def _script(*args: str, timeout: float = 1800) -> str:
+    if not SCRIPT.exists():
+        raise DeclragError(f"{SCRIPT} is missing", hint="run the cluster benchmark from a declrag source checkout")
+    r = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
+                       stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        raise DeclragError(f"scripts/weaviate.sh {' '.join(args)} failed: {r.stderr.strip()[-800:]}",
+                           hint="see the node logs in the cluster folder")
+    return r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+
+
+def run(duration_s: float = 60.0, clients: int = 16, dataset: str = "scifact", folder: str | Path | None = None,
+        port: int = 28080, progress: bool = True) -> dict[str, Any]:
+    """Start the cluster (in ``folder``, a temporary one by default), run the scenario, stop the cluster."""
+    if duration_s <= 0 or clients < 1:
+        raise DeclragError("--duration must be positive and --clients at least 1")
+    own = folder is None
+    folder = Path(folder or tempfile.mkdtemp(prefix="declrag-cluster-"))
+    t0 = time.perf_counter()
+    base = _script("start", "--nodes", "3", "--dir", str(folder), "--port", str(port))
+    started_s = time.perf_counter() - t0
+    try:
+        return {**_scenario(base, folder, duration_s, clients, dataset, progress), "cluster_start_s": round(started_s, 1)}
+    finally:
+        _script("stop", "--dir", str(folder), *(["--clean"] if own else []), timeout=300)
+
+
+def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset: str, progress: bool) -> dict[str, Any]:
+    sep = "&" if "?" in base else "?"
+    uri = child_uri(base + f"{sep}replicas=3&consistency=QUORUM&retries=5", "cluster-bench")
+    gs = load_golden(dataset)
+    ingest = IngestConfig(chunker=ChunkerConfig(chunk_size=512, overlap=64))
+    embedder = Embedder(ingest.embedder)
+    store, meta = open_store(uri, ingest)
+    t = time.perf_counter()
+    Indexer(store, meta.ingest, embedder, progress=progress).index_documents(gs.documents)
+    index_s = time.perf_counter() - t
+    n0 = store.count()
+    questions = [e.question for split in gs.splits.values() for e in split][:500]
+    vecs = embedder.embed_queries(questions)
+
+    records: list[tuple[float, float, bool, str]] = []  # (start offset, seconds, ok, error)
+    lock = threading.Lock()
+    stop = threading.Event()
+    t_start = time.perf_counter()
+
+    def client(i: int) -> None:
+        st = open_store(uri, create=False)[0]
+        j = i
+        try:
+            while not stop.is_set():
+                q, v = questions[j % len(questions)], vecs[j % len(questions)]
+                j += clients
+                t = time.perf_counter()
+                try:
+                    st.hybrid_search(q, v, 10, 0.5, "relative")
+                    ok, err = True, ""
+                except Exception as e:  # counted, not raised: the scenario measures failures
+                    ok, err = False, f"{type(e).__name__}: {str(e)[:200]}"
+                with lock:
+                    records.append((t - t_start, time.perf_counter() - t, ok, err))
+        finally:
+            st.close()
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
+    for th in threads:
+        th.start()
+    third = duration_s / 3
+    events: dict[str, Any] = {}
+    bar = tqdm(total=round(duration_s), desc="cluster under load", unit="s", disable=not progress)
+
+    def wait_until(offset: float) -> None:
+        while (now := time.perf_counter() - t_start) < offset:
+            time.sleep(min(0.5, offset - now))
+            bar.n = min(round(now), bar.total)
+            bar.refresh()
+
+    wait_until(third)
+    _script("kill-node", "2", "--dir", str(folder))
+    events["killed_at_s"] = round(time.perf_counter() - t_start, 2)
+    # indexing while the node is down: new documents at QUORUM (two of three replicas up)
+    extra = [Document(id=f"cluster-extra-{i}", text=f"Extra document {i} written while node 2 was down. " * 8,
+                      source="cluster-bench", title=f"extra {i}") for i in range(50)]
+    try:
+        t = time.perf_counter()
+        rep = Indexer(store, meta.ingest, embedder, progress=False).index_documents(extra)
+        events["index_while_down"] = {"ok": True, "documents": rep.indexed, "chunks": rep.chunks,
+                                      "seconds": round(time.perf_counter() - t, 2)}
+    except DeclragError as e:
+        events["index_while_down"] = {"ok": False, "error": e.message}
+    wait_until(2 * third)
+    t = time.perf_counter()
+    _script("start-node", "2", "--dir", str(folder))
+    events["restarted_at_s"] = round(time.perf_counter() - t_start, 2)
+    events["restart_s"] = round(time.perf_counter() - t, 1)
+    wait_until(duration_s)
+    stop.set()
+    for th in threads:
+        th.join(timeout=120)
+    bar.close()
+
+    if not events["index_while_down"]["ok"]:  # the documented way out: index again once the node is back
+        Indexer(store, meta.ingest, embedder, progress=False).index_documents(extra)
+    expected = store.count()
+    all_uri = uri.replace("consistency=QUORUM", "consistency=ALL")
+    check = open_store(all_uri, create=False)[0]
+    time.sleep(2.0)  # let the restarted node catch up (async replication / read repair)
+    counted_all = check.count()
+    docs_all = check.documents()
+    ids_back = len({h.chunk.id for h in check.vector_search(vecs[0], 10000)})
+    check.close()
+    store.drop()
+    store.close()
+
+    phases = {}
+    for name, lo, hi in (("before", 0, events["killed_at_s"]), ("during", events["killed_at_s"], events["restarted_at_s"]),
+                         ("after", events["restarted_at_s"], float("inf"))):
+        rows = [r for r in records if lo <= r[0] < hi]
+        lat = [r[1] * 1000 for r in rows if r[2]]
+        phases[name] = {"requests": len(rows), "failed": sum(not r[2] for r in rows),
+                        "p50_ms": _pct(lat, 50), "p95_ms": _pct(lat, 95), "p99_ms": _pct(lat, 99),
+                        "errors": sorted({r[3] for r in rows if not r[2]})[:5]}
+    return {
+        "store": uri, "clients": clients, "duration_s": duration_s, "dataset": gs.name, "chunks_before": n0,
+        "index_s": round(index_s, 1), "phases": phases, "events": events,
+        "objects": {"expected": expected, "counted_at_all": counted_all, "read_back_by_vector": ids_back,
+                    "documents_at_all": len(docs_all), "documents_expected": len(gs.documents) + len(extra),
+                    "lost": expected - counted_all},
+    }
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    return round(float(np.percentile(xs, q)), 2) if xs else None
+
+
+def print_report(r: dict[str, Any], console: Console) -> None:
+    t = Table(title=f"3-node Weaviate, replication 3, {r['clients']} clients for {r['duration_s']:g} s: node 2 SIGKILLed "
+                    f"at {r['events']['killed_at_s']} s, restarted at {r['events']['restarted_at_s']} s")
+    for col in ("phase", "requests", "failed", "p50 ms", "p95 ms", "p99 ms"):
+        t.add_column(col, justify="left" if col == "phase" else "right")
+    for name in PHASES:
+        p = r["phases"][name]
+        t.add_row(name, str(p["requests"]), str(p["failed"]), str(p["p50_ms"]), str(p["p95_ms"]), str(p["p99_ms"]))
+    console.print(t)
+    w = r["events"]["index_while_down"]
+    console.print("indexing while node 2 was down: " + (
+        f"{w['documents']} documents ({w['chunks']} chunks) written at QUORUM in {w['seconds']} s" if w["ok"]
+        else f"refused ({w['error']}); indexed again after the restart"))
+    o = r["objects"]
+    console.print(f"after the restart, at consistency ALL: {o['counted_at_all']} of {o['expected']} chunks, "
+                  f"{o['documents_at_all']} of {o['documents_expected']} documents, {o['read_back_by_vector']} read "
+                  f"back; lost: {o['lost']}")
+    for name in PHASES:
+        for e in r["phases"][name]["errors"]:
+            console.print(f"  {name}: {e}", markup=False)

@@ -1,0 +1,552 @@
+"""The Weaviate backend: a store is a collection on a Weaviate server, searched inside the server.
+
+``weaviate://host:port/Collection?grpc=50051`` (``weaviates://`` for TLS on both ports). Query options:
+``grpc`` (gRPC port, default 50051), ``api_key_env`` (the environment variable holding the API key, default
+``WEAVIATE_API_KEY``; unset means no auth), ``index`` (``flat``, exact, the default, or ``hnsw``),
+``replicas`` (replication factor, default 1), ``shards`` (default 1: BM25 statistics are per shard, so one
+shard gives the same scores as the embedded store), ``consistency`` (``ONE``, ``QUORUM``, ``ALL``; the
+server's default when absent), ``retries`` (a failed request is retried this many times with backoff,
+default 3), ``timeout`` (seconds per request, default 60). Creation-time options apply when the store is
+created.
+
+What is stored: collection ``Collection`` holds the chunks (own vectors, cosine distance unless the store's
+metric says otherwise, BM25 k1 1.2 / b 0.75 on the word-tokenized ``text`` property alone, the English
+stopword preset) and the `StoreMeta` as JSON in its description; ``Collection_docs`` holds the document
+records and texts. Objects have fixed UUIDs (UUID5 of the chunk or document id), so writing one twice
+replaces it.
+
+Guarantees (unlike LanceDB, Weaviate has no multi-object transactions): every object write is atomic and
+idempotent. An upsert writes the new chunks, then deletes the documents' chunks that are not among them,
+then the document records, last. A crash part-way leaves some documents with new chunks (and possibly their
+old, stale ones) but their old record, so the next indexing run sees them as changed and redoes them; no
+chunk is ever duplicated. Searches running during an upsert may see a document half-replaced.
+
+Hybrid search is Weaviate's own (``alpha`` and ``relative``/``ranked`` fusion passed through). Each leg
+brings ``max(QUERY_HYBRID_MAXIMUM_RESULTS, limit)`` candidates (100 on a default server); ``candidates``
+above that is honoured by asking for that many results and keeping the best ``limit``; below it, the
+server's count applies (the embedded store takes ``candidates`` as given). Per-leg scores are not reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import numpy as np
+
+from ..config import Fusion, Metric
+from ..errors import DeclragError
+from ..types import Chunk, Document, Hit
+from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where
+from .bm25 import B, K1, query_terms
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_COLLECTION = "Declrag"
+DOCS_SUFFIX = "_docs"
+MIN_SERVER = (1, 27, 0)
+BATCH = 1000  # objects per insert request
+PAGE = 5000  # objects per read request
+CHUNK_INTS = ("start", "end", "position", "page", "parent_start", "parent_end")
+CHUNK_TEXTS = ("chunk_id", "doc_id", "text", "source", "title")
+PROP = {"id": "chunk_id"}  # filter field -> property ("id" is reserved in Weaviate)
+_NAME = re.compile(r"^[A-Z][_0-9A-Za-z]*$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed ``weaviate://`` URI."""
+
+    secure: bool
+    host: str
+    port: int
+    collection: str
+    grpc: int = 50051
+    api_key_env: str = "WEAVIATE_API_KEY"
+    index: str = "flat"
+    replicas: int = 1
+    shards: int = 1
+    consistency: str | None = None
+    retries: int = 3
+    timeout: float = 60.0
+
+    @classmethod
+    def parse(cls, uri: str) -> "Target":
+        u = urlsplit(uri)
+        q = {k: v[-1] for k, v in parse_qs(u.query).items()}
+        known = {"grpc", "api_key_env", "index", "replicas", "shards", "consistency", "retries", "timeout"}
+        if bad := sorted(set(q) - known):
+            raise DeclragError(f"store {uri}: unknown option {bad[0]!r}", hint=f"options: {', '.join(sorted(known))}")
+        if u.username or u.password:
+            raise DeclragError(f"store {uri}: credentials do not belong in the URI",
+                               hint="put the API key in $WEAVIATE_API_KEY (or the variable named by ?api_key_env=)")
+        name = u.path.strip("/") or DEFAULT_COLLECTION
+        name = name[:1].upper() + name[1:]  # Weaviate capitalises the first letter itself
+        if not _NAME.match(name) or name.endswith(DOCS_SUFFIX):
+            raise DeclragError(f"store {uri}: {name!r} is not a usable collection name",
+                               hint=f"letters, digits and _, starting with a letter, not ending in {DOCS_SUFFIX}")
+        try:
+            t = cls(secure=u.scheme.lower() == "weaviates", host=u.hostname or "localhost",
+                    port=u.port or (443 if u.scheme.lower() == "weaviates" else 8080), collection=name,
+                    grpc=int(q.get("grpc", 50051)), api_key_env=q.get("api_key_env", "WEAVIATE_API_KEY"),
+                    index=q.get("index", "flat"), replicas=int(q.get("replicas", 1)), shards=int(q.get("shards", 1)),
+                    consistency=q.get("consistency", "").upper() or None, retries=int(q.get("retries", 3)),
+                    timeout=float(q.get("timeout", 60)))
+        except ValueError as e:
+            raise DeclragError(f"store {uri}: {e}", hint="ports, replicas, shards and retries are integers") from e
+        if t.index not in ("flat", "hnsw"):
+            raise DeclragError(f"store {uri}: index must be flat or hnsw, not {t.index!r}")
+        if t.consistency not in (None, "ONE", "QUORUM", "ALL"):
+            raise DeclragError(f"store {uri}: consistency must be ONE, QUORUM or ALL")
+        if t.replicas < 1 or t.shards < 1 or t.retries < 0:
+            raise DeclragError(f"store {uri}: replicas and shards must be at least 1, retries at least 0")
+        return t
+
+    @property
+    def base(self) -> str:
+        return f"{'weaviates' if self.secure else 'weaviate'}://{self.host}:{self.port}"
+
+    def uri(self, collection: str | None = None) -> str:
+        d = Target.__dataclass_fields__
+        q = {k: getattr(self, k) for k in ("grpc", "api_key_env", "index", "replicas", "shards", "consistency",
+                                           "retries", "timeout") if getattr(self, k) != d[k].default}
+        if self.grpc != 50051 or "grpc" in q:
+            q["grpc"] = self.grpc
+        return f"{self.base}/{collection or self.collection}" + (f"?{urlencode(q)}" if q else "")
+
+
+def _connect(t: Target):
+    import weaviate
+    from weaviate.classes.init import AdditionalConfig, Auth, Timeout
+
+    key = os.environ.get(t.api_key_env) or None
+    where = f"{t.base} (gRPC port {t.grpc})"
+    try:
+        client = weaviate.connect_to_custom(
+            http_host=t.host, http_port=t.port, http_secure=t.secure, grpc_host=t.host, grpc_port=t.grpc,
+            grpc_secure=t.secure, auth_credentials=Auth.api_key(key) if key else None, skip_init_checks=True,
+            additional_config=AdditionalConfig(timeout=Timeout(init=10, query=t.timeout, insert=max(t.timeout, 120))))
+    except Exception as e:  # the client raises several kinds here, all meaning "not reachable"
+        raise _unreachable(where, e) from e
+    try:
+        if not client.is_ready():
+            raise _unreachable(where, None)
+        version = client.get_meta().get("version", "0")
+    except DeclragError:
+        client.close()
+        raise
+    except Exception as e:
+        client.close()
+        if _status(e) in (401, 403):
+            raise _auth(t, e) from e
+        raise _unreachable(where, e) from e
+    parts = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+    if parts < MIN_SERVER:
+        client.close()
+        raise DeclragError(f"the Weaviate server at {t.base} is version {version}; declrag needs "
+                           f"{'.'.join(map(str, MIN_SERVER))} or newer", hint="upgrade the server")
+    return client
+
+
+def _unreachable(where: str, e: Exception | None) -> DeclragError:
+    why = f": {str(e).splitlines()[0][:200]}" if e is not None and str(e) else ""
+    return DeclragError(f"cannot reach a Weaviate server at {where}{why}",
+                        hint="start one (bash scripts/weaviate.sh start, or the official container image "
+                             "cr.weaviate.io/semitechnologies/weaviate) or fix the host/port in the store URI")
+
+
+def _auth(t: Target, e: Exception) -> DeclragError:
+    have = "is set" if os.environ.get(t.api_key_env) else "is not set"
+    return DeclragError(f"the Weaviate server at {t.base} refused the credentials (${t.api_key_env} {have})",
+                        hint=f"export {t.api_key_env}=<an API key the server accepts>, or name another variable "
+                             "with ?api_key_env=")
+
+
+def _status(e: BaseException) -> int | None:
+    return getattr(e, "status_code", None)
+
+
+def _uuid(key: str) -> str:
+    from weaviate.util import generate_uuid5
+
+    return generate_uuid5(key)
+
+
+class WeaviateStore:
+    """The `Store` protocol on a Weaviate collection (see the module docstring)."""
+
+    backend = "weaviate"
+    capabilities = frozenset()
+
+    def __init__(self, uri: str, metric: Metric | None = None):
+        self.target = Target.parse(uri)
+        self.uri = self.target.uri()
+        self.name, self.docs_name = self.target.collection, self.target.collection + DOCS_SUFFIX
+        self._client = _connect(self.target)
+        self._lock = threading.Lock()
+        self._handles: dict[str, Any] = {}
+        self.metric: Metric = metric or "cosine"
+        self._created = False
+
+    @classmethod
+    def from_uri(cls, uri: str) -> "WeaviateStore":
+        return cls(uri)
+
+    # -- plumbing -------------------------------------------------------------------------------------
+    def _coll(self, name: str):
+        if name not in self._handles:
+            from weaviate.classes.config import ConsistencyLevel
+
+            c = self._client.collections.get(name)
+            if self.target.consistency:
+                c = c.with_consistency_level(getattr(ConsistencyLevel, self.target.consistency))
+            self._handles[name] = c
+        return self._handles[name]
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run one request, retrying transient failures (a node down, a timeout) with backoff."""
+        from weaviate.exceptions import (UnexpectedStatusCodeError, WeaviateConnectionError,
+                                         WeaviateGRPCUnavailableError, WeaviateQueryError, WeaviateTimeoutError)
+
+        transient = (WeaviateConnectionError, WeaviateGRPCUnavailableError, WeaviateQueryError,
+                     WeaviateTimeoutError, UnexpectedStatusCodeError)
+        for attempt in range(self.target.retries + 1):
+            try:
+                return fn()
+            except transient as e:
+                status = _status(e)
+                if status in (401, 403):
+                    raise _auth(self.target, e) from e
+                if (status is not None and status < 500) or attempt == self.target.retries:
+                    raise DeclragError(f"Weaviate {what} on {self.uri} failed: {str(e).splitlines()[0][:300]}",
+                                       hint="check the server (its log, /v1/nodes); everything committed before "
+                                            "is kept, and re-running the command continues") from e
+                log.warning("Weaviate %s failed (%s); retrying", what, type(e).__name__)
+                time.sleep(min(0.25 * 2 ** attempt, 2.0))
+        raise AssertionError("unreachable")
+
+    # -- the store itself -----------------------------------------------------------------------------
+    def read_meta(self) -> StoreMeta | None:
+        if not self._call("schema read", lambda: self._client.collections.exists(self.name)):
+            return None
+        desc = self._call("schema read", lambda: self._client.collections.get(self.name).config.get()).description
+        try:
+            meta = StoreMeta.model_validate_json(desc or "")
+        except ValueError as e:
+            raise DeclragError(f"collection {self.name} at {self.target.base} exists and is not a declrag store",
+                               hint="name another collection in the store URI") from e
+        self.metric = meta.metric
+        return meta
+
+    def create(self, meta: StoreMeta) -> None:
+        from weaviate.classes.config import (Configure, DataType, Property, StopwordsPreset, Tokenization,
+                                             VectorDistances)
+
+        if self._call("schema read", lambda: self._client.collections.exists(self.name)):
+            raise DeclragError(f"collection {self.name} at {self.target.base} exists and is not a declrag store",
+                               hint="name another collection in the store URI")
+        t = self.target
+
+        def field(name: str, dtype=DataType.TEXT, searchable: bool = False, filterable: bool = True) -> Property:
+            text = dtype == DataType.TEXT
+            return Property(name=name, data_type=dtype, index_searchable=searchable if text else None,
+                            index_filterable=filterable, tokenization=(Tokenization.WORD if searchable else
+                                                                       Tokenization.FIELD) if text else None)
+
+        common = dict(replication_config=Configure.replication(factor=t.replicas),
+                      sharding_config=Configure.sharding(desired_count=t.shards))
+        if not self._call("schema read", lambda: self._client.collections.exists(self.docs_name)):
+            self._call("collection create", lambda: self._client.collections.create(
+                self.docs_name, description=f"declrag documents of {self.name}",
+                properties=[field("doc_id"), field("source", filterable=False), field("title", filterable=False),
+                            field("page", DataType.INT, filterable=False), field("hash", filterable=False),
+                            field("text", filterable=False), field("chunks", DataType.INT, filterable=False),
+                            field("mtime_ns", DataType.INT, filterable=False),
+                            field("size", DataType.INT, filterable=False)],
+                vector_config=Configure.Vectors.self_provided(vector_index_config=Configure.VectorIndex.flat()),
+                **common))
+        distance = {"cosine": VectorDistances.COSINE, "dot": VectorDistances.DOT, "l2": VectorDistances.L2_SQUARED}
+        index = Configure.VectorIndex.flat if t.index == "flat" else Configure.VectorIndex.hnsw
+        self._call("collection create", lambda: self._client.collections.create(
+            self.name, description=meta.model_dump_json(),
+            properties=[field("chunk_id"), field("doc_id"), field("text", searchable=True, filterable=False),
+                        field("source"), field("title"), field("page", DataType.INT),
+                        field("position", DataType.INT), field("start", DataType.INT, filterable=False),
+                        field("end", DataType.INT, filterable=False),
+                        field("parent_start", DataType.INT, filterable=False),
+                        field("parent_end", DataType.INT, filterable=False)],
+            vector_config=Configure.Vectors.self_provided(
+                vector_index_config=index(distance_metric=distance[meta.metric])),
+            inverted_index_config=Configure.inverted_index(bm25_k1=K1, bm25_b=B, index_null_state=True,
+                                                           stopwords_preset=StopwordsPreset.EN),
+            **common))
+        self.metric, self._created = meta.metric, True
+
+    def drop(self) -> None:
+        for name in (self.name, self.docs_name):
+            self._call("collection delete", lambda n=name: self._client.collections.delete(n))
+        self._handles.clear()
+        self._created = False
+
+    @staticmethod
+    def child_uri(base: str, name: str) -> str:
+        t = Target.parse(base)
+        stem = t.collection if urlsplit(base).path.strip("/") else DEFAULT_COLLECTION
+        safe = re.sub(r"[^0-9A-Za-z]+", "_", name).strip("_")
+        return t.uri(f"{stem}_{safe}")
+
+    @classmethod
+    def list_stores(cls, base: str) -> list[tuple[str, StoreMeta, int]]:
+        t = Target.parse(base)
+        probe = cls(t.uri())
+        try:
+            out = []
+            for name, cfg in sorted(probe._call("schema read", lambda: probe._client.collections.list_all()).items()):
+                try:
+                    meta = StoreMeta.model_validate_json(cfg.description or "")
+                except ValueError:
+                    continue
+                st = cls(t.uri(name))
+                try:
+                    out.append((st.uri, meta, st.count()))
+                finally:
+                    st.close()
+            return out
+        finally:
+            probe.close()
+
+    # -- writes ---------------------------------------------------------------------------------------
+    def upsert(self, documents: Sequence[Document], chunks: Sequence[Chunk], vectors: np.ndarray,
+               file_stats: Mapping[str, tuple[int, int]] | None = None) -> None:
+        from weaviate.classes.data import DataObject
+        from weaviate.classes.query import Filter as W
+
+        if not documents:
+            return
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if len(chunks) != len(vectors):
+            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        doc_ids = [d.id for d in documents]
+        if len(set(doc_ids)) != len(doc_ids) or len({c.id for c in chunks}) != len(chunks):
+            raise ValueError("documents and chunks in one upsert must have unique ids")
+        if {c.doc_id for c in chunks} - set(doc_ids):
+            raise ValueError("every chunk must belong to one of the documents upserted with it")
+        if not self._created:  # never let a server's auto-schema invent the collection
+            if not self._call("schema read", lambda: self._client.collections.exists(self.name)):
+                raise DeclragError(f"no store at {self.uri}", hint="create it first: declrag index PATH --store URI "
+                                                                   "(or open_store in Python)")
+            self._created = True
+        objs = [DataObject(properties=_chunk_props(c), uuid=_uuid(c.id), vector=v.tolist())
+                for c, v in zip(chunks, vectors)]
+        for i in range(0, len(objs), BATCH):
+            self._insert(self.name, objs[i:i + BATCH])
+        # the documents' chunks that are not among the new ones go
+        stale = W.by_property("doc_id").contains_any(doc_ids)
+        if chunks:
+            stale = stale & W.by_id().contains_none([o.uuid for o in objs])
+        self._delete_all(self.name, stale)
+        counts: dict[str, int] = {}
+        for c in chunks:
+            counts[c.doc_id] = counts.get(c.doc_id, 0) + 1
+        stats = file_stats or {}
+        recs = [DataObject(uuid=_uuid(d.id), properties={
+            "doc_id": d.id, "source": d.source, "title": d.title, "page": d.page, "hash": d.hash, "text": d.text,
+            "chunks": counts.get(d.id, 0), "mtime_ns": stats.get(d.source, (0, -1))[0],
+            "size": stats.get(d.source, (0, -1))[1]}) for d in documents]
+        for i in range(0, len(recs), BATCH):
+            self._insert(self.docs_name, recs[i:i + BATCH])
+
+    def _insert(self, name: str, objs: list) -> None:
+        res = self._call("insert", lambda: self._coll(name).data.insert_many(objs))
+        if res.has_errors:
+            first = next(iter(res.errors.values()))
+            msg = getattr(first, "message", str(first))
+            if "vector lengths don't match" in msg or "dimension" in msg.lower():
+                raise DeclragError(f"vectors of dimension {len(objs[0].vector or [])} cannot go into store {self.uri}: "
+                                   f"{msg}", hint="index with the store's embedding model, or use a new store")
+            raise DeclragError(f"Weaviate refused {len(res.errors)} of {len(objs)} objects in {self.uri}: {msg}",
+                               hint="check the server's log; re-running the command redoes what failed")
+
+    def _delete_all(self, name: str, where) -> int:
+        n = 0
+        while True:  # the server deletes at most QUERY_MAXIMUM_RESULTS objects per request
+            res = self._call("delete", lambda: self._coll(name).data.delete_many(where=where))
+            n += res.successful
+            if res.failed:
+                raise DeclragError(f"Weaviate could not delete {res.failed} objects in {self.uri}",
+                                   hint="check the server's log; re-running the command redoes what failed")
+            if res.matches == 0 or res.successful == 0:
+                return n
+
+    def delete(self, doc_ids: Sequence[str]) -> int:
+        from weaviate.classes.query import Filter as W
+
+        if not doc_ids:
+            return 0
+        n = self._delete_all(self.name, W.by_property("doc_id").contains_any(list(doc_ids)))
+        self._delete_all(self.docs_name, W.by_id().contains_any([_uuid(d) for d in doc_ids]))  # records last
+        return n
+
+    def optimize(self) -> None:  # Weaviate compacts its own segments in the background
+        return None
+
+    # -- reads ----------------------------------------------------------------------------------------
+    def count(self, where: Where = None) -> int:
+        filt = _translate(Filter.of(where))
+        if filt is False:
+            return 0
+        res = self._call("count", lambda: self._coll(self.name).aggregate.over_all(
+            total_count=True, filters=None if filt is True else filt))
+        return int(res.total_count or 0)
+
+    def get(self, ids: Sequence[str]) -> list[Chunk]:
+        from weaviate.classes.query import Filter as W
+
+        found: dict[str, Chunk] = {}
+        uniq = list(dict.fromkeys(ids))
+        for i in range(0, len(uniq), PAGE):
+            part = uniq[i:i + PAGE]
+            res = self._call("read", lambda: self._coll(self.name).query.fetch_objects(
+                filters=W.by_id().contains_any([_uuid(x) for x in part]), limit=len(part),
+                return_properties=list(CHUNK_TEXTS + CHUNK_INTS)))
+            found.update((c.id, c) for c in map(_chunk, res.objects))
+        return [found[i] for i in ids if i in found]
+
+    def documents(self) -> dict[str, DocRecord]:
+        if not self._call("schema read", lambda: self._client.collections.exists(self.docs_name)):
+            return {}
+        props = ["doc_id", "source", "title", "page", "hash", "chunks", "mtime_ns", "size"]
+
+        def read_all():
+            return [o.properties for o in self._coll(self.docs_name).iterator(return_properties=props)]
+
+        out = {}
+        for p in self._call("read", read_all):
+            out[p["doc_id"]] = DocRecord(id=p["doc_id"], source=p.get("source") or "", title=p.get("title") or "",
+                                         page=p.get("page"), hash=p["hash"], chunks=int(p.get("chunks") or 0),
+                                         mtime_ns=int(p.get("mtime_ns") or 0), size=int(p.get("size") or -1))
+        return out
+
+    def document_texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        from weaviate.classes.query import Filter as W
+
+        uniq = list(dict.fromkeys(doc_ids))
+        if not uniq:
+            return {}
+        res = self._call("read", lambda: self._coll(self.docs_name).query.fetch_objects(
+            filters=W.by_id().contains_any([_uuid(d) for d in uniq]), limit=len(uniq),
+            return_properties=["doc_id", "text"]))
+        return {o.properties["doc_id"]: o.properties.get("text") or "" for o in res.objects}
+
+    def keyword_search(self, query: str, limit: int = 10, where: Where = None) -> list[Hit]:
+        from weaviate.classes.query import MetadataQuery
+
+        filt = _translate(Filter.of(where))
+        if filt is False or not query_terms(query):
+            return []
+        res = self._call("keyword search", lambda: self._coll(self.name).query.bm25(
+            query=query, query_properties=["text"], limit=limit, filters=None if filt is True else filt,
+            return_metadata=MetadataQuery(score=True), return_properties=list(CHUNK_TEXTS + CHUNK_INTS)))
+        return [Hit.of(_chunk(o), float(o.metadata.score), keyword=float(o.metadata.score))
+                for o in res.objects if (o.metadata.score or 0) > 0]
+
+    def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None) -> list[Hit]:
+        from weaviate.classes.query import MetadataQuery
+
+        filt = _translate(Filter.of(where))
+        if filt is False:
+            return []
+        q = np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
+        res = self._call("vector search", lambda: self._coll(self.name).query.near_vector(
+            near_vector=q, limit=limit, filters=None if filt is True else filt,
+            return_metadata=MetadataQuery(distance=True), return_properties=list(CHUNK_TEXTS + CHUNK_INTS)))
+        return [Hit.of(_chunk(o), 1.0 - float(o.metadata.distance), vector=1.0 - float(o.metadata.distance))
+                for o in res.objects]
+
+    def hybrid_search(self, query: str, vector: np.ndarray, limit: int = 10, alpha: float = 0.5,
+                      fusion: Fusion = "relative", candidates: int = 100, where: Where = None) -> list[Hit]:
+        from weaviate.classes.query import HybridFusion, MetadataQuery
+
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+        filt = _translate(Filter.of(where))
+        if filt is False:
+            return []
+        if alpha == 0.0:  # keyword only; Weaviate then needs no vector
+            vector = None
+        q = None if vector is None else np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
+        ftype = HybridFusion.RELATIVE_SCORE if fusion == "relative" else HybridFusion.RANKED
+        res = self._call("hybrid search", lambda: self._coll(self.name).query.hybrid(
+            query=query, vector=q, alpha=alpha, fusion_type=ftype, limit=max(limit, candidates),
+            query_properties=["text"], filters=None if filt is True else filt,
+            return_metadata=MetadataQuery(score=True), return_properties=list(CHUNK_TEXTS + CHUNK_INTS)))
+        return [Hit.of(_chunk(o), float(o.metadata.score)) for o in res.objects[:limit]]
+
+    def close(self) -> None:
+        self._handles.clear()
+        self._client.close()
+
+    def __deepcopy__(self, memo):  # a handle on shared data: copies of a program share their store
+        return self
+
+
+def _chunk_props(c: Chunk) -> dict[str, Any]:
+    return {"chunk_id": c.id, "doc_id": c.doc_id, "text": c.text, "start": c.start, "end": c.end,
+            "position": c.position, "source": c.source, "title": c.title, "page": c.page,
+            "parent_start": c.parent_start, "parent_end": c.parent_end}
+
+
+def _chunk(o) -> Chunk:
+    p = o.properties
+    return Chunk(id=p["chunk_id"], doc_id=p["doc_id"], text=p.get("text") or "", start=int(p["start"]),
+                 end=int(p["end"]), position=int(p["position"]), source=p.get("source") or "",
+                 title=p.get("title") or "", page=_int(p.get("page")), parent_start=_int(p.get("parent_start")),
+                 parent_end=_int(p.get("parent_end")))
+
+
+def _int(v) -> int | None:
+    return None if v is None else int(v)
+
+
+def _translate(where: Filter | None):
+    """``where`` as a Weaviate filter with `Filter.matches`'s meaning; True (no filter) or False (matches
+    nothing) where the filter is constant, as an empty ``$in``/``$nin`` makes it."""
+    from weaviate.classes.query import Filter as W
+
+    def one(node: Node):
+        if not isinstance(node, Cond):
+            parts = [one(p) for p in node.parts]
+            if node.op == "and":
+                if any(p is False for p in parts):
+                    return False
+                parts = [p for p in parts if p is not True]
+                return True if not parts else (parts[0] if len(parts) == 1 else W.all_of(parts))
+            if any(p is True for p in parts):
+                return True
+            parts = [p for p in parts if p is not False]
+            return False if not parts else (parts[0] if len(parts) == 1 else W.any_of(parts))
+        prop, op, v = PROP.get(node.field, node.field), node.op, node.value
+        f = W.by_property(prop)
+        nullable = node.field == "page"
+        if op in ("$in", "$nin") and not v:
+            return op == "$nin"
+        cond = {"$eq": lambda: f.equal(v), "$ne": lambda: f.not_equal(v), "$gt": lambda: f.greater_than(v),
+                "$gte": lambda: f.greater_or_equal(v), "$lt": lambda: f.less_than(v),
+                "$lte": lambda: f.less_or_equal(v), "$in": lambda: f.contains_any(v),
+                "$nin": lambda: f.contains_none(v)}[op]()
+        if nullable and op in ("$ne", "$nin"):  # a chunk without a page matches these
+            return W.any_of([W.by_property(prop).is_none(True), cond])
+        return cond
+
+    return True if where is None else one(where.tree)
+
+
+__all__ = ["Target", "WeaviateStore"]
