@@ -2,7 +2,7 @@
 
 import pytest
 
-from declrag.stores.fusion import fuse, leg_size
+from declrag.stores.fusion import fuse, leg_size, object_uuid
 
 
 def test_relative_score_fusion_by_hand():
@@ -36,10 +36,12 @@ def test_alpha_zero_and_one_use_one_leg():
     assert [k for k, _ in fuse(kw, vec, 1.0, "ranked")] == ["c", "b"]
 
 
-def test_equal_scores_get_the_full_weight_and_ties_break_by_id():
-    kw = [("z", 4.0), ("y", 4.0)]  # all equal: each gets weight 1 - alpha
+def test_equal_scores_get_the_full_weight_and_ties_break_by_object_uuid():
+    kw = [("z", 4.0), ("y", 4.0), ("x", 4.0)]  # all equal: each gets weight 1 - alpha
     got = fuse(kw, [], 0.3)
-    assert got == [("y", pytest.approx(0.7)), ("z", pytest.approx(0.7))]
+    order = sorted("xyz", key=object_uuid)  # as Weaviate orders ties: by the objects' UUIDs
+    assert got == [(k, pytest.approx(0.7)) for k in order]
+    assert object_uuid("rome#0") == "4573aa5f-9f72-540c-9121-29a1d639b422"  # the Weaviate client's generate_uuid5
     # a single result is a leg whose scores are all equal
     assert fuse([("a", 0.2)], [("a", 0.9)], 0.5) == [("a", pytest.approx(1.0))]
 

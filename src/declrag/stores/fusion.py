@@ -7,17 +7,28 @@
   normalised over that leg's own results, ``(s - min) / (max - min)``; when all of a leg's scores are
   equal, each of its results gets the full weight. The vector score is ``1 - distance``.
 - ``ranked`` (reciprocal-rank fusion): a result at 0-based rank ``r`` in a leg adds ``weight / (r + 60)``.
-- Results are ordered by fused score, then by id, so ties break the same way on every run.
+- Results are ordered by fused score; ties break by the key's object UUID (`object_uuid`, UUID5 of the
+  chunk id) ascending, which is what Weaviate does with the UUIDs declrag gives its objects, so both
+  backends order ties alike, on every run.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Hashable, Sequence
+from functools import lru_cache
 
 from ..config import Fusion
 
 RANK_CONSTANT = 60
 MIN_CANDIDATES = 100
+
+
+@lru_cache(maxsize=1 << 16)
+def object_uuid(key: str) -> str:
+    """The UUID of the object stored for ``key`` (a chunk or document id): UUID5 in the DNS namespace, as
+    the Weaviate client's ``generate_uuid5`` makes it. Ties in every ranking break by it, ascending."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, key))
 
 
 def leg_size(limit: int, candidates: int = MIN_CANDIDATES) -> int:
@@ -49,5 +60,5 @@ def fuse(
             for key, s in leg:
                 norm = (s - lo) / (hi - lo) if hi > lo else 1.0
                 total[key] = total.get(key, 0.0) + weight * norm
-    out = sorted(total.items(), key=lambda kv: (-kv[1], str(kv[0])))
+    out = sorted(total.items(), key=lambda kv: (-kv[1], object_uuid(str(kv[0]))))
     return out if limit is None else out[:limit]

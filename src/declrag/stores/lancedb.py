@@ -33,7 +33,7 @@ from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
 from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where
 from .bm25 import KeywordIndex, top_k
-from .fusion import fuse, leg_size
+from .fusion import fuse, leg_size, object_uuid
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,16 @@ def filter_arrow(where: Filter):
     return one(where.tree)
 
 
+def top_k_with_ties(scores: np.ndarray, k: int, positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """`top_k`, plus every row tied with the k-th best: rank them with `_Snapshot.ranked` and keep ``k``, so
+    a tie at the cut is decided by object UUID (as in Weaviate), not by row order."""
+    rows, vals = top_k(scores, k, positive)
+    if len(rows) < k or k == 0:
+        return rows, vals
+    extra = np.setdiff1d(np.flatnonzero(scores == vals[-1]), rows)
+    return (rows, vals) if not len(extra) else (np.concatenate([rows, extra]), np.concatenate([vals, scores[extra]]))
+
+
 class _Snapshot:
     """One committed version of the chunks table, ready to search."""
 
@@ -171,10 +181,10 @@ class _Snapshot:
         if mask is not None:
             allowed = np.flatnonzero(mask)
             if len(allowed) <= EXACT_ROWS:
-                r, sims = top_k(self.vectors[allowed] @ q, k)
+                r, sims = top_k_with_ties(self.vectors[allowed] @ q, k)
                 return allowed[r], sims
         elif self.n <= EXACT_ROWS:
-            return top_k(self.vectors @ q, k)
+            return top_k_with_ties(self.vectors @ q, k)
         import torch
 
         scores = (self.half @ torch.from_numpy(q).to(torch.float16)).float()
@@ -182,8 +192,15 @@ class _Snapshot:
             scores[torch.from_numpy(~mask)] = float("-inf")
         n_ok = self.n if mask is None else int(mask.sum())
         cand = torch.topk(scores, min(k + RESCORE_MARGIN, n_ok)).indices.numpy()
-        r, sims = top_k(self.vectors[cand] @ q, k)
+        r, sims = top_k_with_ties(self.vectors[cand] @ q, k)
         return cand[r], sims
+
+    def keyword_leg(self, query: str, k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
+        """The ``k`` best BM25 rows (positive scores only), ranked."""
+        s = self.keyword.scores(query)
+        if mask is not None:
+            s = np.where(mask, s, 0.0)
+        return self.ranked(*top_k_with_ties(s, k, positive=True))[:k]
 
     def mask(self, where: Filter | None) -> np.ndarray | None:
         if where is None:
@@ -194,8 +211,8 @@ class _Snapshot:
         return mask
 
     def ranked(self, rows: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
-        """(row, score) best first, equal scores in chunk-id order (as on every backend)."""
-        return sorted(zip(map(int, rows), map(float, scores)), key=lambda rs: (-rs[1], self.ids[rs[0]]))
+        """(row, score) best first, equal scores in object-UUID order (as on every backend, see fusion)."""
+        return sorted(zip(map(int, rows), map(float, scores)), key=lambda rs: (-rs[1], object_uuid(self.ids[rs[0]])))
 
     def hits(self, ranked: list[tuple[int, float]], leg: str) -> list[Hit]:
         return [Hit.of(c, s, **{leg: s}) for c, (_, s) in zip(self.chunks([r for r, _ in ranked]), ranked)]
@@ -415,7 +432,7 @@ class LanceStore:
         snap = self._snapshot()
         if snap is None:
             return []
-        return snap.hits(snap.ranked(*snap.keyword.search(query, limit, snap.mask(Filter.of(where)))), "keyword")
+        return snap.hits(snap.keyword_leg(query, limit, snap.mask(Filter.of(where))), "keyword")
 
     def _vector_leg(self, snap: _Snapshot, vector: np.ndarray, k: int, mask: np.ndarray | None):
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
@@ -429,7 +446,7 @@ class LanceStore:
         snap = self._snapshot()
         if snap is None:
             return []
-        return snap.hits(snap.ranked(*self._vector_leg(snap, vector, limit, snap.mask(Filter.of(where)))), "vector")
+        return snap.hits(snap.ranked(*self._vector_leg(snap, vector, limit, snap.mask(Filter.of(where))))[:limit], "vector")
 
     def hybrid_search(self, query: str, vector: np.ndarray, limit: int = 10, alpha: float = 0.5,
                       fusion: Fusion = "relative", candidates: int = 100, where: Where = None) -> list[Hit]:
@@ -437,9 +454,9 @@ class LanceStore:
         if snap is None:
             return []
         mask, k = snap.mask(Filter.of(where)), leg_size(limit, candidates)
-        kw = snap.ranked(*snap.keyword.search(query, k, mask)) if alpha < 1.0 else []
-        vec = snap.ranked(*self._vector_leg(snap, vector, k, mask)) if alpha > 0.0 else []
-        ids = snap.ids  # fuse by chunk id, so ties break by id as on every backend
+        kw = snap.keyword_leg(query, k, mask) if alpha < 1.0 else []
+        vec = snap.ranked(*self._vector_leg(snap, vector, k, mask))[:k] if alpha > 0.0 else []
+        ids = snap.ids  # fuse by chunk id, so ties break by its object UUID as on every backend
         legs = {"keyword": {ids[r]: s for r, s in kw}, "vector": {ids[r]: s for r, s in vec}}
         fused = fuse(list(legs["keyword"].items()), list(legs["vector"].items()), alpha, fusion, limit)
         chunks = snap.chunks([snap.row[cid] for cid, _ in fused])

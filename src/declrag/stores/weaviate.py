@@ -46,6 +46,7 @@ from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
 from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where
 from .bm25 import B, K1, query_terms
+from .fusion import object_uuid
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -175,9 +176,7 @@ def _status(e: BaseException) -> int | None:
 
 
 def _uuid(key: str) -> str:
-    from weaviate.util import generate_uuid5
-
-    return generate_uuid5(key)
+    return object_uuid(key)
 
 
 class WeaviateStore:
