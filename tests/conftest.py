@@ -48,15 +48,18 @@ WEAVIATE_SCRIPT = ROOT / "scripts" / "weaviate.sh"
 NO_SERVER = 3  # scripts/weaviate.sh's exit status when the server cannot be had here (no Go)
 
 
-def free_port_block(width: int = 300) -> int:
-    """A base port with ``width`` ports above it free for a cluster (REST, gRPC, gossip, data, raft)."""
+def free_port_block() -> int:
+    """A base port whose cluster ports are free (scripts/weaviate.sh: REST P+N, gRPC P+100+N, gossip and data
+    P+200+10N and +1, RAFT and its RPC P+300+10N and +1, for nodes N = 0, 1, 2)."""
     import random
     import socket
 
     for _ in range(50):
         base = random.randrange(20000, 40000, 10)
         ok = True
-        for p in (base, base + 1, base + 2, base + 100, base + 101, base + 102, base + 200, base + 210, base + 220):
+        ports = [base + off + step * n for n in range(3) for off, step in ((0, 1), (100, 1), (200, 10), (201, 10),
+                                                                          (300, 10), (301, 10))]
+        for p in ports:
             with socket.socket() as s:
                 try:
                     s.bind(("127.0.0.1", p))
