@@ -9,4 +9,11 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then
   { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium; } \
     || echo "chromium could not be installed: the browser test will be skipped"
 fi
+# the Weaviate tests start real servers (one node, a keyed node, a 3-node cluster) from a weaviate-server built
+# from its Go module; build it here, once (cached), so that its cost shows up front. Without Go they are skipped.
+if command -v go >/dev/null; then
+  bash scripts/weaviate.sh build >/dev/null || echo "weaviate-server could not be built: the Weaviate tests will fail"
+else
+  echo "Go not found: the Weaviate tests will be skipped (install Go from https://go.dev/dl to run them)"
+fi
 .venv/bin/python -m pytest -q "$@"

@@ -104,6 +104,7 @@ def corpus_store(documents: Sequence[Document], ingest: IngestConfig, label: str
     report = Indexer(st, meta.ingest, embedder or Embedder(ingest.embedder), progress=progress).index_documents(documents)
     if report.indexed:
         st.optimize()
+        st.settle()  # callers measure on it next
     return st, report
 
 

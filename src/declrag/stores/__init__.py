@@ -27,6 +27,8 @@ SCHEMES = {"": "lancedb", "file": "lancedb", "weaviate": "weaviate", "weaviates"
 
 def store_uri(where: str | Path) -> str:
     """The URI naming a store: paths as given, URIs as written."""
+    if not isinstance(where, (str, Path)):
+        raise TypeError(f"a store is named by a path or a URI, not {type(where).__name__}")
     return str(where)
 
 

@@ -194,6 +194,10 @@ class Store(Protocol):
     def optimize(self) -> None:
         """Tidy storage after a large write (compaction); a no-op where the backend does it itself."""
 
+    def settle(self) -> None:
+        """Return once every write made through this handle is visible to every kind of search (Weaviate's
+        keyword index lags writes by up to a minute); at once where writes are visible on commit."""
+
     def count(self, where: Where = None) -> int:
         """Chunks that pass ``where`` (all without one)."""
 

@@ -391,6 +391,9 @@ class LanceStore:
                 if (t := self._table(name)) is not None:
                     t.optimize()
 
+    def settle(self) -> None:  # a commit is visible to every search at once
+        return None
+
     # -- reads ----------------------------------------------------------------------------------------
     def count(self, where: Where = None) -> int:
         snap = self._snapshot()
