@@ -38,8 +38,9 @@ def test_cli_indexes_searches_and_removes_on_weaviate(capsys, weaviate_url, docs
     assert code == 2 and "other ingest settings" in err
     code, out, err = run(capsys, "index", str(docs), "--store", uri, "--chunker", "sentence", "--rebuild", "-q")
     assert code == 0 and "3 documents indexed" in out, err
-    code, out, _ = run(capsys, "indexes", "list", "--store", base)
-    assert code == 0 and uri.split("/")[-1].split("?")[0] in out.replace("\n", "")
+    code, out, _ = run(capsys, "indexes", "list", "--store", base, "--json")
+    listed = {r["store"]: r for r in json.loads(out)}
+    assert code == 0 and listed[uri]["ingest"]["chunker"]["name"] == "sentence" and listed[uri]["chunks"] > 0
     code, out, _ = run(capsys, "indexes", "rm", uri, "--store", base)
     assert code == 0 and "removed" in out
     code, _, err = run(capsys, "search", "solar", "--store", uri)

@@ -332,12 +332,19 @@ HomeOpt = Annotated[Optional[str], typer.Option("--store", help="a folder or wea
 
 
 @indexes_app.command("list")
-def indexes_list(home: HomeOpt = None):
+def indexes_list(
+    home: HomeOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+):
     """List the indexes (one per corpus and ingest setting) with their size and settings."""
     from .api import index_home
     from .stores import list_stores
 
     rows = list_stores(home or index_home())
+    if as_json:
+        out.print_json(data=[{"store": uri, "chunks": n, "ingest": meta.ingest.model_dump(mode="json")}
+                             for uri, meta, n in rows])
+        return
     t = Table(title=f"{len(rows)} indexes at {home or index_home()}")
     for col in ("store", "chunks", "chunker", "size/overlap", "embedding model"):
         t.add_column(col, overflow="fold")

@@ -142,7 +142,9 @@ def _connect(t: Target):
             http_host=t.host, http_port=t.port, http_secure=t.secure, grpc_host=t.host, grpc_port=t.grpc,
             grpc_secure=t.secure, auth_credentials=Auth.api_key(key) if key else None, skip_init_checks=True,
             additional_config=AdditionalConfig(timeout=Timeout(init=10, query=t.timeout, insert=max(t.timeout, 120))))
-    except Exception as e:  # the client raises several kinds here, all meaning "not reachable"
+    except Exception as e:  # the client raises several kinds here: refused credentials, or not reachable
+        if _status(e) in (401, 403):
+            raise _auth(t, e) from e
         raise _unreachable(where, e) from e
     try:
         if not client.is_ready():
@@ -178,8 +180,16 @@ def _auth(t: Target, e: Exception) -> DeclragError:
                              "with ?api_key_env=")
 
 
-def _status(e: BaseException) -> int | None:
-    return getattr(e, "status_code", None)
+def _status(e: BaseException | None) -> int | None:
+    """The HTTP status behind a client error, looking through the exceptions it wraps."""
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(getattr(e, "status_code", None), int):
+            return e.status_code
+        if m := re.search(r"status code: (\d{3})", str(e)):
+            return int(m.group(1))
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return None
 
 
 def _uuid(key: str) -> str:
