@@ -36,14 +36,12 @@ benchmarks call it before they measure anything.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -53,143 +51,16 @@ from ..types import Chunk, Document, Hit
 from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where
 from .bm25 import B, K1, query_terms
 from .fusion import object_uuid
+from .weaviate_target import DEFAULT_COLLECTION, DOCS_SUFFIX, Target, _auth, _connect, _status
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-DEFAULT_COLLECTION = "Declrag"
-DOCS_SUFFIX = "_docs"
-MIN_SERVER = (1, 27, 0)
 BATCH = 1000  # objects per insert request
 PAGE = 5000  # objects per read request
 CHUNK_INTS = ("start", "end", "position", "page", "parent_start", "parent_end")
 CHUNK_TEXTS = ("chunk_id", "doc_id", "text", "source", "title")
 PROP = {"id": "chunk_id"}  # filter field -> property ("id" is reserved in Weaviate)
-_NAME = re.compile(r"^[A-Z][_0-9A-Za-z]*$")
-
-
-@dataclass(frozen=True)
-class Target:
-    """A parsed ``weaviate://`` URI."""
-
-    secure: bool
-    host: str
-    port: int
-    collection: str
-    grpc: int = 50051
-    api_key_env: str = "WEAVIATE_API_KEY"
-    index: str = "flat"
-    replicas: int = 1
-    shards: int = 1
-    consistency: str | None = None
-    retries: int = 3
-    timeout: float = 60.0
-    settle: float = 65.0
-
-    @classmethod
-    def parse(cls, uri: str) -> "Target":
-        u = urlsplit(uri)
-        q = {k: v[-1] for k, v in parse_qs(u.query).items()}
-        known = {"grpc", "api_key_env", "index", "replicas", "shards", "consistency", "retries", "timeout", "settle"}
-        if bad := sorted(set(q) - known):
-            raise DeclragError(f"store {uri}: unknown option {bad[0]!r}", hint=f"options: {', '.join(sorted(known))}")
-        if u.username or u.password:
-            raise DeclragError(f"store {uri}: credentials do not belong in the URI",
-                               hint="put the API key in $WEAVIATE_API_KEY (or the variable named by ?api_key_env=)")
-        name = u.path.strip("/") or DEFAULT_COLLECTION
-        name = name[:1].upper() + name[1:]  # Weaviate capitalises the first letter itself
-        if not _NAME.match(name) or name.endswith(DOCS_SUFFIX):
-            raise DeclragError(f"store {uri}: {name!r} is not a usable collection name",
-                               hint=f"letters, digits and _, starting with a letter, not ending in {DOCS_SUFFIX}")
-        try:
-            t = cls(secure=u.scheme.lower() == "weaviates", host=u.hostname or "localhost",
-                    port=u.port or (443 if u.scheme.lower() == "weaviates" else 8080), collection=name,
-                    grpc=int(q.get("grpc", 50051)), api_key_env=q.get("api_key_env", "WEAVIATE_API_KEY"),
-                    index=q.get("index", "flat"), replicas=int(q.get("replicas", 1)), shards=int(q.get("shards", 1)),
-                    consistency=q.get("consistency", "").upper() or None, retries=int(q.get("retries", 3)),
-                    timeout=float(q.get("timeout", 60)), settle=float(q.get("settle", 65)))
-        except ValueError as e:
-            raise DeclragError(f"store {uri}: {e}", hint="ports, replicas, shards and retries are integers") from e
-        if t.index not in ("flat", "hnsw"):
-            raise DeclragError(f"store {uri}: index must be flat or hnsw, not {t.index!r}")
-        if t.consistency not in (None, "ONE", "QUORUM", "ALL"):
-            raise DeclragError(f"store {uri}: consistency must be ONE, QUORUM or ALL")
-        if t.replicas < 1 or t.shards < 1 or t.retries < 0:
-            raise DeclragError(f"store {uri}: replicas and shards must be at least 1, retries at least 0")
-        return t
-
-    @property
-    def base(self) -> str:
-        return f"{'weaviates' if self.secure else 'weaviate'}://{self.host}:{self.port}"
-
-    def uri(self, collection: str | None = None) -> str:
-        d = Target.__dataclass_fields__
-        q = {k: getattr(self, k) for k in ("grpc", "api_key_env", "index", "replicas", "shards", "consistency",
-                                           "retries", "timeout", "settle") if getattr(self, k) != d[k].default}
-        if self.grpc != 50051 or "grpc" in q:
-            q["grpc"] = self.grpc
-        return f"{self.base}/{collection or self.collection}" + (f"?{urlencode(q)}" if q else "")
-
-
-def _connect(t: Target):
-    import weaviate
-    from weaviate.classes.init import AdditionalConfig, Auth, Timeout
-
-    key = os.environ.get(t.api_key_env) or None
-    where = f"{t.base} (gRPC port {t.grpc})"
-    try:
-        client = weaviate.connect_to_custom(
-            http_host=t.host, http_port=t.port, http_secure=t.secure, grpc_host=t.host, grpc_port=t.grpc,
-            grpc_secure=t.secure, auth_credentials=Auth.api_key(key) if key else None, skip_init_checks=True,
-            additional_config=AdditionalConfig(timeout=Timeout(init=10, query=t.timeout, insert=max(t.timeout, 120))))
-    except Exception as e:  # the client raises several kinds here: refused credentials, or not reachable
-        if _status(e) in (401, 403):
-            raise _auth(t, e) from e
-        raise _unreachable(where, e) from e
-    try:
-        if not client.is_ready():
-            raise _unreachable(where, None)
-        version = client.get_meta().get("version", "0")
-    except DeclragError:
-        client.close()
-        raise
-    except Exception as e:
-        client.close()
-        if _status(e) in (401, 403):
-            raise _auth(t, e) from e
-        raise _unreachable(where, e) from e
-    parts = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
-    if parts < MIN_SERVER:
-        client.close()
-        raise DeclragError(f"the Weaviate server at {t.base} is version {version}; declrag needs "
-                           f"{'.'.join(map(str, MIN_SERVER))} or newer", hint="upgrade the server")
-    return client
-
-
-def _unreachable(where: str, e: Exception | None) -> DeclragError:
-    why = f": {str(e).splitlines()[0][:200]}" if e is not None and str(e) else ""
-    return DeclragError(f"cannot reach a Weaviate server at {where}{why}",
-                        hint="start one (bash scripts/weaviate.sh start, or the official container image "
-                             "cr.weaviate.io/semitechnologies/weaviate) or fix the host/port in the store URI")
-
-
-def _auth(t: Target, e: Exception) -> DeclragError:
-    have = "is set" if os.environ.get(t.api_key_env) else "is not set"
-    return DeclragError(f"the Weaviate server at {t.base} refused the credentials (${t.api_key_env} {have})",
-                        hint=f"export {t.api_key_env}=<an API key the server accepts>, or name another variable "
-                             "with ?api_key_env=")
-
-
-def _status(e: BaseException | None) -> int | None:
-    """The HTTP status behind a client error, looking through the exceptions it wraps."""
-    seen = 0
-    while e is not None and seen < 10:
-        if isinstance(getattr(e, "status_code", None), int):
-            return e.status_code
-        if m := re.search(r"status code: (\d{3})", str(e)):
-            return int(m.group(1))
-        e, seen = e.__cause__ or e.__context__, seen + 1
-    return None
 
 
 def _uuid(key: str) -> str:
@@ -365,11 +236,15 @@ class WeaviateStore:
                 for c, v in zip(chunks, vectors)]
         for i in range(0, len(objs), BATCH):
             self._insert(self.name, objs[i:i + BATCH])
-        # the documents' chunks that are not among the new ones go
-        stale = W.by_property("doc_id").contains_any(doc_ids)
-        if chunks:
-            stale = stale & W.by_id().contains_none([o.uuid for o in objs])
-        self._delete_all(self.name, stale)
+        # the chunks of documents indexed before that are not among the new ones go (a document never seen
+        # before has none: no delete is sent, which also spares a replicated cluster a filter-delete racing
+        # the write it follows)
+        known = [d for d in doc_ids if d in self._recorded(doc_ids)]
+        if known:
+            stale = W.by_property("doc_id").contains_any(known)
+            if chunks:
+                stale = stale & W.by_id().contains_none([o.uuid for o in objs])
+            self._delete_all(self.name, stale)
         counts: dict[str, int] = {}
         for c in chunks:
             counts[c.doc_id] = counts.get(c.doc_id, 0) + 1
@@ -380,6 +255,15 @@ class WeaviateStore:
             "size": stats.get(d.source, (0, -1))[1]}) for d in documents]
         for i in range(0, len(recs), BATCH):
             self._insert(self.docs_name, recs[i:i + BATCH])
+
+    def _recorded(self, doc_ids: Sequence[str]) -> set[str]:
+        """Which of these documents have a record (were indexed before)."""
+        from weaviate.classes.query import Filter as W
+
+        res = self._call("read", lambda: self._coll(self.docs_name).query.fetch_objects(
+            filters=W.by_id().contains_any([_uuid(d) for d in doc_ids]), limit=len(doc_ids),
+            return_properties=["doc_id"]))
+        return {o.properties["doc_id"] for o in res.objects}
 
     def _insert(self, name: str, objs: list) -> None:
         self._written_at = time.monotonic()
@@ -454,7 +338,7 @@ class WeaviateStore:
         props = ["doc_id", "source", "title", "page", "hash", "chunks", "mtime_ns", "size"]
 
         def read_all():
-            return [o.properties for o in self._coll(self.docs_name).iterator(return_properties=props)]
+            return [o.properties for o in self._coll(self.docs_name).iterator(return_properties=props, cache_size=PAGE)]
 
         out = {}
         for p in self._call("read", read_all):
