@@ -239,7 +239,8 @@ class WeaviateStore:
         # the chunks of documents indexed before that are not among the new ones go (a document never seen
         # before has none: no delete is sent, which also spares a replicated cluster a filter-delete racing
         # the write it follows)
-        known = [d for d in doc_ids if d in self._recorded(doc_ids)]
+        recorded = self._recorded(doc_ids)
+        known = [d for d in doc_ids if d in recorded]
         if known:
             stale = W.by_property("doc_id").contains_any(known)
             if chunks:
@@ -260,10 +261,13 @@ class WeaviateStore:
         """Which of these documents have a record (were indexed before)."""
         from weaviate.classes.query import Filter as W
 
-        res = self._call("read", lambda: self._coll(self.docs_name).query.fetch_objects(
-            filters=W.by_id().contains_any([_uuid(d) for d in doc_ids]), limit=len(doc_ids),
-            return_properties=["doc_id"]))
-        return {o.properties["doc_id"] for o in res.objects}
+        out: set[str] = set()
+        for i in range(0, len(doc_ids), PAGE):
+            part = [_uuid(d) for d in doc_ids[i:i + PAGE]]
+            res = self._call("read", lambda: self._coll(self.docs_name).query.fetch_objects(
+                filters=W.by_id().contains_any(part), limit=len(part), return_properties=["doc_id"]))
+            out.update(o.properties["doc_id"] for o in res.objects)
+        return out
 
     def _insert(self, name: str, objs: list) -> None:
         self._written_at = time.monotonic()
