@@ -16,10 +16,13 @@ records and texts. Objects have fixed UUIDs (UUID5 of the chunk or document id),
 replaces it.
 
 Guarantees (unlike LanceDB, Weaviate has no multi-object transactions): every object write is atomic and
-idempotent. An upsert writes the new chunks, then deletes the documents' chunks that are not among them,
-then the document records, last. A crash part-way leaves some documents with new chunks (and possibly their
-old, stale ones) but their old record, so the next indexing run sees them as changed and redoes them; no
-chunk is ever duplicated. Searches running during an upsert may see a document half-replaced.
+idempotent. An upsert writes the new chunks, then deletes the stale chunks of documents that were indexed
+before (those not among the new ones), then the document records, last. A crash part-way leaves some
+documents with new chunks (and possibly their old, stale ones) but their old record, so the next indexing
+run sees them as changed and redoes them; no chunk is ever duplicated. One exception: a document first
+written by a crashed run and edited before the next one keeps the crashed run's chunks that the new
+version does not overwrite (it has no record, so nothing is deleted for it); `declrag index --rebuild`
+clears that. Searches running during an upsert may see a document half-replaced.
 
 Hybrid search is Weaviate's own (``alpha`` and ``relative``/``ranked`` fusion passed through). Each leg
 brings ``max(QUERY_HYBRID_MAXIMUM_RESULTS, limit)`` candidates (100 on a default server); ``candidates``
