@@ -134,8 +134,8 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
                                           "seconds": round(time.perf_counter() - t, 2),
                                           "write_s": round(rep.seconds["write"], 2),
                                           "finished_at_s": round(time.perf_counter() - t_start, 2)}
-        except DeclragError as e:
-            events["index_while_down"] = {"ok": False, "error": e.message}
+        except Exception as e:  # reported, then indexed again once the node is back
+            events["index_while_down"] = {"ok": False, "error": getattr(e, "message", None) or f"{type(e).__name__}: {e}"}
 
     writer = threading.Thread(target=index_extra, daemon=True)
     writer.start()
