@@ -262,14 +262,19 @@ class WeaviateStore:
 
     def _recorded(self, doc_ids: Sequence[str]) -> set[str]:
         """Which of these documents have a record (were indexed before)."""
+        return {o.properties["doc_id"] for o in self._by_keys(self.docs_name, doc_ids, ["doc_id"])}
+
+    def _by_keys(self, name: str, keys: Sequence[str], props: list[str]) -> list:
+        """The objects of collection ``name`` whose UUIDs are those of ``keys`` (chunk or document ids), read
+        a page at a time."""
         from weaviate.classes.query import Filter as W
 
-        out: set[str] = set()
-        for i in range(0, len(doc_ids), PAGE):
-            part = [_uuid(d) for d in doc_ids[i:i + PAGE]]
-            res = self._call("read", lambda: self._coll(self.docs_name).query.fetch_objects(
-                filters=W.by_id().contains_any(part), limit=len(part), return_properties=["doc_id"]))
-            out.update(o.properties["doc_id"] for o in res.objects)
+        uniq, out = list(dict.fromkeys(keys)), []
+        for i in range(0, len(uniq), PAGE):
+            part = [_uuid(k) for k in uniq[i:i + PAGE]]
+            res = self._call("read", lambda: self._coll(name).query.fetch_objects(
+                filters=W.by_id().contains_any(part), limit=len(part), return_properties=props))
+            out.extend(res.objects)
         return out
 
     def _insert(self, name: str, objs: list) -> None:
@@ -327,16 +332,7 @@ class WeaviateStore:
         return int(res.total_count or 0)
 
     def get(self, ids: Sequence[str]) -> list[Chunk]:
-        from weaviate.classes.query import Filter as W
-
-        found: dict[str, Chunk] = {}
-        uniq = list(dict.fromkeys(ids))
-        for i in range(0, len(uniq), PAGE):
-            part = uniq[i:i + PAGE]
-            res = self._call("read", lambda: self._coll(self.name).query.fetch_objects(
-                filters=W.by_id().contains_any([_uuid(x) for x in part]), limit=len(part),
-                return_properties=list(CHUNK_TEXTS + CHUNK_INTS)))
-            found.update((c.id, c) for c in map(_chunk, res.objects))
+        found = {c.id: c for c in map(_chunk, self._by_keys(self.name, ids, list(CHUNK_TEXTS + CHUNK_INTS)))}
         return [found[i] for i in ids if i in found]
 
     def documents(self) -> dict[str, DocRecord]:
@@ -355,15 +351,8 @@ class WeaviateStore:
         return out
 
     def document_texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
-        from weaviate.classes.query import Filter as W
-
-        uniq = list(dict.fromkeys(doc_ids))
-        if not uniq:
-            return {}
-        res = self._call("read", lambda: self._coll(self.docs_name).query.fetch_objects(
-            filters=W.by_id().contains_any([_uuid(d) for d in uniq]), limit=len(uniq),
-            return_properties=["doc_id", "text"]))
-        return {o.properties["doc_id"]: o.properties.get("text") or "" for o in res.objects}
+        return {o.properties["doc_id"]: o.properties.get("text") or ""
+                for o in self._by_keys(self.docs_name, doc_ids, ["doc_id", "text"])}
 
     def keyword_search(self, query: str, limit: int = 10, where: Where = None) -> list[Hit]:
         from weaviate.classes.query import MetadataQuery
