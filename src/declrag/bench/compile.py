@@ -17,6 +17,7 @@ from ..golden import load_golden
 from ..lm import use_lm_cache
 from ..optimize.compile import Budget, Compiler, trial_counts
 from ..optimize.space import grid, read_space
+from ..optimize.study import place
 
 SPACE = Path(__file__).resolve().parents[3] / "optimizers" / "bench.yaml"
 
@@ -46,7 +47,7 @@ def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0
         budget = Budget(max_lm_calls=max(1, int(share * g.spent.lm_calls)), max_trials=len(scores))
         s = Compiler(sp, golden, tmp / "search", budget, progress=progress)
         t0 = time.perf_counter()
-        study = s.search()
+        study = s.search(s.open_study(place(tmp / "search", "search"), {"data": golden.name})[0])
         search_wall = time.perf_counter() - t0
         trials = study.trials  # read now: the study's journal goes with the temporary folder
         complete = [t for t in trials if t.state.name == "COMPLETE"]

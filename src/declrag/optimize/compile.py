@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
+import socket
 import threading
 import time
 import warnings
@@ -45,6 +47,7 @@ from ..types import content_hash
 from .space import Space, apply, sample
 
 log = logging.getLogger(__name__)
+WORKER = f"{socket.gethostname()}:{os.getpid()}"  # who ran a trial (trials.jsonl)
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
@@ -159,11 +162,13 @@ class Compiler:
         self.det = [m for m in self.metrics if m.tier == "deterministic"]
         self.judged = [m for m in self.metrics if m.tier == "llm"]
         self.has_gold = any(e.gold for e in self.splits["dev"])
-        self.spent = Spent()
+        self.spent = Spent()  # this process's part (per-trial attributes); the study's total is in the ledger
+        self.ledger = None  # set by the run (declrag.optimize.study.Ledger)
+        self.poll_s = 2.0  # how often a worker without work looks for others' trials coming back
+        self._local = threading.local()
         self._lock = threading.Lock()
         self._embedders: dict[str, Embedder] = {}
         self._stores: dict[str, Store] = {}
-        self._t0 = time.perf_counter()
         self.searching = True
 
     # -- programs -------------------------------------------------------------------------------------------
@@ -201,13 +206,13 @@ class Compiler:
                         gold=ex.gold, answer_starts=list(ex.answer_starts),
                         passages=[Passage(h.chunk.id, h.doc_id, h.text, h.start, h.end, h.score) for h in pool])
             rows.append({m.name: m.score(case).value for m in metrics})
-        self.spent.add(meter.to_dict()["total"])
+        self._spend(meter.to_dict()["total"])
         return {n: _mean([r[n] for r in rows]) for n in names}
 
     def answer(self, prog: RAGProgram, ex: Example) -> dict:
         self._check_budget()
         a = prog(question=ex.question)
-        self.spent.add(a.usage["total"])
+        self._spend(a.usage["total"])
         case = Case(id=ex.id, question=ex.question, answer=a.answer, references=list(ex.answers),
                     answerable=ex.answerable, abstained=a.abstained, gold=ex.gold, answer_starts=list(ex.answer_starts),
                     passages=[Passage(h.chunk.id, h.doc_id, h.text, h.start, h.end, h.score) for h in a.passages])
@@ -220,7 +225,7 @@ class Compiler:
             if any(m.name not in r["metrics"] for m in self.judged):
                 self._check_budget()
                 values, _, usage = score_case(r["case"], self.judged)
-                self.spent.add(usage.get("total", {}))
+                self._spend(usage.get("total", {}))
                 r["metrics"].update(values)
 
     def summarize(self, rows: list[dict]) -> dict[str, Any]:
@@ -243,8 +248,29 @@ class Compiler:
         return self.summarize(rows), rows
 
     # -- the study ------------------------------------------------------------------------------------------
+    def sampler_and_pruner(self):
+        directions = ["maximize"] + ["minimize"] * len(self.space.objective.also)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = optuna.samplers.TPESampler(seed=self.space.split.seed, multivariate=True) \
+                if len(directions) == 1 else optuna.samplers.NSGAIISampler(seed=self.space.split.seed)
+        return directions, sampler, StepMedianPruner(self.space.fidelity.startup_trials)
+
+    def open_study(self, place, identity: dict[str, Any], join: bool = False, adopt: bool = False
+                   ) -> tuple[optuna.Study, bool]:
+        """Create or join the study at ``place`` (`declrag.optimize.study.place`); its ledger holds this
+        compiler's budgets from now on. Returns the study and whether it was created here."""
+        from .study import create_or_join
+
+        self.ledger = place.ledger
+        return create_or_join(place, identity, *self.sampler_and_pruner(), self.space.baseline_values(), self.budget,
+                              join=join, adopt=adopt)
+
     def objective(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         t0 = time.perf_counter()
+        if not self._charge(trial):
+            trial.set_user_attr("stopped_by_budget", True)
+            raise optuna.TrialPruned("max trials reached")
         calls0, cost0 = self.spent.lm_calls, self.spent.cost_usd
         values = sample(trial, self.space)
         same = self._finished_with(trial)
@@ -319,7 +345,9 @@ class Compiler:
         rec = {"number": trial.number, "state": state, "params": values,
                "metrics": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in result.items()},
                "lm_calls": trial.user_attrs.get("lm_calls"), "cost_usd": trial.user_attrs.get("cost_usd"),
-               "seconds": round(secs, 2)}
+               "seconds": round(secs, 2), "worker": WORKER}
+        if "retry_of" in trial.user_attrs:
+            rec["retry_of"] = trial.user_attrs["retry_of"]
         with self._lock, (self.out / "trials.jsonl").open("a") as fh:
             fh.write(json.dumps(rec) + "\n")
         if self.progress:
@@ -327,64 +355,92 @@ class Compiler:
             retrieval = [(k.split(":", 1)[1], v) for k, v in result.items() if k.startswith("retrieval:") and v is not None]
             score = f"objective {obj:.4f}" if obj is not None else \
                 f"retrieval {retrieval[0][0]} {retrieval[0][1]:.4f}" if retrieval else "no score"  # pruned on retrieval
-            budget = f"/{self.budget.max_lm_calls}" if self.budget.max_lm_calls else ""
-            tqdm.write(f"trial {trial.number} {state}: {score}, {rec['lm_calls'] or 0} LM calls "
-                       f"(run {self.spent.lm_calls}{budget}), {secs:.0f} s")
+            led = self.ledger.state() if self.ledger is not None else {"lm_calls": self.spent.lm_calls, "max_lm_calls": None}
+            budget = f"/{led['max_lm_calls']}" if led["max_lm_calls"] else ""
+            retry = f" (retry of {rec['retry_of']})" if "retry_of" in rec else ""
+            tqdm.write(f"trial {trial.number}{retry} {state}: {score}, {rec['lm_calls'] or 0} LM calls "
+                       f"(study {led['lm_calls']}{budget}), {secs:.0f} s")
 
     def _check_budget(self) -> None:
         if not self.searching:  # the budgets bound the search; the final test scoring always runs
             return
-        b = self.budget
-        if b.max_lm_calls is not None and self.spent.lm_calls >= b.max_lm_calls:
-            raise BudgetReached("max LM calls")
-        if b.max_cost_usd is not None and self.spent.cost_usd >= b.max_cost_usd:
-            raise BudgetReached("max cost")
-        if b.timeout_s is not None and time.perf_counter() - self._t0 >= b.timeout_s:
-            raise BudgetReached("timeout")
+        if self.ledger is not None and (reason := self.ledger.exhausted()):
+            raise BudgetReached(reason)
 
-    def study(self) -> optuna.Study:
-        from optuna.storages import JournalStorage
-        from optuna.storages.journal import JournalFileBackend
+    def _spend(self, usage: dict) -> None:
+        self.spent.add(usage)
+        if self.ledger is not None and self.searching:
+            self.ledger.spend(int(usage.get("calls", 0) - usage.get("cached", 0)), int(usage.get("cached", 0)),
+                              float(usage.get("cost_usd", 0.0)))
 
-        storage = JournalStorage(JournalFileBackend(str(self.out / "study.journal")))
-        directions = ["maximize"] + ["minimize"] * len(self.space.objective.also)
-        sampler = optuna.samplers.TPESampler(seed=self.space.split.seed, multivariate=True) \
-            if len(directions) == 1 else optuna.samplers.NSGAIISampler(seed=self.space.split.seed)
-        pruner = StepMedianPruner(self.space.fidelity.startup_trials)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study = optuna.create_study(storage=storage, study_name="declrag", directions=directions, sampler=sampler,
-                                        pruner=pruner, load_if_exists=True)
-        for t in study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):  # killed mid-trial
-            storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
-        keep = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.WAITING)
-        if not any(t.user_attrs.get("baseline") and t.state in keep for t in study.trials):  # none yet, or cut off
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                study.enqueue_trial(self.space.baseline_values(), user_attrs={"baseline": True})
-        return study
+    def _charge(self, trial: optuna.Trial) -> bool:
+        """Count ``trial`` against --max-trials once. The worker took a slot before asking for a new trial;
+        a queued trial (the baseline) takes its slot here; a retry of a killed trial is free (the killed one
+        took it). False: no slot left (another worker took the last one a moment ago)."""
+        held, self._local.slot = getattr(self._local, "slot", False), False
+        frozen = next((t for t in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+                       if t.number == trial.number), None)
+        if frozen is not None and "failed_trial" in frozen.system_attrs:
+            trial.set_user_attr("retry_of", frozen.system_attrs["failed_trial"])
+            if held:
+                self.ledger.give_back_trial()
+            return True
+        return held or self.ledger.take_trial()
 
-    def search(self) -> optuna.Study:
-        study = self.study()
-        done = len([t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)])
-        remaining = None if self.budget.max_trials is None else max(0, self.budget.max_trials - done)
-        prior = [t.user_attrs for t in study.trials]
-        self.spent.lm_calls += sum(int(a.get("lm_calls") or 0) for a in prior)
-        self.spent.cost_usd += sum(float(a.get("cost_usd") or 0) for a in prior)
+    def search(self, study: optuna.Study, patience=None) -> optuna.Study:
+        """Work on ``study`` until its budgets are spent and no trial is left running anywhere: run the
+        queued trials (the baseline, retries of killed trials) first, else take a slot and ask the sampler
+        for a new trial, else wait for the other workers' trials (a killed one comes back as a retry). With
+        ``jobs`` > 1, that many threads do this in this process. ``patience`` (`study.Patience`) rides out
+        a lost database connection."""
+        if self.ledger is None:
+            raise RuntimeError("Compiler.search needs a ledger (declrag.optimize.study.Ledger)")
+        if self.jobs > 1:
+            errors: list[BaseException] = []
 
-        def stop_on_budget(study, trial):
-            try:
-                self._check_budget()
-            except BudgetReached:
-                study.stop()
+            def work():
+                try:
+                    self._work(study, patience)
+                except BaseException as e:  # noqa: BLE001 (raised again below, in the caller's thread)
+                    errors.append(e)
 
-        if remaining != 0:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                study.optimize(self.objective, n_trials=remaining, timeout=self.budget.timeout_s, n_jobs=self.jobs,
-                               callbacks=[stop_on_budget], catch=(DeclragError,), show_progress_bar=self.progress)
+            threads = [threading.Thread(target=work, daemon=True) for _ in range(self.jobs)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+        else:
+            self._work(study, patience)
         self.searching = False
         return study
+
+    def _work(self, study: optuna.Study, patience) -> None:
+        from .study import is_db_error
+
+        states = optuna.trial.TrialState
+        while True:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    optuna.storages.fail_stale_trials(study)  # killed workers' trials: failed, queued again once
+                took = False
+                if not study.get_trials(deepcopy=False, states=(states.WAITING,)):
+                    took = self.ledger.exhausted() is None and self.ledger.take_trial()
+                    if not took:
+                        if study.get_trials(deepcopy=False, states=(states.RUNNING,)):
+                            time.sleep(self.poll_s)  # others are still at work: a killed one's trial comes back
+                            continue
+                        return
+                self._local.slot = took
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    study.optimize(self.objective, n_trials=1, catch=(DeclragError,), show_progress_bar=False)
+            except Exception as e:
+                if patience is None or not is_db_error(e):
+                    raise
+                patience.wait(e, "running the search")
 
 
 def _mean(xs: list[float | None]) -> float | None:

@@ -4,8 +4,10 @@ held-out test once, write the artifact, the manifest, the summary and the report
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,8 @@ from ..program import versions
 from .compile import Budget, Compiler, digest_of, trial_counts, weighted
 from .space import Space, read_space, tidy_params
 
+log = logging.getLogger(__name__)
+
 
 def _git_revision() -> str | None:
     try:
@@ -29,13 +33,52 @@ def _git_revision() -> str | None:
         return None
 
 
+def _identity(comp: Compiler, golden, sp: Space, model: str | None) -> dict[str, Any]:
+    """What makes two processes work on the same study: the space, the dataset (by name and by content,
+    documents and split) and the model every LM call goes to."""
+    return {"space": sp.model_dump(mode="json"), "dataset": golden.name, "model": model,
+            "data": digest_of([d.hash for d in golden.documents] + [e.id for v in comp.splits.values() for e in v]),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
 def compile_run(space: str | Path | None = None, dataset: str | None = None, name: str | None = None,
                 runs: str | Path = "runs", budget: Budget | None = None, jobs: int = 1, resume: str | Path | None = None,
-                model: str | None = None, progress: bool = True, store: str | None = None) -> dict[str, Any]:
-    """Start (or, with ``resume``, continue) a compile. Returns the summary. ``store`` is where the trials'
-    indexes live (a folder or a Weaviate server, see `declrag.api.corpus_store`; default the cache folder)."""
+                model: str | None = None, progress: bool = True, store: str | None = None, storage: str | None = None,
+                join: str | None = None, finalize: bool = False, heartbeat_s: int = 10,
+                patience_s: float = 120.0) -> dict[str, Any]:
+    """Start (``space``, ``dataset``, ``name``), continue (``resume``) or join (``join`` with ``storage``) a
+    compile. Returns the summary, or for a worker that does not finalize, its part of the search.
+
+    ``store`` is where the trials' indexes live (a folder or a Weaviate server, see `declrag.api.corpus_store`;
+    default the cache folder). ``storage`` is the study's database (any SQLAlchemy URL Optuna accepts; default
+    the run folder's journal). Roles: the process that created the study, or ``--resume``s it, finalizes: once
+    the budgets are spent and no trial is running anywhere, it optimizes the best program's prompts, scores the
+    held-out test and writes ``best/`` and the report. Workers (``join``, or a second ``--name`` of the same
+    study) search, then stop and say so; ``finalize`` makes a worker finalize too (when the creator's machine
+    is gone). ``heartbeat_s``: a trial whose worker stops beating for 3x this is retried elsewhere;
+    ``patience_s``: how long a worker retries a lost database before it stops."""
+    from .study import Patience, has_password, identity_of, place, redact
+
     budget = budget or Budget()
-    if resume:
+    given = {k: v for k, v in asdict(budget).items() if v is not None}
+    creator = True
+    if join:
+        if not storage:
+            raise DeclragError("--join needs --storage URL: the database the study lives in",
+                               hint=f"declrag compile --join {join} --storage postgresql+psycopg://user@host/db")
+        if given or space or dataset or resume:
+            raise DeclragError("a worker takes the space, dataset, model and budgets from the study it joins",
+                               hint="drop --space/--dataset/--max-*/--timeout; budgets are set where the study was "
+                                    "created (or raised there with --resume)")
+        name, creator, out = join, False, Path(runs) / join
+        p = place(out, name, storage, heartbeat_s)
+        theirs = identity_of(p)
+        if model and model != theirs["model"]:
+            raise DeclragError(f"the study {join!r} routes its LM calls to {theirs['model'] or 'the configured model'}, not {model}",
+                               hint="drop --model: a worker uses the study's")
+        sp, dataset, model = Space.model_validate(theirs["space"]), theirs["dataset"], theirs["model"]
+        out.mkdir(parents=True, exist_ok=True)
+    elif resume:
         out = Path(resume)
         f = out / "compile.json"
         if not f.exists():
@@ -43,31 +86,61 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
         saved = json.loads(f.read_text())
         sp = Space.model_validate(saved["space"])
         dataset, model, store = saved["dataset"], model or saved.get("model"), store or saved.get("store")
+        storage, name = storage or saved.get("storage"), saved.get("study", "declrag")  # runs before 0.2: "declrag"
         # the budgets the study started with, unless given again
-        budget = Budget(**{**saved.get("budget", {}), **{k: v for k, v in asdict(budget).items() if v is not None}})
+        budget = Budget(**{**saved.get("budget", {}), **given})
+        p = place(out, name, storage, heartbeat_s)
     else:
         if not space or not dataset or not name:
-            raise DeclragError("compile needs --space, --dataset and --name (or --resume runs/NAME)",
+            raise DeclragError("compile needs --space, --dataset and --name (or --resume runs/NAME, or --join NAME)",
                                hint="e.g. declrag compile --space optimizers/default.yaml --dataset squad-v2.0 --name first")
         sp = read_space(space)
         out = Path(runs) / name
-        if (out / "study.journal").exists():
+        if (out / "compile.json").exists():
             raise DeclragError(f"{out} already holds a compile", hint=f"continue it with --resume {out}, or pick another --name")
         out.mkdir(parents=True, exist_ok=True)
+        p = place(out, name, storage, heartbeat_s)
+    if storage and has_password(storage):
+        log.warning("the password in --storage is used by this process only and written nowhere; give it as "
+                    "$PGPASSWORD or in ~/.pgpass so that --resume and other workers can connect")
     golden = load_golden(dataset)
     comp = Compiler(sp, golden, out, budget, jobs, progress, model, store)
-    inputs = {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model, "store": store,
-              "budget": asdict(budget)}
-    (out / "compile.json").write_text(json.dumps(inputs, indent=2))
-    (out / "split.json").write_text(json.dumps({k: [e.id for e in v] for k, v in comp.splits.items()}))
+    study, created = comp.open_study(p, _identity(comp, golden, sp, model), join=bool(join or resume), adopt=bool(resume))
+    if not join and not resume and not created:  # the same study, started elsewhere: work on it as a worker
+        creator = False
+        tell(progress, f"the study {name!r} exists in {p.shown} with this space and dataset: joining it as a worker")
+    if creator:
+        inputs = {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model, "store": store,
+                  "budget": asdict(budget), "study": name, "storage": redact(storage) if storage else None}
+        (out / "compile.json").write_text(json.dumps(inputs, indent=2))
+        (out / "split.json").write_text(json.dumps({k: [e.id for e in v] for k, v in comp.splits.items()}))
+        p.ledger.start(budget, spent=_spent_before(study))  # the clock of --timeout starts again
+        if not p.shared:
+            _retry_killed(study)
+    finalizes = creator or finalize
     manifest = {"status": "running", "versions": versions(), "git": _git_revision(),
                 "hashes": {"data": digest_of([d.hash for d in golden.documents] + [e.id for v in comp.splits.values() for e in v]),
-                           "space": digest_of(inputs["space"]), "split": digest_of({k: [e.id for e in v] for k, v in comp.splits.items()})},
-                "dataset": golden.name, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+                           "space": digest_of(sp.model_dump(mode="json")),
+                           "split": digest_of({k: [e.id for e in v] for k, v in comp.splits.items()})},
+                "dataset": golden.name, "study": name, "storage": p.shown,
+                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if finalizes:
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    tell(progress, f"study {name!r} in {p.shown}: searching" + ("" if finalizes else
+         " as a worker (the process that created the study writes the artifact)"))
     t0 = time.perf_counter()
-    study = comp.search()
+    study = comp.search(study, Patience(p, patience_s, progress) if p.shared else None)
+    if not finalizes:
+        mine = [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()] \
+            if (out / "trials.jsonl").exists() else []
+        from .compile import WORKER
+
+        return {"role": "worker", "study": name, "storage": p.shown, **trial_counts(study.trials),
+                "mine": len([r for r in mine if r.get("worker") == WORKER]), "wall_s": round(time.perf_counter() - t0, 1)}
     summary = finish(comp, study, out, progress)
+    led = p.ledger.state()
+    summary.update(lm_calls=led["lm_calls"], cached_calls=led["cached"], cost_usd=round(led["cost_usd"], 6),
+                   study=name, storage=p.shown)
     summary["wall_s"] = round(time.perf_counter() - t0, 1)
     manifest.update(status="done", finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     hashes={**manifest["hashes"], "config": digest_of(summary["best"]["config"])})
@@ -77,6 +150,33 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
 
     write_report(out, summary, study)
     return summary
+
+
+def tell(progress: bool, msg: str) -> None:
+    if progress:
+        from tqdm.auto import tqdm
+
+        tqdm.write(msg)
+
+
+def _spent_before(study: optuna.Study) -> dict[str, Any]:
+    """What a study's trials spent before it had a ledger (runs made before budgets lived in one)."""
+    done = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
+    return {"trials": len(done), "lm_calls": sum(int(t.user_attrs.get("lm_calls") or 0) for t in study.trials),
+            "cost_usd": sum(float(t.user_attrs.get("cost_usd") or 0) for t in study.trials)}
+
+
+def _retry_killed(study: optuna.Study) -> None:
+    """A journal has one owner: a trial it lists as running was cut off when that process died. Mark it
+    failed and queue it once more, as the database heartbeat does for a killed worker."""
+    from optuna.storages import RetryHeartbeatStaleTrialCallback
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        retry = RetryHeartbeatStaleTrialCallback(max_retry=1)
+        for t in study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
+            study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+            retry(study, study._storage.get_trial(t._trial_id))
 
 
 def _score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float]]:
@@ -147,7 +247,6 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
         "gain_test": gain, "test_ci": {"baseline": mean_ci(q_base), "best": mean_ci(q_best)}, "legs_test": legs,
         "dev_gain": (dev_best.get("objective") or 0) - (dev_base.get("objective") or 0),
         **trial_counts(study.trials),
-        "lm_calls": comp.spent.lm_calls, "cached_calls": comp.spent.cached, "cost_usd": round(comp.spent.cost_usd, 6),
         "pareto": [{"trial": t.number, "values": t.values, "params": tidy_params(t.params)} for t in front],
         "prompt_optimization": prompt_info, "splits": {k: len(v) for k, v in splits.items()},
     }

@@ -19,7 +19,7 @@ from ..config import IngestConfig, Metric
 from ..errors import DeclragError
 from .base import DocRecord, Filter, Store, StoreMeta
 
-__all__ = ["DocRecord", "Filter", "Store", "StoreMeta", "check_ingest", "child_uri", "connect", "list_stores",
+__all__ = ["DocRecord", "Filter", "Store", "StoreMeta", "check_ingest", "child_uri", "connect", "list_stores", "local_folder",
            "open_store", "read_meta", "store_uri"]
 
 SCHEMES = {"": "lancedb", "file": "lancedb", "weaviate": "weaviate", "weaviates": "weaviate"}
@@ -45,6 +45,15 @@ def _backend(uri: str):
     from .lancedb import LanceStore
 
     return LanceStore
+
+
+def local_folder(where: str | Path) -> Path | None:
+    """The folder of an embedded store's URI (a path or file://...); None for a server."""
+    uri = store_uri(where)
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    if SCHEMES.get(scheme) != "lancedb":
+        return None
+    return Path(uri.split("://", 1)[1] if scheme else uri)
 
 
 def connect(where: str | Path) -> Store:
