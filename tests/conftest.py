@@ -104,3 +104,54 @@ def weaviate_url(tmp_path_factory):
     uri = start_weaviate(folder)
     yield uri
     stop_weaviate(folder)
+
+
+POSTGRES_SCRIPT = ROOT / "scripts" / "postgres.sh"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_postgres(password_env: str | None = None) -> tuple[str, Path]:
+    """Start a real PostgreSQL (Debian's package, installed by scripts/postgres.sh if missing) in a new
+    temporary cluster on loopback; returns its SQLAlchemy URL and folder. Skips the test when PostgreSQL
+    cannot be installed here."""
+    import subprocess
+    import tempfile
+
+    # a short folder under /tmp: the server runs as a system user when we are root, and needs to reach it
+    folder = Path(tempfile.mkdtemp(prefix="declrag-pg-", dir="/tmp"))
+    args = ["bash", str(POSTGRES_SCRIPT), "start", "--dir", str(folder), "--port", str(free_port())]
+    if password_env:
+        args += ["--password-env", password_env]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    if r.returncode == 3:
+        pytest.skip("PostgreSQL tests need Debian's postgresql package, which scripts/postgres.sh could not install "
+                    f"here ({r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no reason given'}); "
+                    "or set DECLRAG_TEST_POSTGRES_URL to a server of yours")
+    if r.returncode != 0:
+        pytest.fail(f"scripts/postgres.sh start failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return r.stdout.strip().splitlines()[-1], folder
+
+
+def stop_postgres(folder: Path) -> None:
+    import subprocess
+
+    subprocess.run(["bash", str(POSTGRES_SCRIPT), "stop", "--dir", str(folder), "--clean"], capture_output=True,
+                   timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A live PostgreSQL for the session: $DECLRAG_TEST_POSTGRES_URL if set, else one started here."""
+    if os.environ.get("DECLRAG_TEST_POSTGRES_URL"):
+        yield os.environ["DECLRAG_TEST_POSTGRES_URL"]
+        return
+    url, folder = start_postgres()
+    yield url
+    stop_postgres(folder)

@@ -127,6 +127,13 @@ def stage(name: str):
     return _scoped(_STAGE, name)
 
 
+def meter_call(entry: dict | None, ms: float) -> None:
+    """Count one LM call (its history ``entry``: usage and cost; empty usage is a cache hit) into every meter
+    of this context, under the current stage."""
+    for m in _METER.get():
+        m.add(_STAGE.get(), entry, ms)
+
+
 class RoutedLM(dspy.LM):
     """A DSPy LM on LiteLLM that meters each call into the caller's `Meter`."""
 
@@ -136,8 +143,7 @@ class RoutedLM(dspy.LM):
         try:
             return call()
         finally:
-            for m in _METER.get():
-                m.add(_STAGE.get(), _ENTRY.get(), 1000 * (time.perf_counter() - t0))
+            meter_call(_ENTRY.get(), 1000 * (time.perf_counter() - t0))
             _ENTRY.reset(token)
 
     def __call__(self, prompt=None, *, messages=None, **kwargs):
@@ -149,8 +155,7 @@ class RoutedLM(dspy.LM):
         try:
             return await super().acall(prompt, messages=messages, **kwargs)
         finally:
-            for m in _METER.get():
-                m.add(_STAGE.get(), _ENTRY.get(), 1000 * (time.perf_counter() - t0))
+            meter_call(_ENTRY.get(), 1000 * (time.perf_counter() - t0))
             _ENTRY.reset(token)
 
     def update_history(self, entry):

@@ -271,6 +271,7 @@ class Compiler:
         if not self._charge(trial):
             trial.set_user_attr("stopped_by_budget", True)
             raise optuna.TrialPruned("max trials reached")
+        trial.set_user_attr("worker", WORKER)  # host:pid, for the dashboard and the logs
         calls0, cost0 = self.spent.lm_calls, self.spent.cost_usd
         values = sample(trial, self.space)
         same = self._finished_with(trial)

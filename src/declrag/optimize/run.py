@@ -33,10 +33,10 @@ def _git_revision() -> str | None:
         return None
 
 
-def _identity(comp: Compiler, golden, sp: Space, model: str | None) -> dict[str, Any]:
+def _identity(comp: Compiler, golden, dataset: str, sp: Space, model: str | None) -> dict[str, Any]:
     """What makes two processes work on the same study: the space, the dataset (by name and by content,
     documents and split) and the model every LM call goes to."""
-    return {"space": sp.model_dump(mode="json"), "dataset": golden.name, "model": model,
+    return {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model,
             "data": digest_of([d.hash for d in golden.documents] + [e.id for v in comp.splits.values() for e in v]),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
@@ -103,9 +103,15 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
     if storage and has_password(storage):
         log.warning("the password in --storage is used by this process only and written nowhere; give it as "
                     "$PGPASSWORD or in ~/.pgpass so that --resume and other workers can connect")
-    golden = load_golden(dataset)
+    try:
+        golden = load_golden(dataset)
+    except DeclragError as e:
+        if not join:
+            raise
+        raise DeclragError(f"the study {join!r} runs on the dataset {dataset!r}, which is not here: {e.message}",
+                           hint="make it available on this machine under the same name or path") from None
     comp = Compiler(sp, golden, out, budget, jobs, progress, model, store)
-    study, created = comp.open_study(p, _identity(comp, golden, sp, model), join=bool(join or resume), adopt=bool(resume))
+    study, created = comp.open_study(p, _identity(comp, golden, dataset, sp, model), join=bool(join or resume), adopt=bool(resume))
     if not join and not resume and not created:  # the same study, started elsewhere: work on it as a worker
         creator = False
         tell(progress, f"the study {name!r} exists in {p.shown} with this space and dataset: joining it as a worker")

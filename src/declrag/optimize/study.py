@@ -41,10 +41,13 @@ HINT_START = "start one on loopback with: bash scripts/postgres.sh start (it pri
 def redact(url: str) -> str:
     """``url`` without its password (for files, logs and messages)."""
     try:
-        from sqlalchemy.engine import make_url
+        from sqlalchemy.engine import URL, make_url
 
         u = make_url(url)
-        return u.set(password=None).render_as_string(hide_password=False) if u.password is not None else url
+        if u.password is None:
+            return url
+        bare = URL.create(u.drivername, u.username, None, u.host, u.port, u.database, u.query)
+        return bare.render_as_string(hide_password=False)
     except Exception:
         return url.split("@")[-1] if "@" in url else url
 

@@ -54,9 +54,11 @@ class ScriptedLM:
     """An instant LM for tests and benchmarks: answers each prompt by the first rule whose key occurs in its
     system message (the stage's instructions), e.g. ``{"search queries": {"queries": "a\nb"}}``; falls back
     to ``default``. Built on DSPy's DummyLM with the plain-text adapter; ``ms`` sums time spent inside;
-    ``delay`` seconds are slept on every call (to stand in for a slow model)."""
+    ``delay`` seconds are slept on every call (to stand in for a slow model). With ``cost_usd``, every call
+    is metered as a paid, uncached call of that price (so budgets count it as they count a real model's)."""
 
-    def __new__(cls, rules: dict[str, dict], default: dict | None = None, delay: float = 0.0):
+    def __new__(cls, rules: dict[str, dict], default: dict | None = None, delay: float = 0.0,
+                cost_usd: float | None = None):
         import time
 
         from dspy.utils.dummies import DummyLM
@@ -74,7 +76,12 @@ class ScriptedLM:
                 try:
                     return super().__call__(prompt, messages=messages, **kwargs)
                 finally:
-                    self.ms += 1000 * (time.perf_counter() - t0)
+                    ms = 1000 * (time.perf_counter() - t0)
+                    self.ms += ms
+                    if cost_usd is not None:
+                        from ..lm import meter_call
+
+                        meter_call({"usage": {"prompt_tokens": 1, "completion_tokens": 1}, "cost": cost_usd}, ms)
 
         lm = _Scripted([], adapter=PlainTextAdapter())
         lm.ms = 0.0
