@@ -16,4 +16,7 @@ if command -v go >/dev/null; then
 else
   echo "Go not found: the Weaviate tests will be skipped (install Go from https://go.dev/dl to run them)"
 fi
+# the PostgreSQL tests (marker `postgres`) start their own servers from Debian's postgresql package; install it
+# here, once, so that its cost shows up front. Where it cannot be installed they are skipped and say why.
+bash scripts/postgres.sh install >/dev/null || echo "PostgreSQL could not be installed: the postgres tests will be skipped"
 .venv/bin/python -m pytest -q "$@"

@@ -57,7 +57,7 @@ WORKER = textwrap.dedent("""
             else:
                 compile_run(runs=runs, join=name, storage=storage, progress=False, heartbeat_s=1, patience_s=float(patience))
         except DeclragError as e:
-            print(f"error: {e.message}", file=sys.stderr)
+            print(f"error: {e.message}", f"  fix: {e.hint}", sep=chr(10), file=sys.stderr)
             sys.exit(2)
 """)
 
@@ -179,6 +179,7 @@ def test_a_worker_that_loses_the_database_stops_cleanly_and_keeps_what_finished(
     try:
         name = "lost"
         a = worker(tmp_path, "start", url, tmp_path / "a", name, space, trials=40, delay=0.2, patience=4)
+        wait_for(lambda: study_exists(url, name))
         wait_for(lambda: len([t for t in load(url, name).trials if t.state.is_finished()]) >= 2)
         before = {t.number: t.values for t in load(url, name).trials if t.state.is_finished()}
         subprocess.run(["bash", "scripts/postgres.sh", "stop", "--dir", str(folder)], check=True, capture_output=True,

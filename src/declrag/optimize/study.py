@@ -88,16 +88,32 @@ def db_error(e: BaseException, url: str, doing: str = "opening the study databas
 
 
 def is_db_error(e: BaseException) -> bool:
-    """A lost or refused database connection (worth retrying), as opposed to a bug or bad input."""
+    """A lost or refused database connection (worth retrying), as opposed to a bug or bad input: the error
+    itself or any error it arose from (Optuna's trial loop can fail on its own while reporting one)."""
     try:
         import sqlalchemy.exc as sx
     except ImportError:  # pragma: no cover
         return False
-    if isinstance(e, (sx.OperationalError, sx.InterfaceError)):
-        return True
-    if isinstance(e, sx.DBAPIError) and e.connection_invalidated:
-        return True
-    return isinstance(e, optuna.exceptions.StorageInternalError) and isinstance(e.__cause__, sx.DBAPIError)
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, (sx.OperationalError, sx.InterfaceError)) or \
+                (isinstance(e, sx.DBAPIError) and e.connection_invalidated):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def db_cause(e: BaseException) -> BaseException:
+    """The database error ``e`` arose from (itself if none)."""
+    import sqlalchemy.exc as sx
+
+    x: BaseException | None = e
+    while x is not None:
+        if isinstance(x, sx.DBAPIError):
+            return x
+        x = x.__cause__ or x.__context__
+    return e
 
 
 def open_rdb(url: str, heartbeat_s: int):
@@ -327,14 +343,15 @@ class Patience:
         """Return once the database answers again; raise DeclragError when patience runs out."""
         import sqlalchemy as sa
 
-        t0, delay, err = time.monotonic(), 1.0, first
+        t0, delay, err = time.monotonic(), 1.0, db_cause(first)
         while True:
             left = self.seconds - (time.monotonic() - t0)
             if left <= 0:
                 e = db_error(err, self.p.url or "", doing)
                 raise DeclragError(f"{e.message}; gave up after {self.seconds:.0f} s of retries",
                                    hint=f"finished trials are kept in the database; once it is back, continue with "
-                                        f"declrag compile --join {self.p.name} --storage URL ({e.hint})")
+                                        f"declrag compile --resume RUN_FOLDER where the study was created, or "
+                                        f"--join {self.p.name} --storage URL elsewhere ({e.hint})")
             msg = f"the study database at {self.p.shown} is unreachable ({str(err).splitlines()[0][:120]}); " \
                   f"retrying in {min(delay, left):.0f} s ({left:.0f} s of patience left)"
             if self.progress:
@@ -352,4 +369,4 @@ class Patience:
             except Exception as e:  # noqa: BLE001
                 if not is_db_error(e):
                     raise
-                err = e
+                err = db_cause(e)
