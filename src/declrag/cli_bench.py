@@ -107,3 +107,19 @@ def bench_cluster(
     from .bench.cluster import print_report, run
 
     _bench_out(run(duration_s=duration, clients=clients, dataset=dataset, port=port), print_report, as_json)
+
+
+@bench_app.command("workers")
+def bench_workers(
+    dataset: Annotated[str, typer.Option(help="golden set")] = "scifact",
+    space: Annotated[Path, typer.Option(help="search space")] = Path("optimizers/retrieval.yaml"),
+    trials: Annotated[int, typer.Option(help="the study's --max-trials, the same for both arms")] = 30,
+    storage: Annotated[Optional[str], typer.Option(help="a PostgreSQL URL (default: a temporary server from scripts/postgres.sh)")] = None,
+    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+):
+    """One compile worker against two sharing a study in PostgreSQL (each pinned to one CPU): wall time and best scores."""
+    from .bench.workers import print_report, run
+
+    if trials < 1:
+        raise DeclragError("--trials must be at least 1")
+    _bench_out(run(space, dataset, trials, storage), print_report, as_json)

@@ -4,7 +4,8 @@ then the held-out test, once; the result is the artifact `serve` runs.
 runs/<name>/
   compile.json    the inputs (space, dataset, budgets): what `--resume` reads
   split.json      the seeded train / dev / test question ids
-  study.journal   Optuna's storage (an append-only journal: a killed process loses at most its trial)
+  study.journal   Optuna's storage (an append-only journal: a killed process loses at most its trial), and
+  budget.sqlite3  the budget ledger; with --storage URL both live in that database instead (optimize/study.py)
   trials.jsonl    one line per finished trial: params, every metric, cost, time, state
   best/           the compiled program (declrag.load / declrag serve)
   manifest.json, summary.json, report.md, report.html, plots/
