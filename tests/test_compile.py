@@ -108,9 +108,10 @@ def test_bad_spaces_name_the_file_and_key(tmp_path, change, message):
 
 
 def test_budget_stops_cleanly_and_keeps_what_was_done(space, tmp_path):
-    with using_lm(answers_by_prompt()):
-        s = compile_run(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=50, timeout_s=6), progress=False)
-    assert 1 <= s["complete"] < 50
+    slow = ScriptedLM({"passage number in brackets": {"answer": "Paris [1]"}}, {"answer": "It is in [1]."}, delay=0.2)
+    with using_lm(slow):  # about 1.6 s a trial: 50 trials cannot fit in 20 s, the first one does
+        s = compile_run(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=50, timeout_s=20), progress=False)
+    assert 1 <= s["complete"] < 50 and s["stopped_by_budget"] <= 1
     with pytest.raises(DeclragError, match="already holds a compile"):
         compile_run(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=1), progress=False)
 
@@ -131,6 +132,15 @@ def test_a_program_proposed_again_is_not_scored_again(tmp_path, capsys):
         first = next(x for x in recs if x["number"] == int(r["state"].split()[-1]))
         assert first["state"] == "complete" and first["params"] == r["params"] and first["metrics"] == r["metrics"]
         assert r["lm_calls"] == 0
+
+
+def test_parallel_jobs_share_the_trial_budget_exactly(space, tmp_path):
+    slow = ScriptedLM({"passage number in brackets": {"answer": "Paris [1]"}}, {"answer": "It is in [1]."}, delay=0.05)
+    with using_lm(slow):  # the threads see the LM chosen here
+        s = compile_run(space, str(GOLD), "j", tmp_path / "runs", Budget(max_trials=7), jobs=2, progress=False)
+    lines = [json.loads(x) for x in (tmp_path / "runs" / "j" / "trials.jsonl").read_text().splitlines()]
+    assert s["complete"] + s["pruned"] == 7 == len(lines) and len({r["number"] for r in lines}) == 7
+    assert s["stopped_by_budget"] == 0 and s["baseline"]["trial"] == 0
 
 
 def test_resume_keeps_the_budgets_the_study_started_with(space, tmp_path):

@@ -22,21 +22,14 @@ import pytest
 from declrag.cli import main as cli
 
 from .conftest import free_port, start_postgres, stop_postgres
+from .test_compile import GOLD
+from .test_compile import SPACE as TINY
 
 pytestmark = pytest.mark.postgres
 
-GOLD = Path(__file__).parent / "data" / "tiny" / "gold.jsonl"
-SPACE = """
-name: tiny
-objective: {metrics: {token_match: 0.5, sia: 0.5}}
-split: {fractions: {train: 0.25, dev: 0.5, test: 0.25}, seed: 3}
-fidelity: {slices: [0.5, 1.0], startup_trials: 2}
-params:
-  k: {path: retrieve.k, type: int, low: 1, high: 3}
-  alpha: {path: retrieve.alpha, type: float, low: 0.0, high: 1.0, step: 0.25}
-  prompt: {path: generate.variant, type: categorical, choices: [plain, terse]}
-prompt_optimizer: {name: none}
-"""
+# the tiny space of test_compile, without prompt optimization (the finalizer's part is not what is tested here)
+SPACE = TINY.replace("{name: bootstrap, max_demos: 1, max_examples: 4}", "{name: none}")
+assert SPACE != TINY
 
 WORKER = textwrap.dedent("""
     import sys

@@ -102,3 +102,37 @@ def test_window_and_parent_expansion_return_exact_document_spans(tmp_path):
         else:
             before, after = store.get([f"{plain.doc_id}#{plain.chunk.position + o}" for o in (-1, 1)])
             assert (hit.start, hit.end) == (before.start, after.end)
+
+
+BUILD = """
+import sys
+from declrag.api import corpus_store
+from declrag.config import ChunkerConfig, IngestConfig
+from declrag.golden import load_golden
+from declrag.testing import HashEmbedder
+
+docs = load_golden(sys.argv[1]).documents
+st, report = corpus_store(docs, IngestConfig(chunker=ChunkerConfig(name="fixed", chunk_size=16, overlap=4)), "tiny",
+                          embedder=HashEmbedder(), progress=False, home=sys.argv[2])
+print(report.indexed, st.count())
+"""
+
+
+def test_two_processes_building_one_cached_index_do_not_corrupt_it(tmp_path):
+    """Compile workers on one machine share the index cache: one builds, the other waits and finds it built."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    gold = Path(__file__).parent / "data" / "tiny" / "gold.jsonl"
+    script = tmp_path / "build.py"
+    script.write_text(BUILD)
+    procs = [subprocess.Popen([sys.executable, str(script), str(gold), str(tmp_path / "indexes")], stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600)[0].split() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    indexed, counts = sorted(int(o[0]) for o in outs), {int(o[1]) for o in outs}
+    assert indexed[0] == 0 and indexed[1] > 0  # one process built it, the other found it built
+    ref = subprocess.run([sys.executable, str(script), str(gold), str(tmp_path / "alone")], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert counts == {int(ref[1])}  # both see exactly the chunks of a build made alone: none twice, none missing

@@ -96,7 +96,8 @@ def arm(workers: int, space: Path, dataset: str, trials: int, url: str, runs: Pa
             "pruned": s["pruned"], "best_trial": s["best"]["trial"], "best_params": s["best"]["params"],
             "best_dev": round(s["best"]["dev"].get("objective") or 0, 4),
             f"best_test_{metric}": round(s["best"]["test"].get(metric) or 0, 4),
-            "baseline_test": round(s["baseline"]["test"].get(metric) or 0, 4), "metric": metric}
+            "baseline_test": round(s["baseline"]["test"].get(metric) or 0, 4), "metric": metric,
+            "gain_test": s["gain_test"]}  # best over baseline on test, paired bootstrap
 
 
 def run(space: str | Path = "optimizers/retrieval.yaml", dataset: str = "scifact", trials: int = 30,
@@ -134,4 +135,8 @@ def print_report(r: dict[str, Any], console) -> None:
         t.add_row(str(a["workers"]), f"{a['wall_s']:.1f}", str(a["complete"]), str(a["pruned"]), str(a["best_trial"]),
                   f"{a['best_dev']:.4f}", f"{a[f'best_test_{m}']:.4f}", f"{a['baseline_test']:.4f}")
     console.print(t)
+    for a in r["arms"]:
+        g = a["gain_test"]
+        console.print(f"{a['workers']} worker(s): best over baseline on test {g['diff']:+.4f} "
+                      f"[{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] (paired bootstrap, 95%)")
     console.print(f"speed-up with two workers: {r['speedup']}x; best test {m} two minus one: {r['test_difference']:+.4f}")

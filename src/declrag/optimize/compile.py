@@ -18,6 +18,7 @@ cached, so trials and runs share work.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import math
@@ -253,7 +254,10 @@ class Compiler:
         directions = ["maximize"] + ["minimize"] * len(self.space.objective.also)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            sampler = optuna.samplers.TPESampler(seed=self.space.split.seed, multivariate=True) \
+            # constant_liar: trials still running (other workers', other threads') count as bad results while
+            # sampling, so parallel workers do not all propose the same region (Optuna's advice for distributed
+            # studies; with one worker nothing is running at sampling time and it changes nothing)
+            sampler = optuna.samplers.TPESampler(seed=self.space.split.seed, multivariate=True, constant_liar=True) \
                 if len(directions) == 1 else optuna.samplers.NSGAIISampler(seed=self.space.split.seed)
         return directions, sampler, StepMedianPruner(self.space.fidelity.startup_trials)
 
@@ -406,7 +410,9 @@ class Compiler:
                 except BaseException as e:  # noqa: BLE001 (raised again below, in the caller's thread)
                     errors.append(e)
 
-            threads = [threading.Thread(target=work, daemon=True) for _ in range(self.jobs)]
+            # each thread starts from this context (an LM chosen with `using_lm` holds in all of them)
+            threads = [threading.Thread(target=contextvars.copy_context().run, args=(work,), daemon=True)
+                       for _ in range(self.jobs)]
             for t in threads:
                 t.start()
             for t in threads:

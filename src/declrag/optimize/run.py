@@ -57,6 +57,23 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
     study) search, then stop and say so; ``finalize`` makes a worker finalize too (when the creator's machine
     is gone). ``heartbeat_s``: a trial whose worker stops beating for 3x this is retried elsewhere;
     ``patience_s``: how long a worker retries a lost database before it stops."""
+    from .study import db_error, is_db_error
+
+    try:
+        return _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progress, store, storage, join,
+                            finalize, heartbeat_s, patience_s)
+    except DeclragError:
+        raise
+    except Exception as e:  # a database error outside the search loop (which rides them out): one clear message
+        if not is_db_error(e):
+            raise
+        saved = None if storage or not resume or not (Path(resume) / "compile.json").exists() else \
+            json.loads((Path(resume) / "compile.json").read_text()).get("storage")
+        raise db_error(e, storage or saved or "", "compiling") from None
+
+
+def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progress, store, storage, join, finalize,
+                 heartbeat_s, patience_s) -> dict[str, Any]:
     from .study import Patience, has_password, identity_of, place, redact
 
     budget = budget or Budget()
@@ -82,7 +99,8 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
         out = Path(resume)
         f = out / "compile.json"
         if not f.exists():
-            raise DeclragError(f"{out} is not a compile run (no compile.json)", hint="pass --resume runs/NAME")
+            raise DeclragError(f"{out} is not a compile run (no compile.json)",
+                               hint="pass --resume runs/NAME where the study was created; a worker rejoins with --join NAME --storage URL")
         saved = json.loads(f.read_text())
         sp = Space.model_validate(saved["space"])
         dataset, model, store = saved["dataset"], model or saved.get("model"), store or saved.get("store")
@@ -143,9 +161,12 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
 
         return {"role": "worker", "study": name, "storage": p.shown, **trial_counts(study.trials),
                 "mine": len([r for r in mine if r.get("worker") == WORKER]), "wall_s": round(time.perf_counter() - t0, 1)}
+    led = p.ledger.state()  # the whole study's search, every worker
+    here = (comp.spent.lm_calls, comp.spent.cached, comp.spent.cost_usd)
     summary = finish(comp, study, out, progress)
-    led = p.ledger.state()
-    summary.update(lm_calls=led["lm_calls"], cached_calls=led["cached"], cost_usd=round(led["cost_usd"], 6),
+    final = (comp.spent.lm_calls - here[0], comp.spent.cached - here[1], comp.spent.cost_usd - here[2])  # prompts, test
+    summary.update(lm_calls=led["lm_calls"] + final[0], cached_calls=led["cached"] + final[1],
+                   cost_usd=round(led["cost_usd"] + final[2], 6), lm_calls_search=led["lm_calls"],
                    study=name, storage=p.shown)
     summary["wall_s"] = round(time.perf_counter() - t0, 1)
     manifest.update(status="done", finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

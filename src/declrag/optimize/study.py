@@ -64,6 +64,8 @@ def has_password(url: str) -> bool:
 def db_error(e: BaseException, url: str, doing: str = "opening the study database") -> DeclragError:
     """One clear message for what went wrong with the database at ``url``."""
     where = redact(url)
+    if not isinstance(e, ModuleNotFoundError):
+        e = db_cause(e)
     text = str(getattr(e, "orig", None) or e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     low = str(e).lower()
     if isinstance(e, ModuleNotFoundError) or "no module named" in low:
@@ -267,8 +269,9 @@ class Ledger:
                                    hint="check the disk and the folder's permissions") from None
             raise
 
-    def start(self, budget, spent: dict[str, float] | None = None, restart_clock: bool = True) -> None:
-        """Set the budgets (keeping the counts), and the clock ``--timeout`` counts from."""
+    def start(self, budget, spent: dict[str, float] | None = None) -> None:
+        """Set the budgets (keeping the counts) and start the clock ``--timeout`` counts from; ``spent``: the
+        counts of a new row (what a study made before it had a ledger already spent)."""
         import sqlalchemy as sa
 
         vals = {"max_trials": budget.max_trials, "max_lm_calls": budget.max_lm_calls,
@@ -280,8 +283,7 @@ class Ledger:
                 counts = {"trials": 0, "lm_calls": 0, "cached": 0, "cost_usd": 0.0, **(spent or {})}
                 c.execute(sa.insert(self.t).values(study=self.study, started=time.time(), **vals, **counts))
             else:
-                c.execute(sa.update(self.t).where(self.t.c.study == self.study).values(
-                    **vals, **({"started": time.time()} if restart_clock else {})))
+                c.execute(sa.update(self.t).where(self.t.c.study == self.study).values(**vals, started=time.time()))
 
         self._run(go, "setting the budgets")
 
