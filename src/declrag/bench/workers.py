@@ -93,7 +93,7 @@ def arm(workers: int, space: Path, dataset: str, trials: int, url: str, runs: Pa
     s = json.loads((runs / name / "summary.json").read_text())
     metric = next(iter(s["objective"]["metrics"]))
     return {"workers": workers, "study": name, "wall_s": round(wall, 1), "trials": s["trials"], "complete": s["complete"],
-            "pruned": s["pruned"], "best_trial": s["best"]["trial"], "best_params": s["best"]["params"],
+            "pruned": s["pruned"], "repeats": s["repeats"], "best_trial": s["best"]["trial"], "best_params": s["best"]["params"],
             "best_dev": round(s["best"]["dev"].get("objective") or 0, 4),
             f"best_test_{metric}": round(s["best"]["test"].get(metric) or 0, 4),
             "baseline_test": round(s["baseline"]["test"].get(metric) or 0, 4), "metric": metric,
@@ -129,10 +129,11 @@ def print_report(r: dict[str, Any], console) -> None:
     m = r["arms"][0]["metric"]
     t = Table(title=f"{r['dataset']}: one study, {r['trials']} trials, each worker one CPU and one thread "
                     f"({r['indexes_warmed']} indexes built first, {r['warm_s']} s)")
-    for col in ("workers", "wall s", "complete", "pruned", "best trial", "best dev", f"best test {m}", f"baseline test {m}"):
+    for col in ("workers", "wall s", "complete", "pruned", "repeats", "best trial", "best dev", f"best test {m}", f"baseline test {m}"):
         t.add_column(col, justify="right")
     for a in r["arms"]:
-        t.add_row(str(a["workers"]), f"{a['wall_s']:.1f}", str(a["complete"]), str(a["pruned"]), str(a["best_trial"]),
+        t.add_row(str(a["workers"]), f"{a['wall_s']:.1f}", str(a["complete"]), str(a["pruned"]), str(a["repeats"]),
+                  str(a["best_trial"]),
                   f"{a['best_dev']:.4f}", f"{a[f'best_test_{m}']:.4f}", f"{a['baseline_test']:.4f}")
     console.print(t)
     for a in r["arms"]:

@@ -28,6 +28,7 @@ import socket
 import threading
 import time
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -250,15 +251,17 @@ class Compiler:
         return self.summarize(rows), rows
 
     # -- the study ------------------------------------------------------------------------------------------
-    def sampler_and_pruner(self):
+    def sampler_and_pruner(self, seed: int | None = None):
+        """The study's directions, sampler (seeded with the space's seed unless ``seed``) and pruner."""
         directions = ["maximize"] + ["minimize"] * len(self.space.objective.also)
+        seed = self.space.split.seed if seed is None else seed
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             # constant_liar: trials still running (other workers', other threads') count as bad results while
             # sampling, so parallel workers do not all propose the same region (Optuna's advice for distributed
             # studies; with one worker nothing is running at sampling time and it changes nothing)
-            sampler = optuna.samplers.TPESampler(seed=self.space.split.seed, multivariate=True, constant_liar=True) \
-                if len(directions) == 1 else optuna.samplers.NSGAIISampler(seed=self.space.split.seed)
+            sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True) \
+                if len(directions) == 1 else optuna.samplers.NSGAIISampler(seed=seed)
         return directions, sampler, StepMedianPruner(self.space.fidelity.startup_trials)
 
     def open_study(self, place, identity: dict[str, Any], join: bool = False, adopt: bool = False
@@ -268,8 +271,11 @@ class Compiler:
         from .study import create_or_join
 
         self.ledger = place.ledger
-        return create_or_join(place, identity, *self.sampler_and_pruner(), self.space.baseline_values(), self.budget,
-                              join=join, adopt=adopt)
+        study, created = create_or_join(place, identity, *self.sampler_and_pruner(), self.space.baseline_values(),
+                                        self.budget, join=join, adopt=adopt)
+        if not created:  # another worker, or a later sitting: a sampler seeded alike would propose the same points
+            study.sampler = self.sampler_and_pruner(seed=zlib.crc32(f"{WORKER}:{time.time_ns()}".encode()))[1]
+        return study, created
 
     def objective(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         t0 = time.perf_counter()
