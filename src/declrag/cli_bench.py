@@ -113,7 +113,7 @@ def bench_cluster(
 def bench_workers(
     dataset: Annotated[str, typer.Option(help="golden set")] = "scifact",
     space: Annotated[Path, typer.Option(help="search space")] = Path("optimizers/retrieval.yaml"),
-    trials: Annotated[int, typer.Option(help="the study's --max-trials, the same for both arms")] = 30,
+    trials: Annotated[int, typer.Option(help="the study's --max-trials, the same for both arms")] = 20,
     storage: Annotated[Optional[str], typer.Option(help="a PostgreSQL URL (default: a temporary server from scripts/postgres.sh)")] = None,
     as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
 ):

@@ -100,7 +100,7 @@ def arm(workers: int, space: Path, dataset: str, trials: int, url: str, runs: Pa
             "gain_test": s["gain_test"]}  # best over baseline on test, paired bootstrap
 
 
-def run(space: str | Path = "optimizers/retrieval.yaml", dataset: str = "scifact", trials: int = 30,
+def run(space: str | Path = "optimizers/retrieval.yaml", dataset: str = "scifact", trials: int = 20,
         storage: str | None = None, progress: bool = True) -> dict[str, Any]:
     space = Path(space)
     t0 = time.perf_counter()
