@@ -12,7 +12,6 @@ object is there after the restart (counted at consistency ALL, and read back by 
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 import threading
 import time
@@ -31,20 +30,13 @@ from ..golden import load_golden
 from ..indexer import Indexer
 from ..stores import child_uri, open_store
 from ..types import Document
+from .servers import run_script
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "weaviate.sh"
 PHASES = ("before", "during", "after")
 
 
 def _script(*args: str, timeout: float = 1800) -> str:
-    if not SCRIPT.exists():
-        raise DeclragError(f"{SCRIPT} is missing", hint="run the cluster benchmark from a declrag source checkout")
-    r = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
-                       stdin=subprocess.DEVNULL)
-    if r.returncode != 0:
-        raise DeclragError(f"scripts/weaviate.sh {' '.join(args)} failed: {r.stderr.strip()[-800:]}",
-                           hint="see the node logs in the cluster folder")
-    return r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    return run_script("weaviate.sh", *args, timeout=timeout, hint="see the node logs in the cluster folder")
 
 
 def run(duration_s: float = 60.0, clients: int = 16, dataset: str = "scifact", folder: str | Path | None = None,

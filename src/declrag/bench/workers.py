@@ -23,21 +23,15 @@ from ..errors import DeclragError
 from ..golden import load_golden
 from ..optimize.compile import Budget, Compiler
 from ..optimize.space import grid, read_space
+from .servers import run_script
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "postgres.sh"
 ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                                "TOKENIZERS_PARALLELISM", "DECLRAG_LOCAL_THREADS", "RAYON_NUM_THREADS")}
 ONE_THREAD["TOKENIZERS_PARALLELISM"] = "false"
 
 
 def _postgres(*args: str) -> str:
-    if not SCRIPT.exists():
-        raise DeclragError(f"{SCRIPT} is missing", hint="give --storage URL, or run the benchmark from a declrag checkout")
-    r = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
-    if r.returncode != 0:
-        raise DeclragError(f"scripts/postgres.sh {' '.join(args)} failed: {r.stderr.strip()[-600:]}",
-                           hint="give --storage URL of a PostgreSQL server of yours")
-    return r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    return run_script("postgres.sh", *args, timeout=900, hint="give --storage URL of a PostgreSQL server of yours")
 
 
 def warm(space: Path, dataset: str, progress: bool = True) -> int:
@@ -47,9 +41,7 @@ def warm(space: Path, dataset: str, progress: bool = True) -> int:
     golden = load_golden(dataset)
     with tempfile.TemporaryDirectory() as tmp:
         comp = Compiler(sp, golden, Path(tmp), Budget(), progress=progress)
-        for combo in grid(ingest_only):
-            comp.program(combo)
-        return len(comp._stores)
+        return len({id(comp.program(combo).store) for combo in grid(ingest_only)})  # one store per ingest setting
 
 
 def _compile(args: list[str], cpu: int | None, log: Path) -> subprocess.Popen:

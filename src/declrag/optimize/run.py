@@ -33,11 +33,15 @@ def _git_revision() -> str | None:
         return None
 
 
-def _identity(comp: Compiler, golden, dataset: str, sp: Space, model: str | None) -> dict[str, Any]:
+def _data_digest(golden, split: dict[str, list[str]]) -> str:
+    """The dataset by content: every document's hash and the question ids of each part of the split."""
+    return digest_of([d.hash for d in golden.documents] + [i for ids in split.values() for i in ids])
+
+
+def _identity(data: str, dataset: str, sp: Space, model: str | None) -> dict[str, Any]:
     """What makes two processes work on the same study: the space, the dataset (by name and by content,
-    documents and split) and the model every LM call goes to."""
-    return {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model,
-            "data": digest_of([d.hash for d in golden.documents] + [e.id for v in comp.splits.values() for e in v]),
+    ``data``: documents and split) and the model every LM call goes to."""
+    return {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model, "data": data,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
@@ -129,7 +133,9 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
         raise DeclragError(f"the study {join!r} runs on the dataset {dataset!r}, which is not here: {e.message}",
                            hint="make it available on this machine under the same name or path") from None
     comp = Compiler(sp, golden, out, budget, jobs, progress, model, store)
-    study, created = comp.open_study(p, _identity(comp, golden, dataset, sp, model), join=bool(join or resume), adopt=bool(resume))
+    split = {k: [e.id for e in v] for k, v in comp.splits.items()}
+    data = _data_digest(golden, split)
+    study, created = comp.open_study(p, _identity(data, dataset, sp, model), join=bool(join or resume), adopt=bool(resume))
     if not join and not resume and not created:  # the same study, started elsewhere: work on it as a worker
         creator = False
         tell(progress, f"the study {name!r} exists in {p.shown} with this space and dataset: joining it as a worker")
@@ -137,15 +143,13 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
         inputs = {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model, "store": store,
                   "budget": asdict(budget), "study": name, "storage": redact(storage) if storage else None}
         (out / "compile.json").write_text(json.dumps(inputs, indent=2))
-        (out / "split.json").write_text(json.dumps({k: [e.id for e in v] for k, v in comp.splits.items()}))
+        (out / "split.json").write_text(json.dumps(split))
         p.ledger.start(budget, spent=_spent_before(study))  # the clock of --timeout starts again
         if not p.shared:
             _retry_killed(study)
     finalizes = creator or finalize
     manifest = {"status": "running", "versions": versions(), "git": _git_revision(),
-                "hashes": {"data": digest_of([d.hash for d in golden.documents] + [e.id for v in comp.splits.values() for e in v]),
-                           "space": digest_of(sp.model_dump(mode="json")),
-                           "split": digest_of({k: [e.id for e in v] for k, v in comp.splits.items()})},
+                "hashes": {"data": data, "space": digest_of(sp.model_dump(mode="json")), "split": digest_of(split)},
                 "dataset": golden.name, "study": name, "storage": p.shown,
                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if finalizes:
@@ -202,8 +206,8 @@ def _retry_killed(study: optuna.Study) -> None:
         warnings.simplefilter("ignore")
         retry = RetryHeartbeatStaleTrialCallback(max_retry=1)
         for t in study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
-            study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
-            retry(study, study._storage.get_trial(t._trial_id))
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            retry(study, study.trials[t.number])
 
 
 def _score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float]]:
