@@ -1,5 +1,5 @@
-"""Shared fixtures. Tests never write outside their temporary folders: the embedding cache and the
-default store are redirected per test session."""
+"""Shared fixtures. Tests never write outside their temporary folders: the embedding cache, the default
+store and DSPy's LM cache (in this process and in the processes tests start) are redirected per test session."""
 
 from __future__ import annotations
 
@@ -15,9 +15,13 @@ SHARED = ROOT.parent / "shared" / "datasets"
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
     cache = tmp_path_factory.mktemp("declrag-cache")
-    old = {k: os.environ.get(k) for k in ("DECLRAG_CACHE", "DECLRAG_STORE")}
+    old = {k: os.environ.get(k) for k in ("DECLRAG_CACHE", "DECLRAG_STORE", "DSPY_CACHEDIR")}
     os.environ["DECLRAG_CACHE"] = str(cache)
     os.environ["DECLRAG_STORE"] = str(cache / "default-store")
+    os.environ["DSPY_CACHEDIR"] = str(cache / "dspy")  # read by DSPy at import, in the processes tests start
+    from declrag.lm import use_lm_cache
+
+    use_lm_cache(cache / "dspy")  # this process: the test run owns it, as the `declrag` command owns its own
     yield
     for k, v in old.items():
         if v is None:

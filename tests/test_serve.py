@@ -22,7 +22,7 @@ from declrag.errors import DeclragError
 from declrag.program import RAGProgram
 from declrag.serve import DEFAULT_NAME, ServeSettings, create_app, resolve
 from declrag.stores.lancedb import LanceStore
-from declrag.testing import HashEmbedder, ScriptedLM
+from declrag.testing import HashEmbedder, ScriptedLM, StreamingLM
 from declrag.testing.store_contract import corpus
 
 Q = "What is the capital of Italy?"
@@ -313,6 +313,162 @@ def test_chat_completions_bad_input(prog, body, status, field):
     assert r.status_code == status and r.json()["field"] == field, r.text
 
 
+# ------------------------------------------------------------------------------------- token streaming
+def ask_events(text: str) -> list[tuple[str, dict]]:
+    """``/v1/ask``'s server-sent events as (event, data)."""
+    out = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((fields["event"], json.loads(fields["data"])))
+    return out
+
+
+def contents(chunks: list) -> list[str]:
+    return [ch["choices"][0]["delta"]["content"] for ch in chunks if ch["choices"][0]["delta"].get("content")]
+
+
+def test_stream_sends_the_tokens_as_the_lm_generates_them(prog):
+    """The LM holds its last token until the client has read a content chunk, so the stream can only finish if
+    tokens leave while the LM is still generating (otherwise the gate times out and the test fails). The chunks
+    are the LM's tokens, they make up the non-streamed answer, and citations and usage come on the last one."""
+    gate = threading.Event()
+    lm = StreamingLM(ANSWER, gate=gate, gate_timeout=20)
+    n_tokens = len(ANSWER.split())
+    with real_server(app_for(prog, lm=lm)) as (base, _):
+        plain = httpx.post(base + "/v1/chat/completions", json=chat_body(), timeout=30).json()
+        before, seen_at_first, chunks = lm.produced, None, []
+        with httpx.stream("POST", base + "/v1/chat/completions", json=chat_body(stream=True), timeout=30) as s:
+            assert s.status_code == 200 and s.headers["content-type"].startswith("text/event-stream")
+            for line in s.iter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    chunks.append(json.loads(line[len("data: "):]))
+                    if seen_at_first is None and contents(chunks):
+                        seen_at_first = lm.produced - before  # tokens the LM had made when the first arrived
+                        gate.set()
+    assert lm.gate_opened is True and seen_at_first < n_tokens
+    assert contents(chunks) == ["Rome", " is", " the", " capital", " of", " Italy", " [1]."]  # one per token
+    assert "".join(contents(chunks)) == plain["choices"][0]["message"]["content"] == ANSWER
+    last = chunks[-1]
+    assert last["choices"][0]["finish_reason"] == "stop" and last["answer"] == ANSWER and last["replaced"] is False
+    assert last["citations"] == plain["citations"] and last["citations"][0]["chunk_id"] == "rome#0"
+    assert last["usage"] == plain["usage"] and last["usage"]["completion_tokens"] == n_tokens
+    assert all("citations" not in ch and "usage" not in ch for ch in chunks[:-1])
+
+
+def test_ask_streams_deltas_then_the_whole_response(prog):
+    lm = StreamingLM(ANSWER)
+    with client(app_for(prog, lm=lm)) as c:
+        plain = c.post("/v1/ask", json={"question": Q}).json()
+        r = c.post("/v1/ask", json={"question": Q, "stream": True})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = ask_events(r.text)
+    assert [k for k, _ in events] == ["delta"] * 7 + ["answer"] and lm.streamed_calls == 1
+    final = events[-1][1]
+    assert "".join(d["text"] for _, d in events[:-1]) == final["answer"] == plain["answer"] == ANSWER
+    assert final["replaced"] is False and final["citations"] == plain["citations"] and final["cache"] == {"hit": False}
+    assert final["usage"]["total"]["tokens_out"] == plain["usage"]["total"]["tokens_out"] == 7
+    assert set(plain) | {"replaced"} == set(final) and final["program"] == plain["program"]
+
+
+@pytest.mark.parametrize("raw, final, replaced", [
+    ("Rome is the capital of Italy [1] [7] .", ANSWER, False),  # a marker to no passage dropped, spacing fixed
+    ("Rome is the capital of Italy.", "Rome is the capital of Italy. [1]", False),  # attributed: the rest follows
+    ("The passages do not say, sorry.", "I don't know.", True),  # an abstention recognised: the words replaced
+])
+def test_streamed_text_and_final_answer_follow_post_processing(prog, raw, final, replaced):
+    """The final answer is the non-streamed one; the streamed text is its prefix (the rest is sent at the end)
+    unless post-processing replaced the words, which the last event says."""
+    lm = StreamingLM(raw)
+    with client(app_for(prog, lm=lm)) as c:
+        plain = c.post("/v1/ask", json={"question": Q}).json()
+        events = ask_events(c.post("/v1/ask", json={"question": Q, "stream": True}).text)
+        chunks = sse_events(c.post("/v1/chat/completions", json=chat_body(stream=True)).text)
+    streamed, last = "".join(d["text"] for k, d in events if k == "delta"), events[-1][1]
+    assert last["answer"] == plain["answer"] == final and last["replaced"] is replaced
+    assert last["abstained"] == plain["abstained"] and last["citations"] == plain["citations"]
+    assert (streamed == final) is not replaced and len(events) > 3
+    assert chunks[-1]["answer"] == final and chunks[-1]["replaced"] is replaced
+    assert "".join(contents(chunks)) == streamed
+
+
+def test_a_cached_answer_streams_as_one_chunk(prog):
+    lm = StreamingLM(ANSWER)
+    with client(app_for(prog, lm=lm, cache_threshold=0.95)) as c:
+        first = ask_events(c.post("/v1/ask", json={"question": Q, "stream": True}).text)
+        again = ask_events(c.post("/v1/ask", json={"question": Q, "stream": True}).text)
+        chat = sse_events(c.post("/v1/chat/completions", json=chat_body(stream=True)).text)
+        hits = c.get("/metrics").text
+    assert len(first) == 8 and first[-1][1]["cache"] == {"hit": False}
+    assert [k for k, _ in again] == ["delta", "answer"] and again[0][1] == {"text": ANSWER}
+    assert again[-1][1]["cache"]["hit"] is True and again[-1][1]["answer"] == ANSWER
+    assert contents(chat) == [ANSWER] and chat[-1]["citations"] == first[-1][1]["citations"]
+    assert lm.streamed_calls == 1 and "declrag_cache_hits_total 2.0" in hits
+
+
+def test_stream_errors_are_json_before_the_first_token_and_a_last_event_after(prog):
+    def broken():
+        raise RuntimeError("secret internals")
+
+    with client(app_for(prog, lm=StreamingLM(ANSWER))) as c:
+        r = c.post("/v1/ask", json={"question": " ", "stream": True})
+        assert r.status_code == 422 and r.json() == {"error": "question is empty", "field": "question"}
+    with client(app_for(prog, lm=broken), raise_server_exceptions=False) as c:
+        r = c.post("/v1/chat/completions", json=chat_body(stream=True))
+        assert r.status_code == 500 and r.json() == {"error": "internal error"}
+    slow_start = StreamingLM(ANSWER, delay=2.0)
+    with client(app_for(prog, lm=slow_start, request_timeout_s=0.3)) as c:
+        r = c.post("/v1/ask", json={"question": Q, "stream": True})
+        assert r.status_code == 504 and r.json() == {"error": "no answer within 0.3 s"}
+    stuck = StreamingLM(ANSWER, gate=threading.Event(), gate_timeout=4)  # the last token waits 4 s
+    app = app_for(prog, lm=stuck, request_timeout_s=2)
+    with client(app) as c:
+        events = ask_events(c.post("/v1/ask", json={"question": Q, "stream": True}).text)
+        assert events[0][0] == "delta" and events[-1] == ("error", {"error": "no answer within 2 s", "status": 504})
+        # the cut-off stream is cancelled down to the program's thread: its slot is free long before the
+        # stuck token's 4 s would have ended the generation
+        deadline = time.monotonic() + 3
+        while app.state.serving["in_flight"]:
+            assert time.monotonic() < deadline, "the cut-off call was not cancelled"
+            time.sleep(0.05)
+        assert 'declrag_errors_total{kind="timeout",route="/v1/ask"} 1.0' in c.get("/metrics").text
+
+
+def test_a_client_that_leaves_stops_the_generation(prog):
+    words = " ".join(f"word{i}" for i in range(40)) + " [1]."
+    lm = StreamingLM(words, delay=0.1)
+    app = app_for(prog, lm=lm)
+    with real_server(app) as (base, _):
+        with httpx.stream("POST", base + "/v1/chat/completions", json=chat_body(stream=True), timeout=30) as s:
+            for line in s.iter_lines():
+                if line.startswith("data: ") and '"content": "word0"' in line:
+                    break  # leave after the first token
+        deadline = time.monotonic() + 20
+        while app.state.serving["in_flight"]:
+            assert time.monotonic() < deadline, "the slot of the abandoned stream was never freed"
+            time.sleep(0.05)
+    assert lm.produced < 41  # the LM was stopped well before the end of its answer
+
+
+def test_stream_with_the_real_local_model(store):
+    """SmolLM2 in-process, through LiteLLM streaming and the real server: several content chunks, then the
+    final answer, which is the non-streamed answer (asked next; DSPy's cache gives the same completion)."""
+    prog = RAGProgram(ProgramConfig(), store=store, embedder=HashEmbedder())  # local/smollm2, the default route
+    question = f"In one sentence, what is the capital of Italy? (request {time.time_ns()})"  # no cached answer
+    with real_server(create_app(prog, "local")) as (base, _):
+        with httpx.stream("POST", base + "/v1/chat/completions", timeout=300,
+                          json={"messages": [{"role": "user", "content": question}], "stream": True}) as s:
+            assert s.status_code == 200, s.read()
+            chunks = [json.loads(line[len("data: "):]) for line in s.iter_lines()
+                      if line.startswith("data: ") and line != "data: [DONE]"]
+        plain = httpx.post(base + "/v1/ask", json={"question": question}, timeout=300).json()
+    assert len(contents(chunks)) > 1, chunks
+    last = chunks[-1]
+    assert last["answer"] == plain["answer"] and last["citations"] == plain["citations"]
+    assert "".join(contents(chunks)) == last["answer"] or last["replaced"] is True
+    assert last["usage"]["completion_tokens"] > 1 and last["usage"]["prompt_tokens"] > 10
+    assert plain["usage"]["total"]["cached"] == plain["usage"]["total"]["calls"]  # the streamed reply was cached
+
+
 # ------------------------------------------------------------------------------ operations and security
 def test_metrics_count_requests_tokens_abstentions_errors_and_cache(prog):
     with client(app_for(prog, lm=scripted("I don't know."), cache_threshold=0.95)) as c:
@@ -330,10 +486,14 @@ def test_metrics_count_requests_tokens_abstentions_errors_and_cache(prog):
         assert line in text, line
 
 
-def test_api_key_guards_every_route_but_the_health_checks(prog):
+def test_api_key_guards_every_route_but_the_page_and_the_health_checks(prog):
     with client(app_for(prog, api_key=KEY)) as c:
-        for path in ("/", "/metrics", "/v1/models"):
+        for path in ("/metrics", "/v1/models"):
             assert c.get(path).status_code == 401
+        r = c.get("/")  # the page holds no data; it asks for the key and sends it on its API calls
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+        r = c.post("/v1/ask", json={"question": Q, "stream": True})
+        assert r.status_code == 401 and r.json() == {"error": "unauthorized"}
         for headers in ({}, auth("wrong"), {"Authorization": KEY}, {"Authorization": f"Basic {KEY}"}):
             r = c.post("/v1/ask", json={"question": Q}, headers=headers)
             assert r.status_code == 401 and r.json() == {"error": "unauthorized"}, headers
@@ -487,30 +647,82 @@ def test_shutdown_lets_requests_in_flight_finish(prog):
     assert results and results[0].status_code == 200 and results[0].json()["answer"] == ANSWER
 
 
-@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-def test_web_page_in_a_real_browser(prog):
+@contextmanager
+def browser_page():
+    """A page in headless Chromium. Waits use selectors: the page's CSP forbids the eval that Playwright's
+    ``wait_for_function`` polls with."""
     pw = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
-    with real_server(app_for(prog, name="demo")) as (base, _), pw.sync_playwright() as p:
+    with pw.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--no-first-run"])
         try:
-            page = browser.new_page()
-            page.goto(base + "/")
-            page.wait_for_function("document.getElementById('serving').textContent.includes('demo')", timeout=15000)
-            page.fill("#question", Q)
-            page.click("#ask")
-            page.wait_for_selector("#answer .cite", timeout=15000)
-            assert page.inner_text("#answer") == ANSWER
-            assert "demo" in page.inner_text("#meta") and "runs/demo/best" in page.inner_text("#meta")
-            assert not page.is_visible("#passage")
-            page.click("#answer .cite[data-n='1']")
-            page.wait_for_selector("#passage", state="visible", timeout=5000)
-            assert page.inner_text("#passage-text") == "Rome is the capital of Italy."
-            where = page.inner_text("#passage-where")
-            assert "/data/rome.txt" in where and "0–29" in where
+            yield browser.new_page()
         finally:
             browser.close()
+
+
+def check_answer_and_passage(page) -> None:
+    page.wait_for_selector("#answer .cite", timeout=15000)
+    assert page.inner_text("#answer") == ANSWER
+    assert "demo" in page.inner_text("#meta") and "runs/demo/best" in page.inner_text("#meta")
+    assert not page.is_visible("#passage")
+    page.click("#answer .cite[data-n='1']")
+    page.wait_for_selector("#passage", state="visible", timeout=5000)
+    assert page.inner_text("#passage-text") == "Rome is the capital of Italy."
+    where = page.inner_text("#passage-where")
+    assert "/data/rome.txt" in where and "0–29" in where
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+def test_web_page_in_a_real_browser(prog):
+    """No API key: the page streams the answer, showing the tokens as they arrive (the LM holds its last
+    token until the page shows the first ones), then renders the citations."""
+    gate = threading.Event()
+    lm = StreamingLM(ANSWER, gate=gate, gate_timeout=30)
+    with real_server(app_for(prog, lm=lm, name="demo")) as (base, _), browser_page() as page:
+        page.goto(base + "/")
+        page.wait_for_selector("#serving:has-text('demo')", timeout=15000)
+        assert not page.is_visible("#key-form")
+        page.fill("#question", Q)
+        page.click("#ask")
+        page.wait_for_selector("#answer:has-text('Rome is')", timeout=15000)
+        partial = page.inner_text("#answer")
+        assert partial != ANSWER and ANSWER.startswith(partial) and page.query_selector("#answer .cite") is None
+        gate.set()
+        check_answer_and_passage(page)
+    assert lm.gate_opened is True
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+def test_web_page_with_an_api_key_in_a_real_browser(prog):
+    """With a key: the page loads without it and asks for it; a wrong key is asked for again, the right one
+    answers. The key travels only in the Authorization header of API calls, never in a URL."""
+    with real_server(app_for(prog, lm=StreamingLM(ANSWER), name="demo", api_key=KEY)) as (base, _), \
+            browser_page() as page:
+        sent: list[tuple[str, str | None]] = []
+        page.on("request", lambda r: sent.append((r.url, r.headers.get("authorization"))))
+        assert page.goto(base + "/").status == 200
+        page.wait_for_selector("#key-form", state="visible", timeout=15000)
+        assert "needs an API key" in page.inner_text("#key-message")
+        page.fill("#key", "wrong-key")
+        page.click("#key-submit")
+        page.wait_for_selector("#key-message:has-text('not accepted')", timeout=15000)
+        assert page.is_visible("#key-form")
+        page.fill("#key", KEY)
+        page.click("#key-submit")
+        page.wait_for_selector("#serving:has-text('demo')", timeout=15000)
+        assert not page.is_visible("#key-form")
+        page.fill("#question", Q)
+        page.click("#ask")
+        check_answer_and_passage(page)
+        page.reload()  # the key lasts for this tab's session: no second prompt
+        page.wait_for_selector("#serving:has-text('demo')", timeout=15000)
+        assert not page.is_visible("#key-form")
+    assert all(KEY not in url for url, _ in sent)
+    api = [(url.removeprefix(base), key) for url, key in sent if "/v1/" in url]
+    assert ("/v1/models", "Bearer wrong-key") in api and ("/v1/ask", f"Bearer {KEY}") in api
+    assert [key for url, key in sent if url.rstrip("/") == base] == [None, None]  # the page itself: no key
 
 
 # ------------------------------------------------------------------- the real thing, as `declrag serve` runs it

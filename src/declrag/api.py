@@ -10,7 +10,7 @@ from pathlib import Path
 from .config import IngestConfig, Metric, SearchParams
 from .embed import Embedder, cache_dir
 from .errors import DeclragError
-from .indexer import IndexReport, Indexer
+from .indexer import Indexer, IndexReport
 from .search import search as _search
 from .stores import Store, child_uri, connect, open_store, read_meta
 from .types import Document, Hit, content_hash
@@ -63,8 +63,7 @@ def index(
         st.drop()
         st.close()
         ingest = ingest or old_meta.ingest
-    meta = read_meta(target)
-    st, meta = open_store(target, ingest if ingest is not None else (meta.ingest if meta else None), metric)
+    st, meta = open_store(target, ingest, metric)  # checks ``ingest`` against the store's; None: the store's own
     indexer = Indexer(st, meta.ingest, embedder or Embedder(meta.ingest.embedder), progress=progress)
     report = IndexReport()
     if paths:
@@ -103,7 +102,8 @@ def corpus_store(documents: Sequence[Document], ingest: IngestConfig, label: str
     uri = child_uri(home or index_home(), f"{safe}-{digest[:16]}")
     with _building(uri):  # two processes on one machine (compile workers): one builds, the other then finds it built
         st, meta = open_store(uri, ingest)
-        report = Indexer(st, meta.ingest, embedder or Embedder(ingest.embedder), progress=progress).index_documents(documents)
+        indexer = Indexer(st, meta.ingest, embedder or Embedder(ingest.embedder), progress=progress)
+        report = indexer.index_documents(documents)
         if report.indexed:
             st.optimize()
             st.settle()  # callers measure on it next
@@ -132,7 +132,8 @@ def search(query: str, store: str | Path | None = None, params: SearchParams | N
         raise DeclragError("empty query", hint="give the words to search for")
     st, meta = open_store(store or default_store(), create=False)
     if st.count() == 0:
-        raise DeclragError(f"store {store or default_store()} is empty", hint="index something first: declrag index PATH")
+        raise DeclragError(f"store {store or default_store()} is empty",
+                           hint="index something first: declrag index PATH")
     p = params or SearchParams()
     emb = embedder if embedder is not None or (p.mode == "keyword") else Embedder(meta.ingest.embedder)
     return _search(st, emb, query, p)

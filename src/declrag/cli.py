@@ -326,6 +326,27 @@ def datasets():
     out.print(t)
 
 
+@app.command()
+def init(
+    folder: Annotated[Path, typer.Argument(help="the project folder (created if missing)")] = Path("."),
+    force: Annotated[bool, typer.Option("--force", help="overwrite files that exist")] = False,
+):
+    """Copy the packaged defaults (signatures/, optimizers/, datasets/) into a project folder for editing."""
+    from .resources import ENV
+    from .resources import init as copy_defaults
+
+    written, skipped = copy_defaults(folder, force=force)
+    for f in written:
+        out.print(f"wrote {f}", markup=False, highlight=False)
+    for f in skipped:
+        out.print(f"skipped {f} (exists; --force overwrites)", markup=False, highlight=False)
+    out.print(f"{len(written)} files written, {len(skipped)} skipped. Run declrag in {folder}: its signatures/, "
+              "optimizers/ and datasets/ now win over the packaged defaults (folders named by "
+              f"{', '.join('$' + v for v in ENV.values())} come first). A path in datasets/*.yaml is relative to "
+              "the YAML file: point it at your copy of the data (else the Hugging Face fallback is downloaded).",
+              markup=False, highlight=False)
+
+
 indexes_app = typer.Typer(no_args_is_help=True, help="The content-addressed indexes compile, eval and the benchmarks build.")
 app.add_typer(indexes_app, name="indexes")
 HomeOpt = Annotated[Optional[str], typer.Option("--store", help="a folder or weaviate://host:port/ (default: the cache folder's indexes)")]
@@ -430,10 +451,22 @@ def compile_(
     out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
 
 
+def _own_process() -> None:
+    """The settings the `declrag` command makes for its whole process (a library import makes none): DSPy's
+    response cache under declrag's cache folder, and LiteLLM's feedback banner off (errors are ours to word)."""
+    import litellm
+
+    from .lm import use_lm_cache
+
+    litellm.suppress_debug_info = True
+    use_lm_cache()
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import cli_bench  # noqa: F401  (registers the bench commands)
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _own_process()
     try:
         app(args=argv, standalone_mode=False)
     except DeclragError as e:

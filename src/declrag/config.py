@@ -42,7 +42,7 @@ class ChunkerConfig(Strict):
     semantic_percentile: float = Field(90.0, gt=0, lt=100)
 
     @model_validator(mode="after")
-    def _check(self) -> "ChunkerConfig":
+    def _check(self) -> ChunkerConfig:
         if self.overlap >= self.chunk_size:
             raise ValueError(f"overlap ({self.overlap}) must be smaller than chunk_size ({self.chunk_size})")
         if self.name == "parent-child" and self.parent_size <= self.chunk_size:
@@ -166,7 +166,7 @@ class ProgramConfig(Strict):
     max_question_chars: int = Field(2000, ge=10)
 
     @model_validator(mode="after")
-    def _check_program(self) -> "ProgramConfig":
+    def _check_program(self) -> ProgramConfig:
         if self.rerank.mode != "none" and self.rerank.candidates < self.retrieve.k:
             raise ValueError(f"rerank.candidates ({self.rerank.candidates}) must be >= retrieve.k ({self.retrieve.k})")
         return self

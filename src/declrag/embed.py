@@ -87,7 +87,8 @@ class EmbeddingCache:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vec BLOB, PRIMARY KEY (model, hash)) WITHOUT ROWID"
+            "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vec BLOB, PRIMARY KEY (model, hash))"
+            " WITHOUT ROWID"
         )
 
     def get(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:

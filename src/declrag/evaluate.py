@@ -30,7 +30,8 @@ from tqdm.auto import tqdm
 from .errors import DeclragError
 from .golden import Example, GoldenSet
 from .lm import Meter, metering
-from .metrics.base import Case, Metric, Passage, get_metrics, to_case
+from .metrics.base import Case, Metric, Passage, to_case
+from .metrics.catalog import get_metrics
 from .metrics.context import passage_is_gold
 from .metrics.stats import confusion, mean_ci
 from .postprocess import is_abstention
@@ -78,7 +79,7 @@ def case_of(rec: dict, ex: Example | None = None) -> Case:
     return Case(id=rec["id"], question=rec["question"], answer=rec["answer"], references=rec["references"],
                 answerable=rec["answerable"], abstained=rec["abstained"], gold=rec.get("gold", {}),
                 answer_starts=rec.get("answer_starts", []),
-                passages=[Passage(p["chunk_id"], p["doc_id"], p["text"], *p["span"], p["score"]) for p in rec["passages"]])
+                passages=[Passage.of(p) for p in rec["passages"]])
 
 
 def score_case(case: Case, metrics: list[Metric]) -> tuple[dict, dict, dict]:
@@ -110,7 +111,8 @@ class Evaluation:
             raise DeclragError(f"no examples in split {spec.split!r} of {golden.name}", hint="check --split")
         if len({e.id for e in self.examples}) != len(self.examples):
             dup = next(i for i in (e.id for e in self.examples) if [x.id for x in self.examples].count(i) > 1)
-            raise DeclragError(f"golden set {golden.name}: duplicate example id {dup!r}", hint="example ids must be unique")
+            raise DeclragError(f"golden set {golden.name}: duplicate example id {dup!r}",
+                               hint="example ids must be unique")
         self._lock = threading.Lock()
 
     # -- records --------------------------------------------------------------------------------------------
@@ -151,7 +153,8 @@ class Evaluation:
     def run(self) -> dict[str, Any]:
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "config.json").write_text(json.dumps({
-            "spec": asdict(self.spec), "dataset": self.golden.name, "program": self.program.config.model_dump(mode="json"),
+            "spec": asdict(self.spec), "dataset": self.golden.name,
+            "program": self.program.config.model_dump(mode="json"),
             "program_digest": self.program.config.digest(), "examples": len(self.examples)}, indent=2))
         t0 = time.perf_counter()
         done = self._records("records.jsonl")
@@ -210,11 +213,13 @@ class Evaluation:
             "n": len(records), "dataset": self.golden.name, "split": self.spec.split,
             "program_digest": self.program.config.digest(), "judges": self.spec.judges,
             "metrics": {n: mean_ci([r["metrics"].get(n) for r in records]) for n in names},
-            "usage": {part: {k: tot(rows, k) for k in ("calls", "cached", "tokens_in", "tokens_out", "cost_usd", "lm_ms")}
+            "usage": {part: {k: tot(rows, k)
+                             for k in ("calls", "cached", "tokens_in", "tokens_out", "cost_usd", "lm_ms")}
                       for part, rows in (("program", prog), ("judges", judges))},
             "wall_s": round(wall_s, 2), "computed": computed,
             "throughput_qps": round(computed / wall_s, 4) if wall_s and computed else None,
-            "latency_ms": {"p50": round(float(np.percentile(lat, 50)), 1), "p95": round(float(np.percentile(lat, 95)), 1)},
+            "latency_ms": {"p50": round(float(np.percentile(lat, 50)), 1),
+                           "p95": round(float(np.percentile(lat, 95)), 1)},
             "confusion": confusion([(r["gold_retrieved"], r["correct"]) for r in records]),
             "abstention": {"all": _rate(records), "answerable": _rate(answerable), "unanswerable": _rate(unanswerable),
                            "n_answerable": len(answerable), "n_unanswerable": len(unanswerable)},
@@ -265,7 +270,8 @@ class Evaluation:
                 key = f"{kind}:{ex.id}"
                 if key not in done:
                     passages = self._gold_hits(ex) if kind == "oracle" else []
-                    res = self._closed_book(ex.question) if kind == "closed_book" else self._generate(ex.question, passages)
+                    res = (self._closed_book(ex.question) if kind == "closed_book"
+                           else self._generate(ex.question, passages))
                     case = to_case(ex, {"answer": res["answer"], "abstained": res["abstained"], "passages": passages})
                     values, _, _ = score_case(case, metrics)
                     done[key] = {"id": key, "example": ex.id, "answer": res["answer"], "abstained": res["abstained"],

@@ -117,10 +117,12 @@ class Indexer:
     # -- the pipeline ---------------------------------------------------------------------------------------
     def _index(self, pending: list[tuple[Document, tuple[int, int]]], known: dict[str, DocRecord],
                report: IndexReport) -> None:
-        todo, seen = [], {}
+        todo: list[tuple[Document, tuple[int, int], bool]] = []
+        seen: dict[str, str] = {}
         for doc, stamp in pending:
             if doc.id in seen:
-                report.skipped.append(Skipped(doc.source, f"duplicate document id {doc.id!r} (already from {seen[doc.id]})"))
+                report.skipped.append(Skipped(doc.source,
+                                              f"duplicate document id {doc.id!r} (already from {seen[doc.id]})"))
                 continue
             seen[doc.id] = doc.source or "this run"
             rec = known.get(doc.id)

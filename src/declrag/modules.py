@@ -20,7 +20,7 @@ from dspy.utils import exceptions as dspy_errors
 from .adapters import adapter_for
 from .config import GenerateConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
 from .embed import Embedder, resolve_model
-from .lm import lm_error, make_lm, override_lm, stage
+from .lm import lm_error, override_lm, registry, stage
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
 from .retrieval import cut, rrf
 from .search import expand
@@ -29,7 +29,6 @@ from .stores.base import Filter, Store
 from .stores.bm25 import KeywordIndex
 from .types import Hit
 
-_LMS: dict[str, dspy.LM] = {}
 _EMBED_MS: ContextVar[list[float] | None] = ContextVar("declrag_embed_ms", default=None)
 
 
@@ -56,11 +55,8 @@ def timing_embeddings():
 
 
 def get_lm(cfg: LMConfig) -> dspy.LM:
-    """One DSPy LM per distinct LM configuration, shared by every stage and program in the process."""
-    key = cfg.digest()
-    if key not in _LMS:
-        _LMS[key] = make_lm(cfg)
-    return _LMS[key]
+    """One DSPy LM per distinct LM configuration, shared by every stage and program (`declrag.registry`)."""
+    return registry.lm(cfg)
 
 
 class Stage(dspy.Module):

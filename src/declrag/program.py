@@ -28,10 +28,11 @@ from .config import ProgramConfig
 from .embed import Embedder
 from .errors import DeclragError
 from .lm import Meter, check_lm, metering
-from .modules import Draft, Generator, QueryRewriter, Reranker, Retriever, SelfJudge, embedding_time, timing_embeddings
+from .modules import (Draft, Generator, Queries, QueryRewriter, Reranker, Retriever, SelfJudge, embedding_time,
+                      timing_embeddings)
 from .retrieval import mmr, order
-from .signatures import SignatureSpec, load_specs
-from .stores import check_ingest, open_store, read_meta
+from .signatures import SignatureSpec, spec
+from .stores import open_store, read_meta
 from .stores.base import Store
 from .types import Hit
 
@@ -66,7 +67,12 @@ def _citation(n: int, h: Hit, attributed: bool) -> dict[str, Any]:
 
 
 class RAGProgram(dspy.Module):
-    """Rewrite -> retrieve -> rerank -> select and order -> generate with citations -> self-judge."""
+    """Rewrite -> retrieve -> rerank -> select and order -> generate with citations -> self-judge.
+
+    The constructor is light: it checks the config, the LM routes (and their keys) and the store's metadata
+    (so a wrong store fails at once), and loads no model. `warm_up()` loads what answering needs (the
+    embedding model, the cross-encoder, in-process local LMs, the store's search snapshot); the first call
+    does it implicitly, `declrag serve` and the CLI call it up front and serve is ready only after it."""
 
     def __init__(self, config: ProgramConfig | None = None, store: Store | str | Path | None = None,
                  embedder: Embedder | None = None, specs: dict[str, SignatureSpec] | None = None):
@@ -82,11 +88,10 @@ class RAGProgram(dspy.Module):
                 from .api import default_store
 
                 where = default_store()
-            self.store, meta = open_store(where, create=False)
-            check_ingest(self.store.uri, meta.ingest, c.ingest)
+            self.store, _ = open_store(where, c.ingest, create=False)
         self.store_uri = self.store.uri
         self.embedder = embedder or Embedder(c.ingest.embedder)
-        self.specs = specs or {k: v for k, v in load_specs().items() if k in NEEDED_SPECS}
+        self.specs = specs or {k: spec(k) for k in NEEDED_SPECS}
         pool = max(c.retrieve.k, c.rerank.candidates if c.rerank.mode != "none" else 0,
                    3 * c.retrieve.k if c.retrieve.mmr else 0)
         self.rewrite = QueryRewriter(c.rewrite, c.stage_lm("rewrite"), self.specs)
@@ -97,6 +102,25 @@ class RAGProgram(dspy.Module):
         self.judge = SelfJudge(c.judge, c.stage_lm("judge"), self.specs)
 
     # -- running ------------------------------------------------------------------------------------------
+    def warm_up(self, lms: bool = True) -> RAGProgram:
+        """Load the models and open the store's search snapshot now, not on the first question. Idempotent;
+        returns the program. LMs and local models are held by `declrag.registry`; the embedder and the
+        cross-encoder by this program. ``lms=False`` leaves the LMs alone (an LM set with
+        `declrag.lm.using_lm` stands in for the routes)."""
+        warm = getattr(self, "_warm", None)  # None: cold; False: all but the LMs; True: everything
+        if warm is True or (warm is False and not lms):
+            return self
+        from .lm import registry
+
+        getattr(self.embedder, "model", None)
+        if self.config.rerank.mode == "cross-encoder":
+            getattr(self.rerank, "cross_encoder", None)
+        for name in self._lm_stages() if lms else ():
+            registry.warm_up(self.config.stage_lm(name))
+        self.retrieve(queries=Queries(["warm-up"]))  # opens the table and the keyword index
+        self._warm = lms
+        return self
+
     def forward(self, question: str, where: dict | None = None) -> Answer:
         c = self.config
         if not isinstance(question, str) or not question.strip():

@@ -97,33 +97,38 @@ def markdown(summary: dict, plots: list[tuple[str, Path]], out: Path) -> str:
         lines += ["", "## Reference bounds", "", "| | " + " | ".join(names) + " | abstention |",
                   "|---" * (len(names) + 2) + "|"]
         rag = {n: s["metrics"].get(n, {}).get("mean") for n in names}
-        lines.append("| RAG (this program) | " + " | ".join(_fmt(rag[n]) for n in names) + f" | {_fmt(s['abstention']['all'])} |")
+        lines.append("| RAG (this program) | " + " | ".join(_fmt(rag[n]) for n in names)
+                     + f" | {_fmt(s['abstention']['all'])} |")
         for kind, vals in s["bounds"].items():
             lines.append(f"| {kind.replace('_', '-')} | " + " | ".join(_fmt(vals.get(n, {}).get("mean")) for n in names)
                          + f" | {_fmt(vals.get('abstention'))} |")
     if "probes" in s:
-        lines += ["", "## Robustness probes (expected: abstain)", ""] + [f"- {k.replace('_', ' ')}: {_fmt(v)}" for k, v in s["probes"].items()]
+        lines += ["", "## Robustness probes (expected: abstain)", ""]
+        lines += [f"- {k.replace('_', ' ')}: {_fmt(v)}" for k, v in s["probes"].items()]
     u = s["usage"]
-    lines += ["", "## Usage", "", "| | calls | cached | tokens in | tokens out | cost $ | LM time s |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "## Usage", "", "| | calls | cached | tokens in | tokens out | cost $ | LM time s |",
+              "|---|---|---|---|---|---|---|"]
     for p in ("program", "judges"):
         lines.append(f"| {p} | {int(u[p]['calls'])} | {int(u[p]['cached'])} | {int(u[p]['tokens_in'])} | "
                      f"{int(u[p]['tokens_out'])} | {u[p]['cost_usd']:.4f} | {u[p]['lm_ms'] / 1000:.1f} |")
     lines += ["", f"Latency per question: p50 {s['latency_ms']['p50']} ms, p95 {s['latency_ms']['p95']} ms.", ""]
-    for title, p in plots:
-        lines += [f"## {title}", "", f"![{title}]({p.relative_to(out)})", ""]
+    for title, path in plots:
+        lines += [f"## {title}", "", f"![{title}]({path.relative_to(out)})", ""]
     return "\n".join(lines)
 
 
 def _html(md: str, out: Path) -> str:
     """A small Markdown-to-HTML rendering of the report (headings, tables, lists, images inlined)."""
-    body, table = [], []
+    body: list[str] = []
+    table: list[str] = []
 
     def flush():
         if table:
             rows = [r.strip("|").split("|") for r in table if not set(r.replace("|", "").strip()) <= {"-"}]
             head, *rest = rows
             body.append("<table><tr>" + "".join(f"<th>{html.escape(c.strip())}</th>" for c in head) + "</tr>"
-                        + "".join("<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in r) + "</tr>" for r in rest)
+                        + "".join("<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in r) + "</tr>"
+                                  for r in rest)
                         + "</table>")
             table.clear()
 
@@ -160,8 +165,8 @@ def _html(md: str, out: Path) -> str:
     style = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
              "table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.25rem .6rem;"
              "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}")
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>declrag evaluation</title><style>{style}</style></head><body>" \
-           + "\n".join(body) + "</body></html>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>declrag evaluation</title>"
+            f"<style>{style}</style></head><body>" + "\n".join(body) + "</body></html>")
 
 
 def write_report(out: Path, summary: dict, records: list[dict]) -> None:

@@ -8,7 +8,6 @@ depend on this folder once saved.
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from .errors import DeclragError
+from .resources import search_dirs
 
 TYPES: dict[str, Any] = {"str": str, "list[str]": list[str], "bool": bool, "float": float, "int": int}
 
@@ -67,9 +67,8 @@ class SignatureSpec(BaseModel):
 
 
 def signature_dirs() -> list[Path]:
-    """$DECLRAG_SIGNATURES, ./signatures, then the project's own signatures/ folder; earlier folders win."""
-    dirs = [Path(p) for p in os.environ.get("DECLRAG_SIGNATURES", "").split(os.pathsep) if p]
-    return dirs + [Path.cwd() / "signatures", Path(__file__).resolve().parents[2] / "signatures"]
+    """$DECLRAG_SIGNATURES, ./signatures, then the packaged defaults; earlier folders win (see resources)."""
+    return search_dirs("signatures")
 
 
 def read_spec(path: Path) -> SignatureSpec:
@@ -109,6 +108,8 @@ def load_specs() -> dict[str, SignatureSpec]:
 def spec(name: str) -> SignatureSpec:
     specs = load_specs()
     if name not in specs:
-        raise DeclragError(f"no signature file {name}.yaml in {', '.join(str(d) for d in signature_dirs())}",
-                           hint="restore it from the project's signatures/ folder")
+        raise DeclragError(f"no signature file {name}.yaml in {', '.join(str(d) for d in signature_dirs())}; "
+                           f"available: {', '.join(sorted(specs)) or 'none'}",
+                           hint="restore it with `declrag init` (it copies only missing files), or add it to "
+                                "./signatures or $DECLRAG_SIGNATURES")
     return specs[name]

@@ -74,7 +74,7 @@ class Hit:
     scores: dict[str, float] = field(default_factory=dict)  # per-leg raw scores, for explanation
 
     @classmethod
-    def of(cls, chunk: Chunk, score: float, **scores: float) -> "Hit":
+    def of(cls, chunk: Chunk, score: float, **scores: float) -> Hit:
         return cls(chunk=chunk, score=score, text=chunk.text, start=chunk.start, end=chunk.end, scores=scores)
 
     @property

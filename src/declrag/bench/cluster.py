@@ -50,7 +50,8 @@ def run(duration_s: float = 60.0, clients: int = 16, dataset: str = "scifact", f
     base = _script("start", "--nodes", "3", "--dir", str(folder), "--port", str(port))
     started_s = time.perf_counter() - t0
     try:
-        return {**_scenario(base, folder, duration_s, clients, dataset, progress), "cluster_start_s": round(started_s, 1)}
+        return {**_scenario(base, folder, duration_s, clients, dataset, progress),
+                "cluster_start_s": round(started_s, 1)}
     finally:
         _script("stop", "--dir", str(folder), *(["--clean"] if own else []), timeout=300)
 
@@ -127,7 +128,8 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
                                           "write_s": round(rep.seconds["write"], 2),
                                           "finished_at_s": round(time.perf_counter() - t_start, 2)}
         except Exception as e:  # reported, then indexed again once the node is back
-            events["index_while_down"] = {"ok": False, "error": getattr(e, "message", None) or f"{type(e).__name__}: {e}"}
+            events["index_while_down"] = {"ok": False,
+                                          "error": getattr(e, "message", None) or f"{type(e).__name__}: {e}"}
 
     writer = threading.Thread(target=index_extra, daemon=True)
     writer.start()
@@ -162,7 +164,8 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
     store.close()
 
     phases = {}
-    for name, lo, hi in (("before", 0, events["killed_at_s"]), ("during", events["killed_at_s"], events["restarted_at_s"]),
+    for name, lo, hi in (("before", 0, events["killed_at_s"]),
+                         ("during", events["killed_at_s"], events["restarted_at_s"]),
                          ("after", events["restarted_at_s"], float("inf"))):
         rows = [r for r in records if lo <= r[0] < hi]
         lat = [r[1] * 1000 for r in rows if r[2]]

@@ -39,8 +39,9 @@ def run(n_questions: int = 200, dataset: str = "squad-v2.0", progress: bool = Tr
     embedder = Embedder(IngestConfig().embedder)
     store, _ = corpus_store(gs.documents, IngestConfig(), gs.name, embedder=embedder, progress=progress)
     prog = RAGProgram(ProgramConfig.model_validate(ALL_ON), store=store, embedder=embedder)
-    questions = [e.question for e in gs.split(next(iter(gs.splits)))][:: max(1, len(gs.documents) // n_questions)][:n_questions]
-    lm = ScriptedLM(SCRIPT, {"answer": "It is stated in the passage [1]."})
+    every = max(1, len(gs.documents) // n_questions)
+    questions = [e.question for e in gs.split(next(iter(gs.splits)))][::every][:n_questions]
+    lm: Any = ScriptedLM(SCRIPT, {"answer": "It is stated in the passage [1]."})  # an LM class made on the fly
     rows = []
     with using_lm(lm):
         for q in questions[:5]:  # warm-up: models loaded, query embeddings cached

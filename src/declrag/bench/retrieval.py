@@ -23,7 +23,7 @@ from rich.table import Table
 from tqdm.auto import tqdm
 
 from ..api import corpus_store
-from ..config import IngestConfig
+from ..config import Fusion, IngestConfig
 from ..embed import Embedder
 from ..golden import Example, find_spec, load_golden
 from ..indexer import Indexer
@@ -32,7 +32,7 @@ from ..stores import child_uri, open_store
 from ..stores.fusion import MIN_CANDIDATES, fuse
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.1, 0.91, 0.1))
-FUSIONS = ("relative", "ranked")
+FUSIONS: tuple[Fusion, ...] = ("relative", "ranked")
 SELECT_BY = "ndcg@10"
 
 
@@ -70,23 +70,23 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
     ingest = ingest or IngestConfig()
     embedder = Embedder(ingest.embedder)
     t0 = time.perf_counter()
-    store, report = corpus_store(gs.documents, ingest, gs.name, embedder=embedder, progress=progress)
+    st, report = corpus_store(gs.documents, ingest, gs.name, embedder=embedder, progress=progress)
     t_index = time.perf_counter() - t0
 
     k = MIN_CANDIDATES
-    legs: dict[str, dict[str, list]] = {}
+    legs: dict[str, dict[str, Any]] = {}
     for name, qs in (("tune", tune_q), ("report", report_q)):
         vecs = embedder.embed_queries([e.question for e in qs])
         kw, vec = [], []
         for e, v in tqdm(list(zip(qs, vecs)), desc=f"searching ({name})", disable=not progress, unit="q"):
-            kw.append([(h.chunk.id, h.score, h.doc_id) for h in store.keyword_search(e.question, k)])
-            vec.append([(h.chunk.id, h.score, h.doc_id) for h in store.vector_search(v, k)])
+            kw.append([(h.chunk.id, h.score, h.doc_id) for h in st.keyword_search(e.question, k)])
+            vec.append([(h.chunk.id, h.score, h.doc_id) for h in st.vector_search(v, k)])
         legs[name] = {"kw": kw, "vec": vec, "vecs": vecs, "q": qs}
 
     def score(name: str, ranked_lists: list[list[str]]) -> dict[str, float]:
         return _mean([retrieval_scores(r, e.gold) for r, e in zip(ranked_lists, legs[name]["q"])])
 
-    def hybrid_lists(name: str, alpha: float, fusion: str) -> list[list[str]]:
+    def hybrid_lists(name: str, alpha: float, fusion: Fusion) -> list[list[str]]:
         out = []
         for kw, vec in zip(legs[name]["kw"], legs[name]["vec"]):
             doc_of = {cid: d for cid, _, d in kw + vec}
@@ -94,7 +94,7 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
             out.append(doc_ranking(doc_of[c] for c, _ in fused))
         return out
 
-    sweep = []
+    sweep: list[dict[str, Any]] = []
     for fusion in FUSIONS:
         for alpha in ALPHAS:
             sweep.append({"alpha": alpha, "fusion": fusion,
@@ -106,7 +106,7 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
     lat, ranked = [], []
     for e, v in zip(report_q, legs["report"]["vecs"]):
         t = time.perf_counter()
-        hits = store.hybrid_search(e.question, v, k, best["alpha"], best["fusion"])
+        hits = st.hybrid_search(e.question, v, k, best["alpha"], best["fusion"])
         lat.append(time.perf_counter() - t)
         ranked.append(doc_ranking(h.doc_id for h in hits))
     hybrid = score("report", ranked)
@@ -119,7 +119,7 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
     }
     result = {
         "dataset": gs.name, "split": report_split, "queries": len(report_q), "tune_queries": len(tune_q),
-        "tuned_on": tuned_on, "documents": len(gs.documents), "chunks": store.count(),
+        "tuned_on": tuned_on, "documents": len(gs.documents), "chunks": st.count(),
         "ingest": ingest.model_dump(mode="json"), "modes": modes, "sweep": sweep, "reference": reference,
         "hybrid_latency_ms": {"p50": round(1000 * float(np.percentile(lat, 50)), 2),
                               "p95": round(1000 * float(np.percentile(lat, 95)), 2)} if lat else {},
@@ -156,11 +156,12 @@ def compare(documents, ingest: IngestConfig, embedder: Embedder, report: dict[st
             st, secs, n_chunks = _index_fresh(uri, documents, ingest, embedder, progress)
             try:
                 row: dict[str, Any] = {"store": st.uri, "backend": st.backend, "chunks": n_chunks,
-                                       "index_s": round(secs, 2), "chunks_per_s": round(n_chunks / secs, 1) if secs else None}
+                                       "index_s": round(secs, 2),
+                                       "chunks_per_s": round(n_chunks / secs, 1) if secs else None}
                 runs = {
-                    "keyword": lambda e, v: st.keyword_search(e.question, k),
-                    "vector": lambda e, v: st.vector_search(v, k),
-                    "hybrid": lambda e, v: st.hybrid_search(e.question, v, k, alpha, fusion),
+                    "keyword": lambda e, v, st=st: st.keyword_search(e.question, k),
+                    "vector": lambda e, v, st=st: st.vector_search(v, k),
+                    "hybrid": lambda e, v, st=st: st.hybrid_search(e.question, v, k, alpha, fusion),
                 }
                 tops[label] = {}
                 for mode, fn in runs.items():
@@ -213,14 +214,16 @@ def print_report(r: dict[str, Any], console: Console) -> None:
     for f in FUSIONS:
         sw.add_column(f, justify="right")
     for a in ALPHAS:
-        row = [f"{s['tune']:.4f} / {s['report']:.4f}" for f in FUSIONS for s in r["sweep"] if s["alpha"] == a and s["fusion"] == f]
+        row = [f"{s['tune']:.4f} / {s['report']:.4f}"
+               for f in FUSIONS for s in r["sweep"] if s["alpha"] == a and s["fusion"] == f]
         sw.add_row(f"{a:.1f}", *row)
     console.print(sw)
     best_single = max(r["modes"]["keyword"]["ndcg@10"], r["modes"]["vector"]["ndcg@10"])
     if r.get("backends"):
         print_backends(r["backends"], console)
+    best_hit1 = max(r['modes']['keyword']['hit@1'], r['modes']['vector']['hit@1'])
     console.print(f"hybrid - best single leg, nDCG@10: {r['modes']['hybrid']['ndcg@10'] - best_single:+.4f}; "
-                  f"hit@1: {r['modes']['hybrid']['hit@1'] - max(r['modes']['keyword']['hit@1'], r['modes']['vector']['hit@1']):+.4f}; "
+                  f"hit@1: {r['modes']['hybrid']['hit@1'] - best_hit1:+.4f}; "
                   f"hybrid p50 {r['hybrid_latency_ms'].get('p50')} ms; indexing {r['seconds']['index']} s "
                   f"({r['seconds']['embedded']} texts embedded)")
 

@@ -12,13 +12,18 @@ Two scenarios, over SQuAD v2.0's first 200 paragraphs (real MiniLM index, cached
   cache on both sides. One in-process model answers one prompt at a time, so with N clients a request
   waits for the ones ahead of it: latency is mostly queueing, and ``overhead_ratio`` says how much.
 
-Per scenario: ``clients``, ``p50_ms``/``p95_ms``/``p99_ms`` (client-side latency of successful requests),
-``rps`` (successes per second of wall time), ``errors`` (non-200 or failed requests), ``overhead_ratio``
-= ``http_overhead_p50_ms`` / ``direct_p50_ms``: what the server adds to a request (client latency minus the
-time inside the program, per request: HTTP, JSON, the thread hop) against a direct Python call of the
-program; and ``queueing_ratio`` = (server p50 - direct p50) / direct p50, which also counts waiting for the
-other clients' requests (one model, two cores), plus ``direct_p50_ms`` and ``server_program_p50_ms``. Query embeddings are cached (warmed
-for every question first) on both sides. The server runs with ``max_in_flight`` = clients, so nothing is
+Every request streams (``/v1/ask`` with ``stream: true``): ``first_token_p50_ms``/``first_token_p95_ms`` are the
+time to the first streamed piece of the answer, beside the full answer's. The scripted LM of ``retrieval`` does
+not stream, so there the first piece is the whole answer; the local model streams its tokens.
+
+Per scenario: ``clients``, ``p50_ms``/``p95_ms``/``p99_ms`` (client-side latency of successful requests, to the
+whole answer), ``first_token_p50_ms``/``first_token_p95_ms``, ``rps`` (successes per second of wall time),
+``errors`` (non-200, failed or unfinished requests), ``overhead_ratio`` = ``http_overhead_p50_ms`` /
+``direct_p50_ms``: what the server adds to a request (client latency minus the time inside the program, per
+request: HTTP, JSON, the thread hop) against a direct Python call of the program; and ``queueing_ratio`` =
+(server p50 - direct p50) / direct p50, which also counts waiting for the other clients' requests (one model,
+two cores), plus ``direct_p50_ms`` and ``server_program_p50_ms``. Query embeddings are cached (warmed for every
+question first) on both sides. The server runs with ``max_in_flight`` = clients, so nothing is
 turned away with 503, and a long timeout, so slow answers are measured rather than cut off. After the
 duration no new request starts; those in flight are waited for and counted.
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import signal
 import socket
@@ -135,12 +141,29 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def _ask(c, question: str) -> tuple[float | None, dict | None]:
+    """One streamed question: (seconds to the first piece of the answer, the final response), or (_, None)."""
+    t0, first, event, final = time.perf_counter(), None, None, None
+    with c.stream("POST", "/v1/ask", json={"question": question, "stream": True}) as r:
+        if r.status_code != 200:
+            return None, None
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                event = line[len("event: "):]
+            elif line.startswith("data: ") and event == "delta" and first is None:
+                first = time.perf_counter() - t0
+            elif line.startswith("data: ") and event == "answer":
+                final = json.loads(line[len("data: "):])
+                first = time.perf_counter() - t0 if first is None else first  # an empty answer: nothing streamed
+    return first, final
+
+
 def _load(base: str, questions: list[str], clients: int, duration_s: float) -> dict[str, Any]:
     """``clients`` threads asking in a loop until ``duration_s`` has passed; in-flight requests finish."""
     import httpx
 
     counter, lock = itertools.count(), threading.Lock()
-    rows: list[tuple[float, float | None]] = []  # (client ms, server program ms) of successes
+    rows: list[tuple[float, float | None, float]] = []  # (client ms, server program ms, first piece ms) of successes
     errors = [0]
     start = time.perf_counter()
     stop_at, last_done = start + duration_s, [start]
@@ -152,15 +175,13 @@ def _load(base: str, questions: list[str], clients: int, duration_s: float) -> d
                     q = questions[next(counter) % len(questions)]
                 t0 = time.perf_counter()
                 try:
-                    r = c.post("/v1/ask", json={"question": q})
-                    ok = r.status_code == 200
-                    server_ms = r.json()["latency_ms"].get("total") if ok else None
+                    first, final = _ask(c, q)
                 except (httpx.HTTPError, ValueError):
-                    ok, server_ms = False, None
+                    first, final = None, None
                 t1 = time.perf_counter()
                 with lock:
-                    if ok:
-                        rows.append((1000 * (t1 - t0), server_ms))
+                    if final is not None and first is not None:
+                        rows.append((1000 * (t1 - t0), final["latency_ms"].get("total"), 1000 * first))
                     else:
                         errors[0] += 1
                     last_done[0] = max(last_done[0], t1)
@@ -171,12 +192,13 @@ def _load(base: str, questions: list[str], clients: int, duration_s: float) -> d
     for t in threads:
         t.join()
     wall = last_done[0] - start
-    lat = [a for a, _ in rows]
-    prog_ms = [b for _, b in rows if b is not None]
+    lat, first = [a for a, _, _ in rows], [f for _, _, f in rows]
+    prog_ms = [b for _, b, _ in rows if b is not None]
     return {"clients": clients, "requests": len(rows) + errors[0], "p50_ms": _pct(lat, 50), "p95_ms": _pct(lat, 95),
-            "p99_ms": _pct(lat, 99), "rps": round(len(rows) / wall, 2) if wall > 0 else 0.0, "errors": errors[0],
+            "p99_ms": _pct(lat, 99), "first_token_p50_ms": _pct(first, 50), "first_token_p95_ms": _pct(first, 95),
+            "rps": round(len(rows) / wall, 2) if wall > 0 else 0.0, "errors": errors[0],
             "wall_s": round(wall, 1), "server_program_p50_ms": _pct(prog_ms, 50),
-            "http_overhead_p50_ms": _pct([a - b for a, b in rows if b is not None], 50)}
+            "http_overhead_p50_ms": _pct([a - b for a, b, _ in rows if b is not None], 50)}
 
 
 def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] = SCENARIOS, n_docs: int = 200,
@@ -221,21 +243,25 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
 def print_report(r: dict[str, Any], console: Console) -> None:
     t = Table(title=f"declrag serve under load: {r['dataset']} ({r['documents']} documents, {r['chunks']:,} chunks), "
                     f"{r['duration_s']:g} s per scenario, loopback")
-    for col in ("scenario", "clients", "requests", "p50 ms", "p95 ms", "p99 ms", "rps", "errors", "direct p50 ms",
-                "overhead ratio", "in program p50 ms", "server adds p50 ms"):
+    for col in ("scenario", "clients", "requests", "first token p50 ms", "first token p95 ms", "p50 ms", "p95 ms",
+                "p99 ms", "rps", "errors", "direct p50 ms", "overhead ratio", "in program p50 ms",
+                "server adds p50 ms"):
         t.add_column(col, justify="left" if col == "scenario" else "right")
 
     def f(v, fmt="{:.1f}"):
         return "-" if v is None else fmt.format(v)
 
     for name, s in r["scenarios"].items():
-        t.add_row(name, str(s["clients"]), str(s["requests"]), f(s["p50_ms"]), f(s["p95_ms"]), f(s["p99_ms"]),
+        t.add_row(name, str(s["clients"]), str(s["requests"]), f(s.get("first_token_p50_ms")),
+                  f(s.get("first_token_p95_ms")), f(s["p50_ms"]), f(s["p95_ms"]), f(s["p99_ms"]),
                   f(s["rps"], "{:.2f}"), str(s["errors"]), f(s["direct_p50_ms"]), f(s["overhead_ratio"], "{:.3f}"),
                   f(s["server_program_p50_ms"]), f(s["http_overhead_p50_ms"]))
     console.print(t)
-    console.print("overhead ratio = server adds (client latency - time in the program) / direct p50: the cost of "
-                  "HTTP and serialization. With many clients on two cores, latency is mostly waiting for the other "
-                  "requests ('in program' includes that wait); 'retrieval' uses an instant scripted LM.", style="dim")
+    console.print("Every request streams: 'first token' is the time to the first piece of the answer, p50/p95/p99 "
+                  "the time to the whole answer. overhead ratio = server adds (client latency - time in the program) "
+                  "/ direct p50: the cost of HTTP and serialization. With many clients on two cores, latency is "
+                  "mostly waiting for the other requests ('in program' includes that wait); 'retrieval' uses an "
+                  "instant scripted LM, which does not stream (its first piece is the whole answer).", style="dim")
 
 
 def _serve_main(argv: list[str] | None = None) -> None:

@@ -85,12 +85,14 @@ def _latencies(store, texts: list[str], vecs: np.ndarray) -> dict[str, Any]:
     }
 
 
-def run(large_chunks: int = 100_000, n_queries: int = 200, index_docs: int = 500, progress: bool = True) -> dict[str, Any]:
+def run(large_chunks: int = 100_000, n_queries: int = 200, index_docs: int = 500,
+        progress: bool = True) -> dict[str, Any]:
     embedder = Embedder(EmbedderConfig())
     scifact = load_golden("scifact")
     queries = [e.question for e in scifact.split("test")][:n_queries]
     squad = load_golden("squad-v1.1")
-    queries += [e.question for e in squad.split("dev")[:: max(1, len(squad.split("dev")) // n_queries)]][: max(0, n_queries - len(queries))]
+    dev = squad.split("dev")
+    queries += [e.question for e in dev[:: max(1, len(dev) // n_queries)]][: max(0, n_queries - len(queries))]
     qvecs = embedder.embed_queries(queries)
 
     # 1. indexing throughput, cold embedding cache
@@ -112,7 +114,8 @@ def run(large_chunks: int = 100_000, n_queries: int = 200, index_docs: int = 500
     small = _latencies(sci_store, queries, qvecs)
 
     # 3. latency on a large store: every shared corpus chunked small, replicated up to large_chunks
-    base = [*scifact.documents, *squad.documents, *load_golden("squad-v2.0").documents, *load_golden("cmu-qa").documents]
+    base = [*scifact.documents, *squad.documents, *load_golden("squad-v2.0").documents,
+            *load_golden("cmu-qa").documents]
     small_chunks = IngestConfig(chunker=ChunkerConfig(name="fixed", chunk_size=48, overlap=8))
     chunker = Chunker(small_chunks.chunker, embedder.tokens)
     chunks_per_copy = sum(len(chunker(d)) for d in base)
@@ -138,7 +141,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
             ("NumPy brute force", "numpy_bruteforce"), ("declrag hybrid (top 10)", "hybrid")]
     for label, key in rows:
         t.add_row(label, *(f"{r[n][key]['p50']:.2f} / {r[n][key]['p95']:.2f}" for n in ("scifact", "large")))
-    t.add_row("keyword / bm25s (p50)", *(f"{r[n]['keyword']['p50'] / r[n]['bm25s']['p50']:.2f}x" for n in ("scifact", "large")))
+    t.add_row("keyword / bm25s (p50)",
+              *(f"{r[n]['keyword']['p50'] / r[n]['bm25s']['p50']:.2f}x" for n in ("scifact", "large")))
     console.print(t)
     lg = r["large"]
     console.print(f"targets: hybrid p50 at {lg['chunks']:,} chunks {lg['hybrid']['p50']:.2f} ms (< 15); "

@@ -66,8 +66,8 @@ def arm(workers: int, space: Path, dataset: str, trials: int, url: str, runs: Pa
     runs.mkdir(parents=True, exist_ok=True)
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [None]
     t0 = time.perf_counter()
-    first = _compile(["--space", str(space), "--dataset", dataset, "--name", name, "--runs", str(runs), "--storage", url,
-                      "--max-trials", str(trials)], cpus[0], runs / f"{name}-0.log")
+    first = _compile(["--space", str(space), "--dataset", dataset, "--name", name, "--runs", str(runs),
+                      "--storage", url, "--max-trials", str(trials)], cpus[0], runs / f"{name}-0.log")
     others = []
     for i in range(1, workers):
         while not _study_ready(url, name):
@@ -84,8 +84,9 @@ def arm(workers: int, space: Path, dataset: str, trials: int, url: str, runs: Pa
                            + (runs / f"{name}-{bad}.log").read_text()[-1500:])
     s = json.loads((runs / name / "summary.json").read_text())
     metric = next(iter(s["objective"]["metrics"]))
-    return {"workers": workers, "study": name, "wall_s": round(wall, 1), "trials": s["trials"], "complete": s["complete"],
-            "pruned": s["pruned"], "repeats": s["repeats"], "best_trial": s["best"]["trial"], "best_params": s["best"]["params"],
+    return {"workers": workers, "study": name, "wall_s": round(wall, 1), "trials": s["trials"],
+            "complete": s["complete"], "pruned": s["pruned"], "repeats": s["repeats"],
+            "best_trial": s["best"]["trial"], "best_params": s["best"]["params"],
             "best_dev": round(s["best"]["dev"].get("objective") or 0, 4),
             f"best_test_{metric}": round(s["best"]["test"].get(metric) or 0, 4),
             "baseline_test": round(s["baseline"]["test"].get(metric) or 0, 4), "metric": metric,
@@ -121,7 +122,8 @@ def print_report(r: dict[str, Any], console) -> None:
     m = r["arms"][0]["metric"]
     t = Table(title=f"{r['dataset']}: one study, {r['trials']} trials, each worker one CPU and one thread "
                     f"({r['indexes_warmed']} indexes built first, {r['warm_s']} s)")
-    for col in ("workers", "wall s", "complete", "pruned", "repeats", "best trial", "best dev", f"best test {m}", f"baseline test {m}"):
+    for col in ("workers", "wall s", "complete", "pruned", "repeats", "best trial", "best dev", f"best test {m}",
+                f"baseline test {m}"):
         t.add_column(col, justify="right")
     for a in r["arms"]:
         t.add_row(str(a["workers"]), f"{a['wall_s']:.1f}", str(a["complete"]), str(a["pruned"]), str(a["repeats"]),
@@ -132,4 +134,5 @@ def print_report(r: dict[str, Any], console) -> None:
         g = a["gain_test"]
         console.print(f"{a['workers']} worker(s): best over baseline on test {g['diff']:+.4f} "
                       f"[{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] (paired bootstrap, 95%)")
-    console.print(f"speed-up with two workers: {r['speedup']}x; best test {m} two minus one: {r['test_difference']:+.4f}")
+    console.print(f"speed-up with two workers: {r['speedup']}x; "
+                  f"best test {m} two minus one: {r['test_difference']:+.4f}")

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 from ..errors import DeclragError
+from ..resources import search_dirs
 from ..types import Document
 from .formats import (HF_COLUMNS, Parsed, beir_build, beir_docs, cmu, cmu_qa_files, hf_build, jsonl, read_jsonl,
                       read_qrels, squad)
@@ -71,13 +72,8 @@ class DatasetSpec(BaseModel):
 
 def dataset_dirs() -> list[Path]:
     """Where declarations are looked up, in order: $DECLRAG_DATASETS (os.pathsep-separated), ./datasets
-    in the current directory, and the project's own datasets/ folder."""
-    dirs = [Path(p) for p in os.environ.get("DECLRAG_DATASETS", "").split(os.pathsep) if p]
-    dirs += [Path.cwd() / "datasets", Path(__file__).resolve().parents[3] / "datasets"]
-    unique: dict[Path, Path] = {}
-    for d in dirs:
-        unique.setdefault(d.resolve(), d)
-    return list(unique.values())
+    in the current directory, and the packaged defaults (``declrag.resources``)."""
+    return search_dirs("datasets")
 
 
 def known_datasets() -> dict[str, Path]:
@@ -114,7 +110,8 @@ def _read_spec(path: Path) -> DatasetSpec:
 def find_spec(name: str) -> DatasetSpec:
     known = known_datasets()
     if name not in known:
-        raise DeclragError(f"unknown dataset {name!r}; known: {', '.join(sorted(known)) or 'none'}",
+        raise DeclragError(f"unknown dataset {name!r}; known: {', '.join(sorted(known)) or 'none'} (looked in "
+                           f"{', '.join(map(str, dataset_dirs()))})",
                            hint="add a YAML declaration to ./datasets or $DECLRAG_DATASETS, or " + _FORMATS_HINT)
     return _read_spec(known[name])
 
@@ -130,11 +127,14 @@ def load_golden(name_or_path: str, *, split: str | None = None) -> GoldenSet:
     p = Path(name_or_path).expanduser()
     if p.suffix in (".yaml", ".yml") and p.is_file():
         return _load(_read_spec(p), split)
+    if p.suffix in (".yaml", ".yml") and not p.exists() and p.stem in known:  # datasets/NAME.yaml from anywhere
+        return _load(_read_spec(known[p.stem]), split)
     if p.exists():
         p = p.resolve()
         return _load(DatasetSpec(name=p.stem if p.is_file() else p.name, format=_detect(p), path=str(p)), split)
     raise DeclragError(f"unknown dataset {name_or_path!r}: not a registered name and no such file or folder; "
-                       f"known: {', '.join(sorted(known)) or 'none'}", hint=_FORMATS_HINT)
+                       f"known: {', '.join(sorted(known)) or 'none'} (looked in {', '.join(map(str, dataset_dirs()))})",
+                       hint=_FORMATS_HINT)
 
 
 def _detect(p: Path) -> Format:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from ..errors import DeclragError
 from ..types import Document, content_hash
@@ -78,7 +79,8 @@ def _gold(value: Any) -> dict[str, int]:
 
 
 def beir_docs(rows: Iterable[tuple[int, dict[str, Any]]], source: str) -> list[Document]:
-    docs, seen = [], {}
+    docs: list[Document] = []
+    seen: dict[str, int] = {}
     for n, r in rows:
         if (did := r.get("_id", r.get("id"))) is None:
             raise DeclragError(f"{source}:{n}: document without `_id`", hint="every corpus line needs `_id`")
@@ -229,14 +231,16 @@ def jsonl(files: dict[str, Path], corpus: Path | None) -> Parsed:
     docs = beir_docs(read_jsonl(corpus), str(corpus)) if corpus else []
     out = {}
     for name, f in files.items():
-        exs, seen = [], {}
+        exs: list[Example] = []
+        seen: dict[str, int] = {}
         for n, r in read_jsonl(f):
             if not isinstance(r.get("question"), str) or not r["question"].strip():
                 raise DeclragError(f"{f}:{n}: no `question`", hint="each line needs a non-empty `question` string")
             answers = r.get("answers")
             if not (answers is None or isinstance(answers, str)
                     or (isinstance(answers, list) and all(isinstance(a, str) for a in answers))):
-                bad = next((a for a in answers if not isinstance(a, str)), answers) if isinstance(answers, list) else answers
+                bad = (next((a for a in answers if not isinstance(a, str)), answers) if isinstance(answers, list)
+                       else answers)
                 raise DeclragError(f"{f}:{n}: reference answer {bad!r} is not a string",
                                    hint="`answers` is a string or a list of strings")
             rid = str(r.get("id", f"{f.stem}:{n}"))

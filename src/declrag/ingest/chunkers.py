@@ -242,6 +242,7 @@ class Chunker:
         if len(sents) < 3:
             groups = [sents]
         else:
+            assert self.embed is not None  # checked in __init__
             vecs = np.asarray(self.embed([text[a:b] for a, b in sents]), dtype=np.float32)
             dist = 1.0 - np.sum(vecs[:-1] * vecs[1:], axis=1)
             cut = np.percentile(dist, c.semantic_percentile)
@@ -254,6 +255,7 @@ class Chunker:
             groups.append(cur)
         out: list[Span] = []
         for g in groups:  # a group over the size limit is packed by sentences, as the sentence chunker does
-            parts = [w for s in g for w in ([s] if toks.count(*s) <= c.chunk_size else toks.windows(*s, c.chunk_size, 0))]
+            parts = [w for s in g
+                     for w in ([s] if toks.count(*s) <= c.chunk_size else toks.windows(*s, c.chunk_size, 0))]
             out += _pack(parts, toks, c.chunk_size, 0)
         return out

@@ -285,8 +285,8 @@ def _load_html(data: bytes, source: str, stem: str) -> list[Document]:
     if not title and (h1 := soup.find("h1")):
         title = _WS.sub(" ", h1.get_text()).strip()
     for pre in soup.find_all("pre"):
-        for s in list(pre.find_all(string=True)):
-            s.replace_with(Raw(str(s)))
+        for piece in list(pre.find_all(string=True)):
+            piece.replace_with(Raw(str(piece)))
     for tag in soup.find_all(_BLOCK):
         tag.insert_before(Raw("\n"))
         tag.insert_after(Raw("\n"))

@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from .base import Case, FnMetric, Score, register
+from .embedding import shared_embedder
 from .text import squad_normalize, strip_citations, token_f1, token_recall
 
 MATCH_THRESHOLD = 0.8  # token_match: the answer holds at least 80% of a reference's tokens
@@ -22,7 +23,8 @@ def with_abstention(fn: Callable[[str, list[str]], float]) -> Callable[[Case], S
     def score(case: Case) -> Score:
         if not case.answerable:
             return Score(1.0 if case.abstained else 0.0,
-                         {"rule": "abstained on an unanswerable question" if case.abstained else "answered an unanswerable question"})
+                         {"rule": "abstained on an unanswerable question" if case.abstained
+                          else "answered an unanswerable question"})
         if case.abstained:
             return Score(0.0, {"rule": "abstained on an answerable question"})
         if not case.references:
@@ -57,8 +59,6 @@ def rouge(kind: str, part: str = "fmeasure") -> Callable[[str, list[str]], float
 
 
 def semantic_similarity(answer: str, refs: list[str]) -> float:
-    from .context import shared_embedder
-
     e = shared_embedder()
     vecs = e.embed_documents([answer, *refs])
     return float(np.clip(np.max(vecs[1:] @ vecs[0]), 0.0, 1.0))
@@ -67,7 +67,8 @@ def semantic_similarity(answer: str, refs: list[str]) -> float:
 for name, fn, desc in [
     ("em", exact_match, "exact match after SQuAD normalisation"),
     ("f1", f1, "token F1 after SQuAD normalisation"),
-    ("rouge1", rouge("rouge1"), "ROUGE-1 F"), ("rouge2", rouge("rouge2"), "ROUGE-2 F"), ("rougeL", rouge("rougeL"), "ROUGE-L F"),
+    ("rouge1", rouge("rouge1"), "ROUGE-1 F"), ("rouge2", rouge("rouge2"), "ROUGE-2 F"),
+    ("rougeL", rouge("rougeL"), "ROUGE-L F"),
     ("rouge1_recall", rouge("rouge1", "recall"), "ROUGE-1 recall of the reference"),
     ("semantic_similarity", semantic_similarity, "cosine of answer and reference embeddings"),
     ("token_match", token_match, "1 when the answer holds >= 80% of a reference's tokens"),

@@ -11,17 +11,31 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import DeclragError
-
 
 @dataclass(frozen=True)
 class Passage:
+    """A passage as metrics read it: the chunk it came from, its document, its text and character span in
+    that document, and its search score."""
+
     chunk_id: str
     doc_id: str
     text: str
     start: int = 0
     end: int = 0
     score: float = 0.0
+
+    @classmethod
+    def of(cls, hit: Any) -> Passage:
+        """The one conversion to a passage, from a search `declrag.types.Hit`, from a passage record as an
+        evaluation writes it (a dict: ``chunk_id``, ``doc_id``, ``text``, ``span`` ``[start, end]``, ``score``;
+        absent fields are empty), or from a `Passage` (returned as is)."""
+        if isinstance(hit, Passage):
+            return hit
+        if isinstance(hit, dict):
+            start, end = hit.get("span") or (0, 0)
+            return cls(hit.get("chunk_id", ""), hit.get("doc_id", ""), hit.get("text", ""), start, end,
+                       float(hit.get("score") or 0.0))
+        return cls(hit.chunk.id, hit.doc_id, hit.text, hit.start, hit.end, float(hit.score))
 
 
 @dataclass
@@ -61,16 +75,7 @@ def to_case(example: Any, prediction: Any) -> Case:
     """A `Case` from a golden `Example` (or dspy.Example / dict) and an `Answer` (or dspy.Prediction / dict)."""
     refs = _get(example, "answers", ()) or _get(example, "references", ())
     refs = [refs] if isinstance(refs, str) else list(refs)
-    hits = _get(prediction, "passages", []) or []
-    passages = []
-    for h in hits:
-        if isinstance(h, Passage):
-            passages.append(h)
-        elif isinstance(h, dict):
-            passages.append(Passage(h.get("chunk_id", ""), h.get("doc_id", ""), h.get("text", ""),
-                                    *(h.get("span") or (0, 0)), h.get("score", 0.0)))
-        else:  # a declrag Hit
-            passages.append(Passage(h.chunk.id, h.doc_id, h.text, h.start, h.end, float(h.score)))
+    passages = [Passage.of(h) for h in _get(prediction, "passages", []) or []]
     return Case(
         id=str(_get(example, "id", "")), question=str(_get(example, "question", "")),
         answer=str(_get(prediction, "answer", "") or ""), references=[str(r) for r in refs],
@@ -109,30 +114,8 @@ class FnMetric(Metric):
         return self._fn(case)
 
 
-REGISTRY: dict[str, Callable[[], Metric]] = {}
+REGISTRY: dict[str, Callable[..., Metric]] = {}  # name -> factory, called without arguments
 
 
-def register(name: str, factory: Callable[[], Metric]) -> None:
+def register(name: str, factory: Callable[..., Metric]) -> None:
     REGISTRY[name] = factory
-
-
-def get_metrics(names: list[str] | None, judges: list[str] | None = None) -> list[Metric]:
-    """Metrics by name (``None``: every deterministic metric); LLM-judge metrics need ``judges``."""
-    from .judges import JUDGE_METRICS, make_judge_metric
-
-    if names is None:
-        return [REGISTRY[n]() for n in REGISTRY]
-    if len(set(names)) != len(names):
-        raise DeclragError(f"metric named twice in {names}", hint="name each metric once")
-    out = []
-    for n in names:
-        if n in REGISTRY:
-            out.append(REGISTRY[n]())
-        elif n in JUDGE_METRICS:
-            if not judges:
-                raise DeclragError(f"metric {n!r} needs an LLM judge", hint="add --judge ROUTE (e.g. --judge local/smollm2)")
-            out.append(make_judge_metric(n, judges))
-        else:
-            known = sorted([*REGISTRY, *JUDGE_METRICS])
-            raise DeclragError(f"unknown metric {n!r}", hint=f"known metrics: {', '.join(known)}")
-    return out

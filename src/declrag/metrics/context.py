@@ -7,27 +7,18 @@ Aggregation over passages for context relevance (and so the triad) is chosen by 
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from ..embed import Embedder
 from .base import Case, FnMetric, Score, register
+from .embedding import shared_embedder
+from .grounding import faithfulness
 from .retrieval import RETRIEVAL_METRICS
 from .text import squad_normalize, squad_tokens, strip_citations
 
-_EMBEDDER: Embedder | None = None
-_LOCK = threading.Lock()
-AGGREGATES = {"mean": np.mean, "max": np.max, "first": lambda xs: xs[0]}
-
-
-def shared_embedder() -> Embedder:
-    """The embedding model of the metrics (all-MiniLM-L6-v2): fixed, so scores compare across programs."""
-    global _EMBEDDER
-    with _LOCK:
-        if _EMBEDDER is None:
-            _EMBEDDER = Embedder()
-        return _EMBEDDER
+AGGREGATES: dict[str, Callable[..., Any]] = {"mean": np.mean, "max": np.max, "first": lambda xs: xs[0]}
 
 
 def _cos(a: str, bs: list[str]) -> np.ndarray:
@@ -80,8 +71,6 @@ def context_recall(case: Case) -> Score:
 
 
 def triad(agg: str = "mean"):
-    from .grounding import faithfulness
-
     rel = context_relevance(agg)
 
     def fn(case: Case) -> Score:
@@ -134,10 +123,12 @@ register("context_precision", lambda: FnMetric("context_precision", context_prec
 register("context_recall", lambda: FnMetric("context_recall", context_recall, "reference tokens found in the passages"))
 for agg in AGGREGATES:
     suffix = "" if agg == "mean" else f":{agg}"
-    register(f"context_relevance{suffix}", lambda a=agg, s=suffix: FnMetric(f"context_relevance{s}", context_relevance(a),
-                                                                              f"cosine of question and passages ({a})"))
-    register(f"triad{suffix}", lambda a=agg, s=suffix: FnMetric(f"triad{s}", triad(a),
-                                                                  f"mean of context relevance ({a}), faithfulness, answer relevancy"))
+    register(f"context_relevance{suffix}",
+             lambda a=agg, s=suffix: FnMetric(f"context_relevance{s}", context_relevance(a),
+                                              f"cosine of question and passages ({a})"))
+    register(f"triad{suffix}",
+             lambda a=agg, s=suffix: FnMetric(f"triad{s}", triad(a),
+                                              f"mean of context relevance ({a}), faithfulness, answer relevancy"))
 for name in RETRIEVAL_METRICS:
     register(name, lambda n=name: FnMetric(n, retrieval(n), f"{n} of the passages against the gold passages"))
 register("abstained", lambda: FnMetric("abstained", lambda c: Score(float(c.abstained)), "the program abstained"))

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..postprocess import sentences, support
 from .base import Case, FnMetric, Score, register
+from .embedding import shared_embedder
 from .text import Detail, detail_supported, details, norm_phrase, numbers, squad_normalize, strip_citations
 
 # Calibrated on tests/data/grounding_cases.jsonl (85 hand-labelled SQuAD v2.0 cases; see the test there)
@@ -41,14 +42,13 @@ def sentence_support(case: Case) -> list[tuple[str, bool, float, float]]:
     semantic = [0.0] * len(sents)
     psents = _passage_sentences(case)
     if psents and any(lex < LEXICAL for lex in lexical):
-        from .context import shared_embedder
-
         e = shared_embedder()
         a, p = e.embed_documents(sents), e.embed_documents(psents)
         semantic = [float(x) for x in np.max(a @ p.T, axis=1)]
     context = case.context
-    return [(s, (lex >= LEXICAL or (sem >= SEMANTIC and lex >= SEMANTIC_LEXICAL)) and not unsupported_details(s, context)[1],
-             lex, sem) for s, lex, sem in zip(sents, lexical, semantic)]
+    return [(s, (lex >= LEXICAL or (sem >= SEMANTIC and lex >= SEMANTIC_LEXICAL))
+             and not unsupported_details(s, context)[1], lex, sem)
+            for s, lex, sem in zip(sents, lexical, semantic)]
 
 
 def faithfulness(case: Case) -> Score:
@@ -97,7 +97,8 @@ def sia(case: Case) -> Score:
     return Score(0.0 if bad else 1.0, {"details": [d.text for d in found], "unsupported": [d.text for d in bad]})
 
 
-register("faithfulness", lambda: FnMetric("faithfulness", faithfulness, "share of answer sentences supported by the passages"))
+register("faithfulness", lambda: FnMetric("faithfulness", faithfulness,
+                                          "share of answer sentences supported by the passages"))
 register("hallucination", lambda: FnMetric("hallucination", hallucination, "share of answer sentences not supported",
                                            higher_is_better=False))
 register("sia", lambda: FnMetric("sia", sia, "every number, date, name and quote of the answer is in the passages; "

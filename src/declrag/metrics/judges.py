@@ -14,7 +14,9 @@ import numpy as np
 from ..config import LMConfig
 from ..signatures import spec
 from .base import Case, Metric, Score
-from .context import AGGREGATES, shared_embedder
+from .context import AGGREGATES
+from .embedding import shared_embedder
+from .grounding import answer_retrieved
 from .text import strip_citations
 
 JUDGE_METRICS = ["correctness_llm", "faithfulness_llm", "hallucination_llm", "sia_llm", "answer_relevancy_llm",
@@ -51,11 +53,13 @@ class Judge:
     def faithfulness(self, case: Case) -> tuple[float, list[str]]:
         claims = self.ask("faithfulness_llm", "judge_claims", answer=strip_citations(case.answer)).claims or []
         claims = [c for c in claims if c.strip()][:10] or [strip_citations(case.answer)]
-        bad = [c for c in claims if not self.ask("faithfulness_llm", "judge_verify", context=case.context, claim=c).supported]
+        bad = [c for c in claims
+               if not self.ask("faithfulness_llm", "judge_verify", context=case.context, claim=c).supported]
         return 1 - len(bad) / len(claims), bad
 
     def sia(self, case: Case) -> tuple[float, list[str]]:
-        out = self.ask("sia_llm", "judge_sia", context=case.context, answer=strip_citations(case.answer)).unsupported or []
+        out = self.ask("sia_llm", "judge_sia", context=case.context,
+                       answer=strip_citations(case.answer)).unsupported or []
         bad = [d for d in out if d.strip() and d.strip().lower().strip(".") not in ("none", "no", "n/a", "nothing")]
         return (0.0 if bad else 1.0), bad
 
@@ -68,7 +72,8 @@ class Judge:
         return float(np.clip(np.mean(vecs[1:] @ vecs[0]), 0.0, 1.0))
 
     def context_relevance(self, case: Case, agg: str) -> float:
-        per = [1.0 if self.ask("context_relevance_llm", "judge_context", question=case.question, passage=p.text).relevant
+        per = [1.0 if self.ask("context_relevance_llm", "judge_context", question=case.question,
+                               passage=p.text).relevant
                else 0.0 for p in (case.passages[:1] if agg == "first" else case.passages)]
         return float(AGGREGATES[agg](per)) if per else 0.0
 
@@ -99,8 +104,6 @@ def _correctness_rules(case: Case) -> Score | None:
 
 
 def _sia_rules(case: Case) -> Score | None:
-    from .grounding import answer_retrieved
-
     if not case.answerable:
         return Score(1.0 if case.abstained else 0.0, {"rule": "abstention rules"})
     if case.abstained:

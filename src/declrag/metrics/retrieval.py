@@ -54,6 +54,7 @@ RETRIEVAL_METRICS = {
 }
 
 
-def retrieval_scores(ranked: Sequence[str], gold: Mapping[str, int], metrics: Iterable[str] | None = None) -> dict[str, float]:
+def retrieval_scores(ranked: Sequence[str], gold: Mapping[str, int],
+                     metrics: Iterable[str] | None = None) -> dict[str, float]:
     names = list(metrics) if metrics is not None else list(RETRIEVAL_METRICS)
     return {m: RETRIEVAL_METRICS[m](ranked, gold) for m in names}

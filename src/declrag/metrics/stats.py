@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -10,7 +11,7 @@ SEED = 20240613
 RESAMPLES = 2000
 
 
-def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict[str, float | list[float] | int]:
+def mean_ci(values: Sequence[float | None], confidence: float = 0.95) -> dict[str, Any]:
     """Mean and its percentile-bootstrap interval; values that are None are left out."""
     xs = np.asarray([v for v in values if v is not None], dtype=float)
     if len(xs) == 0:
@@ -26,7 +27,7 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict[str, floa
     return {"mean": round(float(xs.mean()), 4), "ci95": [round(float(lo), 4), round(float(hi), 4)], "n": int(len(xs))}
 
 
-def paired_difference(a: Sequence[float | None], b: Sequence[float | None]) -> dict[str, float | list[float] | int | bool]:
+def paired_difference(a: Sequence[float | None], b: Sequence[float | None]) -> dict[str, Any]:
     """B - A on the questions both scored, with a paired bootstrap interval; ``significant`` when the
     interval excludes 0."""
     pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]

@@ -52,7 +52,8 @@ def token_recall(prediction: str, reference: str) -> float:
 # ------------------------------------------------------------------------------------------------ numbers
 _UNITS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
                                        "fourteen fifteen sixteen seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if w != "_"}
+_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split())
+         if w != "_"}
 _ORDINALS = {w: i for i, w in enumerate("zeroth first second third fourth fifth sixth seventh eighth ninth tenth "
                                           "eleventh twelfth thirteenth fourteenth fifteenth sixteenth seventeenth "
                                           "eighteenth nineteenth twentieth".split())}
@@ -60,7 +61,8 @@ _ORDINAL_RE = re.compile(r"\b(" + "|".join(_ORDINALS) + r")\b", re.I)
 _SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
 _NUMBER_WORD = "|".join(sorted([*_UNITS, *_TENS, *_SCALES], key=len, reverse=True))
 _WORDS_RE = re.compile(rf"\b(?:{_NUMBER_WORD})(?:[\s-]+(?:and\s+)?(?:{_NUMBER_WORD}))*\b", re.I)
-_DIGITS_RE = re.compile(r"(?<![\w.])[-−]?\d{1,3}(?:[,\u202f\u00a0 ]\d{3})+(?:\.\d+)?(?=\D|$)|(?<![\w.])[-−]?\d+(?:\.\d+)?")
+_DIGITS_RE = re.compile(r"(?<![\w.])[-−]?\d{1,3}(?:[,\u202f\u00a0 ]\d{3})+(?:\.\d+)?(?=\D|$)"  # grouped: 7,000
+                        r"|(?<![\w.])[-−]?\d+(?:\.\d+)?")
 _SCALE_AFTER = re.compile(r"^\s*(hundred|thousand|million|billion)\b", re.I)
 
 
@@ -102,7 +104,7 @@ def numbers(text: str, ambiguous_ordinals: bool = True) -> list[str]:
         if any(a <= m.start() < b for a, b in taken):
             continue
         v = _words_value(m.group())
-        if v is not None and not (m.group().lower() in _SCALES):
+        if v is not None and m.group().lower() not in _SCALES:
             out.append((m.start(), _fmt(v)))
     for m in _ORDINAL_RE.finditer(text):
         if ambiguous_ordinals or m.group(1).lower() not in ("first", "second"):

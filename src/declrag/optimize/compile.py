@@ -31,7 +31,7 @@ import warnings
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import optuna
@@ -43,11 +43,15 @@ from ..errors import DeclragError
 from ..evaluate import correct, score_case
 from ..golden import Example, GoldenSet
 from ..lm import Meter, metering
-from ..metrics.base import Case, Passage, get_metrics
+from ..metrics.base import Case, Passage
+from ..metrics.catalog import get_metrics
 from ..program import RAGProgram
 from ..stores import Store
 from ..types import content_hash
 from .space import Space, apply, sample
+
+if TYPE_CHECKING:
+    from .study import Ledger
 
 log = logging.getLogger(__name__)
 WORKER = f"{socket.gethostname()}:{os.getpid()}"  # who ran a trial (trials.jsonl)
@@ -128,7 +132,9 @@ def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
     if s.test_split:
         fr.pop("test", None)
     total = sum(fr.values())
-    cuts, at, out = {}, 0, {}
+    cuts: dict[str, list[int]] = {}
+    out: dict[str, list[Example]] = {}
+    at = 0
     for part in ("train", "dev", "test"):
         if part in fr:
             n = int(round(len(pool) * fr[part] / total))
@@ -150,8 +156,8 @@ def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
 
 def weighted(values: dict[str, float | None], weights: dict[str, float]) -> float:
     """The weighted mean of the metrics that have a value (weights renormalised over them)."""
-    got = {m: w for m, w in weights.items() if values.get(m) is not None}
-    return sum(values[m] * w for m, w in got.items()) / sum(got.values()) if got else 0.0
+    got = {m: (v, w) for m, w in weights.items() if (v := values.get(m)) is not None}
+    return sum(v * w for v, w in got.values()) / sum(w for _, w in got.values()) if got else 0.0
 
 
 class Compiler:
@@ -166,7 +172,7 @@ class Compiler:
         self.judged = [m for m in self.metrics if m.tier == "llm"]
         self.has_gold = any(e.gold for e in self.splits["dev"])
         self.spent = Spent()  # this process's part (per-trial attributes); the study's total is in the ledger
-        self.ledger = None  # set by the run (declrag.optimize.study.Ledger)
+        self.ledger: Ledger | None = None  # set by the run
         self.poll_s = 2.0  # how often a worker without work looks for others' trials coming back
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -207,7 +213,7 @@ class Compiler:
                 pool = prog.retrieve_only(ex.question)
             case = Case(question=ex.question, answer="", references=list(ex.answers), answerable=ex.answerable,
                         gold=ex.gold, answer_starts=list(ex.answer_starts),
-                        passages=[Passage(h.chunk.id, h.doc_id, h.text, h.start, h.end, h.score) for h in pool])
+                        passages=[Passage.of(h) for h in pool])
             rows.append({m.name: m.score(case).value for m in metrics})
         self._spend(meter.to_dict()["total"])
         return {n: _mean([r[n] for r in rows]) for n in names}
@@ -218,7 +224,7 @@ class Compiler:
         self._spend(a.usage["total"])
         case = Case(id=ex.id, question=ex.question, answer=a.answer, references=list(ex.answers),
                     answerable=ex.answerable, abstained=a.abstained, gold=ex.gold, answer_starts=list(ex.answer_starts),
-                    passages=[Passage(h.chunk.id, h.doc_id, h.text, h.start, h.end, h.score) for h in a.passages])
+                    passages=[Passage.of(h) for h in a.passages])
         values, _, _ = score_case(case, self.det)
         return {"id": ex.id, "case": case, "metrics": values, "latency_ms": a.latency_ms["total"],
                 "cost_usd": a.usage["total"]["cost_usd"], "correct": correct(case)}
@@ -251,9 +257,11 @@ class Compiler:
         return self.summarize(rows), rows
 
     # -- the study ------------------------------------------------------------------------------------------
-    def sampler_and_pruner(self, seed: int | None = None):
+    def sampler_and_pruner(self, seed: int | None = None) -> tuple[list[Literal["maximize", "minimize"]],
+                                                                   optuna.samplers.BaseSampler, StepMedianPruner]:
         """The study's directions, sampler (seeded with the space's seed unless ``seed``) and pruner."""
-        directions = ["maximize"] + ["minimize"] * len(self.space.objective.also)
+        directions: list[Literal["maximize", "minimize"]] = ["maximize"]
+        directions += ["minimize"] * len(self.space.objective.also)
         seed = self.space.split.seed if seed is None else seed
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -296,7 +304,8 @@ class Compiler:
         dev = self.splits["dev"]
         obj = self.space.objective
         multi = bool(obj.also)
-        state, result, bar = "complete", {}, None
+        state, bar = "complete", None
+        result: dict[str, Any] = {}
         try:
             if obj.retrieval_only:
                 result, _ = self.evaluate(prog, dev)
@@ -330,10 +339,10 @@ class Compiler:
         except optuna.TrialPruned:
             state = "pruned"
             raise
-        except BudgetReached:
+        except BudgetReached as e:
             state = "stopped by budget"
             trial.set_user_attr("stopped_by_budget", True)
-            raise optuna.TrialPruned("budget reached")
+            raise optuna.TrialPruned("budget reached") from e
         finally:
             if bar is not None:
                 bar.close()
@@ -364,10 +373,12 @@ class Compiler:
             fh.write(json.dumps(rec) + "\n")
         if self.progress:
             obj = result.get("objective")
-            retrieval = [(k.split(":", 1)[1], v) for k, v in result.items() if k.startswith("retrieval:") and v is not None]
+            retrieval = [(k.split(":", 1)[1], v) for k, v in result.items()
+                         if k.startswith("retrieval:") and v is not None]
             score = f"objective {obj:.4f}" if obj is not None else \
                 f"retrieval {retrieval[0][0]} {retrieval[0][1]:.4f}" if retrieval else "no score"  # pruned on retrieval
-            led = self.ledger.state() if self.ledger is not None else {"lm_calls": self.spent.lm_calls, "max_lm_calls": None}
+            led = (self.ledger.state() if self.ledger is not None
+                   else {"lm_calls": self.spent.lm_calls, "max_lm_calls": None})
             budget = f"/{led['max_lm_calls']}" if led["max_lm_calls"] else ""
             retry = f" (retry of {rec['retry_of']})" if "retry_of" in rec else ""
             tqdm.write(f"trial {trial.number}{retry} {state}: {score}, {rec['lm_calls'] or 0} LM calls "
@@ -389,15 +400,17 @@ class Compiler:
         """Count ``trial`` against --max-trials once. The worker took a slot before asking for a new trial;
         a queued trial (the baseline) takes its slot here; a retry of a killed trial is free (the killed one
         took it). False: no slot left (another worker took the last one a moment ago)."""
+        ledger = self.ledger
+        assert ledger is not None, "set by open_study"
         held, self._local.slot = getattr(self._local, "slot", False), False
         frozen = next((t for t in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
                        if t.number == trial.number), None)
         if frozen is not None and "failed_trial" in frozen.system_attrs:
             trial.set_user_attr("retry_of", frozen.system_attrs["failed_trial"])
             if held:
-                self.ledger.give_back_trial()
+                ledger.give_back_trial()
             return True
-        return held or self.ledger.take_trial()
+        return held or ledger.take_trial()
 
     def search(self, study: optuna.Study, patience=None) -> optuna.Study:
         """Work on ``study`` until its budgets are spent and no trial is left running anywhere: run the
@@ -433,6 +446,8 @@ class Compiler:
     def _work(self, study: optuna.Study, patience) -> None:
         from .study import is_db_error
 
+        ledger = self.ledger
+        assert ledger is not None, "search checks it"
         states = optuna.trial.TrialState
         while True:
             try:
@@ -441,7 +456,7 @@ class Compiler:
                     optuna.storages.fail_stale_trials(study)  # killed workers' trials: failed, queued again once
                 took = False
                 if not study.get_trials(deepcopy=False, states=(states.WAITING,)):
-                    took = self.ledger.exhausted() is None and self.ledger.take_trial()
+                    took = ledger.exhausted() is None and ledger.take_trial()
                     if not took:
                         if study.get_trials(deepcopy=False, states=(states.RUNNING,)):
                             time.sleep(self.poll_s)  # others are still at work: a killed one's trial comes back

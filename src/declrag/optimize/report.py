@@ -44,7 +44,7 @@ def anova(study: optuna.Study) -> list[dict[str, Any]]:
         xs = [p for p, _ in pairs]
         if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs) and len(set(xs)) > 4:
             edges = np.unique(np.quantile(xs, [0, 0.25, 0.5, 0.75, 1.0]))
-            label = lambda x: f"{edges[max(0, np.searchsorted(edges, x, side='right') - 1)]:g}+"  # noqa: E731
+            label = lambda x, e=edges: f"{e[max(0, np.searchsorted(e, x, side='right') - 1)]:g}+"  # noqa: E731
         else:
             label = str
         groups: dict[str, list[float]] = {}
@@ -97,9 +97,11 @@ def _plot_history(study: optuna.Study, out: Path) -> Path | None:
     partial = [(t.number, t.user_attrs.get("metrics", {}).get("objective")) for t in study.trials
                if t.state == optuna.trial.TrialState.PRUNED]
     if shown := [(n, v) for n, v in partial if v is not None]:
-        ax.scatter(*zip(*shown), s=14, marker="x", color="#e45756", label="pruned (objective on the slice answered)")
+        ns, vs = zip(*shown)
+        ax.scatter(ns, vs, s=14, marker="x", color="#e45756", label="pruned (objective on the slice answered)")
     if base := [t for t in done if t.user_attrs.get("baseline")]:
-        ax.scatter([base[0].number], [base[0].values[0]], s=60, facecolors="none", edgecolors="#f58518", label="naive baseline")
+        ax.scatter([base[0].number], [base[0].values[0]], s=60, facecolors="none", edgecolors="#f58518",
+                   label="naive baseline")
     best = np.maximum.accumulate(ys)
     ax.plot(xs, best, color="#54a24b", label="best so far")
     ax.set_xlabel("trial")
@@ -117,22 +119,27 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
     s = summary
     obj = " + ".join(f"{w} x {m}" for m, w in s["objective"]["metrics"].items())
     g = s["gain_test"]
+    also = f"; also minimised: {', '.join(s['objective']['also'])}" if s["objective"]["also"] else ""
+    base, best = s["baseline"], s["best"]
+    verdict = ("holds: the interval excludes 0." if g["significant"]
+               else "is not distinguishable from noise: the interval includes 0.")
     lines = [f"# Compile report: {out.name}", "",
-             f"Objective: {obj}" + (f"; also minimised: {', '.join(s['objective']['also'])}" if s["objective"]["also"] else ""),
+             f"Objective: {obj}" + also,
              f"Splits: {s['splits']}; trials {s['trials']} ({s['complete']} complete, {s['pruned']} pruned, "
              f"{s.get('stopped_by_budget', 0)} stopped by a budget); "
-             f"LM calls {s['lm_calls']} (+{s['cached_calls']} cached); cost ${s['cost_usd']:.4f}; wall {s.get('wall_s', '-')} s.", "",
-             f"## Gain over the naive baseline (trial {s['baseline']['trial']})", "",
+             f"LM calls {s['lm_calls']} (+{s['cached_calls']} cached); cost ${s['cost_usd']:.4f}; "
+             f"wall {s.get('wall_s', '-')} s.", "",
+             f"## Gain over the naive baseline (trial {base['trial']})", "",
              "| | baseline | best | gain |", "|---|---|---|---|",
-             f"| dev objective | {_f(s['baseline']['dev'].get('objective'))} | {_f(s['best']['dev'].get('objective'))} | {_f(s['dev_gain'])} |",
-             f"| test objective | {_f(s['baseline']['test'].get('objective'))} | {_f(s['best']['test'].get('objective'))} | "
+             f"| dev objective | {_f(base['dev'].get('objective'))} | {_f(best['dev'].get('objective'))} | "
+             f"{_f(s['dev_gain'])} |",
+             f"| test objective | {_f(base['test'].get('objective'))} | {_f(best['test'].get('objective'))} | "
              f"{_f(g['diff'])} [{_f(g['ci95'][0])}, {_f(g['ci95'][1])}] |", "",
-             f"On test ({g['n']} questions, paired bootstrap 95% interval) the gain "
-             + ("holds: the interval excludes 0." if g["significant"] else "is not distinguishable from noise: the interval includes 0."), ""]
+             f"On test ({g['n']} questions, paired bootstrap 95% interval) the gain " + verdict, ""]
     metric_names = sorted({k for k in s["best"]["test"] if k != "objective"})
     if metric_names:
         lines += ["| test metric | baseline | best |", "|---|---|---|"]
-        lines += [f"| {m} | {_f(s['baseline']['test'].get(m))} | {_f(s['best']['test'].get(m))} |" for m in metric_names]
+        lines += [f"| {m} | {_f(base['test'].get(m))} | {_f(best['test'].get(m))} |" for m in metric_names]
         lines.append("")
     if s.get("legs_test"):
         lines += ["Single legs on test with the best settings otherwise: " + "; ".join(
@@ -156,14 +163,16 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
             lines.append(f"| {r['param']} | {_f(r['F'])} | {_f(r['p'])} | {levels} |")
     if s["pareto"]:
         lines += ["", "## Pareto front", "", "| trial | objectives | params |", "|---|---|---|"]
-        lines += [f"| {p['trial']} | {', '.join(_f(v) for v in p['values'])} | {json.dumps(p['params'])} |" for p in s["pareto"]]
+        lines += [f"| {p['trial']} | {', '.join(_f(v) for v in p['values'])} | {json.dumps(p['params'])} |"
+                  for p in s["pareto"]]
     po = s["prompt_optimization"]
     if po.get("optimizer") != "none":
         lines += ["", f"## Prompt optimization ({po['optimizer']})", ""]
         if po.get("error"):
             lines.append(f"The optimizer failed with this model and the program was kept as searched: {po['error']}")
         if "dev_before" in po:
-            lines.append(f"dev objective before {_f(po['dev_before'].get('objective'))}, after {_f(po['dev_after'].get('objective'))}; "
+            lines.append(f"dev objective before {_f(po['dev_before'].get('objective'))}, "
+                         f"after {_f(po['dev_after'].get('objective'))}; "
                          f"kept: {po.get('kept')}; demos per predictor: {po.get('demos')}")
     hist = _plot_history(study, out)
     if hist:

@@ -46,9 +46,10 @@ def _identity(data: str, dataset: str, sp: Space, model: str | None) -> dict[str
 
 
 def compile_run(space: str | Path | None = None, dataset: str | None = None, name: str | None = None,
-                runs: str | Path = "runs", budget: Budget | None = None, jobs: int = 1, resume: str | Path | None = None,
-                model: str | None = None, progress: bool = True, store: str | None = None, storage: str | None = None,
-                join: str | None = None, finalize: bool = False, heartbeat_s: int = 10,
+                runs: str | Path = "runs", budget: Budget | None = None, jobs: int = 1,
+                resume: str | Path | None = None, model: str | None = None, progress: bool = True,
+                store: str | None = None, storage: str | None = None, join: str | None = None,
+                finalize: bool = False, heartbeat_s: int = 10,
                 patience_s: float = 120.0) -> dict[str, Any]:
     """Start (``space``, ``dataset``, ``name``), continue (``resume``) or join (``join`` with ``storage``) a
     compile. Returns the summary, or for a worker that does not finalize, its part of the search.
@@ -95,7 +96,8 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
         p = place(out, name, storage, heartbeat_s)
         theirs = identity_of(p)
         if model and model != theirs["model"]:
-            raise DeclragError(f"the study {join!r} routes its LM calls to {theirs['model'] or 'the configured model'}, not {model}",
+            raise DeclragError(f"the study {join!r} routes its LM calls to "
+                               f"{theirs['model'] or 'the configured model'}, not {model}",
                                hint="drop --model: a worker uses the study's")
         sp, dataset, model = Space.model_validate(theirs["space"]), theirs["dataset"], theirs["model"]
         out.mkdir(parents=True, exist_ok=True)
@@ -104,7 +106,8 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
         f = out / "compile.json"
         if not f.exists():
             raise DeclragError(f"{out} is not a compile run (no compile.json)",
-                               hint="pass --resume runs/NAME where the study was created; a worker rejoins with --join NAME --storage URL")
+                               hint="pass --resume runs/NAME where the study was created; "
+                                    "a worker rejoins with --join NAME --storage URL")
         saved = json.loads(f.read_text())
         sp = Space.model_validate(saved["space"])
         dataset, model, store = saved["dataset"], model or saved.get("model"), store or saved.get("store")
@@ -115,11 +118,13 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
     else:
         if not space or not dataset or not name:
             raise DeclragError("compile needs --space, --dataset and --name (or --resume runs/NAME, or --join NAME)",
-                               hint="e.g. declrag compile --space optimizers/default.yaml --dataset squad-v2.0 --name first")
+                               hint="e.g. declrag compile --space optimizers/default.yaml --dataset squad-v2.0 "
+                                    "--name first")
         sp = read_space(space)
         out = Path(runs) / name
         if (out / "compile.json").exists():
-            raise DeclragError(f"{out} already holds a compile", hint=f"continue it with --resume {out}, or pick another --name")
+            raise DeclragError(f"{out} already holds a compile",
+                               hint=f"continue it with --resume {out}, or pick another --name")
         out.mkdir(parents=True, exist_ok=True)
         p = place(out, name, storage, heartbeat_s)
     if storage and has_password(storage):
@@ -135,7 +140,8 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
     comp = Compiler(sp, golden, out, budget, jobs, progress, model, store)
     split = {k: [e.id for e in v] for k, v in comp.splits.items()}
     data = _data_digest(golden, split)
-    study, created = comp.open_study(p, _identity(data, dataset, sp, model), join=bool(join or resume), adopt=bool(resume))
+    study, created = comp.open_study(p, _identity(data, dataset, sp, model), join=bool(join or resume),
+                                     adopt=bool(resume))
     if not join and not resume and not created:  # the same study, started elsewhere: work on it as a worker
         creator = False
         tell(progress, f"the study {name!r} exists in {p.shown} with this space and dataset: joining it as a worker")
@@ -164,7 +170,8 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
         from .compile import WORKER
 
         return {"role": "worker", "study": name, "storage": p.shown, **trial_counts(study.trials),
-                "mine": len([r for r in mine if r.get("worker") == WORKER]), "wall_s": round(time.perf_counter() - t0, 1)}
+                "mine": len([r for r in mine if r.get("worker") == WORKER]),
+                "wall_s": round(time.perf_counter() - t0, 1)}
     led = p.ledger.state()  # the whole study's search, every worker
     here = (comp.spent.lm_calls, comp.spent.cached, comp.spent.cost_usd)
     summary = finish(comp, study, out, progress)
@@ -219,8 +226,8 @@ def _score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float]
         means = {k: _mean([r[k] for r in rows]) for k in rows[0]} if rows else {}
         means["objective"] = weighted(means, comp.space.objective.metrics)
         return means, [weighted(r, comp.space.objective.metrics) for r in rows]
-    result, rows = comp.evaluate(prog, examples, desc)
-    return result, [weighted(r["metrics"], comp.space.objective.metrics) for r in rows]
+    result, recs = comp.evaluate(prog, examples, desc)
+    return result, [weighted(r["metrics"], comp.space.objective.metrics) for r in recs]
 
 
 def _mean(xs):
@@ -231,7 +238,8 @@ def _mean(xs):
 def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> dict[str, Any]:
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
-        raise DeclragError("no trial finished within the budget", hint="raise --max-trials / --timeout / the budgets, then --resume")
+        raise DeclragError("no trial finished within the budget",
+                           hint="raise --max-trials / --timeout / the budgets, then --resume")
     baseline = next((t for t in complete if t.user_attrs.get("baseline")), complete[0])
     if len(study.directions) == 1:
         best = max(complete, key=lambda t: (t.value, -t.number))

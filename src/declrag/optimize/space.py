@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..config import ProgramConfig
 from ..errors import DeclragError
+from ..resources import find
 
 RETRIEVAL_METRIC_PREFIXES = ("hit@", "ndcg@", "mrr@", "recall@", "precision@")
 _WHEN = re.compile(r"^\s*(\w+)\s*(==|!=|in)\s*(.+?)\s*$")
@@ -143,10 +144,11 @@ class Space(Strict):
 
 
 def read_space(path: str | Path) -> Space:
-    """A search space from YAML; errors name the file, the key and what is allowed."""
-    p = Path(path)
-    if not p.exists() and (alt := Path(__file__).resolve().parents[3] / "optimizers" / f"{p.stem}.yaml").exists():
-        p = alt
+    """A search space from YAML: a path, or a name (``retrieval``) found by ``declrag.resources.find`` in
+    $DECLRAG_OPTIMIZERS, ./optimizers, then the packaged defaults; a path that does not exist resolves as its
+    file name's stem would (``optimizers/retrieval.yaml`` works from any folder). Errors name the file, the key
+    and what is allowed."""
+    p = find("optimizers", path)
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except OSError as e:

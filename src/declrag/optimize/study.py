@@ -25,9 +25,10 @@ import json
 import logging
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Literal
 
 import optuna
 
@@ -89,7 +90,7 @@ def db_error(e: BaseException, url: str, doing: str = "opening the study databas
                         hint="check the URL and the server's log")
 
 
-def is_db_error(e: BaseException) -> bool:
+def is_db_error(e: BaseException | None) -> bool:
     """A lost or refused database connection (worth retrying), as opposed to a bug or bad input: the error
     itself or any error it arose from (Optuna's trial loop can fail on its own while reporting one)."""
     try:
@@ -140,7 +141,7 @@ class Place:
 
     storage: Any
     name: str
-    ledger: "Ledger"
+    ledger: Ledger
     url: str | None = None  # None: the run folder's journal
 
     @property
@@ -190,8 +191,10 @@ def identity_of(p: Place) -> dict[str, Any]:
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         names = study_names(p)
         if p.name not in names:
-            raise DeclragError(f"there is no study {p.name!r} in {p.shown} (studies there: {', '.join(names) or 'none'})",
-                               hint=f"start it with: declrag compile --space ... --dataset ... --name {p.name} --storage URL")
+            raise DeclragError(f"there is no study {p.name!r} in {p.shown} "
+                               f"(studies there: {', '.join(names) or 'none'})",
+                               hint=f"start it with: declrag compile --space ... --dataset ... --name {p.name} "
+                                    "--storage URL")
         for _ in range(100):  # the creator sets it last, once the study and its ledger are ready
             if "declrag" in (attrs := optuna.load_study(study_name=p.name, storage=p.storage).user_attrs):
                 return attrs["declrag"]
@@ -199,7 +202,8 @@ def identity_of(p: Place) -> dict[str, Any]:
     raise DeclragError(f"the study {p.name!r} in {p.shown} was not made by declrag compile", hint="join another study")
 
 
-def create_or_join(p: Place, identity: dict[str, Any], directions: list[str], sampler, pruner,
+def create_or_join(p: Place, identity: dict[str, Any], directions: list[Literal["maximize", "minimize"]],
+                   sampler, pruner,
                    baseline: dict[str, Any], budget, join: bool, adopt: bool = False) -> tuple[optuna.Study, bool]:
     """Create the study (its ledger with ``budget``, the baseline queued once), or load it when it exists with
     the same identity (``join``: it must exist, and only the data is compared: the rest is the study's).

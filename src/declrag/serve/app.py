@@ -1,10 +1,12 @@
 """The HTTP face of a `RAGProgram`: ``create_app(program, name, run, settings)`` returns a FastAPI app:
-``POST /v1/ask``, OpenAI-compatible ``/v1/chat/completions`` (SSE too) and ``/v1/models``, ``/healthz``,
-``/readyz`` (503 until loaded), ``/metrics`` (Prometheus), ``/`` (a web page). Errors are JSON
+``POST /v1/ask``, OpenAI-compatible ``/v1/chat/completions`` and ``/v1/models``, ``/healthz``, ``/readyz``
+(503 until loaded), ``/metrics`` (Prometheus), ``/`` (a web page). Errors are JSON
 ``{"error": ..., "field": ...}``. The program loads on a thread once the server is up; each program call
 runs on a worker thread. At most ``max_in_flight`` calls run at once (beyond: 503 + Retry-After, no
 queue); a call that outlives ``request_timeout_s`` is answered 504 and keeps its slot until its thread
-ends, so the limit holds for real work."""
+ends, so the limit holds for real work. ``stream: true`` (both POST routes) sends the answer's tokens as the
+LM generates them, as server-sent events (`declrag.streaming`); anything that fails before the first event
+is still an ordinary JSON error."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, nullcontext
 from http import HTTPStatus
@@ -34,14 +36,14 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import DeclragError
-from ..modules import Queries
 from ..stores.base import Filter
+from ..streaming import Done, astream
 from . import openai_compat as oai
 
 log = logging.getLogger("declrag.serve")
 DEFAULT_NAME = "declrag-default"
 ROUTES = ("/", "/healthz", "/readyz", "/metrics", "/v1/ask", "/v1/chat/completions", "/v1/models")
-OPEN_ROUTES = ("/healthz", "/readyz")
+OPEN_ROUTES = ("/", "/healthz", "/readyz")  # the web page holds no data: it asks for the key and sends it itself
 
 
 class ServeSettings(BaseModel):
@@ -49,7 +51,7 @@ class ServeSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    api_key: SecretStr | None = None  # when set, every route but /healthz and /readyz needs "Bearer <key>"
+    api_key: SecretStr | None = None  # when set, every route but /, /healthz and /readyz needs "Bearer <key>"
     max_body_bytes: int = Field(64 * 1024, ge=1)
     max_question_chars: int | None = Field(None, ge=1)  # None: the program's config.max_question_chars
     request_timeout_s: float = Field(120.0, gt=0)
@@ -80,6 +82,7 @@ class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     question: str
     options: AskOptions | None = None
+    stream: bool = False  # server-sent events: the answer's tokens as generated, then the whole response
 
 
 class SemanticCache:
@@ -180,6 +183,22 @@ class Guard:
             self.metrics.latency.labels(route).observe(time.perf_counter() - t0)
 
 
+def _sse(event: str, data: dict) -> str:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n"
+
+
+async def _ask_events(events: AsyncIterator[tuple[str, Any]]) -> AsyncIterator[str]:
+    """``/v1/ask``'s server-sent events: ``delta`` {"text"}, then ``answer`` (the response) or ``error``."""
+    async for kind, value in events:
+        if kind == "delta":
+            yield _sse("delta", {"text": value})
+        elif kind == "done":
+            payload, replaced = value
+            yield _sse("answer", {**payload, "replaced": replaced})
+        else:
+            yield _sse("error", {"error": value.message, "status": value.status})
+
+
 def _validation_message(err: dict) -> tuple[str, str]:
     field = ".".join(str(p) for p in err.get("loc", ()) if p != "body" and not isinstance(p, int)) or "body"
     kind = err.get("type", "")
@@ -211,15 +230,8 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
 
     def load() -> Any:  # models load now, not on the first question
         prog = program if isinstance(program, dspy.Module) or not callable(program) else program()
-        getattr(prog.embedder, "model", None)  # the embedding model
-        prog.retrieve(queries=Queries(["warm-up"]))  # the store's search snapshot
-        if prog.config.rerank.mode == "cross-encoder":
-            getattr(prog.rerank, "cross_encoder", None)
-        from ..lm import LOCAL_MODELS, _PROVIDER
-
-        routes = {prog.config.stage_lm(st).route for st in prog._lm_stages()} if lm_override is None else set()
-        for route in (r for r in routes if r.startswith("local/") and r[6:].lower() in LOCAL_MODELS):
-            _PROVIDER._model(route[6:])  # in-process local LMs
+        if hasattr(prog, "warm_up"):  # ready means warmed up
+            prog.warm_up(lms=lm_override is None)
         return prog
 
     async def load_in_background():
@@ -251,7 +263,7 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         prog = state["program"]
         key = json.dumps(where, sort_keys=True) if where else ""
         vec = np.asarray(prog.embedder.embed_query(question), dtype=np.float32) if cache else None
-        if cache and (found := cache.get(key, vec)):
+        if cache and vec is not None and (found := cache.get(key, vec)):
             return {**found[0], "usage": NO_USAGE, "cache": {"hit": True, "similarity": round(found[1], 4)}}, True
         with lm_scope():
             t0 = time.perf_counter()
@@ -260,7 +272,7 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         payload = _plain({"answer": a.answer, "abstained": bool(a.abstained), "citations": a.citations,
                           "judge": a.judge, "usage": a.usage, "latency_ms": a.latency_ms,
                           "program": dict(info), "cache": {"hit": False}})
-        if cache:
+        if cache and vec is not None:
             cache.put(key, vec, payload)
         return payload, False
 
@@ -277,7 +289,8 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         metrics.cost.inc(total["cost_usd"])
         metrics.abstentions.inc(payload["abstained"])
 
-    async def answer(question: str, where: dict | None, field: str = "question") -> dict:
+    def admit(question: str, where: dict | None, field: str) -> None:
+        """Checks that need no program call (422s, 503s); then takes an in-flight slot."""
         retry = {"Retry-After": str(s.retry_after_s)}
         prog = state["program"]
         if prog is None:
@@ -296,27 +309,118 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
             raise ApiError(503, f"busy: {state['in_flight']} requests in flight; retry later", kind="busy", headers=retry)
         state["in_flight"] += 1
         metrics.in_flight.inc()
+
+    def failure(e: BaseException, question: str) -> ApiError:
+        """The error response for a failed program call."""
+        if isinstance(e, ApiError):
+            return e
+        if isinstance(e, DeclragError):
+            upstream = isinstance(e.__cause__, dspy.utils.exceptions.LMError)  # the model's server failed
+            return ApiError(502 if upstream else 400, e.message, kind="upstream" if upstream else "bad_request")
+        log.error("the program failed on %r", question[:200], exc_info=e)
+        return ApiError(500, "internal error", kind="internal")
+
+    def timed_out() -> ApiError:
+        return ApiError(504, f"no answer within {s.request_timeout_s:g} s", kind="timeout")
+
+    async def answer(question: str, where: dict | None, field: str = "question") -> dict:
+        admit(question, where, field)
         fut = asyncio.get_running_loop().run_in_executor(state["executor"], work, question, where)
         fut.add_done_callback(done)
         t0 = time.perf_counter()
         try:
             payload, hit = await asyncio.wait_for(asyncio.shield(fut), s.request_timeout_s)
         except TimeoutError:
-            raise ApiError(504, f"no answer within {s.request_timeout_s:g} s", kind="timeout") from None
-        except DeclragError as e:
-            upstream = isinstance(e.__cause__, dspy.utils.exceptions.LMError)  # the model's server failed
-            raise ApiError(502 if upstream else 400, e.message, kind="upstream" if upstream else "bad_request") from None
-        except Exception:
-            log.exception("the program failed on %r", question[:200])
-            raise ApiError(500, "internal error", kind="internal") from None
+            raise timed_out() from None
+        except Exception as e:
+            raise failure(e, question) from None
         if hit:
             payload = {**payload, "latency_ms": {"total": round(1000 * (time.perf_counter() - t0), 3)}}
         return payload
 
+    async def answer_stream(question: str, where: dict | None, route: str,
+                            field: str = "question") -> AsyncIterator[tuple[str, Any]]:
+        """The answer as events: ``("delta", text)`` as the generate stage's LM produces it (see
+        `declrag.streaming`), then ``("done", (payload, replaced))``, or ``("error", ApiError)`` once events
+        have begun. Everything up to the first event (admission, retrieval, the first token) fails as an
+        ordinary JSON error, raised here before any event. ``replaced``: post-processing replaced the words
+        streamed (an abstention recognised, citations attributed, the self-judge), so the final answer is not
+        the streamed text; when it only extends it, the rest comes as one more delta. A cache hit (the
+        semantic cache, or DSPy's) has no tokens to stream: its answer is one delta. ``request_timeout_s``
+        bounds the whole stream; a stream cut off (timeout, or the client left) is cancelled: the LM stops at its
+        next token and the slot is freed when the program's thread has ended."""
+        admit(question, where, field)
+        loop, prog = asyncio.get_running_loop(), state["program"]
+        queue: asyncio.Queue[str | Done | BaseException] = asyncio.Queue()
+        deadline, t0 = loop.time() + s.request_timeout_s, time.perf_counter()
+
+        async def pump() -> tuple[dict, bool]:
+            result = None
+            async for item in astream(prog, lambda: work(question, where)):
+                queue.put_nowait(item)
+                result = item.result if isinstance(item, Done) else result
+            assert result is not None  # astream ends with Done or raises
+            return result
+
+        def ended(task: asyncio.Task) -> None:
+            if not task.cancelled() and (error := task.exception()) is not None:
+                queue.put_nowait(error)
+
+        task = asyncio.create_task(pump())
+        task.add_done_callback(done)  # the slot is freed and the metrics counted when the program's thread ends
+        task.add_done_callback(ended)
+
+        async def next_item() -> str | Done:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    item = await queue.get()
+            except TimeoutError:
+                raise timed_out() from None
+            if isinstance(item, BaseException):
+                raise failure(item, question)
+            return item
+
+        try:
+            first = await next_item()
+        except BaseException:
+            task.cancel()
+            raise
+
+        async def events() -> AsyncIterator[tuple[str, Any]]:
+            item = first
+            try:
+                while not isinstance(item, Done):
+                    yield "delta", item
+                    item = await next_item()
+                (payload, hit), streamed = item.result, item.streamed
+                if hit:
+                    payload = {**payload, "latency_ms": {"total": round(1000 * (time.perf_counter() - t0), 3)}}
+                replaced = not payload["answer"].startswith(streamed)
+                if not replaced and payload["answer"][len(streamed):]:
+                    yield "delta", payload["answer"][len(streamed):]
+                yield "done", (payload, replaced)
+            except ApiError as e:  # the response has begun: the error is the last event
+                metrics.errors.labels(route, e.kind).inc()
+                yield "error", e
+            finally:
+                if not task.done():  # a timeout, or the client went away
+                    task.cancel()
+
+        return events()
+
+    def event_stream(events: AsyncIterator[str]) -> StreamingResponse:
+        return StreamingResponse(events, media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
     @app.post("/v1/ask")
-    async def ask(body: AskRequest) -> JSONResponse:
-        """Answer a question: ``{question, options: {where}}`` -> answer, citations, judge, usage, ..."""
-        return JSONResponse(await answer(body.question, body.options.where if body.options else None))
+    async def ask(body: AskRequest) -> Response:
+        """Answer a question: ``{question, options: {where}}`` -> answer, citations, judge, usage, ...
+        With ``stream``: server-sent events ``delta`` ``{"text"}`` as the answer is generated, then ``answer``
+        (this same response, plus ``replaced``: the final text is not the streamed one) or ``error``."""
+        where = body.options.where if body.options else None
+        if body.stream:
+            return event_stream(_ask_events(await answer_stream(body.question, where, "/v1/ask")))
+        return JSONResponse(await answer(body.question, where))
 
     @app.post("/v1/chat/completions")
     async def chat(body: oai.ChatRequest) -> Response:
@@ -326,11 +430,10 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         question = oai.last_user_text(body)
         if question is None:
             raise ApiError(422, "messages: no user message (the last user message is the question)", "messages")
-        payload = await answer(question, None, field="messages")
         if body.stream:
-            return StreamingResponse(oai.stream(payload, name), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        return JSONResponse(oai.completion(payload, name))
+            return event_stream(oai.stream(await answer_stream(question, None, "/v1/chat/completions", "messages"),
+                                           name))
+        return JSONResponse(oai.completion(await answer(question, None, field="messages"), name))
 
     @app.get("/v1/models")
     async def list_models() -> JSONResponse:

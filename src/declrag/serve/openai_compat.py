@@ -7,15 +7,21 @@ program's own settings apply. The answer text carries the ``[n]`` citation marke
 travel as an extra top-level field ``citations`` (on the response, and on the final stream chunk):
 ``[{n, chunk_id, source, span, snippet, score, attributed, ...}]``. ``usage`` is in OpenAI's shape, from
 the program's LM usage (every stage, every call).
+
+``stream: true`` streams the generate stage's tokens as the LM produces them (retrieval and the other
+stages run first). The content chunks are the answer as post-processed (markers that point at no passage
+dropped, spacing normalised), so they concatenate to the final answer, except when post-processing replaced
+the words: an abstention recognised in the answer, markers attributed to the sentences of an answer that
+cited nothing, or the self-judge abstaining or regenerating. The final chunk therefore also carries the
+final text as ``answer`` and ``replaced`` (true in those cases). A cached answer arrives as one chunk.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -66,10 +72,11 @@ def completion(payload: dict[str, Any], model: str) -> dict[str, Any]:
             "usage": usage(payload), "citations": payload["citations"]}
 
 
-def stream(payload: dict[str, Any], model: str) -> Iterator[str]:
-    """Server-sent events: a role chunk, the answer in word-sized pieces, a final chunk with
-    ``finish_reason``, ``usage`` and ``citations``, then ``data: [DONE]``. The program answers as a
-    whole, so the pieces arrive together; streaming clients work unchanged."""
+async def stream(events: AsyncIterator[tuple[str, Any]], model: str) -> AsyncIterator[str]:
+    """Server-sent events from the server's answer events (``("delta", text)`` as the LM generates it,
+    ``("done", (payload, replaced))``, or ``("error", ApiError)``): a role chunk, a content chunk per delta, a
+    final chunk with ``finish_reason``, ``usage``, ``citations`` and the final ``answer`` with ``replaced``,
+    then ``data: [DONE]``. An error once chunks have begun is a last ``data: {"error": {...}}``, as OpenAI's."""
     cid, created = _ids()
 
     def chunk(delta: dict, finish: str | None = None, **extra: Any) -> str:
@@ -78,10 +85,17 @@ def stream(payload: dict[str, Any], model: str) -> Iterator[str]:
         return f"data: {json.dumps(body)}\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
-    for piece in re.findall(r"\s*\S+\s*", payload["answer"]) or [payload["answer"]]:
-        yield chunk({"content": piece})
-    yield chunk({}, "stop", usage=usage(payload), citations=payload["citations"])
-    yield "data: [DONE]\n\n"
+    async for kind, value in events:
+        if kind == "delta":
+            yield chunk({"content": value})
+        elif kind == "done":
+            payload, replaced = value
+            yield chunk({}, "stop", usage=usage(payload), citations=payload["citations"], answer=payload["answer"],
+                        replaced=replaced)
+            yield "data: [DONE]\n\n"
+        else:
+            err = {"message": value.message, "type": value.kind, "code": value.status}
+            yield f"data: {json.dumps({'error': err})}\n\n"
 
 
 def models(name: str, created: int) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from ..config import IngestConfig, Metric
 from ..errors import DeclragError
 from .base import DocRecord, Filter, Store, StoreMeta
 
-__all__ = ["DocRecord", "Filter", "Store", "StoreMeta", "check_ingest", "child_uri", "connect", "list_stores", "local_folder",
-           "open_store", "read_meta", "store_uri"]
+__all__ = ["DocRecord", "Filter", "Store", "StoreMeta", "check_ingest", "child_uri", "connect", "list_stores",
+           "local_folder", "open_store", "read_meta", "store_uri"]
 
 SCHEMES = {"": "lancedb", "file": "lancedb", "weaviate": "weaviate", "weaviates": "weaviate"}
 

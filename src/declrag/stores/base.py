@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Protocol, Union, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -66,10 +66,10 @@ class Junction:
     """``$and`` / ``$or`` of sub-filters."""
 
     op: Literal["and", "or"]
-    parts: tuple["Node", ...]
+    parts: tuple[Node, ...]
 
 
-Node = Union[Cond, Junction]
+Node = Cond | Junction
 
 
 class Filter:
@@ -89,7 +89,7 @@ class Filter:
         self.tree: Node = self._parse(self.spec)
 
     @classmethod
-    def of(cls, where: "Filter | Mapping[str, Any] | None") -> "Filter | None":
+    def of(cls, where: Filter | Mapping[str, Any] | None) -> Filter | None:
         return where if isinstance(where, Filter) or where is None else cls(where)
 
     def __repr__(self) -> str:
@@ -162,10 +162,29 @@ class Store(Protocol):
     """A chunk store with keyword, vector and hybrid search: the contract a backend implements.
 
     Open one with `declrag.stores.open_store` (which creates it, reads its `StoreMeta` and checks ingest
-    settings); `declrag.testing.StoreContract` is the test suite every backend passes. Constructors are
-    light: they connect, they do not create anything.
+    settings); `declrag.testing.StoreContract` is the test suite every backend passes. To add a backend,
+    implement this protocol, give it a URI scheme in `declrag.stores.SCHEMES` and a name in
+    `StoreMeta.backend`, and run the contract suite on it.
+
+    What every backend guarantees:
+
+    - Constructors are light: they connect (or only remember a path); they create nothing.
+    - Chunks are returned exactly as written (every `Chunk` field, ``page`` and parent spans possibly
+      None), and a hit's span indexes its document's text (`document_texts`).
+    - Rankings are deterministic: equal scores are ordered by `declrag.stores.fusion.object_uuid` of the
+      chunk id, ascending, on every backend and every run.
+    - Filters (``where``: a `Filter`, a mapping in its language, or None for no filter) mean what
+      `Filter.matches` says, on every kind of read; an invalid filter raises `DeclragError` before any work.
+    - One handle serves many threads at once for reads (serve workers, compile trials); writes come from one
+      indexer at a time. A handle is a view of shared data: ``copy.deepcopy`` returns the handle itself
+      (DSPy copies programs, and copies of a program share their store).
+    - Errors the user can act on (no store, a location holding something else, vectors of another
+      dimension, a server that refuses) are `DeclragError` with a hint; a caller's programming error (bad
+      argument shapes) is `ValueError`. Backends that talk to a server retry transient failures themselves.
     """
 
+    #: the backend's name, as `StoreMeta.backend` records it (``"lancedb"``, ``"weaviate"``)
+    backend: ClassVar[str]
     #: the URI that names this store (a folder path for LanceDB, ``weaviate://...`` for Weaviate); written
     #: into artifacts, so it never holds a secret
     uri: str
@@ -173,54 +192,125 @@ class Store(Protocol):
     #: score) or ``"atomic_upsert"`` (an upsert is one commit); the contract suite skips what is absent
     capabilities: ClassVar[frozenset[str]]
 
+    # -- naming and finding stores (no store handle needed) --------------------------------------------
+    @classmethod
+    def from_uri(cls, uri: str) -> Store:
+        """A handle on the store named by ``uri`` (a URI of this backend's scheme, as the user wrote it).
+
+        Light: nothing is created, and a store that does not exist yet is no error (`read_meta` then
+        returns None). Raises `DeclragError` for a malformed URI, an unreachable server or refused
+        credentials."""
+
+    @staticmethod
+    def child_uri(base: str, name: str) -> str:
+        """The URI of the store called ``name`` under ``base``: a sub-folder of a folder, or a collection on
+        the same server named after ``base``'s. Pure (touches nothing) and deterministic; the backend may
+        escape characters it cannot hold, so callers keep names distinct after escaping (`corpus_store`'s
+        names end in a content digest)."""
+
+    @classmethod
+    def list_stores(cls, base: str) -> list[tuple[str, StoreMeta, int]]:
+        """Every declrag store directly under ``base`` (a folder, or a server): ``(uri, meta, chunk count)``,
+        sorted by name. Anything there that is not a readable declrag store is skipped, not an error. Read
+        only."""
+
+    # -- the store itself ------------------------------------------------------------------------------
     def read_meta(self) -> StoreMeta | None:
-        """What the store was built with, or None when nothing is there yet."""
+        """What the store was built with: the `StoreMeta` given to `create`, equal to it from any handle,
+        in any process, after any restart. None when nothing is at this location yet (no folder, no
+        collection).
+
+        Raises `DeclragError` when the location holds something that is not a declrag store, or the server
+        fails. Read only; cheap (`open_store` calls it on every open)."""
 
     def create(self, meta: StoreMeta) -> None:
-        """Make an empty store described by ``meta``; refuses a location that holds something else."""
+        """Make an empty store described by ``meta`` at this handle's location, keeping ``meta`` inside it
+        (`read_meta` returns it from then on). Afterwards `count` is 0, `documents` is empty and every search
+        returns [].
+
+        Not idempotent: raises `DeclragError` when the location already holds anything, a declrag store
+        included (`open_store` calls it only after `read_meta` returned None; two processes racing to create
+        one store are kept apart by the caller, e.g. `corpus_store`'s lock)."""
 
     def drop(self) -> None:
-        """Remove the store: its chunks, documents and metadata."""
+        """Remove the store: its chunks, documents and metadata. Afterwards `read_meta` returns None and
+        `create` may be called on the same handle. Idempotent: dropping a store that is not there does
+        nothing. Not undoable."""
 
+    # -- writes ----------------------------------------------------------------------------------------
     def upsert(self, documents: Sequence[Document], chunks: Sequence[Chunk], vectors: np.ndarray,
                file_stats: Mapping[str, tuple[int, int]] | None = None) -> None:
-        """Insert or replace ``documents`` with exactly these chunks (old chunks of them are removed).
-        ``file_stats`` maps a source path to (mtime_ns, size) for change detection. A document's record
-        is written last, so after a crash the indexer sees it as not indexed and does it again."""
+        """Insert or replace ``documents`` with exactly these chunks: afterwards each of them has the chunks
+        of ``chunks`` that name it (``chunk.doc_id``) and no other; documents not named are untouched.
+
+        ``vectors`` holds one row per chunk, in order (``len(vectors) == len(chunks)``; float32 is stored).
+        The first upsert into a store fixes the dimension: it must carry at least one chunk, and a later one
+        with another dimension raises `DeclragError`. A document may have no chunks (it is recorded, with 0
+        chunks). ``file_stats`` maps a document's ``source`` to ``(mtime_ns, size)`` for change detection
+        (recorded as ``(0, -1)`` when absent). Each document's `DocRecord` gets its ``hash`` and chunk count.
+
+        Call it on a created store (a backend may refuse one that was never created with `DeclragError`, as
+        Weaviate does, so that a server's auto-schema never invents the collection). Raises `ValueError` when
+        ids repeat within the call, a chunk names a document not in ``documents`` or the vector count
+        differs; `DeclragError` when the server refuses the write. An empty ``documents`` is a no-op.
+
+        Idempotent: the same upsert twice leaves the same store. Atomic with the ``atomic_upsert``
+        capability (one commit: readers see all of it or none); otherwise searches running meanwhile may see
+        a document half-replaced, and a document's record is written last, so after a crash the indexer
+        sees that document as changed and writes it again. Visible to every search on return, except where
+        `settle` says otherwise."""
 
     def delete(self, doc_ids: Sequence[str]) -> int:
-        """Remove documents and their chunks; returns the number of chunks removed."""
+        """Remove these documents: their chunks, then their records (a crash in between leaves records
+        that the next indexing run repairs). Returns the number of chunks removed. Unknown ids are ignored,
+        so deleting twice is harmless (the second call returns 0); an empty ``doc_ids`` returns 0."""
 
     def optimize(self) -> None:
-        """Tidy storage after a large write (compaction); a no-op where the backend does it itself."""
+        """Tidy storage after a large write (compaction, old versions dropped). Changes nothing any read
+        returns; idempotent; may take a while on a large store. A no-op where the backend does it itself."""
 
     def settle(self) -> None:
         """Return once every write made through this handle is visible to every kind of search (Weaviate's
-        keyword index lags writes by up to a minute); at once where writes are visible on commit."""
+        keyword index lags writes by up to a minute); at once where writes are visible on commit, or when
+        this handle has written nothing since the last call. Callers settle before they measure."""
 
+    # -- reads -----------------------------------------------------------------------------------------
     def count(self, where: Where = None) -> int:
-        """Chunks that pass ``where`` (all without one)."""
+        """The number of chunks that pass ``where`` (all of them without one); 0 for an empty store."""
 
     def get(self, ids: Sequence[str]) -> list[Chunk]:
-        """Chunks by id, in the order asked; unknown ids are left out."""
+        """Chunks by id, in the order asked; unknown ids are left out (no error), an id asked twice comes
+        twice."""
 
     def documents(self) -> dict[str, DocRecord]:
-        """Every indexed document's record, by document id."""
+        """Every indexed document's record, by document id ({} for an empty store). Reads them all: for
+        incremental indexing, not for every query."""
 
     def document_texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
-        """Full texts of these documents (for context-window expansion); unknown ids are left out."""
+        """Full texts of these documents (each ``Document.text`` as upserted), by id; unknown ids are left
+        out. Called on every query that expands context, so it must be cheap per call (the embedded store
+        keeps the texts in memory between writes)."""
 
     def keyword_search(self, query: str, limit: int = 10, where: Where = None) -> list[Hit]:
-        """BM25 (k1 1.2, b 0.75, word tokens, English stopwords dropped from the query): chunks with a
-        positive score, best first."""
+        """BM25 as Weaviate scores it (k1 1.2, b 0.75, word tokens split on non-alphanumerics and lower-cased,
+        English stopwords dropped from the query only, statistics over the whole store): at most ``limit``
+        chunks that pass ``where`` with a positive score, best first. A query of stopwords alone, or an
+        empty store, gives []. Scores may differ from the reference by one constant factor."""
 
     def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None) -> list[Hit]:
-        """Nearest chunks to ``vector``, exact, scored ``1 - distance``, best first."""
+        """The ``limit`` chunks nearest to ``vector`` among those that pass ``where``, best first, scored
+        ``1 - distance`` under the store's metric (cosine: the cosine similarity). Exact, unless the store
+        was created with an approximate index (Weaviate's ``?index=hnsw``). ``vector`` is one query
+        embedding of the store's dimension; another dimension raises `DeclragError`."""
 
     def hybrid_search(self, query: str, vector: np.ndarray, limit: int = 10, alpha: float = 0.5,
                       fusion: Fusion = "relative", candidates: int = 100, where: Where = None) -> list[Hit]:
-        """Weaviate's hybrid search (`declrag.stores.fusion`): each leg brings ``max(candidates, limit)``
-        results, fused with weight ``alpha`` on the vector leg."""
+        """Weaviate's hybrid search (`declrag.stores.fusion`): each leg (keyword, vector; both filtered by
+        ``where``) brings ``max(candidates, limit)`` results, fused with weight ``alpha`` in [0, 1] on the
+        vector leg (``relative`` score or ``ranked`` reciprocal-rank fusion); the best ``limit``, best first,
+        ties by object UUID. At alpha 0 only the keyword leg runs (``vector`` is not used), at 1 only the
+        vector leg. With the ``leg_scores`` capability, each hit's ``scores`` holds its legs' raw scores."""
 
     def close(self) -> None:
-        """Release connections and caches; the store can be opened again."""
+        """Release connections and caches; the stored data is untouched. Closing twice is harmless. Do not
+        use the handle afterwards: open the store again (`declrag.stores.connect` / `open_store`)."""

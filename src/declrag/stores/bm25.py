@@ -65,7 +65,7 @@ class KeywordIndex:
             shutil.rmtree(tmp, ignore_errors=True)
 
     @classmethod
-    def load(cls, folder: Path) -> "KeywordIndex":
+    def load(cls, folder: Path) -> KeywordIndex:
         import bm25s
 
         n = json.loads((folder / "rows.json").read_text())["n"]

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-
 from pydantic import ValidationError
 
 from ..config import Fusion, Metric
@@ -132,7 +131,8 @@ class _Snapshot:
         self.version, self.stamp, self.n, self.folder = version, stamp, table.num_rows, folder
         vec = table.column("vector").combine_chunks()
         dim = vec.type.list_size
-        self.vectors = np.ascontiguousarray(vec.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(self.n, dim)
+        flat = vec.flatten().to_numpy(zero_copy_only=False)
+        self.vectors = np.ascontiguousarray(flat, dtype=np.float32).reshape(self.n, dim)
         meta = table.drop_columns(["vector"]).combine_chunks()
         self.table = meta.append_column("_row", pa.array(np.arange(self.n, dtype=np.int64)))
         self.ids: list[str] = meta.column("id").to_pylist()
@@ -239,7 +239,7 @@ class LanceStore:
         self.metric: Metric = metric or (meta.metric if meta else "cosine")
 
     @classmethod
-    def from_uri(cls, uri: str) -> "LanceStore":
+    def from_uri(cls, uri: str) -> LanceStore:
         return cls(uri[len("file://"):] if uri.lower().startswith("file://") else uri)
 
     # -- the store itself -----------------------------------------------------------------------------
@@ -279,7 +279,8 @@ class LanceStore:
             if (sub / META_FILE).is_file():
                 st = cls(sub)
                 try:
-                    out.append((str(sub), st.read_meta(), st.count()))
+                    if (meta := st.read_meta()) is not None:
+                        out.append((str(sub), meta, st.count()))
                 except DeclragError:
                     continue
         return out
@@ -334,10 +335,11 @@ class LanceStore:
         if {c.doc_id for c in chunks} - set(doc_ids):
             raise ValueError("every chunk must belong to one of the documents upserted with it")
         chunks_table = self._table("chunks")
-        dim = vectors.shape[1] if len(vectors) else (chunks_table.schema.field("vector").type.list_size if chunks_table is not None else 0)
-        if chunks_table is not None and chunks_table.schema.field("vector").type.list_size != dim:
+        held = chunks_table.schema.field("vector").type.list_size if chunks_table is not None else 0
+        dim = vectors.shape[1] if len(vectors) else held
+        if chunks_table is not None and held != dim:
             raise DeclragError(f"vectors of dimension {dim} cannot go into store {self.path}, which holds "
-                               f"{chunks_table.schema.field('vector').type.list_size}-dimensional vectors",
+                               f"{held}-dimensional vectors",
                                hint="index with the store's embedding model, or use a new --store folder")
         rows = {f: [getattr(c, f) for c in chunks] for f in CHUNK_FIELDS}
         schema = chunk_schema(dim)
@@ -449,7 +451,8 @@ class LanceStore:
         snap = self._snapshot()
         if snap is None:
             return []
-        return snap.hits(snap.ranked(*self._vector_leg(snap, vector, limit, snap.mask(Filter.of(where))))[:limit], "vector")
+        rows, scores = self._vector_leg(snap, vector, limit, snap.mask(Filter.of(where)))
+        return snap.hits(snap.ranked(rows, scores)[:limit], "vector")
 
     def hybrid_search(self, query: str, vector: np.ndarray, limit: int = 10, alpha: float = 0.5,
                       fusion: Fusion = "relative", candidates: int = 100, where: Where = None) -> list[Hit]:

@@ -43,6 +43,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -52,7 +53,7 @@ from ..config import Fusion, Metric
 from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
 from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where
-from .bm25 import B, K1, query_terms
+from .bm25 import K1, B, query_terms
 from .fusion import object_uuid
 from .weaviate_target import DEFAULT_COLLECTION, DOCS_SUFFIX, Target, _auth, _connect, _status
 
@@ -74,7 +75,7 @@ class WeaviateStore:
     """The `Store` protocol on a Weaviate collection (see the module docstring)."""
 
     backend = "weaviate"
-    capabilities = frozenset()
+    capabilities: frozenset[str] = frozenset()
 
     def __init__(self, uri: str, metric: Metric | None = None):
         self.target = Target.parse(uri)
@@ -88,7 +89,7 @@ class WeaviateStore:
         self._written_at: float | None = None
 
     @classmethod
-    def from_uri(cls, uri: str) -> "WeaviateStore":
+    def from_uri(cls, uri: str) -> WeaviateStore:
         return cls(uri)
 
     # -- plumbing -------------------------------------------------------------------------------------
@@ -104,8 +105,13 @@ class WeaviateStore:
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """Run one request, retrying transient failures (a node down, a timeout) with backoff."""
-        from weaviate.exceptions import (UnexpectedStatusCodeError, WeaviateConnectionError,
-                                         WeaviateGRPCUnavailableError, WeaviateQueryError, WeaviateTimeoutError)
+        from weaviate.exceptions import (
+            UnexpectedStatusCodeError,
+            WeaviateConnectionError,
+            WeaviateGRPCUnavailableError,
+            WeaviateQueryError,
+            WeaviateTimeoutError,
+        )
 
         transient = (WeaviateConnectionError, WeaviateGRPCUnavailableError, WeaviateQueryError,
                      WeaviateTimeoutError, UnexpectedStatusCodeError)
@@ -138,8 +144,14 @@ class WeaviateStore:
         return meta
 
     def create(self, meta: StoreMeta) -> None:
-        from weaviate.classes.config import (Configure, DataType, Property, StopwordsPreset, Tokenization,
-                                             VectorDistances)
+        from weaviate.classes.config import (
+            Configure,
+            DataType,
+            Property,
+            StopwordsPreset,
+            Tokenization,
+            VectorDistances,
+        )
 
         if self._call("schema read", lambda: self._client.collections.exists(self.name)):
             raise DeclragError(f"collection {self.name} at {self.target.base} exists and is not a declrag store",
@@ -183,7 +195,7 @@ class WeaviateStore:
 
     def drop(self) -> None:
         for name in (self.name, self.docs_name):
-            self._call("collection delete", lambda n=name: self._client.collections.delete(n))
+            self._call("collection delete", partial(self._client.collections.delete, name))
         self._handles.clear()
         self._created = False
 
@@ -247,7 +259,7 @@ class WeaviateStore:
         if known:
             stale = W.by_property("doc_id").contains_any(known)
             if chunks:
-                stale = stale & W.by_id().contains_none([o.uuid for o in objs])
+                stale = stale & W.by_id().contains_none([_uuid(c.id) for c in chunks])
             self._delete_all(self.name, stale)
         counts: dict[str, int] = {}
         for c in chunks:
@@ -272,8 +284,8 @@ class WeaviateStore:
         uniq, out = list(dict.fromkeys(keys)), []
         for i in range(0, len(uniq), PAGE):
             part = [_uuid(k) for k in uniq[i:i + PAGE]]
-            res = self._call("read", lambda: self._coll(name).query.fetch_objects(
-                filters=W.by_id().contains_any(part), limit=len(part), return_properties=props))
+            res = self._call("read", lambda: self._coll(name).query.fetch_objects(  # called at once, in this pass
+                filters=W.by_id().contains_any(part), limit=len(part), return_properties=props))  # noqa: B023
             out.extend(res.objects)
         return out
 
@@ -318,7 +330,8 @@ class WeaviateStore:
             return
         left = self._written_at + self.target.settle - time.monotonic()
         if left > 0:
-            log.warning("waiting %.0f s for Weaviate's keyword index to take the last writes (?settle= in the URI)", left)
+            log.warning("waiting %.0f s for Weaviate's keyword index to take the last writes (?settle= in the URI)",
+                        left)
             time.sleep(left)
         self._written_at = None
 
@@ -388,9 +401,8 @@ class WeaviateStore:
         filt = _translate(Filter.of(where))
         if filt is False:
             return []
-        if alpha == 0.0:  # keyword only; Weaviate then needs no vector
-            vector = None
-        q = None if vector is None else np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
+        # at alpha 0 (keyword only) Weaviate needs no vector
+        q = None if alpha == 0.0 or vector is None else np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
         ftype = HybridFusion.RELATIVE_SCORE if fusion == "relative" else HybridFusion.RANKED
         res = self._call("hybrid search", lambda: self._coll(self.name).query.hybrid(
             query=query, vector=q, alpha=alpha, fusion_type=ftype, limit=max(limit, candidates),

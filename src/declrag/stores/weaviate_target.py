@@ -35,7 +35,7 @@ class Target:
     settle: float = 65.0
 
     @classmethod
-    def parse(cls, uri: str) -> "Target":
+    def parse(cls, uri: str) -> Target:
         u = urlsplit(uri)
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
         known = {"grpc", "api_key_env", "index", "replicas", "shards", "consistency", "retries", "timeout", "settle"}
@@ -132,8 +132,8 @@ def _status(e: BaseException | None) -> int | None:
     """The HTTP status behind a client error, looking through the exceptions it wraps."""
     seen = 0
     while e is not None and seen < 10:
-        if isinstance(getattr(e, "status_code", None), int):
-            return e.status_code
+        if isinstance(code := getattr(e, "status_code", None), int):
+            return code
         if m := re.search(r"status code: (\d{3})", str(e)):
             return int(m.group(1))
         e, seen = e.__cause__ or e.__context__, seen + 1

@@ -33,7 +33,8 @@ def corpus(emb: HashEmbedder, pages: bool = True) -> tuple[list[Document], list[
     docs, chunks = [], []
     for i, (name, sents) in enumerate(TEXTS.items()):
         text = " ".join(sents)
-        doc = Document(id=name, text=text, source=f"/data/{name}.txt", title=name.title(), page=i + 1 if pages else None)
+        doc = Document(id=name, text=text, source=f"/data/{name}.txt", title=name.title(),
+                       page=i + 1 if pages else None)
         docs.append(doc)
         pos = 0
         for j, s in enumerate(sents):
@@ -220,8 +221,9 @@ class StoreContract:
         BM25 keeps the earlier-written object there.)"""
         q = "Tokyo Japan capital"
         v = emb.embed_query(q)
-        assert [h.chunk.id for h in store.hybrid_search(q, v, 4, 0.0)] == [h.chunk.id for h in store.keyword_search(q, 100)][:4]
-        assert [h.chunk.id for h in store.hybrid_search(q, v, 4, 1.0)] == [h.chunk.id for h in store.vector_search(v, 100)][:4]
+        ids = lambda hits: [h.chunk.id for h in hits]  # noqa: E731
+        assert ids(store.hybrid_search(q, v, 4, 0.0)) == ids(store.keyword_search(q, 100))[:4]
+        assert ids(store.hybrid_search(q, v, 4, 1.0)) == ids(store.vector_search(v, 100))[:4]
 
     def test_hybrid_reports_leg_scores(self, store, emb):
         requires(store, "leg_scores")
