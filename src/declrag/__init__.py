@@ -32,12 +32,23 @@ def _import_litellm_offline() -> None:
 _import_litellm_offline()
 
 from .api import corpus_store, default_store, index, search
-from .config import (ChunkerConfig, EmbedderConfig, GenerateConfig, IngestConfig, JudgeConfig, LMConfig, ProgramConfig,
-                     RerankConfig, RetrieveConfig, RewriteConfig, SearchParams)
+from .config import (
+    ChunkerConfig,
+    EmbedderConfig,
+    GenerateConfig,
+    IngestConfig,
+    JudgeConfig,
+    LMConfig,
+    ProgramConfig,
+    RerankConfig,
+    RetrieveConfig,
+    RewriteConfig,
+    SearchParams,
+)
 from .embed import Embedder, EmbeddingCache
 from .errors import DeclragError
 from .golden import Example, GoldenSet, load_golden
-from .indexer import IndexReport, Indexer
+from .indexer import Indexer, IndexReport
 from .lm import registry
 from .program import Answer, RAGProgram, default_program, load, read_config
 from .stores import Filter, Store, open_store

@@ -10,49 +10,36 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 
+from .cli_bench import bench_app
+from .cli_common import config_from, err, out
 from .config import ChunkerConfig, EmbedderConfig, IngestConfig, Metric, SearchParams
 from .errors import DeclragError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="declrag: declarative, self-optimizing RAG.")
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (quality and speed), printed as tables.")
 app.add_typer(bench_app, name="bench")
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
 
 
-def _config(cls, **fields):
-    """Build a pydantic config from CLI options, turning validation errors into DeclragErrors."""
-    try:
-        return cls(**{k: v for k, v in fields.items() if v is not None})
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(map(str, first["loc"])) or cls.__name__
-        raise DeclragError(f"invalid option {where}: {first['msg']}", hint="see --help for allowed values") from e
-
-
-StoreOpt = Annotated[Optional[str], typer.Option("--store", help="store: a folder or weaviate://host:port/Collection "
+StoreOpt = Annotated[str | None, typer.Option("--store", help="store: a folder or weaviate://host:port/Collection "
                                                                   "(default: $DECLRAG_STORE or .declrag/store)")]
 
 
 @app.command()
 def index(
-    paths: Annotated[Optional[list[Path]], typer.Argument(help="files and folders (recursive)")] = None,
-    dataset: Annotated[Optional[list[str]], typer.Option("--dataset", help="a golden-set corpus by name (see `declrag datasets`) or path; repeatable")] = None,
+    paths: Annotated[list[Path] | None, typer.Argument(help="files and folders (recursive)")] = None,
+    dataset: Annotated[list[str] | None, typer.Option("--dataset", help="a golden-set corpus by name (see `declrag datasets`) or path; repeatable")] = None,
     store: StoreOpt = None,
-    chunker: Annotated[Optional[str], typer.Option(help="fixed | recursive | sentence | semantic | parent-child")] = None,
-    chunk_size: Annotated[Optional[int], typer.Option(help="tokens per chunk")] = None,
-    overlap: Annotated[Optional[int], typer.Option(help="tokens shared by consecutive chunks")] = None,
-    parent_size: Annotated[Optional[int], typer.Option(help="parent-child: tokens per parent")] = None,
-    model: Annotated[Optional[str], typer.Option(help="embedding model: hub name or folder")] = None,
-    metric: Annotated[Optional[str], typer.Option(help="cosine | dot | l2 (new stores only)")] = None,
+    chunker: Annotated[str | None, typer.Option(help="fixed | recursive | sentence | semantic | parent-child")] = None,
+    chunk_size: Annotated[int | None, typer.Option(help="tokens per chunk")] = None,
+    overlap: Annotated[int | None, typer.Option(help="tokens shared by consecutive chunks")] = None,
+    parent_size: Annotated[int | None, typer.Option(help="parent-child: tokens per parent")] = None,
+    model: Annotated[str | None, typer.Option(help="embedding model: hub name or folder")] = None,
+    metric: Annotated[str | None, typer.Option(help="cosine | dot | l2 (new stores only)")] = None,
     prune: Annotated[bool, typer.Option(help="remove documents whose files are gone from these folders")] = False,
     rebuild: Annotated[bool, typer.Option(help="rebuild the store from these sources with these settings")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
@@ -66,9 +53,9 @@ def index(
     base = meta.ingest if meta else IngestConfig()
     ingest = None
     if any(v is not None for v in (chunker, chunk_size, overlap, parent_size, model)) or meta is None:
-        ck = _config(ChunkerConfig, **{**base.chunker.model_dump(), **{k: v for k, v in dict(
+        ck = config_from(ChunkerConfig, **{**base.chunker.model_dump(), **{k: v for k, v in dict(
             name=chunker, chunk_size=chunk_size, overlap=overlap, parent_size=parent_size).items() if v is not None}})
-        em = _config(EmbedderConfig, **{**base.embedder.model_dump(), **({"model": model} if model else {})})
+        em = config_from(EmbedderConfig, **{**base.embedder.model_dump(), **({"model": model} if model else {})})
         ingest = IngestConfig(chunker=ck, embedder=em)
     if metric is not None and metric not in Metric.__args__:
         raise DeclragError(f"unknown metric {metric!r}", hint="use cosine, dot or l2")
@@ -87,14 +74,14 @@ def search(
     fusion: Annotated[str, typer.Option(help="relative | ranked")] = "relative",
     mode: Annotated[str, typer.Option(help="hybrid | keyword | vector")] = "hybrid",
     window: Annotated[int, typer.Option(help="context-window expansion: neighbouring chunks on each side")] = 0,
-    where: Annotated[Optional[str], typer.Option(help='metadata filter as JSON, e.g. \'{"page": {"$gte": 2}}\'')] = None,
+    where: Annotated[str | None, typer.Option(help='metadata filter as JSON, e.g. \'{"page": {"$gte": 2}}\'')] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ):
     """Search a store: ranked chunks with source, span and score."""
     from . import api
 
     filt = _json_option(where, "--where")
-    params = _config(SearchParams, limit=k, alpha=alpha, fusion=fusion, mode=mode, window=window, where=filt)
+    params = config_from(SearchParams, limit=k, alpha=alpha, fusion=fusion, mode=mode, window=window, where=filt)
     hits = api.search(query, store, params)
     if as_json:
         out.print_json(data=[{
@@ -117,29 +104,18 @@ def search(
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="the question")],
-    program: Annotated[Optional[Path], typer.Option(help="a saved program folder (e.g. runs/NAME/best)")] = None,
-    config: Annotated[Optional[Path], typer.Option(help="a program config file (YAML or JSON)")] = None,
+    program: Annotated[Path | None, typer.Option(help="a saved program: a run folder (runs/NAME) or a program folder (runs/NAME/best)")] = None,
+    config: Annotated[Path | None, typer.Option(help="a program config file (YAML or JSON)")] = None,
     store: StoreOpt = None,
-    model: Annotated[Optional[str], typer.Option(help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL)")] = None,
-    where: Annotated[Optional[str], typer.Option(help="metadata filter as JSON")] = None,
+    model: Annotated[str | None, typer.Option(help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL)")] = None,
+    where: Annotated[str | None, typer.Option(help="metadata filter as JSON")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ):
     """Answer a question with citations (the default program, a saved one, or a config)."""
-    import os
+    from .program import select_program
 
-    from .program import RAGProgram, default_program, load, read_config, with_model
-
-    if program and config:
-        raise DeclragError("give --program or --config, not both", hint="a saved program already has its config")
-    model = model or os.environ.get("DECLRAG_MODEL")
     filt = _json_option(where, "--where")
-    if program:
-        prog = load(program, store=store, model=model)
-    elif config:
-        cfg = read_config(config)
-        prog = RAGProgram(with_model(cfg, model) if model else cfg, store=store)
-    else:
-        prog = default_program(store or _default_store(), model=model)
+    prog = select_program(program, config, store, model).load().warm_up()
     answer = prog(question=question, where=filt)
     if as_json:
         out.print_json(data=answer.to_dict())
@@ -158,12 +134,6 @@ def ask(
               f"${u['cost_usd']:.4f}; {ms['total']:.0f} ms", style="dim")
 
 
-def _default_store():
-    from .api import default_store
-
-    return default_store()
-
-
 def _json_option(value: str | None, name: str):
     if not value:
         return None
@@ -175,26 +145,26 @@ def _json_option(value: str | None, name: str):
 
 @app.command()
 def serve(
-    target: Annotated[Optional[Path], typer.Argument(help="a run folder (runs/NAME serves runs/NAME/best) or a program folder (with program.json) (default: the default program over --store)")] = None,
-    config: Annotated[Optional[Path], typer.Option(help="a program config file (YAML or JSON) instead of a saved program")] = None,
+    target: Annotated[Path | None, typer.Argument(help="a run folder (runs/NAME serves runs/NAME/best) or a program folder (with program.json) (default: the default program over --store)")] = None,
+    config: Annotated[Path | None, typer.Option(help="a program config file (YAML or JSON) instead of a saved program")] = None,
     store: StoreOpt = None,
-    model: Annotated[Optional[str], typer.Option(help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL)")] = None,
+    model: Annotated[str | None, typer.Option(help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL)")] = None,
     host: Annotated[str, typer.Option(help="address to listen on (0.0.0.0: every interface)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
-    api_key_file: Annotated[Optional[Path], typer.Option(help="file holding the key clients must send as 'Authorization: Bearer <key>' (default: $DECLRAG_API_KEY; none: no auth)")] = None,
+    api_key_file: Annotated[Path | None, typer.Option(help="file holding the key clients must send as 'Authorization: Bearer <key>' (default: $DECLRAG_API_KEY; none: no auth)")] = None,
     max_body_bytes: Annotated[int, typer.Option(help="largest request body (413 beyond)")] = 64 * 1024,
-    max_question_chars: Annotated[Optional[int], typer.Option(help="longest question (422 beyond) (default: the program's max_question_chars)")] = None,
+    max_question_chars: Annotated[int | None, typer.Option(help="longest question (422 beyond) (default: the program's max_question_chars)")] = None,
     timeout: Annotated[float, typer.Option(help="seconds a request may take (504 beyond)")] = 120.0,
     max_in_flight: Annotated[int, typer.Option(help="questions answered at once; more get 503 with Retry-After at once")] = 8,
-    cache_threshold: Annotated[Optional[float], typer.Option(help="semantic answer cache: reuse the answer to a question at least this similar (cosine, e.g. 0.95) (default: off)")] = None,
+    cache_threshold: Annotated[float | None, typer.Option(help="semantic answer cache: reuse the answer to a question at least this similar (cosine, e.g. 0.95) (default: off)")] = None,
     cache_size: Annotated[int, typer.Option(help="answers the semantic cache keeps (LRU)")] = 1024,
-    cors_origin: Annotated[Optional[list[str]], typer.Option("--cors-origin", help="let browser pages from this origin call the API; repeatable (default: CORS off)")] = None,
+    cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="let browser pages from this origin call the API; repeatable (default: CORS off)")] = None,
 ):
     """Serve a program over HTTP: /v1/ask, OpenAI-compatible /v1/chat/completions, a web page, /metrics."""
     from .serve import ServeSettings
     from .serve import serve as serve_program
 
-    settings = _config(ServeSettings, host=host, port=port, api_key=_api_key(api_key_file),
+    settings = config_from(ServeSettings, host=host, port=port, api_key=_api_key(api_key_file),
                        max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, request_timeout_s=timeout,
                        max_in_flight=max_in_flight, cache_threshold=cache_threshold, cache_size=cache_size,
                        cors_origins=cors_origin or [])
@@ -219,28 +189,26 @@ def _api_key(path: Path | None) -> str | None:
 
 @app.command("eval")
 def eval_(
-    dataset: Annotated[Optional[str], typer.Option(help="golden set: a name (see `declrag datasets`) or a path")] = None,
-    program: Annotated[Optional[Path], typer.Option(help="a saved program folder")] = None,
-    config: Annotated[Optional[Path], typer.Option(help="a program config file (YAML or JSON)")] = None,
+    dataset: Annotated[str | None, typer.Option(help="golden set: a name (see `declrag datasets`) or a path")] = None,
+    program: Annotated[Path | None, typer.Option(help="a saved program: a run folder (runs/NAME) or a program folder (runs/NAME/best)")] = None,
+    config: Annotated[Path | None, typer.Option(help="a program config file (YAML or JSON)")] = None,
     store: StoreOpt = None,
-    split: Annotated[Optional[str], typer.Option(help="split to evaluate (default: dev, else test, else the first)")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="a seeded sample of N questions")] = None,
+    split: Annotated[str | None, typer.Option(help="split to evaluate (default: dev, else test, else the first)")] = None,
+    limit: Annotated[int | None, typer.Option(help="a seeded sample of N questions")] = None,
     seed: Annotated[int, typer.Option(help="seed of the sample")] = 13,
-    metrics: Annotated[Optional[str], typer.Option(help="comma-separated metric names (default: every deterministic one, plus the judge metrics with --judge)")] = None,
-    judge: Annotated[Optional[list[str]], typer.Option(help="LLM judge route; repeat to average several")] = None,
+    metrics: Annotated[str | None, typer.Option(help="comma-separated metric names (default: every deterministic one, plus the judge metrics with --judge)")] = None,
+    judge: Annotated[list[str] | None, typer.Option(help="LLM judge route; repeat to average several")] = None,
     threads: Annotated[int, typer.Option(help="questions evaluated in parallel")] = 1,
-    name: Annotated[Optional[str], typer.Option(help="run folder name under --runs (default: derived from the inputs)")] = None,
+    name: Annotated[str | None, typer.Option(help="run folder name under --runs (default: derived from the inputs)")] = None,
     runs: Annotated[Path, typer.Option(help="where run folders go")] = Path("runs"),
     closed_book: Annotated[bool, typer.Option("--closed-book", help="also answer with no retrieval (lower bound)")] = False,
     oracle: Annotated[bool, typer.Option("--oracle", help="also answer from the gold passage only (upper bound)")] = False,
     probes: Annotated[bool, typer.Option("--probes", help="robustness probes: no context, irrelevant context")] = False,
-    model: Annotated[Optional[str], typer.Option(help="route every program LM call here (default: $DECLRAG_MODEL)")] = None,
-    compare: Annotated[Optional[tuple[Path, Path]], typer.Option(help="compare two eval runs: --compare RUN_A RUN_B")] = None,
+    model: Annotated[str | None, typer.Option(help="route every program LM call here (default: $DECLRAG_MODEL)")] = None,
+    compare: Annotated[tuple[Path, Path] | None, typer.Option(help="compare two eval runs: --compare RUN_A RUN_B")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
     """Evaluate a program on a golden set: per-question records, a summary with 95% CIs, a report."""
-    import os
-
     from .evaluate import DEFAULT_JUDGE_METRICS, DEFAULT_METRICS, EvalSpec, Evaluation
     from .evaluate import compare as compare_runs
 
@@ -250,6 +218,7 @@ def eval_(
     if not dataset:
         raise DeclragError("--dataset is required", hint="e.g. declrag eval --dataset squad-v2.0 --limit 50")
     from .golden import load_golden
+    from .program import select_program
 
     golden = load_golden(dataset)
     split = split or next((s for s in ("dev", "test") if s in golden.splits), next(iter(golden.splits)))
@@ -258,7 +227,7 @@ def eval_(
         raise DeclragError(f"--limit must be at least 1, got {limit}")
     names = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else \
         DEFAULT_METRICS + (DEFAULT_JUDGE_METRICS if judge else [])
-    prog = _eval_program(program, config, store, model or os.environ.get("DECLRAG_MODEL"), golden, not quiet)
+    prog = select_program(program, config, store, model, corpus=golden, progress=not quiet).load().warm_up()
     spec = EvalSpec(dataset=golden.name, split=split, limit=limit, seed=seed, metrics=names, judges=judge or [],
                     threads=threads, closed_book=closed_book, oracle=oracle, probes=probes)
     run_name = name or f"eval-{golden.name}-{split}-{limit or 'all'}-{prog.config.digest()[:8]}"
@@ -275,27 +244,6 @@ def eval_(
               f"${u['program']['cost_usd']:.4f}; judges: {int(u['judges']['calls'])} calls "
               f"({int(u['judges']['cached'])} cached), ${u['judges']['cost_usd']:.4f}")
     out.print(f"report: {runs / run_name / 'report.html'}")
-
-
-def _eval_program(program, config, store, model, golden, progress):
-    from .api import corpus_store
-    from .program import RAGProgram, load, read_config, with_model
-
-    if program and config:
-        raise DeclragError("give --program or --config, not both", hint="a saved program already has its config")
-    if program:
-        return load(program, store=store, model=model)
-    cfg = read_config(config) if config else None
-    if cfg is None:
-        from .config import ProgramConfig
-
-        cfg = ProgramConfig()
-    if model:
-        cfg = with_model(cfg, model)
-    if store or cfg.store:
-        return RAGProgram(cfg, store=store)
-    st, _ = corpus_store(golden.documents, cfg.ingest, golden.name, progress=progress)
-    return RAGProgram(cfg, store=st)
 
 
 def _print_compare(r: dict) -> None:
@@ -349,7 +297,7 @@ def init(
 
 indexes_app = typer.Typer(no_args_is_help=True, help="The content-addressed indexes compile, eval and the benchmarks build.")
 app.add_typer(indexes_app, name="indexes")
-HomeOpt = Annotated[Optional[str], typer.Option("--store", help="a folder or weaviate://host:port/ (default: the cache folder's indexes)")]
+HomeOpt = Annotated[str | None, typer.Option("--store", help="a folder or weaviate://host:port/ (default: the cache folder's indexes)")]
 
 
 @indexes_app.command("list")
@@ -377,7 +325,7 @@ def indexes_list(
 
 @indexes_app.command("rm")
 def indexes_rm(
-    names: Annotated[Optional[list[str]], typer.Argument(help="stores to remove, as `declrag indexes list` shows them")] = None,
+    names: Annotated[list[str] | None, typer.Argument(help="stores to remove, as `declrag indexes list` shows them")] = None,
     home: HomeOpt = None,
     all_: Annotated[bool, typer.Option("--all", help="remove every index at --store")] = False,
 ):
@@ -400,20 +348,20 @@ def indexes_rm(
 
 @app.command("compile")
 def compile_(
-    space: Annotated[Optional[Path], typer.Option(help="search space: optimizers/NAME.yaml")] = None,
-    dataset: Annotated[Optional[str], typer.Option(help="golden set: a name or a path")] = None,
-    name: Annotated[Optional[str], typer.Option(help="run folder name under --runs")] = None,
-    resume: Annotated[Optional[Path], typer.Option(help="continue the compile in this run folder")] = None,
+    space: Annotated[Path | None, typer.Option(help="search space: optimizers/NAME.yaml")] = None,
+    dataset: Annotated[str | None, typer.Option(help="golden set: a name or a path")] = None,
+    name: Annotated[str | None, typer.Option(help="run folder name under --runs")] = None,
+    resume: Annotated[Path | None, typer.Option(help="continue the compile in this run folder")] = None,
     runs: Annotated[Path, typer.Option(help="where run folders go")] = Path("runs"),
-    max_trials: Annotated[Optional[int], typer.Option(help="stop after this many trials in all (incl. earlier ones)")] = None,
-    timeout: Annotated[Optional[float], typer.Option(help="stop the search after this many seconds")] = None,
-    max_cost_usd: Annotated[Optional[float], typer.Option(help="stop when LM spending reaches this")] = None,
-    max_lm_calls: Annotated[Optional[int], typer.Option(help="stop after this many (uncached) LM calls")] = None,
+    max_trials: Annotated[int | None, typer.Option(help="stop after this many trials in all (incl. earlier ones)")] = None,
+    timeout: Annotated[float | None, typer.Option(help="stop the search after this many seconds")] = None,
+    max_cost_usd: Annotated[float | None, typer.Option(help="stop when LM spending reaches this")] = None,
+    max_lm_calls: Annotated[int | None, typer.Option(help="stop after this many (uncached) LM calls")] = None,
     jobs: Annotated[int, typer.Option(help="trials run in parallel")] = 1,
-    store: Annotated[Optional[str], typer.Option("--store", help="where the trials' indexes live: a folder (one sub-folder per ingest setting) or weaviate://host:port/ (one collection per ingest setting) (default: the cache folder)")] = None,
-    model: Annotated[Optional[str], typer.Option(help="route every LM call of every trial here (default: $DECLRAG_MODEL)")] = None,
-    storage: Annotated[Optional[str], typer.Option(help="the study's database, shared by workers on many machines: any SQLAlchemy URL Optuna accepts, e.g. postgresql+psycopg://user@host/db (password from $PGPASSWORD or ~/.pgpass) (default: the run folder's journal)")] = None,
-    join: Annotated[Optional[str], typer.Option(help="add a worker to the study NAME in --storage (space, dataset, model and budgets are the study's)")] = None,
+    store: Annotated[str | None, typer.Option("--store", help="where the trials' indexes live: a folder (one sub-folder per ingest setting) or weaviate://host:port/ (one collection per ingest setting) (default: the cache folder)")] = None,
+    model: Annotated[str | None, typer.Option(help="route every LM call of every trial here (default: $DECLRAG_MODEL)")] = None,
+    storage: Annotated[str | None, typer.Option(help="the study's database, shared by workers on many machines: any SQLAlchemy URL Optuna accepts, e.g. postgresql+psycopg://user@host/db (password from $PGPASSWORD or ~/.pgpass) (default: the run folder's journal)")] = None,
+    join: Annotated[str | None, typer.Option(help="add a worker to the study NAME in --storage (space, dataset, model and budgets are the study's)")] = None,
     finalize: Annotated[bool, typer.Option("--finalize", help="with --join: also write the artifact and report here when the search ends (if the creating machine is gone)")] = False,
     heartbeat: Annotated[int, typer.Option(help="with --storage: seconds between a running trial's heartbeats; a trial silent for 3x this is retried by another worker")] = 10,
     patience: Annotated[float, typer.Option(help="with --storage: seconds a worker retries a lost database (with backoff) before it stops")] = 120.0,
@@ -421,15 +369,14 @@ def compile_(
 ):
     """Search the declared space for the best program on a golden set; write runs/NAME/best. With --storage,
     workers on other machines join the same study with --join NAME."""
-    import os
-
     from .optimize.compile import Budget
     from .optimize.run import compile_run
+    from .program import model_route
 
     budget = Budget(max_trials=max_trials, timeout_s=timeout, max_cost_usd=max_cost_usd, max_lm_calls=max_lm_calls)
     if heartbeat < 1 or patience < 0:
         raise DeclragError("--heartbeat is a whole number of seconds >= 1 and --patience >= 0", hint="e.g. --heartbeat 10 --patience 120")
-    s = compile_run(space, dataset, name, runs, budget, jobs, resume, model or (None if join else os.environ.get("DECLRAG_MODEL")),
+    s = compile_run(space, dataset, name, runs, budget, jobs, resume, model if join else model_route(model),
                     progress=not quiet, store=store, storage=storage, join=join, finalize=finalize,
                     heartbeat_s=heartbeat, patience_s=patience)
     if s.get("role") == "worker":
@@ -463,8 +410,6 @@ def _own_process() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import cli_bench  # noqa: F401  (registers the bench commands)
-
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     _own_process()
     try:

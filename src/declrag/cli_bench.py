@@ -4,34 +4,36 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from .cli import _config, bench_app, out
+from .cli_common import config_from, out
 from .config import ChunkerConfig, EmbedderConfig, IngestConfig
 from .errors import DeclragError
+
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (quality and speed), printed as tables.")
 
 
 @bench_app.command("retrieval")
 def bench_retrieval(
     dataset: Annotated[str, typer.Option(help="scifact | squad-v1.1 | squad-v2.0 | a path")] = "scifact",
-    split: Annotated[Optional[str], typer.Option(help="split to report (default: test, else the only split)")] = None,
+    split: Annotated[str | None, typer.Option(help="split to report (default: test, else the only split)")] = None,
     chunker: Annotated[str, typer.Option(help="chunker for the corpus")] = "fixed",
     chunk_size: Annotated[int, typer.Option(help="tokens per chunk")] = 512,
     overlap: Annotated[int, typer.Option(help="tokens of overlap")] = 64,
-    model: Annotated[Optional[str], typer.Option(help="embedding model")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="use only the first N queries (quick look)")] = None,
-    store: Annotated[Optional[str], typer.Option("--store", help="also measure this backend beside the embedded store, e.g. weaviate://127.0.0.1:8080/ (a fresh collection, removed afterwards)")] = None,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+    model: Annotated[str | None, typer.Option(help="embedding model")] = None,
+    limit: Annotated[int | None, typer.Option(help="use only the first N queries (quick look)")] = None,
+    store: Annotated[str | None, typer.Option("--store", help="also measure this backend beside the embedded store, e.g. weaviate://127.0.0.1:8080/ (a fresh collection, removed afterwards)")] = None,
+    as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Keyword vs vector vs hybrid retrieval quality on a golden set, beside published figures (and, with
     --store, another backend beside the embedded store)."""
     from .bench.retrieval import print_report, run
 
     ingest = IngestConfig(
-        chunker=_config(ChunkerConfig, name=chunker, chunk_size=chunk_size, overlap=overlap),
-        embedder=_config(EmbedderConfig, **({"model": model} if model else {})))
+        chunker=config_from(ChunkerConfig, name=chunker, chunk_size=chunk_size, overlap=overlap),
+        embedder=config_from(EmbedderConfig, **({"model": model} if model else {})))
     _bench_out(run(dataset, split=split, ingest=ingest, limit=limit, store=store), print_report, as_json)
 
 
@@ -39,7 +41,7 @@ def bench_retrieval(
 def bench_speed(
     chunks: Annotated[int, typer.Option(help="size of the large store (chunks)")] = 100_000,
     queries: Annotated[int, typer.Option(help="queries per measurement")] = 200,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+    as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Indexing throughput and query latency: declrag vs bm25s vs NumPy brute force, side by side."""
     from .bench.speed import print_report, run
@@ -50,8 +52,8 @@ def bench_speed(
 @bench_app.command("compile")
 def bench_compile(
     dataset: Annotated[str, typer.Option(help="golden set")] = "squad-v2.0",
-    space: Annotated[Optional[Path], typer.Option(help="the fixed space (default: optimizers/bench.yaml)")] = None,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+    space: Annotated[Path | None, typer.Option(help="the fixed space (default: optimizers/bench.yaml)")] = None,
+    as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Exhaustive grid vs declrag's search on one fixed space: best dev score, LM calls, wall time."""
     from .bench.compile import SPACE, print_report, run
@@ -62,7 +64,7 @@ def bench_compile(
 @bench_app.command("program")
 def bench_program(
     questions: Annotated[int, typer.Option(help="questions to time")] = 200,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+    as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """The program's own overhead per question (all stages on; LM calls and embedding excluded)."""
     from .bench.program import print_report, run
@@ -74,8 +76,8 @@ def bench_program(
 def bench_serve(
     duration: Annotated[float, typer.Option(help="seconds of load per scenario")] = 20.0,
     clients: Annotated[int, typer.Option(help="concurrent HTTP clients")] = 16,
-    scenario: Annotated[Optional[list[str]], typer.Option(help="retrieval | program; repeatable (default: both)")] = None,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+    scenario: Annotated[list[str] | None, typer.Option(help="retrieval | program; repeatable (default: both)")] = None,
+    as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """`declrag serve` under concurrent clients on loopback: latency, throughput, errors, overhead vs direct calls."""
     from .bench.serve import SCENARIOS, print_report, run
@@ -101,7 +103,7 @@ def bench_cluster(
     clients: Annotated[int, typer.Option(help="concurrent searching clients")] = 16,
     dataset: Annotated[str, typer.Option(help="golden set whose corpus and questions are used")] = "scifact",
     port: Annotated[int, typer.Option(help="first port of the cluster (see scripts/weaviate.sh)")] = 28080,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+    as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """A 3-node Weaviate cluster (replication 3) under concurrent search while a node is SIGKILLed and restarted."""
     from .bench.cluster import print_report, run
@@ -114,8 +116,8 @@ def bench_workers(
     dataset: Annotated[str, typer.Option(help="golden set")] = "scifact",
     space: Annotated[Path, typer.Option(help="search space")] = Path("optimizers/retrieval.yaml"),
     trials: Annotated[int, typer.Option(help="the study's --max-trials, the same for both arms")] = 20,
-    storage: Annotated[Optional[str], typer.Option(help="a PostgreSQL URL (default: a temporary server from scripts/postgres.sh)")] = None,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the results as JSON here")] = None,
+    storage: Annotated[str | None, typer.Option(help="a PostgreSQL URL (default: a temporary server from scripts/postgres.sh)")] = None,
+    as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """One compile worker against two sharing a study in PostgreSQL (each pinned to one CPU): wall time and best scores."""
     from .bench.workers import print_report, run

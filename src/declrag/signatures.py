@@ -38,7 +38,7 @@ class SignatureSpec(BaseModel):
     demos: list[dict[str, Any]] = []
 
     @model_validator(mode="after")
-    def _check(self) -> "SignatureSpec":
+    def _check(self) -> SignatureSpec:
         if not self.inputs or not self.outputs:
             raise ValueError("inputs and outputs must each name at least one field")
         if clash := set(self.inputs) & set(self.outputs):

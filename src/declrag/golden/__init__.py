@@ -20,8 +20,19 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from ..errors import DeclragError
 from ..resources import search_dirs
 from ..types import Document
-from .formats import (HF_COLUMNS, Parsed, beir_build, beir_docs, cmu, cmu_qa_files, hf_build, jsonl, read_jsonl,
-                      read_qrels, squad)
+from .formats import (
+    HF_COLUMNS,
+    Parsed,
+    beir_build,
+    beir_docs,
+    cmu,
+    cmu_qa_files,
+    hf_build,
+    jsonl,
+    read_jsonl,
+    read_qrels,
+    squad,
+)
 from .sets import Example, GoldenSet, no_split
 
 __all__ = ["DatasetSpec", "Example", "GoldenSet", "HFSpec", "dataset_dirs", "find_spec", "known_datasets",

@@ -53,7 +53,7 @@ class Param(Strict):
     ge: str | None = None
 
     @model_validator(mode="after")
-    def _check(self) -> "Param":
+    def _check(self) -> Param:
         if self.type == "categorical":
             if not self.choices:
                 raise ValueError("a categorical parameter needs `choices`")
@@ -76,7 +76,7 @@ class Objective(Strict):
         return all(m.startswith(RETRIEVAL_METRIC_PREFIXES) for m in self.metrics)
 
     @model_validator(mode="after")
-    def _check(self) -> "Objective":
+    def _check(self) -> Objective:
         if not self.metrics or any(w < 0 for w in self.metrics.values()):
             raise ValueError("`metrics` needs at least one metric with a weight >= 0")
         if self.also and self.retrieval_only:
@@ -118,7 +118,7 @@ class Space(Strict):
     prompt_optimizer: PromptOptimizer = PromptOptimizer()
 
     @model_validator(mode="after")
-    def _check(self) -> "Space":
+    def _check(self) -> Space:
         names = list(self.params)
         for n, p in self.params.items():
             for ref in [p.lt, p.le, p.gt, p.ge] + ([_WHEN.match(p.when).group(1)] if p.when else []):

@@ -5,53 +5,24 @@ runs it under uvicorn until SIGTERM / Ctrl-C (requests in flight finish first)."
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import uvicorn
 
 from ..errors import DeclragError
-from .app import DEFAULT_NAME, ServeSettings, create_app
+from ..program import DEFAULT_NAME, ProgramChoice, select_program
+from .app import ServeSettings, create_app
 
 
 def resolve(target: str | Path | None = None, config: str | Path | None = None, store: str | Path | None = None,
-            model: str | None = None) -> tuple[str, str | None, str, Callable[[], Any]]:
-    """What to serve: ``(name, run, description, loader)``. Checks everything cheap up front (paths, config
-    syntax, the store's presence) so mistakes fail before the server starts; ``loader`` does the rest.
-
-    ``target`` is a run folder (``runs/NAME``: its ``best`` program is served, named NAME) or a program
-    folder (with ``program.json``; ``runs/NAME/best`` is named NAME, another folder by its own name).
-    With none, ``config`` (served under the file's name) or the default program over ``store``."""
-    from ..program import RAGProgram, default_program, load, read_config, with_model
-
-    model = model or os.environ.get("DECLRAG_MODEL")
-    if target is not None and config is not None:
-        raise DeclragError("give a program folder or --config, not both", hint="a saved program already has its config")
-    if target is not None:
-        folder = Path(target)
-        if (folder / "program.json").is_file():
-            name = folder.resolve().parent.name if folder.resolve().name == "best" else folder.resolve().name
-        elif (folder / "best" / "program.json").is_file():
-            name, folder = folder.resolve().name, folder / "best"
-        else:
-            raise DeclragError(f"{target} is neither a run folder (with best/program.json) nor a program folder "
-                               "(with program.json)", hint="point at runs/NAME or runs/NAME/best, as written by declrag compile")
-        return name, str(folder), f"program {folder}", lambda: load(folder, store=store, model=model)
-    if config is not None:
-        cfg = read_config(config)
-        cfg = with_model(cfg, model) if model else cfg
-        return Path(config).stem, None, f"config {config}", lambda: RAGProgram(cfg, store=store)
-    from ..api import default_store
-    from ..stores import read_meta
-
-    where = str(store or default_store())
-    if read_meta(where) is None:
-        raise DeclragError(f"no declrag store at {where}", hint="index documents first (declrag index PATH --store ...) "
-                                                                "or pass --store / a program folder")
-    return DEFAULT_NAME, None, f"the default program over {where}", lambda: default_program(where, model=model)
+            model: str | None = None) -> ProgramChoice:
+    """What to serve: ``(name, run, description, loader)``, decided as `declrag ask` and `eval` decide it
+    (`declrag.program.select_program`): ``target`` is a run folder (``runs/NAME``: its ``best`` program,
+    named NAME) or a program folder; with none, ``config`` (named after the file) or the default program over
+    ``store``. Everything cheap is checked up front so mistakes fail before the server starts."""
+    return select_program(target, config, store, model)
 
 
 class _Server(uvicorn.Server):

@@ -36,12 +36,12 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import DeclragError
+from ..program import DEFAULT_NAME
 from ..stores.base import Filter
 from ..streaming import Done, astream
 from . import openai_compat as oai
 
 log = logging.getLogger("declrag.serve")
-DEFAULT_NAME = "declrag-default"
 ROUTES = ("/", "/healthz", "/readyz", "/metrics", "/v1/ask", "/v1/chat/completions", "/v1/models")
 OPEN_ROUTES = ("/", "/healthz", "/readyz")  # the web page holds no data: it asks for the key and sends it itself
 
