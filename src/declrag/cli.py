@@ -32,7 +32,8 @@ StoreOpt = Annotated[str | None, typer.Option("--store", help="store: a folder o
 @app.command()
 def index(
     paths: Annotated[list[Path] | None, typer.Argument(help="files and folders (recursive)")] = None,
-    dataset: Annotated[list[str] | None, typer.Option("--dataset", help="a golden-set corpus by name (see `declrag datasets`) or path; repeatable")] = None,
+    dataset: Annotated[list[str] | None, typer.Option(
+        "--dataset", help="a golden-set corpus by name (see `declrag datasets`) or path; repeatable")] = None,
     store: StoreOpt = None,
     chunker: Annotated[str | None, typer.Option(help="fixed | recursive | sentence | semantic | parent-child")] = None,
     chunk_size: Annotated[int | None, typer.Option(help="tokens per chunk")] = None,
@@ -97,17 +98,20 @@ def search(
         src = h.chunk.title if h.chunk.title and h.chunk.title != Path(name).stem else (name or h.doc_id)
         src += f" p.{h.chunk.page}" if h.chunk.page else ""
         snippet = " ".join(h.text.split())
-        t.add_row(str(i), f"{h.score:.3f}", src, f"{h.start}-{h.end}", snippet[:300] + ("…" if len(snippet) > 300 else ""))
+        t.add_row(str(i), f"{h.score:.3f}", src, f"{h.start}-{h.end}",
+                  snippet[:300] + ("…" if len(snippet) > 300 else ""))
     out.print(t)
 
 
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="the question")],
-    program: Annotated[Path | None, typer.Option(help="a saved program: a run folder (runs/NAME) or a program folder (runs/NAME/best)")] = None,
+    program: Annotated[Path | None, typer.Option(
+        help="a saved program: a run folder (runs/NAME) or a program folder (runs/NAME/best)")] = None,
     config: Annotated[Path | None, typer.Option(help="a program config file (YAML or JSON)")] = None,
     store: StoreOpt = None,
-    model: Annotated[str | None, typer.Option(help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL)")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL)")] = None,
     where: Annotated[str | None, typer.Option(help="metadata filter as JSON")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ):
@@ -140,25 +144,38 @@ def _json_option(value: str | None, name: str):
     try:
         return json.loads(value)
     except json.JSONDecodeError as e:
-        raise DeclragError(f"{name} is not valid JSON: {e}", hint=f"write e.g. {name} '{{\"source\": \"a.pdf\"}}'") from e
+        raise DeclragError(f"{name} is not valid JSON: {e}",
+                           hint=f"write e.g. {name} '{{\"source\": \"a.pdf\"}}'") from e
 
 
 @app.command()
 def serve(
-    target: Annotated[Path | None, typer.Argument(help="a run folder (runs/NAME serves runs/NAME/best) or a program folder (with program.json) (default: the default program over --store)")] = None,
-    config: Annotated[Path | None, typer.Option(help="a program config file (YAML or JSON) instead of a saved program")] = None,
+    target: Annotated[Path | None, typer.Argument(
+        help="a run folder (runs/NAME serves runs/NAME/best) or a program folder (with program.json) "
+             "(default: the default program over --store)")] = None,
+    config: Annotated[Path | None, typer.Option(
+        help="a program config file (YAML or JSON) instead of a saved program")] = None,
     store: StoreOpt = None,
-    model: Annotated[str | None, typer.Option(help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL)")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL)")] = None,
     host: Annotated[str, typer.Option(help="address to listen on (0.0.0.0: every interface)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
-    api_key_file: Annotated[Path | None, typer.Option(help="file holding the key clients must send as 'Authorization: Bearer <key>' (default: $DECLRAG_API_KEY; none: no auth)")] = None,
+    api_key_file: Annotated[Path | None, typer.Option(
+        help="file holding the key clients must send as 'Authorization: Bearer <key>' "
+             "(default: $DECLRAG_API_KEY; none: no auth)")] = None,
     max_body_bytes: Annotated[int, typer.Option(help="largest request body (413 beyond)")] = 64 * 1024,
-    max_question_chars: Annotated[int | None, typer.Option(help="longest question (422 beyond) (default: the program's max_question_chars)")] = None,
+    max_question_chars: Annotated[int | None, typer.Option(
+        help="longest question (422 beyond) (default: the program's max_question_chars)")] = None,
     timeout: Annotated[float, typer.Option(help="seconds a request may take (504 beyond)")] = 120.0,
-    max_in_flight: Annotated[int, typer.Option(help="questions answered at once; more get 503 with Retry-After at once")] = 8,
-    cache_threshold: Annotated[float | None, typer.Option(help="semantic answer cache: reuse the answer to a question at least this similar (cosine, e.g. 0.95) (default: off)")] = None,
+    max_in_flight: Annotated[int, typer.Option(
+        help="questions answered at once; more get 503 with Retry-After at once")] = 8,
+    cache_threshold: Annotated[float | None, typer.Option(
+        help="semantic answer cache: reuse the answer to a question at least this similar (cosine, e.g. 0.95) "
+             "(default: off)")] = None,
     cache_size: Annotated[int, typer.Option(help="answers the semantic cache keeps (LRU)")] = 1024,
-    cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="let browser pages from this origin call the API; repeatable (default: CORS off)")] = None,
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        "--cors-origin",
+        help="let browser pages from this origin call the API; repeatable (default: CORS off)")] = None,
 ):
     """Serve a program over HTTP: /v1/ask, OpenAI-compatible /v1/chat/completions, a web page, /metrics."""
     from .serve import ServeSettings
@@ -181,7 +198,8 @@ def _api_key(path: Path | None) -> str | None:
     try:
         key = path.read_text(encoding="utf-8").strip()
     except OSError as e:
-        raise DeclragError(f"cannot read the API key file {path}: {e.strerror}", hint="check the path and its permissions") from e
+        raise DeclragError(f"cannot read the API key file {path}: {e.strerror}",
+                           hint="check the path and its permissions") from e
     if not key:
         raise DeclragError(f"the API key file {path} is empty", hint="write the key in it (one line)")
     return key
@@ -190,22 +208,31 @@ def _api_key(path: Path | None) -> str | None:
 @app.command("eval")
 def eval_(
     dataset: Annotated[str | None, typer.Option(help="golden set: a name (see `declrag datasets`) or a path")] = None,
-    program: Annotated[Path | None, typer.Option(help="a saved program: a run folder (runs/NAME) or a program folder (runs/NAME/best)")] = None,
+    program: Annotated[Path | None, typer.Option(
+        help="a saved program: a run folder (runs/NAME) or a program folder (runs/NAME/best)")] = None,
     config: Annotated[Path | None, typer.Option(help="a program config file (YAML or JSON)")] = None,
     store: StoreOpt = None,
-    split: Annotated[str | None, typer.Option(help="split to evaluate (default: dev, else test, else the first)")] = None,
+    split: Annotated[str | None, typer.Option(
+        help="split to evaluate (default: dev, else test, else the first)")] = None,
     limit: Annotated[int | None, typer.Option(help="a seeded sample of N questions")] = None,
     seed: Annotated[int, typer.Option(help="seed of the sample")] = 13,
-    metrics: Annotated[str | None, typer.Option(help="comma-separated metric names (default: every deterministic one, plus the judge metrics with --judge)")] = None,
+    metrics: Annotated[str | None, typer.Option(
+        help="comma-separated metric names "
+             "(default: every deterministic one, plus the judge metrics with --judge)")] = None,
     judge: Annotated[list[str] | None, typer.Option(help="LLM judge route; repeat to average several")] = None,
     threads: Annotated[int, typer.Option(help="questions evaluated in parallel")] = 1,
-    name: Annotated[str | None, typer.Option(help="run folder name under --runs (default: derived from the inputs)")] = None,
+    name: Annotated[str | None, typer.Option(
+        help="run folder name under --runs (default: derived from the inputs)")] = None,
     runs: Annotated[Path, typer.Option(help="where run folders go")] = Path("runs"),
-    closed_book: Annotated[bool, typer.Option("--closed-book", help="also answer with no retrieval (lower bound)")] = False,
-    oracle: Annotated[bool, typer.Option("--oracle", help="also answer from the gold passage only (upper bound)")] = False,
+    closed_book: Annotated[bool, typer.Option(
+        "--closed-book", help="also answer with no retrieval (lower bound)")] = False,
+    oracle: Annotated[bool, typer.Option(
+        "--oracle", help="also answer from the gold passage only (upper bound)")] = False,
     probes: Annotated[bool, typer.Option("--probes", help="robustness probes: no context, irrelevant context")] = False,
-    model: Annotated[str | None, typer.Option(help="route every program LM call here (default: $DECLRAG_MODEL)")] = None,
-    compare: Annotated[tuple[Path, Path] | None, typer.Option(help="compare two eval runs: --compare RUN_A RUN_B")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="route every program LM call here (default: $DECLRAG_MODEL)")] = None,
+    compare: Annotated[tuple[Path, Path] | None, typer.Option(
+        help="compare two eval runs: --compare RUN_A RUN_B")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
     """Evaluate a program on a golden set: per-question records, a summary with 95% CIs, a report."""
@@ -253,8 +280,8 @@ def _print_compare(r: dict) -> None:
     for n, v in r["metrics"].items():
         if v["diff"] is None:
             continue
-        t.add_row(n, f"{v['a']:.4f}", f"{v['b']:.4f}", f"{v['diff']:+.4f}", f"[{v['ci95'][0]:+.4f}, {v['ci95'][1]:+.4f}]",
-                  "yes" if v["significant"] else "noise")
+        t.add_row(n, f"{v['a']:.4f}", f"{v['b']:.4f}", f"{v['diff']:+.4f}",
+                  f"[{v['ci95'][0]:+.4f}, {v['ci95'][1]:+.4f}]", "yes" if v["significant"] else "noise")
     out.print(t)
 
 
@@ -295,9 +322,11 @@ def init(
               markup=False, highlight=False)
 
 
-indexes_app = typer.Typer(no_args_is_help=True, help="The content-addressed indexes compile, eval and the benchmarks build.")
+indexes_app = typer.Typer(no_args_is_help=True,
+                          help="The content-addressed indexes compile, eval and the benchmarks build.")
 app.add_typer(indexes_app, name="indexes")
-HomeOpt = Annotated[str | None, typer.Option("--store", help="a folder or weaviate://host:port/ (default: the cache folder's indexes)")]
+HomeOpt = Annotated[str | None, typer.Option("--store", help="a folder or weaviate://host:port/ "
+                                                           "(default: the cache folder's indexes)")]
 
 
 @indexes_app.command("list")
@@ -325,7 +354,8 @@ def indexes_list(
 
 @indexes_app.command("rm")
 def indexes_rm(
-    names: Annotated[list[str] | None, typer.Argument(help="stores to remove, as `declrag indexes list` shows them")] = None,
+    names: Annotated[list[str] | None, typer.Argument(
+        help="stores to remove, as `declrag indexes list` shows them")] = None,
     home: HomeOpt = None,
     all_: Annotated[bool, typer.Option("--all", help="remove every index at --store")] = False,
 ):
@@ -353,18 +383,32 @@ def compile_(
     name: Annotated[str | None, typer.Option(help="run folder name under --runs")] = None,
     resume: Annotated[Path | None, typer.Option(help="continue the compile in this run folder")] = None,
     runs: Annotated[Path, typer.Option(help="where run folders go")] = Path("runs"),
-    max_trials: Annotated[int | None, typer.Option(help="stop after this many trials in all (incl. earlier ones)")] = None,
+    max_trials: Annotated[int | None, typer.Option(
+        help="stop after this many trials in all (incl. earlier ones)")] = None,
     timeout: Annotated[float | None, typer.Option(help="stop the search after this many seconds")] = None,
     max_cost_usd: Annotated[float | None, typer.Option(help="stop when LM spending reaches this")] = None,
     max_lm_calls: Annotated[int | None, typer.Option(help="stop after this many (uncached) LM calls")] = None,
     jobs: Annotated[int, typer.Option(help="trials run in parallel")] = 1,
-    store: Annotated[str | None, typer.Option("--store", help="where the trials' indexes live: a folder (one sub-folder per ingest setting) or weaviate://host:port/ (one collection per ingest setting) (default: the cache folder)")] = None,
-    model: Annotated[str | None, typer.Option(help="route every LM call of every trial here (default: $DECLRAG_MODEL)")] = None,
-    storage: Annotated[str | None, typer.Option(help="the study's database, shared by workers on many machines: any SQLAlchemy URL Optuna accepts, e.g. postgresql+psycopg://user@host/db (password from $PGPASSWORD or ~/.pgpass) (default: the run folder's journal)")] = None,
-    join: Annotated[str | None, typer.Option(help="add a worker to the study NAME in --storage (space, dataset, model and budgets are the study's)")] = None,
-    finalize: Annotated[bool, typer.Option("--finalize", help="with --join: also write the artifact and report here when the search ends (if the creating machine is gone)")] = False,
-    heartbeat: Annotated[int, typer.Option(help="with --storage: seconds between a running trial's heartbeats; a trial silent for 3x this is retried by another worker")] = 10,
-    patience: Annotated[float, typer.Option(help="with --storage: seconds a worker retries a lost database (with backoff) before it stops")] = 120.0,
+    store: Annotated[str | None, typer.Option(
+        "--store", help="where the trials' indexes live: a folder (one sub-folder per ingest setting) or "
+                        "weaviate://host:port/ (one collection per ingest setting) "
+                        "(default: the cache folder)")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="route every LM call of every trial here (default: $DECLRAG_MODEL)")] = None,
+    storage: Annotated[str | None, typer.Option(
+        help="the study's database, shared by workers on many machines: any SQLAlchemy URL Optuna accepts, e.g. "
+             "postgresql+psycopg://user@host/db (password from $PGPASSWORD or ~/.pgpass) "
+             "(default: the run folder's journal)")] = None,
+    join: Annotated[str | None, typer.Option(
+        help="add a worker to the study NAME in --storage (space, dataset, model and budgets are the study's)")] = None,
+    finalize: Annotated[bool, typer.Option(
+        "--finalize", help="with --join: also write the artifact and report here when the search ends "
+                           "(if the creating machine is gone)")] = False,
+    heartbeat: Annotated[int, typer.Option(
+        help="with --storage: seconds between a running trial's heartbeats; "
+             "a trial silent for 3x this is retried by another worker")] = 10,
+    patience: Annotated[float, typer.Option(
+        help="with --storage: seconds a worker retries a lost database (with backoff) before it stops")] = 120.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
     """Search the declared space for the best program on a golden set; write runs/NAME/best. With --storage,
@@ -375,25 +419,29 @@ def compile_(
 
     budget = Budget(max_trials=max_trials, timeout_s=timeout, max_cost_usd=max_cost_usd, max_lm_calls=max_lm_calls)
     if heartbeat < 1 or patience < 0:
-        raise DeclragError("--heartbeat is a whole number of seconds >= 1 and --patience >= 0", hint="e.g. --heartbeat 10 --patience 120")
+        raise DeclragError("--heartbeat is a whole number of seconds >= 1 and --patience >= 0",
+                           hint="e.g. --heartbeat 10 --patience 120")
     s = compile_run(space, dataset, name, runs, budget, jobs, resume, model if join else model_route(model),
                     progress=not quiet, store=store, storage=storage, join=join, finalize=finalize,
                     heartbeat_s=heartbeat, patience_s=patience)
     if s.get("role") == "worker":
-        out.print(f"worker done: the study {s['study']!r} in {s['storage']} has {s['complete']} finished and {s['pruned']} "
-                  f"pruned trials ({s['mine']} of them run here, in {s['wall_s']} s); the process that created it "
-                  "writes the artifact and the report", markup=False, highlight=False)
+        out.print(f"worker done: the study {s['study']!r} in {s['storage']} has {s['complete']} finished and "
+                  f"{s['pruned']} pruned trials ({s['mine']} of them run here, in {s['wall_s']} s); the process that "
+                  "created it writes the artifact and the report", markup=False, highlight=False)
         return
     g = s["gain_test"]
-    t = Table(title=f"compile: {s['trials']} trials ({s['pruned']} pruned, {s['stopped_by_budget']} stopped by a budget), "
-                    f"{s['lm_calls']} LM calls, ${s['cost_usd']:.4f}, {s['wall_s']} s")
+    t = Table(title=f"compile: {s['trials']} trials ({s['pruned']} pruned, {s['stopped_by_budget']} stopped by a "
+                    f"budget), {s['lm_calls']} LM calls, ${s['cost_usd']:.4f}, {s['wall_s']} s")
     for col in ("", f"baseline (trial {s['baseline']['trial']})", f"best (trial {s['best']['trial']})"):
         t.add_column(col, justify="right")
-    t.add_row("dev objective", f"{s['baseline']['dev'].get('objective', 0):.4f}", f"{s['best']['dev'].get('objective', 0):.4f}")
-    t.add_row("test objective", f"{s['baseline']['test'].get('objective', 0):.4f}", f"{s['best']['test'].get('objective', 0):.4f}")
+    t.add_row("dev objective", f"{s['baseline']['dev'].get('objective', 0):.4f}",
+              f"{s['best']['dev'].get('objective', 0):.4f}")
+    t.add_row("test objective", f"{s['baseline']['test'].get('objective', 0):.4f}",
+              f"{s['best']['test'].get('objective', 0):.4f}")
     out.print(t)
     out.print(f"test gain {g['diff']:+.4f} [{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] "
-              f"({'holds' if g['significant'] else 'not distinguishable from noise'}); best params: {json.dumps(s['best']['params'])}")
+              f"({'holds' if g['significant'] else 'not distinguishable from noise'}); "
+              f"best params: {json.dumps(s['best']['params'])}")
     folder = resume or runs / (join or name)
     out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
 

@@ -22,11 +22,12 @@ from ..optimize.study import place
 SPACE = "bench"  # optimizers/bench.yaml, found like every space (declrag.resources)
 
 
-def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0.25, progress: bool = True) -> dict[str, Any]:
+def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0.25,
+        progress: bool = True) -> dict[str, Any]:
     sp = read_space(space)
     golden = load_golden(dataset)
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
         # indexes first, for both arms
         warm = Compiler(sp, golden, tmp / "warm", Budget(), progress=progress)
         for combo in grid(sp):
@@ -50,13 +51,13 @@ def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0
         study = s.search(s.open_study(place(tmp / "search", "search"), {"data": golden.name})[0])
         search_wall = time.perf_counter() - t0
         trials = study.trials  # read now: the study's journal goes with the temporary folder
-        complete = [t for t in trials if t.state.name == "COMPLETE"]
-        best_search = max(complete, key=lambda t: t.value) if complete else None
-    result = {
+        complete = [(t.value, t) for t in trials if t.state.name == "COMPLETE" and t.value is not None]
+        best_value, best_search = max(complete, key=lambda vt: vt[0]) if complete else (None, None)
+    result: dict[str, Any] = {
         "dataset": golden.name, "space": str(space), "dev_questions": len(g.splits["dev"]), "programs": len(scores),
         "grid": {"best_dev": round(best_grid["dev"], 4), "lm_calls": g.spent.lm_calls, "wall_s": round(grid_wall, 1),
                  "best_params": best_grid["params"]},
-        "search": {"best_dev": round(best_search.value, 4) if best_search else None, "lm_calls": s.spent.lm_calls,
+        "search": {"best_dev": round(best_value, 4) if best_value is not None else None, "lm_calls": s.spent.lm_calls,
                    "wall_s": round(search_wall, 1), **trial_counts(trials),
                    "best_params": best_search.params if best_search else None},
         "all_grid_scores": scores,
@@ -69,14 +70,16 @@ def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0
 
 
 def print_report(r: dict[str, Any], console: Console) -> None:
-    t = Table(title=f"bench compile: {r['programs']} programs, {r['dev_questions']} dev questions of {r['dataset']} (cold LM caches)")
+    t = Table(title=f"bench compile: {r['programs']} programs, {r['dev_questions']} dev questions of {r['dataset']} "
+                    "(cold LM caches)")
     for col in ("", "best dev objective", "LM calls", "wall s", "programs tried"):
         t.add_column(col, justify="right")
-    t.add_row("exhaustive grid", f"{r['grid']['best_dev']:.4f}", str(r["grid"]["lm_calls"]), f"{r['grid']['wall_s']:.0f}", str(r["programs"]))
+    t.add_row("exhaustive grid", f"{r['grid']['best_dev']:.4f}", str(r["grid"]["lm_calls"]),
+              f"{r['grid']['wall_s']:.0f}", str(r["programs"]))
     srch = r["search"]
     t.add_row("declrag search", f"{(srch['best_dev'] or 0):.4f}", str(srch["lm_calls"]), f"{srch['wall_s']:.0f}",
               f"{srch['trials']} ({srch['complete']} complete, {srch['pruned']} pruned, "
               f"{srch['stopped_by_budget']} stopped by the budget)")
     console.print(t)
-    console.print(f"search reaches {r['search_reaches']:.0%} of the grid's best with {r['call_share']:.0%} of its LM calls "
-                  f"(targets: >= 95% with <= 25%)")
+    console.print(f"search reaches {r['search_reaches']:.0%} of the grid's best with {r['call_share']:.0%} of its "
+                  f"LM calls (targets: >= 95% with <= 25%)")
