@@ -9,7 +9,8 @@ that turns an Optuna trial into a `ProgramConfig`.
     params:
       chunk_size: {path: ingest.chunker.chunk_size, type: int, low: 128, high: 512, step: 128}
       overlap:    {path: ingest.chunker.overlap, type: int, low: 0, high: 64, step: 32, lt: chunk_size}
-      rerank_candidates: {path: rerank.candidates, type: int, low: 10, high: 30, step: 10, ge: k, when: "rerank != none"}
+      rerank_candidates: {path: rerank.candidates, type: int, low: 10, high: 30, step: 10, ge: k,
+                          when: "rerank != none"}
 
 Each parameter writes one field of the program config (``path``). Conditions: ``when`` activates a
 parameter only when another has a given value (``==``, ``!=``, ``in``); ``lt``/``le``/``gt``/``ge`` bound a
@@ -61,8 +62,8 @@ class Param(Strict):
             raise ValueError("a numeric parameter needs `low` <= `high`")
         if self.log and (self.low or 0) <= 0:
             raise ValueError("`log` needs low > 0")
-        if self.when and not _WHEN.match(self.when):
-            raise ValueError(f"`when` must read '<param> == <value>', '<param> != <value>' or '<param> in [..]', got {self.when!r}")
+        if self.when:
+            _parse_when(self.when)  # raises ValueError unless it reads '<param> == <value>' etc.
         return self
 
 
@@ -84,10 +85,14 @@ class Objective(Strict):
         return self
 
 
+def _fractions() -> dict[Literal["train", "dev", "test"], float]:
+    return {"train": 0.2, "dev": 0.4, "test": 0.4}
+
+
 class Split(Strict):
     source: str | None = None  # the golden split cut into train/dev(/test); default: the set's first split
     test_split: str | None = None  # a golden split used as test as it is (e.g. BEIR's test qrels)
-    fractions: dict[Literal["train", "dev", "test"], float] = Field(default_factory=lambda: {"train": 0.2, "dev": 0.4, "test": 0.4})
+    fractions: dict[Literal["train", "dev", "test"], float] = Field(default_factory=_fractions)
     sample: int | None = None  # first draw a seeded sample of this many questions from the source split
     max_dev: int | None = None  # cap the dev set (a seeded sample)
     max_test: int | None = None
@@ -121,7 +126,7 @@ class Space(Strict):
     def _check(self) -> Space:
         names = list(self.params)
         for n, p in self.params.items():
-            for ref in [p.lt, p.le, p.gt, p.ge] + ([_WHEN.match(p.when).group(1)] if p.when else []):
+            for ref in [p.lt, p.le, p.gt, p.ge] + ([_parse_when(p.when)[0]] if p.when else []):
                 if ref is not None and (ref not in self.params or names.index(ref) > names.index(n)):
                     raise ValueError(f"params.{n}: refers to {ref!r}, which must be a parameter declared before it")
         return self
@@ -180,7 +185,8 @@ def read_space(path: str | Path) -> Space:
     for name, v in space.baseline_values().items():
         param = space.params[name]
         if param.choices is not None and v not in param.choices:
-            raise DeclragError(f"{p}: params.{name}: the naive baseline's {param.path} = {v!r} is not in {param.choices}",
+            raise DeclragError(f"{p}: params.{name}: the naive baseline's {param.path} = {v!r} is not in "
+                               f"{param.choices}",
                                hint=f"add it to the choices, or set {param.path} in `base` (the baseline is trial 0)")
     return space
 
@@ -244,9 +250,19 @@ def apply(base: dict[str, Any], values: dict[str, Any], params: dict[str, Param]
                            hint="check the parameter's path and its domain against the program config") from e
 
 
+def _parse_when(when: str) -> tuple[str, str, str]:
+    """A ``when`` condition as (parameter, operator, raw value); ``Param`` has checked that it parses."""
+    m = _WHEN.match(when)
+    if m is None:
+        raise ValueError(f"`when` must read '<param> == <value>', '<param> != <value>' or '<param> in [..]', "
+                         f"got {when!r}")
+    name, op, raw = m.groups()
+    return name, op, raw
+
+
 def _holds(when: str, values: dict[str, Any]) -> bool:
     """Values compare as text (``off`` stays "off"; YAML would read it as false)."""
-    name, op, raw = _WHEN.match(when).groups()
+    name, op, raw = _parse_when(when)
     have = str(values.get(name))
     if op == "in":
         options = [x.strip().strip("'\"") for x in raw.strip().strip("[]").split(",")]
@@ -263,6 +279,7 @@ def sample(trial, space: Space) -> dict[str, Any]:
         if p.type == "categorical":
             values[name] = trial.suggest_categorical(name, p.choices)
             continue
+        assert p.low is not None and p.high is not None  # a numeric parameter: Param's validator checked both
         low, high = p.low, p.high
         step = p.step if p.type == "float" else int(p.step or 1)
         unit = step or (1 if p.type == "int" else 0)
@@ -297,8 +314,9 @@ def grid(space: Space) -> list[dict[str, Any]]:
                 out.append(c)
                 continue
             if p.type == "categorical":
-                opts = list(p.choices)
+                opts = list(p.choices or [])
             else:
+                assert p.low is not None and p.high is not None  # a numeric parameter: Param's validator checked both
                 step = p.step or (1 if p.type == "int" else None)
                 if not step:
                     raise DeclragError(f"params.{name}: a grid needs a `step` for float parameters")
