@@ -19,4 +19,6 @@ fi
 # the PostgreSQL tests (marker `postgres`) start their own servers from Debian's postgresql package; install it
 # here, once, so that its cost shows up front. Where it cannot be installed they are skipped and say why.
 bash scripts/postgres.sh install >/dev/null || echo "PostgreSQL could not be installed: the postgres tests will be skipped"
+# ruff and mypy on src/ (settings in pyproject.toml); set -e stops here when either fails
+bash scripts/lint.sh
 .venv/bin/python -m pytest -q "$@"

@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast, get_args
 
 import typer
 from rich.table import Table
@@ -58,9 +58,10 @@ def index(
             name=chunker, chunk_size=chunk_size, overlap=overlap, parent_size=parent_size).items() if v is not None}})
         em = config_from(EmbedderConfig, **{**base.embedder.model_dump(), **({"model": model} if model else {})})
         ingest = IngestConfig(chunker=ck, embedder=em)
-    if metric is not None and metric not in Metric.__args__:
+    if metric is not None and metric not in get_args(Metric):
         raise DeclragError(f"unknown metric {metric!r}", hint="use cosine, dot or l2")
-    report = api.index(paths or [], dataset or [], target, ingest, metric, prune, rebuild, progress=not quiet)
+    report = api.index(paths or [], dataset or [], target, ingest, cast("Metric | None", metric), prune, rebuild,
+                       progress=not quiet)
     for s in report.skipped:
         err.print(f"skipped {s.path}: {s.reason}", markup=False, highlight=False)
     out.print(f"{target}: {report.summary()}", markup=False, highlight=False)
@@ -287,7 +288,7 @@ def _print_compare(r: dict) -> None:
 
 @app.command()
 def datasets():
-    """List the named datasets (declared in datasets/*.yaml)."""
+    """List the named datasets (declared in YAML: $DECLRAG_DATASETS, ./datasets, then the packaged defaults)."""
     from .golden import find_spec, known_datasets
 
     t = Table(title="datasets (use a name wherever a dataset path is accepted)")
@@ -378,7 +379,9 @@ def indexes_rm(
 
 @app.command("compile")
 def compile_(
-    space: Annotated[Path | None, typer.Option(help="search space: optimizers/NAME.yaml")] = None,
+    space: Annotated[Path | None, typer.Option(
+        help="search space: a YAML path, or a name found in $DECLRAG_OPTIMIZERS, ./optimizers or the packaged "
+             "defaults (e.g. retrieval)")] = None,
     dataset: Annotated[str | None, typer.Option(help="golden set: a name or a path")] = None,
     name: Annotated[str | None, typer.Option(help="run folder name under --runs")] = None,
     resume: Annotated[Path | None, typer.Option(help="continue the compile in this run folder")] = None,
@@ -442,7 +445,7 @@ def compile_(
     out.print(f"test gain {g['diff']:+.4f} [{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] "
               f"({'holds' if g['significant'] else 'not distinguishable from noise'}); "
               f"best params: {json.dumps(s['best']['params'])}")
-    folder = resume or runs / (join or name)
+    folder = resume or runs / cast(str, join or name)  # compile_run has refused a new run without --name
     out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
 
 

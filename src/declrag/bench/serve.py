@@ -75,7 +75,9 @@ def _program(scenario: str, store: str):
     from ..stores import read_meta
 
     if scenario == "retrieval":
-        return RAGProgram(ProgramConfig(ingest=read_meta(store).ingest), store=store), _scripted_lm_factory()
+        if (meta := read_meta(store)) is None:
+            raise ValueError(f"no index at {store}: the retrieval scenario runs on an existing one")
+        return RAGProgram(ProgramConfig(ingest=meta.ingest), store=store), _scripted_lm_factory()
     if scenario == "program":
         return default_program(store, model="local/smollm2"), None
     raise ValueError(f"unknown scenario {scenario!r}; use one of {SCENARIOS}")
@@ -117,6 +119,7 @@ def _start_server(scenario: str, store: str, clients: int, lm_cache: Path) -> tu
     proc = subprocess.Popen([sys.executable, "-m", "declrag.bench.serve", "--scenario", scenario, "--store", store,
                              "--port", str(port), "--max-in-flight", str(clients), "--lm-cache", str(lm_cache)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None  # stderr=PIPE
     base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 600
     while True:
         if proc.poll() is not None:

@@ -117,7 +117,8 @@ class SemanticCache:
 class Metrics:  # one registry per app, so several apps can live in one process
     def __init__(self):
         r = self.registry = CollectorRegistry()
-        self.requests = Counter("declrag_requests", "HTTP requests by route and status", ["route", "status"], registry=r)
+        self.requests = Counter("declrag_requests", "HTTP requests by route and status", ["route", "status"],
+                                registry=r)
         self.latency = Histogram("declrag_request_seconds", "HTTP request latency by route", ["route"], registry=r,
                                  buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120))
         self.program = Histogram("declrag_program_seconds", "time inside the program per answered question",
@@ -158,11 +159,14 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         try:
             too_big = f"request body is larger than {self.max_body} bytes"
-            scheme, _, given = headers.get("authorization", "").partition(" ")  # "Bearer <key>", compared in constant time
-            authorized = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), (self.key or "").encode())
+            # "Bearer <key>", compared in constant time
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            authorized = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
+                                                                            (self.key or "").encode())
             if self.key and route not in OPEN_ROUTES and not authorized:
                 self.metrics.errors.labels(route, "unauthorized").inc()
-                return await error_response(401, "unauthorized", headers={"WWW-Authenticate": "Bearer"})(scope, receive, send_)
+                return await error_response(401, "unauthorized",
+                                            headers={"WWW-Authenticate": "Bearer"})(scope, receive, send_)
             if (n := headers.get("content-length", "")).isdigit() and int(n) > self.max_body:
                 self.metrics.errors.labels(route, "too_large").inc()
                 return await error_response(413, too_big)(scope, receive, send_)
@@ -202,7 +206,8 @@ async def _ask_events(events: AsyncIterator[tuple[str, Any]]) -> AsyncIterator[s
 def _validation_message(err: dict) -> tuple[str, str]:
     field = ".".join(str(p) for p in err.get("loc", ()) if p != "body" and not isinstance(p, int)) or "body"
     kind = err.get("type", "")
-    return ("body is not valid JSON" if kind == "json_invalid" else f"unknown field {field}" if kind == "extra_forbidden"
+    return ("body is not valid JSON" if kind == "json_invalid"
+            else f"unknown field {field}" if kind == "extra_forbidden"
             else f"{field} is required" if kind == "missing" else "body must be a JSON object" if field == "body"
             else f"{field}: {err.get('msg', 'invalid value')}"), field
 
@@ -218,7 +223,8 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
     s = settings or ServeSettings()
     metrics = Metrics()
     cache = SemanticCache(s.cache_threshold, s.cache_size) if s.cache_threshold else None
-    state: dict[str, Any] = {"program": None, "error": None, "in_flight": 0, "executor": None, "started": int(time.time())}
+    state: dict[str, Any] = {"program": None, "error": None, "in_flight": 0, "executor": None,
+                             "started": int(time.time())}
     info = {"name": name, "run": run}
 
     def lm_scope():
@@ -226,7 +232,8 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
             return nullcontext()
         from ..lm import using_lm
 
-        return using_lm(lm_override if isinstance(lm_override, dspy.BaseLM) or not callable(lm_override) else lm_override())
+        return using_lm(lm_override if isinstance(lm_override, dspy.BaseLM) or not callable(lm_override)
+                        else lm_override())
 
     def load() -> Any:  # models load now, not on the first question
         prog = program if isinstance(program, dspy.Module) or not callable(program) else program()
@@ -306,7 +313,8 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         except DeclragError as e:
             raise ApiError(422, e.message, "options.where") from None
         if state["in_flight"] >= s.max_in_flight:
-            raise ApiError(503, f"busy: {state['in_flight']} requests in flight; retry later", kind="busy", headers=retry)
+            raise ApiError(503, f"busy: {state['in_flight']} requests in flight; retry later", kind="busy",
+                           headers=retry)
         state["in_flight"] += 1
         metrics.in_flight.inc()
 

@@ -303,12 +303,12 @@ class Store(Protocol):
         was created with an approximate index (Weaviate's ``?index=hnsw``). ``vector`` is one query
         embedding of the store's dimension; another dimension raises `DeclragError`."""
 
-    def hybrid_search(self, query: str, vector: np.ndarray, limit: int = 10, alpha: float = 0.5,
+    def hybrid_search(self, query: str, vector: np.ndarray | None, limit: int = 10, alpha: float = 0.5,
                       fusion: Fusion = "relative", candidates: int = 100, where: Where = None) -> list[Hit]:
         """Weaviate's hybrid search (`declrag.stores.fusion`): each leg (keyword, vector; both filtered by
         ``where``) brings ``max(candidates, limit)`` results, fused with weight ``alpha`` in [0, 1] on the
         vector leg (``relative`` score or ``ranked`` reciprocal-rank fusion); the best ``limit``, best first,
-        ties by object UUID. At alpha 0 only the keyword leg runs (``vector`` is not used), at 1 only the
+        ties by object UUID. At alpha 0 only the keyword leg runs (``vector`` is not used: None will do), at 1 only the
         vector leg. With the ``leg_scores`` capability, each hit's ``scores`` holds its legs' raw scores."""
 
     def close(self) -> None:

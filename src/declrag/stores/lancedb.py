@@ -439,7 +439,7 @@ class LanceStore:
             return []
         return snap.hits(snap.keyword_leg(query, limit, snap.mask(Filter.of(where))), "keyword")
 
-    def _vector_leg(self, snap: _Snapshot, vector: np.ndarray, k: int, mask: np.ndarray | None):
+    def _vector_leg(self, snap: _Snapshot, vector: np.ndarray | None, k: int, mask: np.ndarray | None):
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != snap.vectors.shape[1]:
             raise DeclragError(f"query vector has dimension {q.shape[0]}, the store {self.path} holds "
@@ -454,7 +454,7 @@ class LanceStore:
         rows, scores = self._vector_leg(snap, vector, limit, snap.mask(Filter.of(where)))
         return snap.hits(snap.ranked(rows, scores)[:limit], "vector")
 
-    def hybrid_search(self, query: str, vector: np.ndarray, limit: int = 10, alpha: float = 0.5,
+    def hybrid_search(self, query: str, vector: np.ndarray | None, limit: int = 10, alpha: float = 0.5,
                       fusion: Fusion = "relative", candidates: int = 100, where: Where = None) -> list[Hit]:
         snap = self._snapshot()
         if snap is None:

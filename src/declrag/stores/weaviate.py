@@ -392,7 +392,7 @@ class WeaviateStore:
         return [Hit.of(_chunk(o), 1.0 - float(o.metadata.distance), vector=1.0 - float(o.metadata.distance))
                 for o in res.objects]
 
-    def hybrid_search(self, query: str, vector: np.ndarray, limit: int = 10, alpha: float = 0.5,
+    def hybrid_search(self, query: str, vector: np.ndarray | None, limit: int = 10, alpha: float = 0.5,
                       fusion: Fusion = "relative", candidates: int = 100, where: Where = None) -> list[Hit]:
         from weaviate.classes.query import HybridFusion, MetadataQuery
 
