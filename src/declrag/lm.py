@@ -333,7 +333,7 @@ class LocalModels:
     """The GGUF models run in this process: one instance per (file, backend), each with a lock (one call at a
     time per model). Part of `registry`; the LiteLLM provider ``local`` runs its calls on these."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._models: dict[tuple[str, str], Any] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._guard = threading.Lock()
@@ -458,7 +458,7 @@ class Registry:
     Embedders and cross-encoders are not here: they belong to the program (or indexer) that uses them.
     ``loaded()`` lists what is held; ``clear()`` lets it go (the next use loads again)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.local_models = LocalModels()
         self._provider = LocalProvider(self.local_models)
         self._lms: dict[str, RoutedLM] = {}

@@ -144,7 +144,7 @@ class _FakeProvider:
         return handler
 
 
-def _fake_handler():
+def _fake_handler() -> Any:
     import asyncio
     import re
     import time
