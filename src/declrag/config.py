@@ -59,6 +59,17 @@ class EmbedderConfig(Strict):
     query_prefix: str = ""
     document_prefix: str = ""
     device: str = "cpu"
+    # a fine-tuned model (compile's `finetune` stage): the sha256 of its folder (declrag.optimize.finetune.
+    # folder_sha256). It, not the folder's path, names the model in index addresses and the embedding cache.
+    weights: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+
+    def identity(self) -> dict[str, Any]:
+        """What decides the vectors: the model (by content hash when it is a fine-tuned folder) and the
+        settings that change its output (not batch_size or device)."""
+        e = self.model_dump(exclude={"batch_size", "device", "weights"})
+        if self.weights:
+            e["model"] = f"sha256:{self.weights}"
+        return e
 
 
 class IngestConfig(Strict):
@@ -68,8 +79,7 @@ class IngestConfig(Strict):
     embedder: EmbedderConfig = EmbedderConfig()
 
     def digest(self) -> str:  # batch_size and device do not change the index
-        e = self.embedder.model_dump(exclude={"batch_size", "device"})
-        return content_hash(json.dumps({"chunker": self.chunker.model_dump(), "embedder": e,
+        return content_hash(json.dumps({"chunker": self.chunker.model_dump(), "embedder": self.embedder.identity(),
                                         "chunking_version": CHUNKING_VERSION}, sort_keys=True))
 
 

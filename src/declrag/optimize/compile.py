@@ -38,6 +38,7 @@ import optuna
 from tqdm.auto import tqdm
 
 from ..api import corpus_store
+from ..config import ProgramConfig
 from ..embed import Embedder
 from ..errors import DeclragError
 from ..evaluate import correct, score_case
@@ -116,20 +117,40 @@ def trial_counts(trials: list[optuna.trial.FrozenTrial]) -> dict[str, int]:
             "repeats": len([t for t in trials if "repeat_of" in t.user_attrs])}
 
 
+FALLBACK_TEST = 0.3  # the test share when the declared source split is missing and the splits are cut
+
+
 def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
     """Seeded train / dev / test. With ``test_split`` the test set is that golden split as it is and the
-    source split is cut into train and dev only. Test is never read by the search."""
+    source split is cut into train and dev only. Test is never read by the search.
+
+    When the declared source split is missing (a BEIR set downloaded with its test qrels only), the splits
+    that exist are pooled and cut, seeded and disjoint: test takes `FALLBACK_TEST` of the questions and the
+    rest is cut as the space's fractions say. `split_note` says what was done."""
     s = space.split
     source = s.source or next(iter(golden.splits))
-    pool = list(golden.split(source))
+    fr = dict(s.fractions)
+    test_split = s.test_split
+    if source in golden.splits:
+        pool = list(golden.split(source))
+    else:
+        by_id: dict[str, Example] = {}
+        for examples in golden.splits.values():
+            for e in examples:
+                by_id.setdefault(e.id, e)
+        pool = list(by_id.values())
+        if test_split or "test" not in fr:
+            kept = {k: v for k, v in fr.items() if k != "test"}
+            total = sum(kept.values()) or 1.0
+            fr = {**{k: v / total * (1 - FALLBACK_TEST) for k, v in kept.items()}, "test": FALLBACK_TEST}
+        test_split = None
     if s.sample and s.sample < len(pool):
         keep = set(random.Random(s.seed - 1).sample(range(len(pool)), s.sample))
         pool = [e for i, e in enumerate(pool) if i in keep]
     rng = random.Random(s.seed)
     order = list(range(len(pool)))
     rng.shuffle(order)
-    fr = dict(s.fractions)
-    if s.test_split:
+    if test_split:
         fr.pop("test", None)
     total = sum(fr.values())
     cuts: dict[str, list[int]] = {}
@@ -142,8 +163,8 @@ def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
             at += n
     for part, idx in cuts.items():
         out[part] = [pool[i] for i in sorted(idx)]
-    if s.test_split:
-        out["test"] = list(golden.split(s.test_split))
+    if test_split:
+        out["test"] = list(golden.split(test_split))
     for part, cap in (("dev", s.max_dev), ("test", s.max_test)):
         if cap and len(out.get(part, [])) > cap:
             keep = set(random.Random(s.seed + 1).sample(range(len(out[part])), cap))
@@ -152,6 +173,16 @@ def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
         raise DeclragError(f"the split leaves no dev or no test questions ({ {k: len(v) for k, v in out.items()} })",
                            hint="use a larger golden set or other split fractions")
     return out
+
+
+def split_note(golden: GoldenSet, space: Space, splits: dict[str, list[Example]]) -> str | None:
+    """What `split_examples` did when the declared source split is missing, for the user to read."""
+    source = space.split.source or next(iter(golden.splits))
+    if source in golden.splits:
+        return None
+    sizes = ", ".join(f"{k} {len(v)}" for k, v in splits.items())
+    return (f"{golden.name} has no split {source!r} (it has {', '.join(golden.splits)}): cut them instead, seeded "
+            f"({space.split.seed}) and disjoint: {sizes} questions")
 
 
 def weighted(values: dict[str, float | None], weights: dict[str, float]) -> float:
@@ -166,6 +197,7 @@ class Compiler:
         self.space, self.golden, self.out, self.budget, self.jobs = space, golden, Path(out), budget, jobs
         self.progress, self.model, self.store_home = progress, model, store
         self.splits = split_examples(golden, space)
+        self.split_note = split_note(golden, space, self.splits)
         obj = space.objective
         self.metrics = get_metrics(list(obj.metrics), obj.judges or None)
         self.det = [m for m in self.metrics if m.tier == "deterministic"]
@@ -185,9 +217,11 @@ class Compiler:
         from ..program import with_model
 
         cfg = apply(self.space.base, values, self.space.params)
-        if self.model:
-            cfg = with_model(cfg, self.model)
-        key = cfg.ingest.embedder.model
+        return self.program_for(with_model(cfg, self.model) if self.model else cfg)
+
+    def program_for(self, cfg: ProgramConfig) -> RAGProgram:
+        """The program of ``cfg`` over the golden corpus, its index built (or found) once per ingest setting."""
+        key = json.dumps(cfg.ingest.embedder.identity(), sort_keys=True)
         with self._lock:
             emb = self._embedders.setdefault(key, Embedder(cfg.ingest.embedder))
             store = self._stores.get(cfg.ingest.digest())

@@ -138,6 +138,8 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
         raise DeclragError(f"the study {join!r} runs on the dataset {dataset!r}, which is not here: {e.message}",
                            hint="make it available on this machine under the same name or path") from None
     comp = Compiler(sp, golden, out, budget, jobs, progress, model, store)
+    if comp.split_note:
+        log.warning("%s", comp.split_note)
     split = {k: [e.id for e in v] for k, v in comp.splits.items()}
     data = _data_digest(golden, split)
     study, created = comp.open_study(p, _identity(data, dataset, sp, model), join=bool(join or resume),
@@ -267,6 +269,11 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
         dev_best = max(before, after, key=lambda m: m["objective"])
     else:
         dev_best = dev_before
+    finetune_info: dict[str, Any] = {"enabled": False}
+    if comp.space.finetune.enabled:
+        best_prog, finetune_info = finetune_stage(comp, best_prog, out, progress)
+        if finetune_info.get("kept") == "tuned":
+            dev_best = finetune_info["dev"]["tuned"]
     test_base, q_base = _score(comp, base_prog, splits["test"], "test, baseline")
     test_best, q_best = _score(comp, best_prog, splits["test"], "test, best program")
     gain = paired_difference(q_base, q_best)
@@ -288,4 +295,69 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
         **trial_counts(study.trials),
         "pareto": [{"trial": t.number, "values": t.values, "params": tidy_params(t.params)} for t in front],
         "prompt_optimization": prompt_info, "splits": {k: len(v) for k, v in splits.items()},
+        "split_note": comp.split_note, "finetune": finetune_info,
     }
+
+
+def finetune_stage(comp: Compiler, prog, out: Path, progress: bool) -> tuple[Any, dict[str, Any]]:
+    """Fine-tune ``prog``'s embedding model on the train split (`declrag.optimize.finetune`), re-embed the
+    corpus into a new index, and keep the tuned model only if dev improves beyond the bootstrap noise (the
+    paired interval of the per-question objective excludes 0). Reports dev and test for both models either
+    way (test is scored for the report only; the decision reads dev). Returns (the program kept, the report)."""
+    from ..config import ProgramConfig
+    from .finetune import finetune_model, training_rows
+
+    spec, splits = comp.space.finetune, comp.splits
+    base_cfg: ProgramConfig = prog.config
+    info: dict[str, Any] = {"enabled": True, "base_model": base_cfg.ingest.embedder.model,
+                            "settings": spec.model_dump(mode="json"), "split": "train"}
+    train = splits.get("train") or []
+    if not any(e.gold for e in train):
+        info["skipped"] = ("the train split is empty: give it a share in split.fractions" if not train else
+                           "the golden set has no gold passages (qrels, answer spans or JSONL `gold`) to train on")
+        tell(progress, f"fine-tune skipped: {info['skipped']}")
+        return prog, info
+    t0 = time.perf_counter()
+    rows, counts = training_rows(prog, comp.golden, train, spec.hard_negatives, spec.seed, progress)
+    info["mining_s"], info["pairs"] = round(time.perf_counter() - t0, 1), counts
+    tuned_dir = out / "finetune" / "embedder"
+    e = base_cfg.ingest.embedder
+    trained = finetune_model(prog.embedder.folder, rows, tuned_dir, epochs=spec.epochs,
+                             learning_rate=spec.learning_rate, batch_size=spec.batch_size, max_steps=spec.max_steps,
+                             max_seconds=spec.max_minutes * 60 if spec.max_minutes else None, seed=spec.seed,
+                             query_prefix=e.query_prefix, document_prefix=e.document_prefix, progress=progress)
+    info["training"] = trained
+    emb = e.model_copy(update={"model": str(tuned_dir.resolve()), "weights": trained["sha256"]})
+    cfg = base_cfg.model_copy(update={"ingest": base_cfg.ingest.model_copy(update={"embedder": emb})})
+    t0 = time.perf_counter()
+    tuned = comp.program_for(cfg)  # a new index: its address holds the tuned model's hash
+    info["reembed_s"] = round(time.perf_counter() - t0, 1)
+    tuned.load_state(prog.dump_state())  # the prompts (instructions, demos) the earlier stages chose
+    if prog.generate.knn_pool:
+        tuned.generate.set_knn_pool(prog.generate.knn_pool, prog.generate.knn_k)
+    tuned.embedder_provenance = {"base_model": e.model, "sha256": trained["sha256"], "split": "train",
+                                 "questions": counts["questions"], "seed": spec.seed, "steps": trained["steps"],
+                                 "loss": "MultipleNegativesRankingLoss", "settings": spec.model_dump(mode="json")}
+    dev_base, q_dev_base = _score(comp, prog, splits["dev"], "dev, base embedder")
+    dev_tuned, q_dev_tuned = _score(comp, tuned, splits["dev"], "dev, tuned embedder")
+    gain = paired_difference(q_dev_base, q_dev_tuned)
+    keep = bool(gain["significant"] and (gain["diff"] or 0) > 0)
+    test_base, q_test_base = _score(comp, prog, splits["test"], "test, base embedder")
+    test_tuned, q_test_tuned = _score(comp, tuned, splits["test"], "test, tuned embedder")
+    info.update(dev={"base": dev_base, "tuned": dev_tuned, "gain": gain},
+                test={"base": test_base, "tuned": test_tuned, "gain": paired_difference(q_test_base, q_test_tuned)},
+                kept="tuned" if keep else "base")
+    alpha = base_cfg.retrieve.alpha
+    if comp.space.objective.retrieval_only and alpha not in (0.0, 1.0):  # the vector leg alone, both models
+        legs = {}
+        for name, c in (("base", base_cfg), ("tuned", cfg)):
+            leg = comp.program_for(c.model_copy(update={"retrieve": c.retrieve.model_copy(update={"alpha": 1.0})}))
+            legs[name] = _score(comp, leg, splits["test"], f"test, vector leg, {name} embedder")[0]
+        info["test"]["vector_leg"] = legs
+    d = gain["diff"] or 0.0
+    tell(progress, f"fine-tune: {trained['steps']} steps in {trained['seconds']} s, "
+                   f"re-embedding {info['reembed_s']} s; "
+                   f"dev {dev_base['objective']:.4f} -> {dev_tuned['objective']:.4f} ({d:+.4f}, 95% CI "
+                   f"[{gain['ci95'][0] or 0:+.4f}, {gain['ci95'][1] or 0:+.4f}]): keeping the "
+                   + ("tuned model" if keep else "base model (no gain beyond the noise)"))
+    return (tuned if keep else prog), info

@@ -112,6 +112,21 @@ class PromptOptimizer(Strict):
     trials: int = 6  # mipro / gepa: candidate programs to try
 
 
+class Finetune(Strict):
+    """Compile's last retrieval stage: fine-tune the best program's embedding model on the train split
+    (`declrag.optimize.finetune`), re-embed the corpus, and keep the tuned model only if dev improves beyond
+    the bootstrap noise."""
+
+    enabled: bool = False
+    epochs: float = Field(1.0, gt=0)
+    learning_rate: float = Field(2e-5, gt=0)
+    batch_size: int = Field(32, ge=2)
+    hard_negatives: int = Field(1, ge=0, le=16)  # per question, from the store's own candidates
+    max_steps: int | None = Field(None, ge=1)  # a step budget (None: the epochs decide)
+    max_minutes: float | None = Field(None, gt=0)  # a time budget for training, checked between steps
+    seed: int = 13
+
+
 class Space(Strict):
     name: str
     description: str = ""
@@ -121,6 +136,7 @@ class Space(Strict):
     base: dict[str, Any] = {}
     params: dict[str, Param]
     prompt_optimizer: PromptOptimizer = PromptOptimizer()
+    finetune: Finetune = Finetune()
 
     @model_validator(mode="after")
     def _check(self) -> Space:

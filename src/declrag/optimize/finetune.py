@@ -1,0 +1,141 @@
+"""Compile's retriever stage: fine-tune the program's embedding model on the train split.
+
+Supervised retriever fine-tuning with sentence-transformers: each train question is an anchor, the passage
+that holds its gold answer the positive, and the chunks the program itself ranks high that are not gold the
+hard negatives; the other questions' positives in a batch are in-batch negatives
+(`MultipleNegativesRankingLoss`, batches without duplicates). The model is saved as safetensors in a folder
+named by nothing but its content: `folder_sha256` is the model's identity in index addresses and in the
+embedding cache (`EmbedderConfig.weights`), so nothing embedded with another model is ever reused.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ..embed import folder_sha256
+from ..errors import DeclragError
+from ..golden import Example, GoldenSet
+
+log = logging.getLogger(__name__)
+
+
+def _holds_answer(hit, ex: Example) -> bool:
+    starts = [s for s in ex.answer_starts if s is not None and s >= 0]
+    return not starts or any(hit.start <= s < hit.end for s in starts)
+
+
+def training_rows(prog: Any, golden: GoldenSet, examples: list[Example], hard_negatives: int,
+                  seed: int = 13, progress: bool = False) -> tuple[list[dict[str, str]], dict[str, int]]:
+    """(rows, counts): one row per train question with gold passages, ``{"anchor", "positive",
+    "negative_1", ...}``. The positive is the best-ranked candidate of a gold document that holds the answer
+    span (when the set has spans), else the gold document's text; the negatives are the best-ranked candidates
+    of documents that are not gold (the store's own hard negatives)."""
+    from tqdm import tqdm
+
+    rows: list[dict[str, str]] = []
+    counts = {"questions": 0, "no_gold": 0, "positive_from_pool": 0, "positive_from_document": 0,
+              "short_of_negatives": 0}
+    for ex in tqdm(examples, desc="fine-tune: mining hard negatives", unit="q", disable=not progress):
+        gold = {d for d, g in ex.gold.items() if g > 0}
+        if not gold or not ex.answerable:
+            counts["no_gold"] += 1
+            continue
+        pool = prog.retrieve_only(ex.question)
+        positive = next((h.text for h in pool if h.chunk.doc_id in gold and _holds_answer(h, ex)), None)
+        if positive is None:
+            doc = golden.doc(sorted(gold)[0])
+            positive = f"{doc.title}\n{doc.text}" if doc.title else doc.text
+            counts["positive_from_document"] += 1
+        else:
+            counts["positive_from_pool"] += 1
+        negatives: list[str] = []
+        for h in pool:
+            if len(negatives) == hard_negatives:
+                break
+            if h.chunk.doc_id not in gold and h.text != positive and h.text not in negatives:
+                negatives.append(h.text)
+        if len(negatives) < hard_negatives:  # every row needs as many columns: fill from random documents
+            counts["short_of_negatives"] += 1
+            rng = random.Random(f"{seed}:{ex.id}")
+            while len(negatives) < hard_negatives:
+                d = golden.documents[rng.randrange(len(golden.documents))]
+                if d.id not in gold:
+                    negatives.append(d.text)
+        counts["questions"] += 1
+        rows.append({"anchor": ex.question, "positive": positive,
+                     **{f"negative_{i + 1}": n for i, n in enumerate(negatives)}})
+    return rows, counts
+
+
+def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs: float, learning_rate: float,
+                   batch_size: int, max_steps: int | None, max_seconds: float | None, seed: int,
+                   query_prefix: str = "", document_prefix: str = "", progress: bool = False) -> dict[str, Any]:
+    """Train a copy of the sentence-transformers model in ``base`` on ``rows`` and save it to ``out``
+    (safetensors; no pickle). Deterministic given ``seed`` on the same machine and thread count. Stops at
+    ``max_steps`` or after ``max_seconds`` (checked between steps), whichever comes first. Returns what
+    happened: steps, seconds, the loss at the start and the end, whether a budget stopped it, the hash."""
+    import torch
+    from datasets import Dataset
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from sentence_transformers.base.sampler import BatchSamplers
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from transformers import TrainerCallback
+    from transformers.utils import logging as hf_logging
+
+    if not rows:
+        raise DeclragError("no training pairs: no train question has a gold passage",
+                           hint="fine-tuning needs gold passages (BEIR qrels, SQuAD spans, JSONL `gold`)")
+    if len(rows) < 2:
+        raise DeclragError("fine-tuning needs at least 2 train questions with gold passages")
+    hf_logging.set_verbosity_error()
+    torch.manual_seed(seed)
+    model = SentenceTransformer(str(base), device="cpu")
+    if query_prefix or document_prefix:
+        rows = [{k: (query_prefix if k == "anchor" else document_prefix) + v for k, v in r.items()} for r in rows]
+    data = Dataset.from_list(rows)
+    batch = max(2, min(batch_size, len(rows)))
+    losses: list[float] = []
+    stopped: dict[str, Any] = {"by": None}
+    t0 = time.perf_counter()
+
+    class Budget(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+                stopped["by"] = f"time budget ({max_seconds:g} s)"
+                control.should_training_stop = True
+            return control
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "loss" in logs:
+                losses.append(float(logs["loss"]))
+
+    with tempfile.TemporaryDirectory(prefix="declrag-finetune-") as tmp:
+        args = SentenceTransformerTrainingArguments(
+            output_dir=tmp, num_train_epochs=epochs, per_device_train_batch_size=batch, learning_rate=learning_rate,
+            max_steps=max_steps if max_steps else -1, warmup_ratio=0.1, seed=seed, data_seed=seed,
+            batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", eval_strategy="no", report_to="none",
+            logging_steps=1, use_cpu=True, dataloader_num_workers=0, disable_tqdm=not progress)
+        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
+                                             loss=MultipleNegativesRankingLoss(model), callbacks=[Budget()])
+        state = trainer.train()
+    if out.exists():
+        shutil.rmtree(out)
+    model.save(str(out), create_model_card=False, safe_serialization=True)  # only what loading needs: a stable hash
+    steps = int(getattr(trainer.state, "global_step", 0))
+    if max_steps and steps >= max_steps and stopped["by"] is None:
+        stopped["by"] = f"step budget ({max_steps} steps)"
+    return {"steps": steps, "seconds": round(time.perf_counter() - t0, 1), "pairs": len(rows), "batch_size": batch,
+            "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+            "train_loss": round(float(state.training_loss), 6), "stopped_by": stopped["by"],
+            "threads": torch.get_num_threads(), "sha256": folder_sha256(out), "cpu_count": os.cpu_count()}

@@ -1,0 +1,150 @@
+"""Compile's retriever stage: fine-tuning the embedding model on the train split (real all-MiniLM-L6-v2, a few
+steps on the tiny golden set), the artifact that carries the tuned model, and the split that compile cuts when
+the declared source split is missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from declrag.api import corpus_store
+from declrag.config import IngestConfig, ProgramConfig
+from declrag.embed import folder_sha256
+from declrag.errors import DeclragError
+from declrag.golden import load_golden
+from declrag.optimize.compile import Budget, split_examples, split_note
+from declrag.optimize.finetune import finetune_model, training_rows
+from declrag.optimize.run import compile_run
+from declrag.optimize.space import Space, read_space
+from declrag.program import RAGProgram, load
+
+GOLD = Path(__file__).parent / "data" / "tiny" / "gold.jsonl"
+
+
+@pytest.fixture(scope="module")
+def golden():
+    return load_golden(str(GOLD))
+
+
+@pytest.fixture(scope="module")
+def base(golden, minilm, tmp_path_factory):
+    """The default program over the tiny corpus, embedded with the base model."""
+    store, _ = corpus_store(golden.documents, IngestConfig(), "tiny", embedder=minilm, progress=False,
+                            home=tmp_path_factory.mktemp("indexes"))
+    return RAGProgram(ProgramConfig(), store=store, embedder=minilm)
+
+
+@pytest.fixture(scope="module")
+def tuned(base, golden, minilm, tmp_path_factory):
+    rows, counts = training_rows(base, golden, golden.split("all"), hard_negatives=1)
+    out = tmp_path_factory.mktemp("tuned") / "embedder"
+    info = finetune_model(minilm.folder, rows, out, epochs=1, learning_rate=1e-4, batch_size=4, max_steps=3,
+                          max_seconds=None, seed=7)
+    return rows, counts, out, info
+
+
+def weights(folder):
+    from safetensors.numpy import load_file
+
+    return load_file(str(Path(folder) / "model.safetensors"))
+
+
+@pytest.mark.slow
+def test_training_rows_pair_each_question_with_its_gold_passage_and_a_mined_negative(tuned, golden):
+    rows, counts, _, _ = tuned
+    assert counts["questions"] == len(rows) == len([e for e in golden.split("all") if e.gold])
+    texts = {d.id: d.text for d in golden.documents}
+    by_q = {e.question: e for e in golden.split("all")}
+    for r in rows:
+        gold = set(by_q[r["anchor"]].gold)
+        assert any(texts[g] in r["positive"] or r["positive"] in texts[g] for g in gold)
+        assert not any(texts[g] in r["negative_1"] or r["negative_1"] in texts[g] for g in gold)
+
+
+@pytest.mark.slow
+def test_a_few_steps_change_the_weights_are_saved_as_safetensors_and_are_deterministic(tuned, minilm, tmp_path):
+    rows, _, out, info = tuned
+    assert info["steps"] == 3 and info["stopped_by"] == "step budget (3 steps)" and info["loss_first"] is not None
+    assert (out / "model.safetensors").is_file() and not list(out.rglob("*.bin")) and not list(out.rglob("*.pt"))
+    before, after = weights(minilm.folder), weights(out)
+    assert set(after) <= set(before)  # (a newer transformers no longer saves the position_ids buffer)
+    assert sum(not np.array_equal(before[k], after[k]) for k in after) > len(after) // 2  # trained, not copied
+    assert info["sha256"] == folder_sha256(out)
+    again = finetune_model(minilm.folder, rows, tmp_path / "again", epochs=1, learning_rate=1e-4, batch_size=4,
+                           max_steps=3, max_seconds=None, seed=7)
+    assert again["sha256"] == info["sha256"]  # the same seed, the same model, bit for bit
+
+
+@pytest.mark.slow
+def test_the_artifact_carries_the_tuned_model_and_the_loaded_program_embeds_with_it(tuned, golden, base, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    _, _, out, info = tuned
+    cfg = ProgramConfig(ingest=IngestConfig(embedder={"model": str(out), "weights": info["sha256"]}))
+    store, _ = corpus_store(golden.documents, cfg.ingest, "tiny", progress=False, home=tmp_path / "indexes")
+    assert store.uri != base.store.uri  # a new index: the address holds the model's hash
+    RAGProgram(cfg, store=store).save(tmp_path / "best")
+    saved = json.loads((tmp_path / "best" / "program.json").read_text())
+    assert saved["config"]["ingest"]["embedder"] == {**saved["config"]["ingest"]["embedder"], "model": "embedder",
+                                                      "weights": info["sha256"]}
+    assert folder_sha256(tmp_path / "best" / "embedder") == info["sha256"]
+
+    prog = load(tmp_path / "best")
+    q = "Where is the Colosseum?"
+    expected = SentenceTransformer(str(out), device="cpu").encode([q], normalize_embeddings=True)[0]
+    assert np.allclose(prog.embedder.embed_query(q), expected, atol=1e-6)
+    assert not np.allclose(base.embedder.embed_query(q), expected, atol=1e-4)
+    assert prog.retrieve_only(q)[0].chunk.doc_id == "rome"  # its index and queries use the tuned model
+    with pytest.raises(DeclragError, match="other ingest settings"):
+        load(tmp_path / "best", store=base.store.uri)  # a store embedded with the base model is refused
+    (tmp_path / "best" / "embedder" / "config.json").write_text("{}")
+    with pytest.raises(DeclragError, match="do not match the hash"):
+        load(tmp_path / "best")
+
+
+FT_SPACE = """
+name: tiny-finetune
+objective: {metrics: {ndcg@10: 1.0}}
+split: {fractions: {train: 0.5, dev: 0.25, test: 0.25}, seed: 3}
+params:
+  alpha: {path: retrieve.alpha, type: float, low: 0.0, high: 1.0, step: 0.5}
+finetune: {enabled: true, learning_rate: 1.0e-12, batch_size: 4, max_steps: 1}
+"""
+
+
+@pytest.mark.slow
+def test_a_tuned_model_that_does_not_improve_dev_is_not_kept(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text(FT_SPACE)
+    s = compile_run(space, str(GOLD), "ft", tmp_path / "runs", Budget(max_trials=2), progress=False)
+    ft = s["finetune"]
+    assert ft["enabled"] and ft["training"]["steps"] == 1 and ft["pairs"]["questions"] == s["splits"]["train"]
+    assert ft["kept"] == "base" and not ft["dev"]["gain"]["significant"]
+    assert {"base", "tuned"} <= set(ft["dev"]) and {"base", "tuned", "gain"} <= set(ft["test"])
+    summary = json.loads((tmp_path / "runs" / "ft" / "summary.json").read_text())
+    assert "ndcg@10" in summary["best"]["test"] and summary["finetune"]["kept"] == "base"
+    assert not (tmp_path / "runs" / "ft" / "best" / "embedder").exists()
+    assert load(tmp_path / "runs" / "ft" / "best").config.ingest.embedder.weights is None
+
+
+def test_a_set_without_the_declared_source_split_is_cut_into_disjoint_splits(golden):
+    sp = read_space("retrieval-finetune")  # source: train, test_split: test; the tiny set has only "all"
+    splits = split_examples(golden, sp)
+    ids = {k: {e.id for e in v} for k, v in splits.items()}
+    assert set(ids) == {"train", "dev", "test"} and all(ids.values())
+    assert not (ids["train"] & ids["dev"] or ids["train"] & ids["test"] or ids["dev"] & ids["test"])
+    assert sum(map(len, ids.values())) == len(golden.split("all"))
+    assert splits == split_examples(golden, sp)  # seeded
+    note = split_note(golden, sp, splits)
+    assert note and "no split 'train'" in note and f"test {len(ids['test'])}" in note
+    plain = Space.model_validate({"name": "x", "params": {}, "split": {"source": "all"}})
+    assert split_note(golden, plain, split_examples(golden, plain)) is None
+
+
+def test_finetune_settings_are_checked():
+    with pytest.raises(ValueError):
+        Space.model_validate({"name": "x", "params": {}, "finetune": {"enabled": True, "batch_size": 1}})
+    assert read_space("default").finetune.enabled is False and read_space("retrieval-finetune").finetune.enabled
