@@ -148,3 +148,18 @@ def test_finetune_settings_are_checked():
     with pytest.raises(ValueError):
         Space.model_validate({"name": "x", "params": {}, "finetune": {"enabled": True, "batch_size": 1}})
     assert read_space("default").finetune.enabled is False and read_space("retrieval-finetune").finetune.enabled
+
+
+def test_a_set_without_gold_passages_skips_the_stage_and_says_why():
+    from types import SimpleNamespace
+
+    from declrag.golden import Example
+    from declrag.optimize.run import finetune_stage
+
+    space = Space.model_validate({"name": "x", "params": {}, "finetune": {"enabled": True}})
+    prog = SimpleNamespace(config=ProgramConfig())
+    no_gold = [Example(id=f"q{i}", question=f"question {i}?", answers=("a",)) for i in range(4)]
+    for train, why in ((no_gold, "no gold passages"), ([], "the train split is empty")):
+        comp = SimpleNamespace(space=space, splits={"train": train, "dev": no_gold, "test": no_gold})
+        kept, info = finetune_stage(comp, prog, Path("unused"), progress=False)
+        assert kept is prog and why in info["skipped"] and "training" not in info

@@ -115,6 +115,33 @@ def _plot_history(study: optuna.Study, out: Path) -> Path | None:
     return path
 
 
+def _finetune_lines(ft: dict[str, Any]) -> list[str]:
+    """The fine-tuning stage: what was trained, how long it took, and dev and test for both models."""
+    if not ft.get("enabled"):
+        return []
+    lines = ["", "## Embedding model fine-tuned on the train split", ""]
+    if ft.get("skipped"):
+        return lines + [f"Skipped: {ft['skipped']}."]
+    tr, pairs = ft["training"], ft["pairs"]
+    lines += [f"Base model {ft['base_model']}; {pairs['questions']} train questions (positive from the candidate "
+              f"pool {pairs['positive_from_pool']}, from the gold document {pairs['positive_from_document']}); "
+              f"{tr['steps']} steps of batch {tr['batch_size']} in {tr['seconds']} s"
+              + (f" (stopped by the {tr['stopped_by']})" if tr.get("stopped_by") else "")
+              + f"; loss {_f(tr.get('loss_first'))} -> {_f(tr.get('loss_last'))}; mining {ft['mining_s']} s, "
+              f"re-embedding the corpus {ft['reembed_s']} s. Kept: the **{ft['kept']}** model "
+              "(tuned only if the dev gain's paired bootstrap interval excludes 0).", "",
+              "| | base model | tuned model | gain [95% CI] |", "|---|---|---|---|"]
+    for part in ("dev", "test"):
+        d, g = ft[part], ft[part]["gain"]
+        lines.append(f"| {part} objective | {_f(d['base'].get('objective'))} | {_f(d['tuned'].get('objective'))} | "
+                     f"{_f(g['diff'])} [{_f(g['ci95'][0])}, {_f(g['ci95'][1])}] |")
+    legs = ft["test"].get("vector_leg")
+    if legs:
+        lines.append(f"| test, vector leg alone | {_f(legs['base'].get('objective'))} | "
+                     f"{_f(legs['tuned'].get('objective'))} | |")
+    return lines
+
+
 def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> None:
     s = summary
     obj = " + ".join(f"{w} x {m}" for m, w in s["objective"]["metrics"].items())
@@ -174,6 +201,9 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
             lines.append(f"dev objective before {_f(po['dev_before'].get('objective'))}, "
                          f"after {_f(po['dev_after'].get('objective'))}; "
                          f"kept: {po.get('kept')}; demos per predictor: {po.get('demos')}")
+    lines += _finetune_lines(s.get("finetune") or {})
+    if s.get("split_note"):
+        lines += ["", "## Splits", "", s["split_note"]]
     hist = _plot_history(study, out)
     if hist:
         lines += ["", "## Optimization history", "", f"![history]({hist.relative_to(out)})"]
