@@ -91,6 +91,7 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
     from sentence_transformers.base.sampler import BatchSamplers
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
     from transformers.utils import logging as hf_logging
 
     if not rows:
@@ -110,7 +111,17 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
     t0 = time.perf_counter()
 
     class Budget(TrainerCallback):
+        """The time budget, the losses, and one progress bar (steps, loss) instead of the trainer's log lines."""
+
+        bar: Any = None
+
+        def on_train_begin(self, args, state, control, **kw):
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=state.max_steps, desc="fine-tune: training", unit="step", disable=not progress)
+
         def on_step_end(self, args, state, control, **kw):
+            self.bar.update(state.global_step - self.bar.n)
             if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
                 stopped["by"] = f"time budget ({max_seconds:g} s)"
                 control.should_training_stop = True
@@ -119,15 +130,20 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "loss" in logs:
                 losses.append(float(logs["loss"]))
+                self.bar.set_postfix(loss=f"{losses[-1]:.4f}")
+
+        def on_train_end(self, args, state, control, **kw):
+            self.bar.close()
 
     with tempfile.TemporaryDirectory(prefix="declrag-finetune-") as tmp:
         args = SentenceTransformerTrainingArguments(
             output_dir=tmp, num_train_epochs=epochs, per_device_train_batch_size=batch, learning_rate=learning_rate,
             max_steps=max_steps if max_steps else -1, warmup_ratio=0.1, seed=seed, data_seed=seed,
             batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", eval_strategy="no", report_to="none",
-            logging_steps=1, use_cpu=True, dataloader_num_workers=0, disable_tqdm=not progress)
+            logging_steps=1, use_cpu=True, dataloader_num_workers=0, disable_tqdm=True)
         trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
                                              loss=MultipleNegativesRankingLoss(model), callbacks=[Budget()])
+        trainer.remove_callback(PrinterCallback)  # the losses show on our bar, not as printed dicts
         state = trainer.train()
     if out.exists():
         shutil.rmtree(out)
