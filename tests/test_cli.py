@@ -66,7 +66,7 @@ def test_changed_settings_need_a_rebuild(capsys, tmp_path, docs):
 
 @pytest.mark.parametrize("args, message", [
     (["search", "anything", "--store", "{tmp}/nothing"], "no store at"),
-    (["search", "  ", "--store", "{tmp}/nothing"], "empty query"),
+    (["search", "  ", "--store", "{tmp}/nothing"], "query is empty"),
     (["search", "x", "--store", "{tmp}/nothing", "--where", "{bad json"], "not valid JSON"),
     (["index", "{tmp}", "--store", "{tmp}/s", "--chunk-size", "64", "--overlap", "64"], "overlap"),
     (["index", "{tmp}", "--store", "{tmp}/s", "--chunker", "paragraphs"], "invalid option"),

@@ -221,7 +221,7 @@ def test_load_warns_on_version_drift_and_refuses_other_ingest_settings(store, tm
         load(tmp_path / "nothing")
 
 
-@pytest.mark.parametrize("question, message", [("", "empty question"), ("   ", "empty question"),
+@pytest.mark.parametrize("question, message", [("", "question is empty"), ("   ", "question is empty"),
                                                ("x" * 3000, "limit is 2000")])
 def test_bad_questions(store, question, message):
     with pytest.raises(DeclragError, match=message):

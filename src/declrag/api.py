@@ -11,6 +11,7 @@ from .config import IngestConfig, Metric, SearchParams
 from .embed import Embedder, cache_dir
 from .errors import DeclragError
 from .indexer import Indexer, IndexReport
+from .inputs import user_text
 from .search import search as _search
 from .stores import Store, child_uri, connect, open_store, read_meta
 from .types import Document, Hit, content_hash
@@ -45,6 +46,7 @@ def index(
     """
     if not paths and not datasets:
         raise DeclragError("nothing to index", hint="give file or folder paths, or --dataset NAME")
+    _check_paths(paths)  # before the store is opened, so a typo creates nothing
     target = str(store or default_store())
     old_meta = read_meta(target) if rebuild else None
     if old_meta is not None and "://" not in target:
@@ -76,6 +78,25 @@ def index(
     if report.indexed or report.deleted:
         st.optimize()
     return report
+
+
+def _check_paths(paths: Sequence[str | Path]) -> None:
+    """Refuse paths that do not exist: a typo the user must hear about. (A file that exists but cannot be
+    loaded, being binary, empty or corrupt, is skipped with a reason by the indexer, and the run goes on.)"""
+    missing = []
+    for p in paths:
+        try:
+            os.stat(p)
+        except (FileNotFoundError, NotADirectoryError):
+            missing.append(str(p))
+        except ValueError:  # a NUL in the name
+            raise DeclragError(f"{str(p)!r} is not a valid path", hint="check the path") from None
+        except OSError:  # exists but cannot be read (permissions, ...): skipped with the reason
+            continue
+    if missing:
+        raise DeclragError(f"no such file or folder: {', '.join(missing)}" if len(missing) < 4 else
+                           f"{len(missing)} paths do not exist: {', '.join(missing[:3])}, ...",
+                           hint="check the path (nothing was indexed, no store was created or changed)")
 
 
 def _merge(into: IndexReport, r: IndexReport) -> None:
@@ -128,8 +149,7 @@ def _building(uri: str):
 def search(query: str, store: str | Path | None = None, params: SearchParams | None = None,
            embedder: Embedder | None = None) -> list[Hit]:
     """Search an existing store with its own embedding model."""
-    if not query.strip():
-        raise DeclragError("empty query", hint="give the words to search for")
+    query = user_text(query, "query")
     st, meta = open_store(store or default_store(), create=False)
     if st.count() == 0:
         raise DeclragError(f"store {store or default_store()} is empty",

@@ -117,8 +117,10 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ):
     """Answer a question with citations (the default program, a saved one, or a config)."""
+    from .inputs import user_text
     from .program import select_program
 
+    question = user_text(question, "question")  # fails before any model loads; the program checks it again
     filt = _json_option(where, "--where")
     prog = select_program(program, config, store, model).load().warm_up()
     answer = prog(question=question, where=filt)
@@ -191,18 +193,29 @@ def serve(
 
 
 def _api_key(path: Path | None) -> str | None:
-    """The API key: from --api-key-file, else $DECLRAG_API_KEY, else none (no auth)."""
+    """The API key: from --api-key-file, else $DECLRAG_API_KEY, else none (no auth). A key that no HTTP client
+    could send (not visible ASCII) is refused here, naming where it came from."""
     import os
 
+    from .inputs import api_key_problem
+
     if path is None:
-        return os.environ.get("DECLRAG_API_KEY") or None
-    try:
-        key = path.read_text(encoding="utf-8").strip()
-    except OSError as e:
-        raise DeclragError(f"cannot read the API key file {path}: {e.strerror}",
-                           hint="check the path and its permissions") from e
-    if not key:
-        raise DeclragError(f"the API key file {path} is empty", hint="write the key in it (one line)")
+        key, origin = os.environ.get("DECLRAG_API_KEY") or None, "in $DECLRAG_API_KEY"
+        if key is None:
+            return None
+    else:
+        origin = f"in {path}"
+        try:
+            key = path.read_text(encoding="utf-8", errors="surrogateescape").strip()
+        except OSError as e:
+            raise DeclragError(f"cannot read the API key file {path}: {e.strerror}",
+                               hint="check the path and its permissions") from e
+        if not key:
+            raise DeclragError(f"the API key file {path} is empty", hint="write the key in it (one line)")
+    if problem := api_key_problem(key):
+        raise DeclragError(f"the API key {origin} {problem}",
+                           hint="choose a key of ASCII letters, digits and punctuation, "
+                                "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'")
     return key
 
 

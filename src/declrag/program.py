@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from .config import ProgramConfig
 from .embed import Embedder, folder_sha256
 from .errors import DeclragError
+from .inputs import user_text
 from .lm import Meter, check_lm, metering
 from .modules import (
     Draft,
@@ -44,7 +45,7 @@ from .modules import (
 from .retrieval import mmr, order
 from .signatures import SignatureSpec, spec
 from .stores import open_store, read_meta
-from .stores.base import Store
+from .stores.base import Filter, Store
 from .types import Hit
 
 log = logging.getLogger(__name__)
@@ -134,11 +135,9 @@ class RAGProgram(dspy.Module):
 
     def forward(self, question: str, where: dict | None = None) -> Answer:
         c = self.config
-        if not isinstance(question, str) or not question.strip():
-            raise DeclragError("empty question", hint="ask something")
-        if len(question) > c.max_question_chars:
-            raise DeclragError(f"question is {len(question)} characters long; the limit is {c.max_question_chars}",
-                               hint="shorten it, or raise max_question_chars in the program config")
+        question = user_text(question, "question", c.max_question_chars,
+                             hint="shorten it, or raise max_question_chars in the program config")
+        Filter.of(where)  # an invalid filter fails before any LM call
         meter, ms = Meter(), {}
         t_all = time.perf_counter()
         with metering(meter), timing_embeddings() as embed_ms:
@@ -332,9 +331,15 @@ def read_config(path: str | Path) -> ProgramConfig:
     p = Path(path)
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
-        return ProgramConfig.model_validate(data or {})
+        if data is None:  # an empty file (or only comments) is a mistake, not the default program
+            raise DeclragError(f"program config {p} is empty",
+                               hint="write the settings in it (e.g. retrieve: {k: 8}), or leave out --config for "
+                                    "the default program ({} in the file also means the defaults)")
+        return ProgramConfig.model_validate(data)
     except OSError as e:
         raise DeclragError(f"cannot read program config {p}: {e.strerror}", hint="check the path") from e
+    except UnicodeDecodeError as e:
+        raise DeclragError(f"{p}: not UTF-8 text (byte {e.start})", hint="save the config as UTF-8") from e
     except yaml.YAMLError as e:
         raise DeclragError(f"{p}: not valid YAML/JSON: {e}", hint="fix the syntax") from e
     except ValidationError as e:

@@ -32,10 +32,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictBool, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import DeclragError
+from ..inputs import InputError, api_key_problem, user_text
 from ..program import DEFAULT_NAME
 from ..stores.base import Filter
 from ..streaming import Done, astream
@@ -48,7 +49,7 @@ OPEN_ROUTES = ("/", "/healthz", "/readyz")  # the web page holds no data: it ask
 
 class ServeSettings(BaseModel):
     """Server settings; every limit has a CLI flag on ``declrag serve``."""
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # errors never show the API key
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     api_key: SecretStr | None = None  # when set, every route but /, /healthz and /readyz needs "Bearer <key>"
@@ -61,6 +62,15 @@ class ServeSettings(BaseModel):
     cache_size: int = Field(1024, ge=1)
     cors_origins: list[str] = []
 
+    @field_validator("api_key")
+    @classmethod
+    def _sendable_key(cls, key: SecretStr | None) -> SecretStr | None:
+        """A key clients can send in a header (visible ASCII), refused at start-up otherwise: the server
+        compares it with the header's bytes, so another key could never authenticate."""
+        if key is not None and (problem := api_key_problem(key.get_secret_value())):
+            raise ValueError(f"the API key {problem}")
+        return key
+
 
 class ApiError(Exception):
     def __init__(self, status: int, message: str, field: str | None = None, kind: str = "invalid",
@@ -69,8 +79,14 @@ class ApiError(Exception):
         self.status, self.message, self.field, self.kind, self.headers = status, message, field, kind, headers
 
 
+def _sendable(text: str) -> str:
+    """``text`` with any lone surrogate (from a client's input, e.g. a field name) escaped, so it encodes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_response(status: int, message: str, field: str | None = None, headers: dict | None = None) -> JSONResponse:
-    return JSONResponse({"error": message} | ({"field": field} if field else {}), status_code=status, headers=headers)
+    body = {"error": _sendable(message)} | ({"field": _sendable(field)} if field else {})
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 class AskOptions(BaseModel):
@@ -82,7 +98,7 @@ class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     question: str
     options: AskOptions | None = None
-    stream: bool = False  # server-sent events: the answer's tokens as generated, then the whole response
+    stream: StrictBool = False  # server-sent events: the answer's tokens as generated, then the whole response
 
 
 class SemanticCache:
@@ -212,6 +228,18 @@ def _validation_message(err: dict) -> tuple[str, str]:
             else f"{field}: {err.get('msg', 'invalid value')}"), field
 
 
+def _unparsable(cause: BaseException | None) -> str | None:
+    """Why a request body could not be parsed, from the error FastAPI's JSON parsing raised (which it answers
+    with a generic 400), or None when the error is not one of those."""
+    if isinstance(cause, RecursionError):
+        return "body is nested too deeply"
+    if isinstance(cause, UnicodeDecodeError):
+        return "body is not valid JSON: it is not UTF-8 text"
+    if isinstance(cause, ValueError):  # an integer of more digits than Python converts (4300)
+        return "body is not valid JSON: a number is too long"
+    return None
+
+
 def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: str | None = None,
                settings: ServeSettings | None = None, *, lm_override: Any = None,
                on_load: Callable[[BaseException | None], None] | None = None) -> FastAPI:
@@ -296,18 +324,18 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         metrics.cost.inc(total["cost_usd"])
         metrics.abstentions.inc(payload["abstained"])
 
-    def admit(question: str, where: dict | None, field: str) -> None:
-        """Checks that need no program call (422s, 503s); then takes an in-flight slot."""
+    def admit(question: str, where: dict | None, field: str) -> str:
+        """Checks that need no program call (422s, 503s); then takes an in-flight slot. Returns the question as
+        `declrag.inputs.user_text` normalizes it (what the program and the semantic cache see)."""
         retry = {"Retry-After": str(s.retry_after_s)}
         prog = state["program"]
         if prog is None:
             raise ApiError(503, "not ready: the program is loading" if state["error"] is None else
                            "the program failed to load", kind="not_ready", headers=retry)
-        if not question.strip():
-            raise ApiError(422, f"{field} is empty", field)
-        limit = s.max_question_chars or prog.config.max_question_chars
-        if len(question) > limit:
-            raise ApiError(422, f"{field} is {len(question)} characters long; the limit is {limit}", field)
+        try:
+            question = user_text(question, field, s.max_question_chars or prog.config.max_question_chars)
+        except InputError as e:
+            raise ApiError(422, e.message, field) from None
         try:
             Filter.of(where)
         except DeclragError as e:
@@ -317,11 +345,14 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
                            headers=retry)
         state["in_flight"] += 1
         metrics.in_flight.inc()
+        return question
 
     def failure(e: BaseException, question: str) -> ApiError:
         """The error response for a failed program call."""
         if isinstance(e, ApiError):
             return e
+        if isinstance(e, InputError):
+            return ApiError(422, e.message, e.field)
         if isinstance(e, DeclragError):
             upstream = isinstance(e.__cause__, dspy.utils.exceptions.LMError)  # the model's server failed
             return ApiError(502 if upstream else 400, e.message, kind="upstream" if upstream else "bad_request")
@@ -332,7 +363,7 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         return ApiError(504, f"no answer within {s.request_timeout_s:g} s", kind="timeout")
 
     async def answer(question: str, where: dict | None, field: str = "question") -> dict:
-        admit(question, where, field)
+        question = admit(question, where, field)
         fut = asyncio.get_running_loop().run_in_executor(state["executor"], work, question, where)
         fut.add_done_callback(done)
         t0 = time.perf_counter()
@@ -357,7 +388,7 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         semantic cache, or DSPy's) has no tokens to stream: its answer is one delta. ``request_timeout_s``
         bounds the whole stream; a stream cut off (timeout, or the client left) is cancelled: the LM stops at its
         next token and the slot is freed when the program's thread has ended."""
-        admit(question, where, field)
+        question = admit(question, where, field)
         loop, prog = asyncio.get_running_loop(), state["program"]
         queue: asyncio.Queue[str | Done | BaseException] = asyncio.Queue()
         deadline, t0 = loop.time() + s.request_timeout_s, time.perf_counter()
@@ -434,7 +465,8 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
     async def chat(body: oai.ChatRequest) -> Response:
         """OpenAI-compatible chat completions (the last user message is the question); ``stream`` for SSE."""
         if body.model and body.model != name:
-            raise ApiError(404, f"unknown model {body.model!r}; this server serves {name!r}", "model")
+            raise ApiError(404, f"unknown model {body.model!r}; this server serves {name!r}", "model",
+                           kind="unknown_model")
         question = oai.last_user_text(body)
         if question is None:
             raise ApiError(422, "messages: no user message (the last user message is the question)", "messages")
@@ -490,6 +522,9 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, e: StarletteHTTPException):
+        if e.status_code == 400 and (why := _unparsable(e.__cause__)):  # FastAPI's "error parsing the body"
+            metrics.errors.labels(route_of(request), "invalid").inc()
+            return error_response(422, why, "body")
         if e.status_code != 413:  # the body guard counted its own
             metrics.errors.labels(route_of(request), {404: "not_found", 405: "method"}.get(e.status_code, "http")).inc()
         message = e.detail if isinstance(e.detail, str) else "request failed"

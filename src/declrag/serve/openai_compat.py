@@ -24,24 +24,44 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
+from pydantic_core import PydanticCustomError
 
 
 class ChatMessage(BaseModel):
+    """One message. As in OpenAI's API, ``content`` is a string or a list of parts, each an object with a
+    ``type``; a ``text`` part's ``text`` is a string (nothing is turned into one). Parts of other types
+    (images, audio, files) are accepted and ignored."""
+
     model_config = ConfigDict(extra="allow")
 
-    role: str
-    content: str | list[dict[str, Any]] | None = None
+    role: StrictStr
+    content: StrictStr | list[dict[str, Any]] | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _parts(cls, content: Any) -> Any:
+        if content is None or isinstance(content, str):
+            return content
+        if not isinstance(content, list):
+            raise PydanticCustomError("content", "content must be a string or a list of content parts")
+        for part in content:
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise PydanticCustomError("content_part", "each content part is an object with a string type")
+            if part["type"] == "text" and not isinstance(part.get("text"), str):
+                raise PydanticCustomError("content_part", "a text part's text must be a string")
+        return content
 
 
 class ChatRequest(BaseModel):
-    """OpenAI's chat request; fields declrag does not use are accepted (clients send many) and ignored."""
+    """OpenAI's chat request; fields declrag does not use are accepted (clients send many) and ignored. The
+    fields it reads are as strict as OpenAI's: ``stream`` is a JSON boolean (or null), ``model`` a string."""
 
     model_config = ConfigDict(extra="allow")
 
-    model: str | None = None
+    model: StrictStr | None = None
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    stream: StrictBool | None = False
 
 
 def last_user_text(req: ChatRequest) -> str | None:
@@ -49,7 +69,7 @@ def last_user_text(req: ChatRequest) -> str | None:
     for m in reversed(req.messages):
         if m.role == "user":
             if isinstance(m.content, list):
-                return "\n".join(str(p.get("text", "")) for p in m.content if p.get("type", "text") == "text")
+                return "\n".join(p["text"] for p in m.content if p["type"] == "text")
             return m.content or ""
     return None
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..config import Fusion, IngestConfig, Metric, Strict
 from ..errors import DeclragError
+from ..inputs import lone_surrogate
 from ..types import Chunk, Document, Hit
 
 # fields a filter may name; all of them are stored on every chunk (page may be null)
@@ -26,6 +27,7 @@ FILTER_FIELDS = {"id": str, "doc_id": str, "source": str, "title": str, "page": 
 NULLABLE = {"page"}
 # integers are stored as 32-bit on every backend; a filter value outside that range is refused
 INT_MIN, INT_MAX = -(2 ** 31), 2 ** 31 - 1
+MAX_DEPTH = 32  # how deep $and / $or may nest
 _OPS = {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin"}
 
 
@@ -81,7 +83,8 @@ class Filter:
     Meaning, the same on every backend (`matches` is the reference each backend's translation is tested
     against): ``$in: []`` matches nothing and ``$nin: []`` everything; a chunk without a page matches
     ``$ne`` and ``$nin`` on page (as in MongoDB) and no other condition on it. Integers must lie in the
-    32-bit range the stores hold.
+    32-bit range the stores hold; strings must be valid Unicode without NUL; ``$and``/``$or`` nest at most
+    `MAX_DEPTH` deep.
     """
 
     def __init__(self, spec: Mapping[str, Any]):
@@ -95,7 +98,10 @@ class Filter:
     def __repr__(self) -> str:
         return f"Filter({json.dumps(self.spec, sort_keys=True)})"
 
-    def _parse(self, spec: Any) -> Node:
+    def _parse(self, spec: Any, depth: int = 0) -> Node:
+        if depth > MAX_DEPTH:
+            raise DeclragError(f"invalid filter: $and / $or nest more than {MAX_DEPTH} deep",
+                               hint="flatten it: conditions on several keys of one mapping all apply")
         if not isinstance(spec, Mapping) or not spec:
             raise DeclragError(f"invalid filter {spec!r}: expected a non-empty mapping",
                                hint='write e.g. {"source": "a.pdf", "page": {"$gte": 2}}')
@@ -104,7 +110,7 @@ class Filter:
             if key in ("$and", "$or"):
                 if not isinstance(cond, list) or not cond:
                     raise DeclragError(f"invalid filter: {key} takes a non-empty list of filters")
-                parts.append(Junction(key[1:], tuple(self._parse(sub) for sub in cond)))
+                parts.append(Junction(key[1:], tuple(self._parse(sub, depth + 1) for sub in cond)))
                 continue
             if key not in FILTER_FIELDS:
                 raise DeclragError(f"invalid filter: unknown field {key!r}",
@@ -124,6 +130,9 @@ class Filter:
                                        f"got {val!r}", hint="stores hold 32-bit integers; no value outside matches")
                 if want is str and any("\x00" in v for v in vals):
                     raise DeclragError(f"invalid filter: a {key!r} value contains a NUL character")
+                if want is str and any(lone_surrogate(v) for v in vals):
+                    raise DeclragError(f"invalid filter: a {key!r} value is not valid Unicode (a lone surrogate)",
+                                       hint="send UTF-8 text; a surrogate escape must be part of a pair")
                 parts.append(Cond(key, op, list(val) if op in ("$in", "$nin") else val))
         return parts[0] if len(parts) == 1 else Junction("and", tuple(parts))
 
