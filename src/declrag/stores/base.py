@@ -83,8 +83,8 @@ class Filter:
     Meaning, the same on every backend (`matches` is the reference each backend's translation is tested
     against): ``$in: []`` matches nothing and ``$nin: []`` everything; a chunk without a page matches
     ``$ne`` and ``$nin`` on page (as in MongoDB) and no other condition on it. Integers must lie in the
-    32-bit range the stores hold; strings must be valid Unicode without NUL; ``$and``/``$or`` nest at most
-    `MAX_DEPTH` deep.
+    32-bit range the stores hold; strings must be valid Unicode without NUL or surrounding whitespace
+    (Weaviate trims both sides of what it compares); ``$and``/``$or`` nest at most `MAX_DEPTH` deep.
     """
 
     def __init__(self, spec: Mapping[str, Any]):
@@ -133,6 +133,9 @@ class Filter:
                 if want is str and any(lone_surrogate(v) for v in vals):
                     raise DeclragError(f"invalid filter: a {key!r} value is not valid Unicode (a lone surrogate)",
                                        hint="send UTF-8 text; a surrogate escape must be part of a pair")
+                if want is str and any(v != v.strip() for v in vals):  # Weaviate trims both sides; we refuse
+                    raise DeclragError(f"invalid filter: a {key!r} value begins or ends with whitespace ({val!r})",
+                                       hint="stores compare text fields without surrounding whitespace; strip it")
                 parts.append(Cond(key, op, list(val) if op in ("$in", "$nin") else val))
         return parts[0] if len(parts) == 1 else Junction("and", tuple(parts))
 
