@@ -317,7 +317,7 @@ def finetune_stage(comp: Compiler, prog, out: Path, progress: bool) -> tuple[Any
                            "the golden set has no gold passages (qrels, answer spans or JSONL `gold`) to train on")
         tell(progress, f"fine-tune skipped: {info['skipped']}")
         return prog, info
-    t0 = time.perf_counter()
+    t0 = t_stage = time.perf_counter()
     rows, counts = training_rows(prog, comp.golden, train, spec.hard_negatives, spec.seed, progress)
     info["mining_s"], info["pairs"] = round(time.perf_counter() - t0, 1), counts
     tuned_dir = out / "finetune" / "embedder"
@@ -354,6 +354,7 @@ def finetune_stage(comp: Compiler, prog, out: Path, progress: bool) -> tuple[Any
             leg = comp.program_for(c.model_copy(update={"retrieve": c.retrieve.model_copy(update={"alpha": 1.0})}))
             legs[name] = _score(comp, leg, splits["test"], f"test, vector leg, {name} embedder")[0]
         info["test"]["vector_leg"] = legs
+    info["stage_s"] = round(time.perf_counter() - t_stage, 1)
     d = gain["diff"] or 0.0
     tell(progress, f"fine-tune: {trained['steps']} steps in {trained['seconds']} s, "
                    f"re-embedding {info['reembed_s']} s; "
