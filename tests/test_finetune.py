@@ -163,3 +163,16 @@ def test_a_set_without_gold_passages_skips_the_stage_and_says_why():
         comp = SimpleNamespace(space=space, splits={"train": train, "dev": no_gold, "test": no_gold})
         kept, info = finetune_stage(comp, prog, Path("unused"), progress=False)
         assert kept is prog and why in info["skipped"] and "training" not in info
+
+
+@pytest.mark.slow
+def test_the_shipped_space_runs_on_a_set_without_its_source_split(tmp_path, caplog):
+    """As a new user would: a set with one split ("all"), the shipped space asking for "train" and "test"."""
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        s = compile_run("retrieval-finetune", str(GOLD), "shipped", tmp_path / "runs", Budget(max_trials=2),
+                        progress=False)
+    assert "no split 'train'" in s["split_note"] and "no split 'train'" in caplog.text
+    assert set(s["splits"]) == {"train", "dev", "test"} and s["finetune"]["training"]["steps"] == 40
+    assert s["finetune"]["kept"] in ("base", "tuned") and "ndcg@10" in s["best"]["test"]
