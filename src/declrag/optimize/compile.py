@@ -240,6 +240,7 @@ class Compiler:
             or ["ndcg@10", "hit@5"]
         metrics = get_metrics(names)
         rows, meter = [], Meter()
+        prog.embedder.embed_queries([ex.question for ex in examples if ex.gold])  # batched, then from the cache
         for ex in examples:
             if not ex.gold:
                 continue

@@ -42,6 +42,7 @@ def training_rows(prog: Any, golden: GoldenSet, examples: list[Example], hard_ne
     rows: list[dict[str, str]] = []
     counts = {"questions": 0, "no_gold": 0, "positive_from_pool": 0, "positive_from_document": 0,
               "short_of_negatives": 0}
+    prog.embedder.embed_queries([e.question for e in examples if e.gold])  # batched, then from the cache
     for ex in tqdm(examples, desc="fine-tune: mining hard negatives", unit="q", disable=not progress):
         gold = {d for d, g in ex.gold.items() if g > 0}
         if not gold or not ex.answerable:

@@ -223,6 +223,7 @@ def _score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float]
     """Metrics on ``examples`` and the per-question objective (for paired intervals)."""
     if comp.space.objective.retrieval_only:
         rows = []
+        prog.embedder.embed_queries([ex.question for ex in examples if ex.gold])  # batched, then from the cache
         for ex in examples:
             rows.append(comp.retrieval_scores(prog, [ex]))
         means = {k: _mean([r[k] for r in rows]) for k in rows[0]} if rows else {}
