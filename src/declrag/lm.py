@@ -368,15 +368,21 @@ class LocalProvider(CustomLLM):
     def _model(self, name: str):
         return self.models.get(name)
 
-    def completion(self, model: str, messages: list, optional_params: dict | None = None, **kwargs):
+    def _call(self, model: str, optional_params: dict | None) -> tuple[Any, threading.Lock, tuple]:
+        """The loaded model behind ``model``, its lock, and the sampling arguments its ``chat`` and
+        ``stream_chat`` take after the messages (temperature, max_tokens, stop, seed)."""
         p = optional_params or {}
         try:
             backend, lock = self._model(model)
         except DeclragError as e:
             raise CustomLLMError(status_code=400, message=str(e)) from e
+        return backend, lock, (float(p.get("temperature") or 0.0), int(p.get("max_tokens") or 256),
+                               p.get("stop"), p.get("seed"))
+
+    def completion(self, model: str, messages: list, optional_params: dict | None = None, **kwargs):
+        backend, lock, args = self._call(model, optional_params)
         with lock:
-            text, n_in, n_out = backend.chat(messages, float(p.get("temperature") or 0.0),
-                                             int(p.get("max_tokens") or 256), p.get("stop"), p.get("seed"))
+            text, n_in, n_out = backend.chat(messages, *args)
         return litellm.ModelResponse(
             model=f"local/{model}",
             choices=[litellm.Choices(index=0, finish_reason="stop",
@@ -392,14 +398,9 @@ class LocalProvider(CustomLLM):
         """LiteLLM's ``stream=True`` for a local model: its tokens as they are generated (LiteLLM's
         `GenericStreamingChunk`s), usage on the last chunk. The model stays locked until the stream ends or is
         closed (closing it stops the generation)."""
-        p = optional_params or {}
-        try:
-            backend, lock = self._model(model)
-        except DeclragError as e:
-            raise CustomLLMError(status_code=400, message=str(e)) from e
+        backend, lock, args = self._call(model, optional_params)
         with lock:
-            pieces = backend.stream_chat(messages, float(p.get("temperature") or 0.0), int(p.get("max_tokens") or 256),
-                                         p.get("stop"), p.get("seed"))
+            pieces = backend.stream_chat(messages, *args)
             try:
                 while True:
                     try:
