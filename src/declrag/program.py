@@ -12,12 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import shutil
 import time
 import warnings
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -26,6 +24,7 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
+from .about import versions
 from .config import ProgramConfig
 from .embed import Embedder, folder_sha256
 from .errors import DeclragError
@@ -51,16 +50,6 @@ from .types import Hit
 log = logging.getLogger(__name__)
 ARTIFACT_FORMAT = 1
 NEEDED_SPECS = ("generate", "rewrite", "multi_query", "hyde", "decompose", "step_back", "rerank", "judge")
-
-
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for pkg in ("declrag", "dspy", "litellm", "optuna", "lancedb", "sentence-transformers"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 class Answer(dspy.Prediction):

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import optuna
 
+from ..about import versions
 from ..errors import DeclragError
 from ..golden import load_golden
 from ..metrics.stats import mean_ci, paired_difference
-from ..program import versions
 from .compile import Budget, Compiler, digest_of, trial_counts, weighted
 from .space import Space, read_space, tidy_params
 
