@@ -80,6 +80,30 @@ def index(
     return report
 
 
+def load_documents(paths: Sequence[str | Path] = (), datasets: Sequence[str] = ()) -> tuple[list[Document], list]:
+    """The documents `index` would index from these files, folders and golden-set corpora, under the same ids,
+    and the files skipped (with reasons)."""
+    from .ingest.loaders import LoadError, Skipped, iter_files, load_file
+
+    _check_paths(paths)
+    docs: list[Document] = []
+    skipped: list[Skipped] = []
+    for item in iter_files(paths):
+        if isinstance(item, Skipped):
+            skipped.append(item)
+            continue
+        try:
+            docs += load_file(item)
+        except LoadError as e:
+            skipped.append(Skipped(str(item), e.reason))
+    if datasets:
+        from .golden import load_golden
+
+        for name in datasets:
+            docs += load_golden(name).documents
+    return docs, skipped
+
+
 def _check_paths(paths: Sequence[str | Path]) -> None:
     """Refuse paths that do not exist: a typo the user must hear about. (A file that exists but cannot be
     loaded, being binary, empty or corrupt, is skipped with a reason by the indexer, and the run goes on.)"""

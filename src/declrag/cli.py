@@ -107,6 +107,57 @@ def index(
 
 
 @app.command()
+def synth(
+    paths: Annotated[list[Path] | None, typer.Argument(help="files and folders (recursive) to draw questions from")
+                     ] = None,
+    dataset: Annotated[list[str] | None, typer.Option(
+        "--dataset", help="a golden-set corpus by name or path (its documents only); repeatable")] = None,
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="the folder to write the golden set to (use it as --dataset OUT)")] = Path("synth"),
+    n: Annotated[int, typer.Option("--n", help="questions to keep")] = 300,
+    model: Annotated[str | None, typer.Option(
+        help="the LM route that writes questions and answers (default: $DECLRAG_MODEL, else local/smollm2); "
+             "none: pseudo-queries without a model (a retrieval-only set)")] = None,
+    seed: Annotated[int, typer.Option(help="seed of sampling, question types and splits (same seed, same set)")] = 13,
+    max_lm_calls: Annotated[int | None, typer.Option(help="stop generating after this many LM calls")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="continue a killed run with the same arguments")] = False,
+    force: Annotated[bool, typer.Option("--force", help="replace --out if it exists")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+):
+    """Make a golden set from your own documents: questions, reference answers, gold documents, train/dev/test."""
+    from .config import DEFAULT_ROUTE
+    from .program import model_route
+    from .synth import from_sources
+
+    route = model_route(model) or DEFAULT_ROUTE
+    report, skipped = from_sources(paths or [], dataset or [], out_dir, n, model=None if route == "none" else route,
+                                   seed=seed, force=force, resume=resume, max_lm_calls=max_lm_calls,
+                                   progress=not quiet, say=lambda m: err.print(m, markup=False, highlight=False))
+    for s in skipped:
+        err.print(f"skipped {s.path}: {s.reason}", markup=False, highlight=False)
+    t = Table(title=f"synth: {report.kept} questions from {report.documents} documents -> {report.out}")
+    for col in ("step", "questions"):
+        t.add_column(col, justify="left" if col == "step" else "right")
+    t.add_row("generated", str(report.generated))
+    for reason, k in report.removed.items():
+        t.add_row(f"removed: {reason}", f"-{k}")
+    t.add_row("kept (after sampling to --n)", str(report.kept))
+    for name, k in report.splits.items():
+        t.add_row(f"  {name}", str(k))
+    for kind, k in report.by_kind.items():
+        t.add_row(f"  {kind} questions", str(k))
+    if report.judged_gold_added:
+        t.add_row("gold documents added by grading", str(report.judged_gold_added))
+    out.print(t)
+    if lm := report.lm:
+        out.print(f"{lm['calls']} LM calls on {lm['route']}, {lm['tokens_in']} tokens in, {lm['tokens_out']} out, "
+                  f"${lm['cost_usd']:.4f}; {lm['malformed']} passages without a usable question"
+                  + (f"; stopped by {lm['stopped_by']}" if lm.get("stopped_by") else ""), markup=False, highlight=False)
+    out.print(f"use it: --dataset {report.out} (eval, compile); report: {report.out}/report.json",
+              markup=False, highlight=False)
+
+
+@app.command()
 def search(
     query: Annotated[str, typer.Argument(help="what to look for")],
     store: StoreOpt = None,

@@ -140,6 +140,8 @@ def load_golden(name_or_path: str, *, split: str | None = None) -> GoldenSet:
         return _load(_read_spec(p), split)
     if p.suffix in (".yaml", ".yml") and not p.exists() and p.stem in known:  # datasets/NAME.yaml from anywhere
         return _load(_read_spec(known[p.stem]), split)
+    if p.is_dir() and (p / "dataset.yaml").is_file():  # a folder that declares itself (what declrag synth writes)
+        return _load(_read_spec(p / "dataset.yaml"), split)
     if p.exists():
         p = p.resolve()
         return _load(DatasetSpec(name=p.stem if p.is_file() else p.name, format=_detect(p), path=str(p)), split)

@@ -72,6 +72,10 @@ def _spans(items: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
     return _dedup(items)
 
 
+def _squad_answer(a: Any) -> bool:
+    return isinstance(a, dict) and isinstance(a.get("text"), str) and isinstance(a.get("answer_start"), int)
+
+
 def _gold(value: Any) -> dict[str, int]:
     if isinstance(value, dict):
         return {str(k): int(v) for k, v in value.items() if int(v) > 0}
@@ -227,7 +231,8 @@ def _cmu_file(qf: Path, docs: dict[str, Document]) -> list[Example]:
 
 
 def jsonl(files: dict[str, Path], corpus: Path | None) -> Parsed:
-    """User golden files: ``question`` plus optional id, answers, gold, answerable, metadata."""
+    """User golden files: ``question`` plus optional id, answers (strings, or SQuAD's text and answer_start), gold,
+    answerable, metadata."""
     docs = beir_docs(read_jsonl(corpus), str(corpus)) if corpus else []
     out = {}
     for name, f in files.items():
@@ -238,19 +243,22 @@ def jsonl(files: dict[str, Path], corpus: Path | None) -> Parsed:
                 raise DeclragError(f"{f}:{n}: no `question`", hint="each line needs a non-empty `question` string")
             answers = r.get("answers")
             if not (answers is None or isinstance(answers, str)
-                    or (isinstance(answers, list) and all(isinstance(a, str) for a in answers))):
-                bad = (next((a for a in answers if not isinstance(a, str)), answers) if isinstance(answers, list)
-                       else answers)
+                    or (isinstance(answers, list) and (all(isinstance(a, str) for a in answers)
+                                                       or all(_squad_answer(a) for a in answers)))):
+                bad = (next((a for a in answers if not (isinstance(a, str) or _squad_answer(a))), answers)
+                       if isinstance(answers, list) else answers)
                 raise DeclragError(f"{f}:{n}: reference answer {bad!r} is not a string",
-                                   hint="`answers` is a string or a list of strings")
+                                   hint="`answers` is a string, a list of strings, or SQuAD's "
+                                        "[{\"text\": ..., \"answer_start\": offset in the gold document}]")
             rid = str(r.get("id", f"{f.stem}:{n}"))
             if rid in seen:
                 raise DeclragError(f"{f}:{n}: duplicate example id {rid!r} (first on line {seen[rid]})",
                                    hint="example ids must be unique")
             seen[rid] = n
             try:
-                exs.append(Example(id=rid, question=r["question"],
-                                   answers=_spans(r.get("answers"))[0], gold=_gold(r.get("gold")),
+                texts, starts = _spans(r.get("answers"))
+                exs.append(Example(id=rid, question=r["question"], answers=texts, answer_starts=starts,
+                                   gold=_gold(r.get("gold")),
                                    answerable=bool(r.get("answerable", True)), metadata=r.get("metadata") or {}))
             except (TypeError, ValueError) as e:
                 raise DeclragError(f"{f}:{n}: malformed example: {e}",

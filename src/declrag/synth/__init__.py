@@ -1,0 +1,363 @@
+"""Golden sets from the user's own documents (`declrag synth`): questions whose gold is the document they came
+from, filtered and counted, written as a golden set that `--dataset DIR` loads everywhere.
+
+The path: the documents are cut into passages (sentence chunks of ``SYNTH_CHUNKER``); passages are drawn
+uniformly, so documents are sampled in proportion to their length and no file dominates; each passage gives a
+question (`generate`: pseudo-queries without a model, or an LM's question of a drawn type with its checked
+reference answer); the filters (`filters`) drop what cannot serve as a test item, each counted with examples;
+judged gold is added; the kept questions are split into train/dev/test by source document (seeded, so no
+document's questions land in two splits).
+
+The output folder holds ``corpus.jsonl`` (the documents under the ids `declrag index` gives them),
+``train.jsonl``/``dev.jsonl``/``test.jsonl`` (the jsonl golden format, provenance in ``metadata``),
+``dataset.yaml`` (the declaration `load_golden` reads for the folder), ``report.json`` and, with an LM,
+``generated.jsonl`` (every passage's outcome: its candidate, or why it gave none). Work goes to
+``OUT.partial/`` and is moved into place when complete: nothing is ever half written. With an LM, every passage
+done is appended to ``OUT.partial/generated.jsonl`` as it is done, so a killed run resumes there (``resume``)
+and loses at most the passage in flight; each passage draws from its own seeded generator, so a resumed run
+makes the same set as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from tqdm import tqdm
+
+from ..config import ChunkerConfig, IngestConfig
+from ..embed import Embedder
+from ..errors import DeclragError
+from ..ingest.chunkers import Chunker
+from ..types import Chunk, Document
+from . import filters
+from .filters import normalize
+from .generate import ON_PASSAGE, Candidate, LMWriter, answer_problem, cloze_query, lm_kind, off_passage, title_query
+
+__all__ = ["Candidate", "SynthReport", "cloze_query", "from_sources", "normalize", "split_by_document", "synthesize"]
+
+SPLITS = {"train": 0.6, "dev": 0.2, "test": 0.2}
+MIN_PASSAGE_WORDS = 30
+OVERSAMPLE = 1.5  # candidates generated per question wanted (the filters drop some)
+SYNTH_CHUNKER = ChunkerConfig(name="sentence", chunk_size=192, overlap=0)  # the passages questions come from
+
+
+@dataclass
+class SynthReport:
+    """What a synth run did: candidates generated, how many each filter removed (with examples), kept by split."""
+
+    generator: str
+    seed: int
+    documents: int
+    passages: int
+    generated: int = 0
+    removed: dict[str, int] = field(default_factory=dict)
+    removed_examples: dict[str, list[str]] = field(default_factory=dict)
+    kept: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+    splits: dict[str, int] = field(default_factory=dict)
+    found_by: dict[str, int] = field(default_factory=dict)
+    judged_gold_added: int = 0
+    gold: str = "seed document only"
+    lm: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+    out: str = ""
+
+    def drop(self, reason: str, c: Candidate) -> None:
+        self.removed[reason] = self.removed.get(reason, 0) + 1
+        shown = self.removed_examples.setdefault(reason, [])
+        if len(shown) < 5:
+            shown.append(c.question)
+
+    def summary(self) -> str:
+        removed = ", ".join(f"{n} {r}" for r, n in self.removed.items()) or "none"
+        return (f"{self.kept} questions kept of {self.generated} generated from {self.passages} passages of "
+                f"{self.documents} documents ({', '.join(f'{k} {v}' for k, v in self.splits.items())}); "
+                f"removed: {removed}; {self.wall_s} s")
+
+
+def from_sources(paths: Sequence[str | Path] = (), datasets: Sequence[str] = (), out: str | Path = "synth",
+                 n: int = 300, **options: Any) -> tuple[SynthReport, list]:
+    """`synthesize` on the documents `declrag index` would index from these files, folders and golden-set
+    corpora (same ids); returns the report and the files skipped."""
+    from ..api import load_documents
+
+    if not paths and not datasets:
+        raise DeclragError("nothing to draw questions from", hint="give file or folder paths, or --dataset NAME")
+    docs, skipped = load_documents(paths, datasets)
+    return synthesize(docs, out, n, **options), skipped
+
+
+def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model: str | None = None, seed: int = 13,
+               ingest: IngestConfig | None = None, force: bool = False, resume: bool = False,
+               max_lm_calls: int | None = None, embedder: Embedder | None = None, progress: bool = True,
+               say: Callable[[str], None] = lambda _: None) -> SynthReport:
+    """Write a golden set of at most ``n`` questions drawn from ``documents`` to the folder ``out``.
+
+    ``model``: the LM route that writes questions and reference answers; None makes pseudo-queries with no model
+    (a retrieval-only set). ``ingest``: the index the filters search (default: declrag's defaults).
+    ``max_lm_calls`` stops generating at that many LM calls (what was made so far is kept and filtered).
+    """
+    started = time.perf_counter()
+    out = Path(out)
+    work = out.with_name(out.name + ".partial")
+    if n < 1:
+        raise DeclragError(f"--n must be at least 1, got {n}", hint="e.g. --n 300")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise DeclragError(f"{out} exists and is not empty", hint="choose another --out, or pass --force to replace it")
+    if resume and not (work / "generated.jsonl").is_file():
+        raise DeclragError(f"nothing to resume: {work / 'generated.jsonl'} does not exist",
+                           hint="run without --resume (only a run with --model writes what --resume continues)")
+    writer = LMWriter(model) if model is not None else None  # checks the route before any work
+    docs = [d for d in documents if d.text.strip()]
+    if not docs:
+        raise DeclragError("no documents with text to draw questions from", hint="check the sources")
+    if len({d.id for d in docs}) != len(docs):
+        raise DeclragError("two documents share an id", hint="document ids must be unique")
+    ingest = ingest or IngestConfig()
+    emb = embedder or Embedder(ingest.embedder)
+    chunker = Chunker(SYNTH_CHUNKER, emb.tokens)
+    passages = [(d, c) for d in docs for c in chunker(d) if len(c.text.split()) >= MIN_PASSAGE_WORDS]
+    if not passages:
+        raise DeclragError(f"no passage of at least {MIN_PASSAGE_WORDS} words in {len(docs)} documents",
+                           hint="synth needs documents with running text")
+    report = SynthReport(generator=f"LM {model}" if model else "no model (cloze and title pseudo-queries)",
+                         seed=seed, documents=len(docs), passages=len(passages))
+    from ..api import corpus_store
+
+    store, _ = corpus_store(docs, ingest, label="synth", embedder=emb, progress=progress)
+    if not resume:
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    want = math.ceil(OVERSAMPLE * n)
+    if writer is None:
+        cands = _pseudo_queries(docs, passages, want, seed)
+    else:
+        cands = _lm_questions(writer, passages, want, seed, store, emb, work / "generated.jsonl", report,
+                              max_lm_calls, progress, say)
+    report.generated = len(cands)
+    by_id = {d.id: d for d in docs}
+    kept = filters.wording_and_duplicates(cands, emb, report.drop)
+    kept = filters.round_trip(kept, store, emb, report.drop, report.found_by)
+    kept = _sample(kept, n, random.Random(seed))
+    if model is not None:
+        report.judged_gold_added = filters.grade(kept, store, emb, lambda i: by_id[i].text)
+        report.gold = "seed document, plus pooled documents that contain the reference answer (keyword, vector " \
+                      f"and hybrid top {filters.POOL_K})"
+    splits = split_by_document(kept, seed)
+    report.kept = len(kept)
+    report.splits = {k: len(v) for k, v in splits.items()}
+    for c in kept:
+        report.by_kind[c.kind] = report.by_kind.get(c.kind, 0) + 1
+    report.wall_s = round(time.perf_counter() - started, 1)
+    report.out = str(out)
+    if not kept:
+        raise DeclragError(f"none of the {report.generated} generated questions passed the filters "
+                           f"({', '.join(f'{v} {k}' for k, v in report.removed.items()) or 'none generated'})",
+                           hint="give more documents, or documents with more running text; see the counts above")
+    _write(work, out, docs, splits, report)
+    say(report.summary())
+    return report
+
+
+# --------------------------------------------------------------------------------------------- generation
+def _pseudo_queries(docs: Sequence[Document], passages: list[tuple[Document, Chunk]], want: int,
+                    seed: int) -> list[Candidate]:
+    """Title queries from documents with real titles of their own (at most a fifth), then cloze queries from
+    passages drawn uniformly (documents in proportion to their length)."""
+    rng = random.Random(seed)
+    counts: dict[str, int] = {}
+    for d in docs:
+        if t := title_query(d):
+            counts[normalize(t)] = counts.get(normalize(t), 0) + 1
+    # a title names its document only where no other document has it (SQuAD's paragraphs share their article's)
+    titled = [d for d in docs if (t := title_query(d)) and counts[normalize(t)] == 1]
+    rng.shuffle(titled)
+    out = [Candidate(question=t, kind="title", doc_id=d.id, span=(0, len(d.text)))
+           for d in titled[: want // 5] if (t := title_query(d))]
+    for i in _order(len(passages), seed):
+        if len(out) >= want:
+            break
+        doc, chunk = passages[i]
+        if (made := cloze_query(chunk.text, chunk.start, random.Random(f"{seed}:{i}"))) is not None:
+            out.append(Candidate(question=made[0], kind="cloze", doc_id=doc.id, span=made[1], passage=i))
+    return out
+
+
+def _order(n: int, seed: int) -> list[int]:
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def _lm_questions(writer: LMWriter, passages: list[tuple[Document, Chunk]], want: int, seed: int, store, emb,
+                  log: Path, report: SynthReport, max_lm_calls: int | None, progress: bool,
+                  say: Callable[[str], None]) -> list[Candidate]:
+    """One question per passage drawn, of a type drawn in `LM_KINDS`' shares, with its checked reference answer;
+    every passage done is appended to ``log`` (a candidate, or why it gave none)."""
+    from ..lm import Meter, metering
+
+    model = writer.route
+    done: dict[int, dict] = {}
+    for line in log.read_text(encoding="utf-8").splitlines() if log.is_file() else []:
+        try:
+            row = json.loads(line)
+            done[int(row["passage"])] = row
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut by a kill: that passage is done again
+    order = _order(len(passages), seed)
+    _estimate(model, passages, order, want, len(done), say)
+    meter = Meter()
+    cands: list[Candidate] = []
+    bar = tqdm(total=want, desc="questions", unit="q", disable=not progress)
+    with log.open("a", encoding="utf-8") as f, metering(meter):
+        for i in order:
+            if len(cands) >= want:
+                break
+            if i in done:
+                row = done[i]
+            else:
+                if max_lm_calls is not None and meter.total().calls >= max_lm_calls:
+                    report.lm["stopped_by"] = f"--max-lm-calls {max_lm_calls}"
+                    break
+                row = _one(writer, i, passages, store, emb, random.Random(f"{seed}:{i}"))
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.flush()
+            if "dropped" in row:
+                report.drop(row["dropped"], Candidate(question=row.get("question", ""), kind=row["kind"],
+                                                      doc_id=row["doc_id"], span=(0, 0)))
+                continue
+            cands.append(Candidate(**{**row["candidate"], "span": tuple(row["candidate"]["span"]),
+                                      "answers": tuple(row["candidate"]["answers"]),
+                                      "answer_starts": tuple(row["candidate"]["answer_starts"])}))
+            bar.update(1)
+    bar.close()
+    total = meter.total()
+    report.lm.update({"route": model, "calls": total.calls, "tokens_in": total.tokens_in,
+                      "tokens_out": total.tokens_out, "cost_usd": round(total.cost_usd, 6),
+                      "resumed_passages": len(done), "malformed": writer.malformed})
+    return cands
+
+
+def _one(writer: LMWriter, i: int, passages: list[tuple[Document, Chunk]], store, emb,
+         rng: random.Random) -> dict:
+    """The log row of passage ``i``: its candidate, or why it gave none."""
+    doc, chunk = passages[i]
+    kind = lm_kind(rng)
+    text, gold = chunk.text, {doc.id: 1}
+    if kind == "multi":  # a related passage of another document, found with the store's own hybrid search
+        hits = store.hybrid_search(chunk.text, emb.embed_queries([chunk.text])[0], 10)
+        other = next((h for h in hits if h.doc_id != doc.id), None)
+        if other is None:
+            kind = "factoid"
+        else:
+            text, gold = f"Excerpt 1:\n{chunk.text}\n\nExcerpt 2:\n{other.text}", {doc.id: 1, other.doc_id: 1}
+    base = {"passage": i, "kind": kind, "doc_id": doc.id}
+    question = writer.question(kind, text)
+    if question is None:
+        return {**base, "dropped": "malformed model output (no usable question)"}
+    if off_passage(question, text):
+        return {**base, "dropped": f"question off its passage (under {ON_PASSAGE:.0%} of its words in it)",
+                "question": question}
+    if kind == "unanswerable":
+        cand = Candidate(question=question, kind=kind, doc_id=doc.id, span=(chunk.start, chunk.end), answerable=False,
+                         passage=i)
+        return {**base, "candidate": asdict(cand)}
+    answer = writer.answer(kind if kind in writer.answers else "explanatory", text, question)
+    problem, at = answer_problem(kind, answer, text)
+    if problem:
+        return {**base, "dropped": problem, "question": question}
+    starts = (chunk.start + at,) if at is not None else ()
+    cand = Candidate(question=question, kind=kind, doc_id=doc.id, span=(chunk.start, chunk.end), answers=(answer,),
+                     answer_starts=starts, gold=gold, passage=i)
+    return {**base, "candidate": asdict(cand)}
+
+
+def _estimate(model: str, passages: list[tuple[Document, Chunk]], order: list[int], want: int, done: int,
+              say: Callable[[str], None]) -> None:
+    """Say, before any call, how many LM calls and tokens the run will take, and the price where LiteLLM knows it."""
+    import litellm
+
+    todo = [passages[i][1] for i in order[done: done + want]]
+    calls = round(len(todo) * 1.85)  # a question, and an answer for 85% of them (not for unanswerable ones)
+    tokens_in = round(sum(len(c.text.split()) * 1.3 + 80 for c in todo) * 1.85)
+    tokens_out = calls * 40
+    try:
+        cost_in, cost_out = litellm.cost_per_token(model=model, prompt_tokens=tokens_in, completion_tokens=tokens_out)
+        price = f"about ${cost_in + cost_out:.2f}"
+    except Exception:  # noqa: BLE001 - LiteLLM does not know the route's price
+        price = "free" if model.startswith("local/") else "price unknown to LiteLLM"
+    say(f"synth: about {calls} LM calls on {model} ({tokens_in:,} tokens in, {tokens_out:,} out at most; {price}); "
+        "--max-lm-calls caps them")
+
+
+def _sample(kept: list[Candidate], n: int, rng: random.Random) -> list[Candidate]:
+    if len(kept) <= n:
+        return kept
+    return [kept[i] for i in sorted(rng.sample(range(len(kept)), n))]
+
+
+def split_by_document(cands: list[Candidate], seed: int) -> dict[str, list[Candidate]]:
+    """train/dev/test in the proportions of ``SPLITS``, whole documents at a time (seeded): no document's
+    questions are in two splits. Test and dev are filled first, so small sets still have both."""
+    by_doc: dict[str, list[Candidate]] = {}
+    for c in cands:
+        by_doc.setdefault(c.doc_id, []).append(c)
+    ids = sorted(by_doc)
+    random.Random(seed).shuffle(ids)
+    total, out = len(cands), {k: list[Candidate]() for k in SPLITS}
+    for did in ids:
+        for name in ("test", "dev", "train"):
+            if name == "train" or len(out[name]) < SPLITS[name] * total:
+                out[name].extend(by_doc[did])
+                break
+    return {k: v for k, v in out.items() if v}
+
+
+# --------------------------------------------------------------------------------------------- output
+def _write(work: Path, out: Path, docs: Sequence[Document], splits: dict[str, list[Candidate]],
+           report: SynthReport) -> None:
+    with (work / "corpus.jsonl").open("w", encoding="utf-8") as f:
+        for d in docs:  # the title stays in metadata: the jsonl reader would put it before the text
+            f.write(json.dumps({"_id": d.id, "title": "", "text": d.text,
+                                "metadata": {**d.metadata, "source": d.source, "title": d.title,
+                                             **({"page": d.page} if d.page is not None else {})}},
+                               ensure_ascii=False) + "\n")
+    for name, cands in splits.items():
+        with (work / f"{name}.jsonl").open("w", encoding="utf-8") as f:
+            for i, c in enumerate(cands):
+                f.write(json.dumps({
+                    "id": f"synth-{name}-{i}", "question": c.question,
+                    "answers": [{"text": a, "answer_start": s} for a, s in zip(c.answers, c.answer_starts)]
+                    if c.answer_starts else list(c.answers),
+                    "gold": c.gold, "answerable": c.answerable,
+                    "metadata": {"synthetic": True, "generator": report.generator, "seed": report.seed,
+                                 "kind": c.kind, "source_doc": c.doc_id, "span": list(c.span), "filters": c.scores},
+                }, ensure_ascii=False) + "\n")
+    kinds = ", ".join(f"{k} {v}" for k, v in report.by_kind.items())
+    filtered = ", ".join(f"{r} removed {k}" for r, k in report.removed.items()) or "none removed"
+    decl = {"name": out.name, "format": "jsonl", "path": ".", "corpus": "corpus.jsonl",
+            "splits": {k: f"{k}.jsonl" for k in splits},
+            "description": f"Synthetic, made by declrag synth from {report.documents} documents: {report.kept} "
+                           f"questions ({kinds}) by {report.generator}, seed {report.seed}; gold: {report.gold}; "
+                           + ("with reference answers. " if report.lm else "retrieval only (no reference answers). ")
+                           + f"Filters: {filtered}."}
+    (work / "dataset.yaml").write_text(yaml.safe_dump(decl, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    (work / "report.json").write_text(json.dumps(asdict(report), indent=2, ensure_ascii=False), encoding="utf-8")
+    if out.exists():
+        old = out.with_name(out.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        out.replace(old)
+        work.replace(out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        work.replace(out)

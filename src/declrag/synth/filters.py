@@ -1,0 +1,131 @@
+"""The filters of `declrag synth`, each counted in the report with examples of what it removed, and the grading
+that adds gold beyond the seed passage.
+
+- wording that only makes sense beside the passage ("according to the text", "in this passage"), or that is
+  about the task ("this question", "your answer");
+- exact duplicates (normalized text) and near duplicates (embedding cosine >= ``DEDUP_COSINE``);
+- the round trip: an answerable question's source document must come back in the top ``ROUND_TRIP_K`` of the
+  keyword or the vector leg of the set's own index (both legs, so the set does not simply favour the retriever
+  that filtered it; each leg's rank is recorded);
+- judged gold (``grade``): a synthetic question is often answered by other documents too, and a set that counts
+  only its seed as relevant ranks systems badly. The top candidates of the keyword, vector and hybrid legs are
+  pooled, and a pooled document that contains the reference answer (normalized) is graded relevant. Sets
+  without reference answers (no model) keep seed-only gold, and say so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from ..metrics.text import squad_normalize
+from ..stores.base import Store
+from ..stores.bm25 import tokenize
+from .generate import Candidate
+
+DEDUP_COSINE = 0.95
+ROUND_TRIP_K = 20
+POOL_K = 5  # per leg, for grading
+# a question that only makes sense beside its passage, or that is about the task rather than the subject
+_PASSAGE_WORDING = re.compile(
+    r"\b(according to|in|from|of|about|by) (the|this|that|these|above|given) (text|passage|document|article|"
+    r"context|excerpts?|paragraph|summary|sentence)s?\b|"
+    r"\b(the|this|that) (text|passage|excerpt|paragraph|author|sentence) (says?|states?|mentions?|describes?|"
+    r"suggests?|discusses?|is about)\b|"
+    r"\b(this|that|the|these|above|given) (passage|excerpts?|paragraph)\b|"
+    r"\b(this|that|the|your|my|next) (question|answer)\b",
+    re.I)
+
+
+class Drop(Protocol):
+    def __call__(self, reason: str, c: Candidate) -> None: ...
+
+
+class QueryEmbedder(Protocol):
+    def embed_queries(self, texts: list[str]) -> np.ndarray: ...
+
+
+def normalize(question: str) -> str:
+    return " ".join(tokenize(question))
+
+
+def wording_and_duplicates(cands: list[Candidate], emb: QueryEmbedder, drop: Drop) -> list[Candidate]:
+    kept: list[Candidate] = []
+    seen: set[str] = set()
+    for c in cands:
+        if _PASSAGE_WORDING.search(c.question):
+            drop("passage-dependent wording", c)
+        elif (key := normalize(c.question)) in seen or not key:
+            drop("exact duplicate", c)
+        else:
+            seen.add(key)
+            kept.append(c)
+    if not kept:
+        return kept
+    vecs = emb.embed_queries([c.question for c in kept])
+    vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    unique: list[int] = []
+    for i, c in enumerate(kept):
+        sim = float(np.max(vecs[unique] @ vecs[i])) if unique else 0.0
+        if sim >= DEDUP_COSINE:
+            drop(f"near duplicate (cosine >= {DEDUP_COSINE})", c)
+            continue
+        c.scores["max_cosine_to_kept"] = round(sim, 4)
+        unique.append(i)
+    return [kept[i] for i in unique]
+
+
+def _ranked_docs(hits) -> list[str]:
+    return list(dict.fromkeys(h.doc_id for h in hits))
+
+
+def round_trip(cands: list[Candidate], store: Store, emb: QueryEmbedder, drop: Drop,
+               found_by: dict[str, int]) -> list[Candidate]:
+    """Keep an answerable question whose source document is in the top ``ROUND_TRIP_K`` of the keyword or the
+    vector leg (each leg's rank recorded; None: not found). Unanswerable questions have no source to find."""
+    if not cands:
+        return cands
+    vecs = emb.embed_queries([c.question for c in cands])
+    out = []
+    for c, v in zip(cands, vecs):
+        if not c.answerable:
+            out.append(c)
+            continue
+        ranks: dict[str, int | None] = {}
+        for leg, docs in (("keyword", _ranked_docs(store.keyword_search(c.question, ROUND_TRIP_K))),
+                          ("vector", _ranked_docs(store.vector_search(v, ROUND_TRIP_K)))):
+            ranks[leg] = docs.index(c.doc_id) + 1 if c.doc_id in docs else None
+        c.scores["round_trip_rank"] = ranks
+        found = [leg for leg, r in ranks.items() if r is not None]
+        if not found:
+            drop(f"round trip (source not in the top {ROUND_TRIP_K} of either leg)", c)
+            continue
+        found_by["+".join(found)] = found_by.get("+".join(found), 0) + 1
+        out.append(c)
+    return out
+
+
+def grade(cands: list[Candidate], store: Store, emb: QueryEmbedder, text_of: Callable[[str], str]) -> int:
+    """Judged gold: for each question with a reference answer, pool the top ``POOL_K`` documents of the keyword,
+    vector and hybrid legs and grade relevant (1) every pooled document whose text contains the answer
+    (normalized). Returns how many gold documents this added beyond the seeds."""
+    todo = [c for c in cands if c.answerable and c.answers]
+    if not todo:
+        return 0
+    vecs = emb.embed_queries([c.question for c in todo])
+    added = 0
+    for c, v in zip(todo, vecs):
+        pool = dict.fromkeys(_ranked_docs(store.keyword_search(c.question, POOL_K * 3))[:POOL_K]
+                             + _ranked_docs(store.vector_search(v, POOL_K * 3))[:POOL_K]
+                             + _ranked_docs(store.hybrid_search(c.question, v, POOL_K * 3))[:POOL_K])
+        answers = [a for a in (squad_normalize(x) for x in c.answers) if a]
+        extra = [d for d in pool if d not in c.gold
+                 and any(a in squad_normalize(text_of(d)) for a in answers)]
+        for d in extra:
+            c.gold[d] = 1
+        c.scores["judged"] = {"pool": len(pool), "added": extra, "grader": "answer in document"}
+        added += len(extra)
+    return added

@@ -1,0 +1,173 @@
+"""The question writers of `declrag synth`.
+
+Without a model: *cloze* pseudo-queries (a sentence of the passage cut down to a random part of its content
+words, so that it is not a verbatim copy for keyword search to match) and document *titles* (where a document
+has a real title of its own). With an LM route: one declared prompt per question type (`signatures/
+synth_factoid.yaml`, `synth_explanatory.yaml`, `synth_unanswerable.yaml`, `synth_multi.yaml`, each with a demo),
+then the reference answer (`synth_answer.yaml`), checked against its passage: a factoid answer must be an exact
+span of it (its offset is kept), an explanatory one supported sentence by sentence (the faithfulness metric).
+Each prompt has one output field, which a 135M model can keep; a reply that is not a usable question is retried
+(at a higher temperature, another seed) and then counted as malformed and dropped, never a crash; a question
+most of whose words are not in its passage (a copied demo, another subject) is dropped and counted too.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import LMConfig
+from ..ingest.chunkers import sentence_spans
+from ..stores.bm25 import STOPWORDS_EN, tokenize
+from ..types import Document
+
+CLOZE_KEEP = 0.6  # the share of a sentence's content words a cloze query keeps
+LM_KINDS = {"factoid": 0.5, "explanatory": 0.25, "unanswerable": 0.15, "multi": 0.10}  # shares of LM questions
+RETRIES = 1  # more attempts at a usable question per passage
+FAITHFUL = 0.5  # an explanatory answer needs at least this share of its sentences supported by its passage
+ON_PASSAGE = 0.5  # a question needs at least this share of its content words in its passage (else: a copied demo,
+# or a question about something else)
+_LEAD = re.compile(r"^\s*(?:[-*•]+|\(?\d+[.)]|q\d*[:.)]|question\s*\d*\s*[:.)-])\s*", re.I)
+_WH = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "much", "many"}
+_ANSWER_LEAD = re.compile(r"^\s*(?:answer\s*[:.)-]|a[:.)])\s*", re.I)
+_LACKS = re.compile(r"\b(not (mentioned|stated|given|provided|specified|say|said)|does(n't| not) (say|mention|"
+                    r"specify|provide|state|tell)|no information|cannot be (determined|answered)|"
+                    r"(i )?don'?t know|unknown|not in the (passage|text))\b", re.I)
+
+
+@dataclass
+class Candidate:
+    """A generated question before filtering, with its provenance."""
+
+    question: str
+    kind: str  # cloze | title | factoid | explanatory | unanswerable | multi
+    doc_id: str
+    span: tuple[int, int]
+    answers: tuple[str, ...] = ()
+    answer_starts: tuple[int, ...] = ()
+    answerable: bool = True
+    gold: dict[str, int] = field(default_factory=dict)  # the seed document(s); judged gold is added later
+    scores: dict[str, Any] = field(default_factory=dict)
+    passage: int = -1  # the index of the passage it came from (what --resume skips)
+
+    def __post_init__(self) -> None:
+        if not self.gold and self.answerable:
+            self.gold = {self.doc_id: 1}
+
+
+# --------------------------------------------------------------------------------------------- no model
+def content_words(text: str) -> list[str]:
+    return [w for w in re.findall(r"[^\W_]+(?:[-'][^\W_]+)*", text) if w.lower() not in STOPWORDS_EN]
+
+
+def cloze_query(passage: str, offset: int, rng: random.Random) -> tuple[str, tuple[int, int]] | None:
+    """A pseudo-query from a sentence of the passage: a random ``CLOZE_KEEP`` share of its content words, in order
+    (the inverse cloze task, cropped), and the sentence's span in the document (``offset``: the passage's)."""
+    spans = [(a, b) for a, b in sentence_spans(passage) if 6 <= len(content_words(passage[a:b])) <= 40]
+    if not spans:
+        return None
+    a, b = rng.choice(spans)
+    words = content_words(passage[a:b])
+    keep = sorted(rng.sample(range(len(words)), max(4, math.ceil(CLOZE_KEEP * len(words)))))
+    return " ".join(words[i] for i in keep), (offset + a, offset + b)
+
+
+def title_query(doc: Document) -> str | None:
+    """A document's title as a query, where it is a real title (at least three words, not a file name)."""
+    title = " ".join(doc.title.split())
+    stem = Path(doc.source).stem if doc.source else ""
+    if len(tokenize(title)) < 3 or title == stem or "/" in title or title.endswith((".pdf", ".md", ".txt")):
+        return None
+    return title
+
+
+# --------------------------------------------------------------------------------------------- an LM
+def clean_question(text: str | None) -> str | None:
+    """The question in a model's reply (its first line with a question mark; numbering, labels and lead-ins such
+    as "The question is:" removed), or None when there is no usable one (4 to 40 words, ending with "?")."""
+    for line in (text or "").splitlines():
+        line = _LEAD.sub("", line.strip()).strip()
+        if "?" not in line:
+            continue
+        q = line[: line.index("?") + 1]
+        if ":" in q:  # "A question for the passage: What ...?" -> "What ...?"
+            q = q.rsplit(":", 1)[1]
+        q = q.strip().strip('"“”').strip()
+        if 4 <= len(q.split()) <= 40 and re.search(r"[^\W\d_]", q):
+            return q[0].upper() + q[1:]
+    return None
+
+
+def clean_answer(text: str | None) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    first = _ANSWER_LEAD.sub("", lines[0]).strip().strip('"“”') if lines else ""
+    return first.rstrip(".").strip() if len(first.split()) <= 12 else first
+
+
+def off_passage(question: str, passage: str) -> bool:
+    """Whether most of the question's content words are missing from its passage (a small model copies its demo,
+    or drifts to another subject)."""
+    words = {w.lower() for w in content_words(question)} - _WH
+    have = {w.lower() for w in content_words(passage)}
+    return not words or len(words & have) / len(words) < ON_PASSAGE
+
+
+def answer_problem(kind: str, answer: str, passage: str) -> tuple[str | None, int | None]:
+    """Why ``answer`` cannot be the reference answer to a ``kind`` question about ``passage`` (None: it can), and
+    for a factoid answer its offset in the passage (an exact span, compared case-insensitively)."""
+    if not answer:
+        return "no reference answer", None
+    if _LACKS.search(answer):
+        return "reference answer says the passage lacks it", None
+    if kind == "factoid":
+        if len(answer.split()) > 12:
+            return "factoid answer longer than 12 words", None
+        at = passage.lower().find(answer.lower())
+        return ("factoid answer not a span of its passage", None) if at < 0 else (None, at)
+    from ..metrics.base import Case, Passage
+    from ..metrics.grounding import faithfulness
+
+    score = faithfulness(Case(question="", answer=answer, passages=[Passage("p", "p", passage)])).value or 0.0
+    return (None, None) if score >= FAITHFUL else (f"answer not supported by its passage (faithfulness < {FAITHFUL})",
+                                                   None)
+
+
+class LMWriter:
+    """Questions and reference answers from an LM route, through the declared prompts (metered as stage
+    ``synth``). ``malformed`` counts the passages whose replies never gave a usable question."""
+
+    def __init__(self, route: str, max_tokens: int = 96):
+        from ..lm import check_lm, registry
+        from ..modules import Stage
+        from ..signatures import spec
+
+        self.route = route
+        check_lm(LMConfig(route=route))  # an unknown route or a missing key: one clear error before any work
+        if route.startswith("local/"):
+            registry.local_models.get(route.removeprefix("local/"))  # loads now: a missing model file says so
+        attempts = [LMConfig(route=route, temperature=0.0, max_tokens=max_tokens, seed=0)]
+        attempts += [LMConfig(route=route, temperature=0.7, max_tokens=max_tokens, seed=i)
+                     for i in range(1, RETRIES + 1)]
+        a = spec("synth_answer")
+        self.questions = {k: [Stage("synth", spec(f"synth_{k}"), "default", cfg) for cfg in attempts] for k in LM_KINDS}
+        self.answers = {k: Stage("synth", a, k, attempts[0]) for k in a.variants}
+        self.malformed = 0
+
+    def question(self, kind: str, passage: str) -> str | None:
+        for stage in self.questions[kind]:
+            if (q := clean_question(stage.run(passage=passage).get("question"))) is not None:
+                return q
+        self.malformed += 1
+        return None
+
+    def answer(self, kind: str, passage: str, question: str) -> str:
+        return clean_answer(self.answers[kind].run(passage=passage, question=question).get("answer"))
+
+
+def lm_kind(rng: random.Random) -> str:
+    """A question type for an LM passage, drawn in the shares of ``LM_KINDS``."""
+    return rng.choices(list(LM_KINDS), weights=list(LM_KINDS.values()))[0]

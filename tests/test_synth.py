@@ -1,0 +1,236 @@
+"""`declrag synth`: a golden set from a folder of the user's own files (real paragraphs, the real embedder),
+loadable with --dataset, split by document, deterministic for a seed, filtered and counted; bad input is one
+clear error and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from declrag.cli import main
+from declrag.golden import load_golden
+from declrag.synth import Candidate, cloze_query, split_by_document
+
+from .conftest import shared
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """45 SQuAD v2.0 dev paragraphs (real Wikipedia text) as Markdown, text and HTML files."""
+    data = json.loads(shared("squad-v2.0", "dev-v2.0.json").read_text())
+    paras = [(a["title"].replace("_", " "), p["context"]) for a in data["data"] for p in a["paragraphs"][:3]][:45]
+    d = tmp_path_factory.mktemp("my-docs")
+    for i, (title, text) in enumerate(paras):
+        if i % 3 == 0:
+            (d / f"note-{i}.md").write_text(f"# {title} notes {i}\n\n{text}\n")
+        elif i % 3 == 1:
+            (d / f"page-{i}.html").write_text(f"<html><head><title>{title} page {i}</title></head>"
+                                              f"<body><p>{text}</p></body></html>")
+        else:
+            (d / f"plain-{i}.txt").write_text(text)
+    return d
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+@pytest.mark.slow
+def test_a_folder_becomes_a_golden_set(capsys, tmp_path, folder, minilm):
+    out = tmp_path / "mine"
+    code, stdout, err = run(capsys, "synth", str(folder), "--out", str(out), "--n", "40", "--model", "none", "-q")
+    assert code == 0, err
+    assert "questions from 45 documents" in stdout and f"--dataset {out}" in stdout
+    golden = load_golden(str(out))  # the folder declares itself (dataset.yaml)
+    assert set(golden.splits) == {"train", "dev", "test"}
+    examples = [e for s in golden.splits.values() for e in s]
+    assert 30 <= len(examples) <= 40
+    # gold documents are the ids `declrag index` gives the files, with the same text
+    from declrag.api import load_documents
+
+    indexed = {d.id: d for d in load_documents([folder])[0]}
+    corpus = {d.id: d for d in golden.documents}
+    assert set(corpus) == set(indexed) and all(corpus[i].text == indexed[i].text for i in corpus)
+    # no document's questions in two splits
+    docs_of = {name: {g for e in exs for g in e.gold} for name, exs in golden.splits.items()}
+    assert not (docs_of["train"] & docs_of["dev"]) and not (docs_of["train"] & docs_of["test"]) \
+        and not (docs_of["dev"] & docs_of["test"])
+    # provenance, and the filters' evidence
+    for e in examples:
+        m = e.metadata
+        assert m["synthetic"] and m["kind"] in ("cloze", "title") and list(e.gold) == [m["source_doc"]]
+        ranks = m["filters"]["round_trip_rank"]
+        assert ranks["keyword"] is not None or ranks["vector"] is not None
+        if m["kind"] == "cloze":  # a cropped sentence of its span, not the sentence itself
+            a, b = m["span"]
+            sentence = corpus[m["source_doc"]].text[a:b]
+            assert e.question != sentence and all(w in sentence for w in e.question.split())
+    from declrag.synth import normalize
+
+    assert len({normalize(e.question) for e in examples}) == len(examples)
+    report = json.loads((out / "report.json").read_text())
+    assert report["generated"] - sum(report["removed"].values()) >= report["kept"] == len(examples)
+    assert "Synthetic" in (out / "dataset.yaml").read_text()
+    # the same seed makes the same set; another seed another one
+    again = tmp_path / "again"
+    assert run(capsys, "synth", str(folder), "--out", str(again), "--n", "40", "--model", "none", "-q")[0] == 0
+    assert all((out / f).read_text() == (again / f).read_text() for f in ("train.jsonl", "dev.jsonl", "test.jsonl"))
+    other = tmp_path / "other"
+    assert run(capsys, "synth", str(folder), "--out", str(other), "--n", "40", "--seed", "14", "--model", "none",
+               "-q")[0] == 0
+    assert (out / "test.jsonl").read_text() != (other / "test.jsonl").read_text()
+    # an existing set is not replaced without --force
+    code, _, err = run(capsys, "synth", str(folder), "--out", str(out), "--n", "5", "--model", "none", "-q")
+    assert code == 2 and "exists" in err and "--force" in err
+    assert len(load_golden(str(out)).splits["train"]) == len(golden.splits["train"])
+    assert run(capsys, "synth", str(folder), "--out", str(out), "--n", "5", "--force", "--model", "none", "-q")[0] == 0
+    assert sum(len(s) for s in load_golden(str(out)).splits.values()) <= 5
+
+
+@pytest.mark.parametrize("args, says", [
+    (["{tmp}/src", "--n", "0"], "--n must be at least 1"),
+    (["{tmp}/src", "--model", "nosuch/model-x"], "nosuch"),
+    (["{tmp}/nowhere"], "no such file or folder"),
+    ([], "nothing to draw questions from"),
+    (["{tmp}/empty"], "no documents with text"),
+    (["{tmp}/short"], "no passage of at least 30 words"),
+])
+def test_bad_input_is_one_error_and_writes_nothing(capsys, tmp_path, args, says):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "blank.txt").write_text("   \n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("Wind turbines turn the kinetic energy of moving air into electricity. " * 9)
+    (tmp_path / "short").mkdir()
+    (tmp_path / "short" / "a.txt").write_text("Wind turbines turn the kinetic energy of moving air into electricity.")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    model = [] if "--model" in argv else ["--model", "none"]
+    code, _, err = run(capsys, "synth", *argv, *model, "--out", str(tmp_path / "out"), "-q")
+    assert code == 2 and says in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_cloze_queries_are_cropped_sentences_in_order():
+    passage = ("The Normans were the people who in the 10th and 11th centuries gave their name to Normandy, a region "
+               "in France. They were descended from Norse raiders and pirates from Denmark, Iceland and Norway.")
+    rng = random.Random(3)
+    for _ in range(20):
+        made = cloze_query(passage, 100, rng)
+        assert made is not None
+        query, (a, b) = made
+        sentence = passage[a - 100:b - 100]
+        words = query.split()
+        assert 4 <= len(words) < len(sentence.split())
+        at = 0
+        for w in words:  # every word from the sentence, in its order
+            at = sentence.index(w, at) + len(w)
+    assert cloze_query("Too short.", 0, rng) is None
+
+
+def test_splits_hold_whole_documents_in_the_declared_proportions():
+    rng = random.Random(1)
+    cands = [Candidate(question=f"q{i}", kind="cloze", doc_id=f"d{rng.randrange(60)}", span=(0, 1)) for i in range(300)]
+    splits = split_by_document(cands, seed=5)
+    assert sum(len(v) for v in splits.values()) == 300
+    docs = {k: {c.doc_id for c in v} for k, v in splits.items()}
+    assert not (docs["train"] & docs["dev"]) and not (docs["train"] & docs["test"]) and not (docs["dev"] & docs["test"])
+    assert 0.15 <= len(splits["test"]) / 300 <= 0.3 and 0.15 <= len(splits["dev"]) / 300 <= 0.3
+    assert split_by_document(cands, seed=5) == splits
+
+
+def _scripted(fail_every: int = 5, interrupt_after: int | None = None):
+    """A stand-in LM that writes a question of each type from the passage it is given (a few replies with no
+    question at all, as a small model gives), and answers from the passage: factoid answers are spans, explanatory
+    ones its first sentence. ``interrupt_after`` calls, it raises KeyboardInterrupt (a killed run)."""
+    import re as _re
+
+    from declrag.stores.bm25 import STOPWORDS_EN
+    from declrag.testing.fakes import StreamingLM
+
+    calls = {"n": 0}
+
+    def reply(messages: list) -> str:
+        calls["n"] += 1
+        if interrupt_after is not None and calls["n"] > interrupt_after:
+            raise KeyboardInterrupt
+        system, user = messages[0]["content"], messages[-1]["content"]
+        passage = user.split("Passage:\n", 1)[1].split("\n\nQuestion:", 1)[0]
+        words = [w for w in _re.findall(r"[A-Za-z]{5,}", passage) if w.lower() not in STOPWORDS_EN]
+        if "Answer the question" in system:
+            return " ".join(passage.split()[:3]) if "shortest exact phrase" in system else passage.split(". ")[0] + "."
+        if sum(map(ord, passage[:40])) % fail_every == 0:
+            return "Sure! Here is something interesting about it"  # no question: malformed
+        if "short fact" in system:
+            return f"1. Question: Which {words[2]} is linked to {words[5]} and {words[7]}?"
+        if "why" in system:
+            return f"Why did {words[1]} {words[3]} lead to {words[6]}?"
+        if "does not answer" in system:
+            return f"How much did the {words[4]} {words[8]} {words[9]} {words[10]} cost?"
+        return f"How are {words[0]} and {words[-1]} related across {words[3]}?"
+
+    return StreamingLM(reply), calls
+
+
+@pytest.mark.slow
+def test_an_lm_writes_typed_questions_with_checked_answers_and_a_killed_run_resumes(tmp_path, folder, minilm,
+                                                                                     monkeypatch):
+    from declrag.api import load_documents
+    from declrag.lm import using_lm
+    from declrag.synth import synthesize
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")  # the route is checked up front; the stand-in answers
+    route = "openai/smollm2-stand-in"  # a small-model route: the plain-text adapter, as for the local model
+    docs = load_documents([folder])[0]
+    lm, calls = _scripted()
+    with using_lm(lm):
+        report = synthesize(docs, tmp_path / "full", 24, model=route, seed=3, progress=False)
+    assert report.lm["malformed"] > 0 and report.lm["calls"] == calls["n"]
+    assert report.removed.get("malformed model output (no usable question)") == report.lm["malformed"]
+    golden = load_golden(str(tmp_path / "full"))
+    examples = [e for s in golden.splits.values() for e in s]
+    kinds = {e.metadata["kind"] for e in examples}
+    assert {"factoid", "explanatory", "unanswerable"} <= kinds
+    text = {d.id: d.text for d in golden.documents}
+    for e in examples:
+        if e.metadata["kind"] == "factoid":  # an exact span of its source document, offset kept
+            (a,), (s,) = e.answers, e.answer_starts
+            assert text[e.metadata["source_doc"]][s:s + len(a)].lower() == a.lower()
+        if e.metadata["kind"] == "unanswerable":
+            assert not e.answerable and not e.gold and not e.answers
+        if e.metadata["kind"] == "multi":
+            assert len(e.gold) >= 2
+    assert "with reference answers" in (tmp_path / "full" / "dataset.yaml").read_text()
+    # killed after 15 calls, then resumed: the same set as the uninterrupted run, and the done passages not redone
+    lm, calls = _scripted(interrupt_after=15)
+    with using_lm(lm), pytest.raises(KeyboardInterrupt):
+        synthesize(docs, tmp_path / "resumed", 24, model=route, seed=3, progress=False)
+    done = len((tmp_path / "resumed.partial" / "generated.jsonl").read_text().splitlines())
+    assert done > 0 and not (tmp_path / "resumed").exists()
+    lm, calls = _scripted()
+    with using_lm(lm):
+        again = synthesize(docs, tmp_path / "resumed", 24, model=route, seed=3, progress=False, resume=True)
+    assert again.lm["resumed_passages"] == done and calls["n"] < report.lm["calls"]
+    for split in golden.splits:
+        resumed, full = (tmp_path / d / f"{split}.jsonl" for d in ("resumed", "full"))
+        assert resumed.read_text() == full.read_text()
+    # a budget stops generation and says so
+    lm, calls = _scripted()
+    with using_lm(lm):
+        capped = synthesize(docs, tmp_path / "capped", 24, model=route, seed=3, progress=False, max_lm_calls=6)
+    assert capped.lm["stopped_by"] == "--max-lm-calls 6" and capped.lm["calls"] <= 8
+
+
+def test_question_cleaning_keeps_questions_and_drops_the_rest():
+    from declrag.synth.generate import answer_problem, clean_question
+
+    assert clean_question("1. Question: Who were the Normans?") == "Who were the Normans?"
+    assert clean_question('A question for it: "When did the war end?"') == "When did the war end?"
+    assert clean_question("Sure! Here is a question about it") is None
+    assert clean_question("Why?") is None
+    passage = "The Normans were descended from Norse raiders. They settled in Normandy in the 10th century."
+    assert answer_problem("factoid", "Norse raiders", passage) == (None, passage.index("Norse raiders"))
+    assert answer_problem("factoid", "Vikings from Denmark", passage)[0] == "factoid answer not a span of its passage"
+    assert answer_problem("factoid", "It is not mentioned", passage)[0] == "reference answer says the passage lacks it"
