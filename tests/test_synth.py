@@ -103,7 +103,8 @@ def test_bad_input_is_one_error_and_writes_nothing(capsys, tmp_path, args, says)
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "blank.txt").write_text("   \n")
     (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "a.txt").write_text("Wind turbines turn the kinetic energy of moving air into electricity. " * 9)
+    sentence = "Wind turbines turn the kinetic energy of moving air into electricity. "
+    (tmp_path / "src" / "a.txt").write_text(sentence * 9)
     (tmp_path / "short").mkdir()
     (tmp_path / "short" / "a.txt").write_text("Wind turbines turn the kinetic energy of moving air into electricity.")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
@@ -234,3 +235,37 @@ def test_question_cleaning_keeps_questions_and_drops_the_rest():
     assert answer_problem("factoid", "Norse raiders", passage) == (None, passage.index("Norse raiders"))
     assert answer_problem("factoid", "Vikings from Denmark", passage)[0] == "factoid answer not a span of its passage"
     assert answer_problem("factoid", "It is not mentioned", passage)[0] == "reference answer says the passage lacks it"
+
+
+@pytest.mark.slow
+def test_own_files_to_synth_to_compile_to_serve_with_no_golden_set_given(capsys, tmp_path, folder, minilm):
+    """The path of a user with documents only: synth a set from the folder, compile retrieval on it, serve the
+    compiled program; its answers cite the user's own files."""
+    from fastapi.testclient import TestClient
+
+    import declrag
+    from declrag.serve import ServeSettings, create_app
+    from declrag.testing import ScriptedLM
+
+    out, runs = tmp_path / "set", tmp_path / "runs"
+    assert run(capsys, "synth", str(folder), "--out", str(out), "--n", "40", "--model", "none", "-q")[0] == 0
+    code, stdout, err = run(capsys, "compile", "--space", "retrieval", "--dataset", str(out), "--name", "mine",
+                            "--runs", str(runs), "--max-trials", "3", "-q")
+    assert code == 0, err
+    summary = json.loads((runs / "mine" / "summary.json").read_text())
+    assert summary["best"]["test"]["objective"] > 0.3, summary["best"]  # nDCG@10 on the synthetic test split
+    prog = declrag.load(runs / "mine" / "best")
+    question = load_golden(str(out)).splits["test"][0]
+    app = create_app(prog, "mine", str(runs / "mine"), ServeSettings(),
+                     lm_override=lambda: ScriptedLM({}, {"answer": "From the notes [1]."}))
+    with TestClient(app) as c:
+        for _ in range(300):
+            if c.get("/readyz").status_code == 200:
+                break
+            import time
+
+            time.sleep(0.05)
+        r = c.post("/v1/ask", json={"question": question.question})
+    assert r.status_code == 200, r.text
+    sources = {cite["source"] for cite in r.json()["citations"]}
+    assert sources and all(s.startswith(str(folder.resolve())) for s in sources), sources

@@ -93,8 +93,14 @@ def beir_docs(rows: Iterable[tuple[int, dict[str, Any]]], source: str) -> list[D
                                hint="document ids must be unique in a corpus")
         seen[str(did)] = n
         title, text, meta = str(r.get("title") or ""), str(r.get("text") or ""), r.get("metadata")
-        docs.append(Document(id=str(did), text=f"{title}\n\n{text}" if title else text, source=source,
-                             title=title, metadata=meta if isinstance(meta, dict) else {}))
+        meta = meta if isinstance(meta, dict) else {}
+        # a corpus written by declrag synth keeps each document's own source, title and page in its metadata
+        # (the title there is not put before the text: the text is the document's as indexed)
+        own = {k: meta[k] for k in ("source", "title") if isinstance(meta.get(k), str) and meta[k]}
+        page = meta.get("page") if isinstance(meta.get("page"), int) else None
+        docs.append(Document(id=str(did), text=f"{title}\n\n{text}" if title else text,
+                             source=own.get("source", source), title=title or own.get("title", ""), page=page,
+                             metadata=meta))
     return docs
 
 
