@@ -40,7 +40,7 @@ from ..ingest.chunkers import Chunker
 from ..types import Chunk, Document
 from . import filters
 from .filters import normalize
-from .generate import ON_PASSAGE, Candidate, LMWriter, answer_problem, cloze_query, lm_kind, off_passage, title_query
+from .generate import Candidate, LMWriter, answer_problem, cloze_query, lm_kind, off_passage, title_query
 
 __all__ = ["Candidate", "SynthReport", "cloze_query", "from_sources", "normalize", "split_by_document", "synthesize"]
 
@@ -264,8 +264,8 @@ def _one(writer: LMWriter, i: int, passages: list[tuple[Document, Chunk]], store
     question = writer.question(kind, text)
     if question is None:
         return {**base, "dropped": "malformed model output (no usable question)"}
-    if off_passage(question, text):
-        return {**base, "dropped": f"question off its passage (under {ON_PASSAGE:.0%} of its words in it)",
+    if off_passage(question, text, writer.demo_text[kind]):
+        return {**base, "dropped": "question off its passage (no word of it, or more of the demo's)",
                 "question": question}
     if kind == "unanswerable":
         cand = Candidate(question=question, kind=kind, doc_id=doc.id, span=(chunk.start, chunk.end), answerable=False,

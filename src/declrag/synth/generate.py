@@ -8,7 +8,7 @@ then the reference answer (`synth_answer.yaml`), checked against its passage: a 
 span of it (its offset is kept), an explanatory one supported sentence by sentence (the faithfulness metric).
 Each prompt has one output field, which a 135M model can keep; a reply that is not a usable question is retried
 (at a higher temperature, another seed) and then counted as malformed and dropped, never a crash; a question
-most of whose words are not in its passage (a copied demo, another subject) is dropped and counted too.
+that shares no word with its passage, or more with the prompt's demo (a copied demo), is dropped and counted.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ CLOZE_KEEP = 0.6  # the share of a sentence's content words a cloze query keeps
 LM_KINDS = {"factoid": 0.5, "explanatory": 0.25, "unanswerable": 0.15, "multi": 0.10}  # shares of LM questions
 RETRIES = 1  # more attempts at a usable question per passage
 FAITHFUL = 0.5  # an explanatory answer needs at least this share of its sentences supported by its passage
-ON_PASSAGE = 0.5  # a question needs at least this share of its content words in its passage (else: a copied demo,
-# or a question about something else)
 _LEAD = re.compile(r"^\s*(?:[-*•]+|\(?\d+[.)]|q\d*[:.)]|question\s*\d*\s*[:.)-])\s*", re.I)
 _WH = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "much", "many"}
 _ANSWER_LEAD = re.compile(r"^\s*(?:answer\s*[:.)-]|a[:.)])\s*", re.I)
@@ -108,12 +106,12 @@ def clean_answer(text: str | None) -> str:
     return first.rstrip(".").strip() if len(first.split()) <= 12 else first
 
 
-def off_passage(question: str, passage: str) -> bool:
-    """Whether most of the question's content words are missing from its passage (a small model copies its demo,
-    or drifts to another subject)."""
+def off_passage(question: str, passage: str, demo: str = "") -> bool:
+    """Whether the question is not about its passage: none of its content words is in the passage, or more of them
+    are in the prompt's demo than in the passage (a small model copies its demo)."""
     words = {w.lower() for w in content_words(question)} - _WH
-    have = {w.lower() for w in content_words(passage)}
-    return not words or len(words & have) / len(words) < ON_PASSAGE
+    shared = words & {w.lower() for w in content_words(passage)}
+    return not shared or len(words & {w.lower() for w in content_words(demo)}) > len(shared)
 
 
 def answer_problem(kind: str, answer: str, passage: str) -> tuple[str | None, int | None]:
@@ -155,6 +153,7 @@ class LMWriter:
         a = spec("synth_answer")
         self.questions = {k: [Stage("synth", spec(f"synth_{k}"), "default", cfg) for cfg in attempts] for k in LM_KINDS}
         self.answers = {k: Stage("synth", a, k, attempts[0]) for k in a.variants}
+        self.demo_text = {k: " ".join(str(v) for d in spec(f"synth_{k}").demos for v in d.values()) for k in LM_KINDS}
         self.malformed = 0
 
     def question(self, kind: str, passage: str) -> str | None:
