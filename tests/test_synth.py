@@ -269,3 +269,17 @@ def test_own_files_to_synth_to_compile_to_serve_with_no_golden_set_given(capsys,
     assert r.status_code == 200, r.text
     sources = {cite["source"] for cite in r.json()["citations"]}
     assert sources and all(s.startswith(str(folder.resolve())) for s in sources), sources
+
+
+def test_kendall_tau_and_its_interval_follow_the_orderings():
+    import numpy as np
+
+    from declrag.bench.synth import configs, tau_with_interval
+
+    assert len(configs()) == 16
+    rng = np.random.default_rng(0)
+    real = np.linspace(0.2, 0.8, 16)[:, None] + rng.normal(0, 0.05, (16, 200))
+    same = tau_with_interval(real + rng.normal(0, 0.05, (16, 200)), real, rounds=200)
+    reversed_ = tau_with_interval(real[::-1] + rng.normal(0, 0.05, (16, 200)), real, rounds=200)
+    assert same["tau"] > 0.8 and same["ci95"][0] > 0.5 and same["ci95"][0] <= same["tau"] <= same["ci95"][1]
+    assert reversed_["tau"] < -0.8

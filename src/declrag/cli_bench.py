@@ -91,6 +91,26 @@ def bench_serve(
     _bench_out(run(duration_s=duration, clients=clients, scenarios=tuple(scenario or SCENARIOS)), print_report, as_json)
 
 
+@bench_app.command("synth")
+def bench_synth(
+    dataset: Annotated[str, typer.Option(help="a golden set with real questions: squad-v1.1 | scifact | a path")
+                       ] = "squad-v1.1",
+    model: Annotated[str, typer.Option(help="the LM route synth writes with, or none (pseudo-queries)")] = "none",
+    n: Annotated[int, typer.Option("--n", help="synthetic questions")] = 300,
+    seed: Annotated[int, typer.Option(help="seed of the synthetic set and the real sample")] = 13,
+    real_limit: Annotated[int, typer.Option(help="real questions scored at most (a seeded sample)")] = 1000,
+    as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
+):
+    """Whether a synthetic set from the corpus ranks 16 retrieval configurations as the real questions do
+    (Kendall tau with a bootstrap interval, judged and seed-only gold)."""
+    from .bench.synth import print_report, run
+
+    if n < 1 or real_limit < 1:
+        raise DeclragError("--n and --real-limit must be at least 1", hint="e.g. --n 300 --real-limit 1000")
+    _bench_out(run(dataset, None if model == "none" else model, n, seed, real_limit=real_limit), print_report,
+               as_json)
+
+
 def _bench_out(result, printer, as_json: Path | None) -> None:
     printer(result, out)
     if as_json:
