@@ -126,6 +126,8 @@ def answer_problem(kind: str, answer: str, passage: str) -> tuple[str | None, in
             return "factoid answer longer than 12 words", None
         at = passage.lower().find(answer.lower())
         return ("factoid answer not a span of its passage", None) if at < 0 else (None, at)
+    if len(content_words(re.sub(r"(?i)\bexcerpt \d\b", "", answer))) < 3:
+        return "explanatory answer under 3 content words", None
     from ..metrics.base import Case, Passage
     from ..metrics.grounding import faithfulness
 
