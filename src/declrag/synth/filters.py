@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -108,24 +108,48 @@ def round_trip(cands: list[Candidate], store: Store, emb: QueryEmbedder, drop: D
     return out
 
 
+def pool(question: str, vec: np.ndarray, store: Store) -> list[str]:
+    """The top ``POOL_K`` documents of the keyword, vector and hybrid legs, in that order, each once."""
+    return list(dict.fromkeys(_ranked_docs(store.keyword_search(question, POOL_K * 3))[:POOL_K]
+                              + _ranked_docs(store.vector_search(vec, POOL_K * 3))[:POOL_K]
+                              + _ranked_docs(store.hybrid_search(question, vec, POOL_K * 3))[:POOL_K]))
+
+
+def containing(docs: list[str], answers: tuple[str, ...], text_of: Callable[[str], str]) -> list[str]:
+    """The documents whose text contains one of the answers (SQuAD-normalized): the deterministic grader."""
+    norm = [a for a in (squad_normalize(x) for x in answers) if a]
+    return [d for d in docs if any(a in squad_normalize(text_of(d)) for a in norm)]
+
+
 def grade(cands: list[Candidate], store: Store, emb: QueryEmbedder, text_of: Callable[[str], str]) -> int:
-    """Judged gold: for each question with a reference answer, pool the top ``POOL_K`` documents of the keyword,
-    vector and hybrid legs and grade relevant (1) every pooled document whose text contains the answer
-    (normalized). Returns how many gold documents this added beyond the seeds."""
+    """Judged gold: for each question with a reference answer, every document of its `pool` that contains the
+    answer is graded relevant (1). Returns how many gold documents this added beyond the seeds."""
     todo = [c for c in cands if c.answerable and c.answers]
     if not todo:
         return 0
     vecs = emb.embed_queries([c.question for c in todo])
     added = 0
     for c, v in zip(todo, vecs):
-        pool = dict.fromkeys(_ranked_docs(store.keyword_search(c.question, POOL_K * 3))[:POOL_K]
-                             + _ranked_docs(store.vector_search(v, POOL_K * 3))[:POOL_K]
-                             + _ranked_docs(store.hybrid_search(c.question, v, POOL_K * 3))[:POOL_K])
-        answers = [a for a in (squad_normalize(x) for x in c.answers) if a]
-        extra = [d for d in pool if d not in c.gold
-                 and any(a in squad_normalize(text_of(d)) for a in answers)]
+        pooled = pool(c.question, v, store)
+        extra = [d for d in containing(pooled, c.answers, text_of) if d not in c.gold]
         for d in extra:
             c.gold[d] = 1
-        c.scores["judged"] = {"pool": len(pool), "added": extra, "grader": "answer in document"}
+        c.scores["judged"] = {"pool": len(pooled), "added": extra, "grader": "answer in document"}
         added += len(extra)
     return added
+
+
+def grader_agreement(questions: list[str], answers: list[tuple[str, ...]], golds: list[dict[str, int]],
+                     store: Store, emb: QueryEmbedder, text_of: Callable[[str], str]) -> dict[str, Any]:
+    """How the deterministic grader agrees with real relevance judgements on the same pools: of the pooled
+    documents it grades relevant, the share the qrels call relevant (precision), and of the pooled documents the
+    qrels call relevant, the share it grades relevant (recall)."""
+    vecs = emb.embed_queries(questions)
+    graded = judged = both = 0
+    for q, a, g, v in zip(questions, answers, golds, vecs):
+        pooled = pool(q, v, store)
+        mine, theirs = set(containing(pooled, a, text_of)), {d for d in pooled if d in g}
+        graded, judged, both = graded + len(mine), judged + len(theirs), both + len(mine & theirs)
+    return {"questions": len(questions), "graded_relevant": graded, "qrels_relevant_in_pool": judged,
+            "precision": round(both / graded, 4) if graded else None,
+            "recall": round(both / judged, 4) if judged else None}
