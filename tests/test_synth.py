@@ -158,6 +158,8 @@ def _scripted(fail_every: int = 5, interrupt_after: int | None = None):
         if interrupt_after is not None and calls["n"] > interrupt_after:
             raise KeyboardInterrupt
         system, user = messages[0]["content"], messages[-1]["content"]
+        if "numbered passages" in system:  # the LM grader: the first two of the pool
+            return "1, 2"
         passage = user.split("Passage:\n", 1)[1].split("\n\nQuestion:", 1)[0]
         words = [w for w in _re.findall(r"[A-Za-z]{5,}", passage) if w.lower() not in STOPWORDS_EN]
         if "Answer the question" in system:
@@ -222,6 +224,14 @@ def test_an_lm_writes_typed_questions_with_checked_answers_and_a_killed_run_resu
     with using_lm(lm):
         capped = synthesize(docs, tmp_path / "capped", 24, model=route, seed=3, progress=False, max_lm_calls=6)
     assert capped.lm["stopped_by"] == "--max-lm-calls 6" and capped.lm["calls"] <= 8
+    # an LM grades each question's pool in one call: its picks become gold
+    lm, calls = _scripted()
+    with using_lm(lm):
+        graded = synthesize(docs, tmp_path / "graded", 24, model=route, seed=3, progress=False, grader=route)
+    assert route in graded.gold and graded.judged_gold_added > report.judged_gold_added
+    judged = [e.metadata["filters"]["judged"] for s in load_golden(str(tmp_path / "graded")).splits.values()
+              for e in s if e.answers]
+    assert judged and all(j["grader"] == f"LM {route}" for j in judged)
 
 
 def test_question_cleaning_keeps_questions_and_drops_the_rest():

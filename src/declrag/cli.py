@@ -120,6 +120,9 @@ def synth(
              "none: pseudo-queries without a model (a retrieval-only set)")] = None,
     seed: Annotated[int, typer.Option(help="seed of sampling, question types and splits (same seed, same set)")] = 13,
     max_lm_calls: Annotated[int | None, typer.Option(help="stop generating after this many LM calls")] = None,
+    grader: Annotated[str, typer.Option(
+        help="who grades the pooled documents of each question for extra gold: answer (a document containing the "
+             "reference answer is relevant) or an LM route (one call per question)")] = "answer",
     resume: Annotated[bool, typer.Option("--resume", help="continue a killed run with the same arguments")] = False,
     force: Annotated[bool, typer.Option("--force", help="replace --out if it exists")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
@@ -132,6 +135,7 @@ def synth(
     route = model_route(model) or DEFAULT_ROUTE
     report, skipped = from_sources(paths or [], dataset or [], out_dir, n, model=None if route == "none" else route,
                                    seed=seed, force=force, resume=resume, max_lm_calls=max_lm_calls,
+                                   grader=None if grader == "answer" else grader,
                                    progress=not quiet, say=lambda m: err.print(m, markup=False, highlight=False))
     for s in skipped:
         err.print(f"skipped {s.path}: {s.reason}", markup=False, highlight=False)

@@ -98,13 +98,15 @@ def from_sources(paths: Sequence[str | Path] = (), datasets: Sequence[str] = (),
 
 def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model: str | None = None, seed: int = 13,
                ingest: IngestConfig | None = None, force: bool = False, resume: bool = False,
-               max_lm_calls: int | None = None, embedder: Embedder | None = None, progress: bool = True,
-               say: Callable[[str], None] = lambda _: None) -> SynthReport:
+               max_lm_calls: int | None = None, grader: str | None = None, embedder: Embedder | None = None,
+               progress: bool = True, say: Callable[[str], None] = lambda _: None) -> SynthReport:
     """Write a golden set of at most ``n`` questions drawn from ``documents`` to the folder ``out``.
 
     ``model``: the LM route that writes questions and reference answers; None makes pseudo-queries with no model
     (a retrieval-only set). ``ingest``: the index the filters search (default: declrag's defaults).
     ``max_lm_calls`` stops generating at that many LM calls (what was made so far is kept and filtered).
+    ``grader``: an LM route that grades each question's pooled documents (one call per question); None grades
+    deterministically (a pooled document containing the reference answer is relevant).
     """
     started = time.perf_counter()
     out = Path(out)
@@ -116,7 +118,8 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
     if resume and not (work / "generated.jsonl").is_file():
         raise DeclragError(f"nothing to resume: {work / 'generated.jsonl'} does not exist",
                            hint="run without --resume (only a run with --model writes what --resume continues)")
-    writer = LMWriter(model) if model is not None else None  # checks the route before any work
+    writer = LMWriter(model) if model is not None else None  # checks the routes before any work
+    lm_grader = filters.LMGrader(grader) if grader and model is not None else None
     docs = [d for d in documents if d.text.strip()]
     if not docs:
         raise DeclragError("no documents with text to draw questions from", hint="check the sources")
@@ -149,9 +152,10 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
     kept = filters.round_trip(kept, store, emb, report.drop, report.found_by)
     kept = _sample(kept, n, random.Random(seed))
     if model is not None:
-        report.judged_gold_added = filters.grade(kept, store, emb, lambda i: by_id[i].text)
-        report.gold = "seed document, plus pooled documents that contain the reference answer (keyword, vector " \
-                      f"and hybrid top {filters.POOL_K})"
+        report.judged_gold_added = filters.grade(kept, store, emb, lambda i: by_id[i].text, lm_grader)
+        report.gold = ("seed document, plus the pooled documents (keyword, vector and hybrid top "
+                       f"{filters.POOL_K}) " + (f"that {grader} graded relevant" if lm_grader
+                                                else "that contain the reference answer"))
     splits = split_by_document(kept, seed)
     report.kept = len(kept)
     report.splits = {k: len(v) for k, v in splits.items()}

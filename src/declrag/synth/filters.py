@@ -9,8 +9,9 @@ that adds gold beyond the seed passage.
   that filtered it; each leg's rank is recorded);
 - judged gold (``grade``): a synthetic question is often answered by other documents too, and a set that counts
   only its seed as relevant ranks systems badly. The top candidates of the keyword, vector and hybrid legs are
-  pooled, and a pooled document that contains the reference answer (normalized) is graded relevant. Sets
-  without reference answers (no model) keep seed-only gold, and say so.
+  pooled and graded: deterministically (a pooled document that contains the reference answer, normalized, is
+  relevant) or by an LM (`LMGrader`: one call grades the whole pool). Sets without reference answers (no model)
+  keep seed-only gold, and say so.
 """
 
 from __future__ import annotations
@@ -121,9 +122,32 @@ def containing(docs: list[str], answers: tuple[str, ...], text_of: Callable[[str
     return [d for d in docs if any(a in squad_normalize(text_of(d)) for a in norm)]
 
 
-def grade(cands: list[Candidate], store: Store, emb: QueryEmbedder, text_of: Callable[[str], str]) -> int:
-    """Judged gold: for each question with a reference answer, every document of its `pool` that contains the
-    answer is graded relevant (1). Returns how many gold documents this added beyond the seeds."""
+class LMGrader:
+    """Grades a question's whole pool in one LM call (`signatures/synth_grade.yaml`): the passages numbered, the
+    reply the numbers of those that answer it. ``passage_chars`` of each document are shown."""
+
+    def __init__(self, route: str, passage_chars: int = 600):
+        from ..config import LMConfig
+        from ..lm import check_lm
+        from ..modules import Stage
+        from ..signatures import spec
+
+        cfg = LMConfig(route=route, temperature=0.0, max_tokens=32)
+        check_lm(cfg)
+        self.route, self.stage, self.chars = route, Stage("synth", spec("synth_grade"), "default", cfg), passage_chars
+
+    def __call__(self, question: str, docs: list[str], text_of: Callable[[str], str]) -> list[str]:
+        numbered = "\n".join(f"[{i}] {' '.join(text_of(d).split())[: self.chars]}" for i, d in enumerate(docs, 1))
+        reply = str(self.stage.run(question=question, passages=numbered).get("relevant") or "")
+        picked = {int(x) for x in re.findall(r"\d+", reply)}
+        return [d for i, d in enumerate(docs, 1) if i in picked]
+
+
+def grade(cands: list[Candidate], store: Store, emb: QueryEmbedder, text_of: Callable[[str], str],
+          grader: LMGrader | None = None) -> int:
+    """Judged gold: for each question with a reference answer, the documents of its `pool` that the grader calls
+    relevant are gold too (grade 1): with no ``grader``, those that contain the answer; with an `LMGrader`, those
+    it picks (one call per question). Returns how many gold documents this added beyond the seeds."""
     todo = [c for c in cands if c.answerable and c.answers]
     if not todo:
         return 0
@@ -131,10 +155,12 @@ def grade(cands: list[Candidate], store: Store, emb: QueryEmbedder, text_of: Cal
     added = 0
     for c, v in zip(todo, vecs):
         pooled = pool(c.question, v, store)
-        extra = [d for d in containing(pooled, c.answers, text_of) if d not in c.gold]
+        relevant = grader(c.question, pooled, text_of) if grader else containing(pooled, c.answers, text_of)
+        extra = [d for d in relevant if d not in c.gold]
         for d in extra:
             c.gold[d] = 1
-        c.scores["judged"] = {"pool": len(pooled), "added": extra, "grader": "answer in document"}
+        c.scores["judged"] = {"pool": len(pooled), "added": extra,
+                              "grader": f"LM {grader.route}" if grader else "answer in document"}
         added += len(extra)
     return added
 
