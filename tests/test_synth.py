@@ -264,6 +264,8 @@ def test_own_files_to_synth_to_compile_to_serve_with_no_golden_set_given(capsys,
     assert code == 0, err
     summary = json.loads((runs / "mine" / "summary.json").read_text())
     assert summary["best"]["test"]["objective"] > 0.3, summary["best"]  # nDCG@10 on the synthetic test split
+    assert summary["synthetic"]["questions"] == summary["synthetic"]["of"] > 0
+    assert "Synthetic set" in (runs / "mine" / "report.md").read_text()
     prog = declrag.load(runs / "mine" / "best")
     question = load_golden(str(out)).splits["test"][0]
     app = create_app(prog, "mine", str(runs / "mine"), ServeSettings(),

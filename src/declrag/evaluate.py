@@ -211,6 +211,7 @@ class Evaluation:
         unanswerable = [r for r in records if not r["answerable"]]
         return {
             "n": len(records), "dataset": self.golden.name, "split": self.spec.split,
+            "synthetic": self.golden.synthetic(),
             "program_digest": self.program.config.digest(), "judges": self.spec.judges,
             "metrics": {n: mean_ci([r["metrics"].get(n) for r in records]) for n in names},
             "usage": {part: {k: tot(rows, k)

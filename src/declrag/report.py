@@ -78,8 +78,11 @@ def markdown(summary: dict, plots: list[tuple[str, Path]], out: Path) -> str:
     lines = [f"# Evaluation: {s['dataset']} / {s['split']}", "",
              f"{s['n']} questions; program `{s['program_digest'][:12]}`; judges: {', '.join(s['judges']) or 'none'}; "
              f"wall {s['wall_s']} s for {s['computed']} new answers"
-             + (f" ({s['throughput_qps']} questions/s)" if s.get("throughput_qps") else "") + ".", "",
-             "| metric | mean | 95% CI | n |", "|---|---|---|---|"]
+             + (f" ({s['throughput_qps']} questions/s)" if s.get("throughput_qps") else "") + ".", ""]
+    if syn := s.get("synthetic"):
+        lines += [f"**Synthetic set**: {syn['questions']} of its {syn['of']} questions were generated "
+                  f"({', '.join(syn['generators'])}). {syn['description']}", ""]
+    lines += ["| metric | mean | 95% CI | n |", "|---|---|---|---|"]
     for n, v in s["metrics"].items():
         lines.append(f"| {n} | {_fmt(v['mean'])} | [{_fmt(v['ci95'][0])}, {_fmt(v['ci95'][1])}] | {v['n']} |")
     c = s["confusion"]

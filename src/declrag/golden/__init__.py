@@ -190,7 +190,7 @@ def _load(spec: DatasetSpec, only: str | None) -> GoldenSet:
         if only not in splits:
             raise no_split(spec.name, only, splits)
         splits = {only: splits[only]}
-    return GoldenSet(spec.name, list(docs), {k: list(v) for k, v in splits.items()})
+    return GoldenSet(spec.name, list(docs), {k: list(v) for k, v in splits.items()}, spec.description)
 
 
 def _stamp(p: Path) -> tuple[int, int, int]:

@@ -30,12 +30,21 @@ class GoldenSet:
     name: str
     documents: list[Document]
     splits: dict[str, list[Example]]
+    description: str = ""  # the declaration's (a set made by declrag synth says so, and how it was filtered)
     _by_id: dict[str, Document] | None = field(default=None, init=False, repr=False, compare=False)
 
     def split(self, name: str) -> list[Example]:
         if name not in self.splits:
             raise no_split(self.name, name, self.splits)
         return self.splits[name]
+
+    def synthetic(self) -> dict[str, Any] | None:
+        """How many of the questions a generator made (``metadata.synthetic``), and which generators; None: none."""
+        made = [e.metadata for s in self.splits.values() for e in s if e.metadata.get("synthetic")]
+        if not made:
+            return None
+        return {"questions": len(made), "of": sum(len(s) for s in self.splits.values()),
+                "generators": sorted({str(m.get("generator")) for m in made}), "description": self.description}
 
     def doc(self, doc_id: str) -> Document:
         if self._by_id is None or len(self._by_id) != len(self.documents):

@@ -155,14 +155,18 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
              f"Splits: {s['splits']}; trials {s['trials']} ({s['complete']} complete, {s['pruned']} pruned, "
              f"{s.get('stopped_by_budget', 0)} stopped by a budget); "
              f"LM calls {s['lm_calls']} (+{s['cached_calls']} cached); cost ${s['cost_usd']:.4f}; "
-             f"wall {s.get('wall_s', '-')} s.", "",
-             f"## Gain over the naive baseline (trial {base['trial']})", "",
-             "| | baseline | best | gain |", "|---|---|---|---|",
-             f"| dev objective | {_f(base['dev'].get('objective'))} | {_f(best['dev'].get('objective'))} | "
-             f"{_f(s['dev_gain'])} |",
-             f"| test objective | {_f(base['test'].get('objective'))} | {_f(best['test'].get('objective'))} | "
-             f"{_f(g['diff'])} [{_f(g['ci95'][0])}, {_f(g['ci95'][1])}] |", "",
-             f"On test ({g['n']} questions, paired bootstrap 95% interval) the gain " + verdict, ""]
+             f"wall {s.get('wall_s', '-')} s.", ""]
+    if syn := s.get("synthetic"):
+        lines += [f"**Synthetic set**: {syn['questions']} of its {syn['of']} questions were generated "
+                  f"({', '.join(syn['generators'])}): scores measure agreement with generated questions. "
+                  f"{syn['description']}", ""]
+    lines += [f"## Gain over the naive baseline (trial {base['trial']})", "",
+              "| | baseline | best | gain |", "|---|---|---|---|",
+              f"| dev objective | {_f(base['dev'].get('objective'))} | {_f(best['dev'].get('objective'))} | "
+              f"{_f(s['dev_gain'])} |",
+              f"| test objective | {_f(base['test'].get('objective'))} | {_f(best['test'].get('objective'))} | "
+              f"{_f(g['diff'])} [{_f(g['ci95'][0])}, {_f(g['ci95'][1])}] |", "",
+              f"On test ({g['n']} questions, paired bootstrap 95% interval) the gain " + verdict, ""]
     metric_names = sorted({k for k in s["best"]["test"] if k != "objective"})
     if metric_names:
         lines += ["| test metric | baseline | best |", "|---|---|---|"]

@@ -296,6 +296,7 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
         **trial_counts(study.trials),
         "pareto": [{"trial": t.number, "values": t.values, "params": tidy_params(t.params)} for t in front],
         "prompt_optimization": prompt_info, "splits": {k: len(v) for k, v in splits.items()},
+        "synthetic": comp.golden.synthetic(),
         "split_note": comp.split_note, "finetune": finetune_info,
     }
 
