@@ -30,7 +30,8 @@ class GoldenSet:
     name: str
     documents: list[Document]
     splits: dict[str, list[Example]]
-    description: str = ""  # the declaration's (a set made by declrag synth says so, and how it was filtered)
+    # the declaration's (a set made by declrag synth says so, and how it was filtered); not part of the set's identity
+    description: str = field(default="", compare=False)
     _by_id: dict[str, Document] | None = field(default=None, init=False, repr=False, compare=False)
 
     def split(self, name: str) -> list[Example]:
