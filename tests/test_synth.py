@@ -245,6 +245,8 @@ def test_question_cleaning_keeps_questions_and_drops_the_rest():
     assert answer_problem("factoid", "Norse raiders", passage) == (None, passage.index("Norse raiders"))
     assert answer_problem("factoid", "Vikings from Denmark", passage)[0] == "factoid answer not a span of its passage"
     assert answer_problem("factoid", "It is not mentioned", passage)[0] == "reference answer says the passage lacks it"
+    assert answer_problem("factoid", "the Normans", passage, "Who were the Normans?")[0] == \
+        "reference answer repeats the question"
 
 
 @pytest.mark.slow

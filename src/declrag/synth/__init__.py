@@ -276,7 +276,7 @@ def _one(writer: LMWriter, i: int, passages: list[tuple[Document, Chunk]], store
                          passage=i)
         return {**base, "candidate": asdict(cand)}
     answer = writer.answer(kind if kind in writer.answers else "explanatory", text, question)
-    problem, at = answer_problem(kind, answer, text)
+    problem, at = answer_problem(kind, answer, text, question)
     if problem:
         return {**base, "dropped": problem, "question": question}
     starts = (chunk.start + at,) if at is not None else ()

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config import LMConfig
 from ..ingest.chunkers import sentence_spans
+from ..metrics.text import squad_normalize
 from ..stores.bm25 import STOPWORDS_EN, tokenize
 from ..types import Document
 
@@ -114,13 +115,15 @@ def off_passage(question: str, passage: str, demo: str = "") -> bool:
     return not shared or len(words & {w.lower() for w in content_words(demo)}) > len(shared)
 
 
-def answer_problem(kind: str, answer: str, passage: str) -> tuple[str | None, int | None]:
+def answer_problem(kind: str, answer: str, passage: str, question: str = "") -> tuple[str | None, int | None]:
     """Why ``answer`` cannot be the reference answer to a ``kind`` question about ``passage`` (None: it can), and
     for a factoid answer its offset in the passage (an exact span, compared case-insensitively)."""
     if not answer:
         return "no reference answer", None
     if _LACKS.search(answer):
         return "reference answer says the passage lacks it", None
+    if squad_normalize(answer) and squad_normalize(answer) in squad_normalize(question):
+        return "reference answer repeats the question", None
     if kind == "factoid":
         if len(answer.split()) > 12:
             return "factoid answer longer than 12 words", None
