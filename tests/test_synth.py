@@ -297,3 +297,18 @@ def test_kendall_tau_and_its_interval_follow_the_orderings():
     reversed_ = tau_with_interval(real[::-1] + rng.normal(0, 0.05, (16, 200)), real, rounds=200)
     assert same["tau"] > 0.8 and same["ci95"][0] > 0.5 and same["ci95"][0] <= same["tau"] <= same["ci95"][1]
     assert reversed_["tau"] < -0.8
+
+
+@pytest.mark.slow
+def test_a_model_that_never_writes_a_question_is_one_clear_error(tmp_path, folder, minilm, monkeypatch):
+    from declrag.api import load_documents
+    from declrag.errors import DeclragError
+    from declrag.lm import using_lm
+    from declrag.synth import synthesize
+    from declrag.testing.fakes import StreamingLM
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with using_lm(StreamingLM("Sure, happy to help with that.")), pytest.raises(DeclragError) as e:
+        synthesize(load_documents([folder])[0], tmp_path / "never", 10, model="openai/smollm2-stand-in",
+                   progress=False)
+    assert "malformed model output" in e.value.message and not (tmp_path / "never").exists()

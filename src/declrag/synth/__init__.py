@@ -47,6 +47,7 @@ __all__ = ["Candidate", "SynthReport", "cloze_query", "from_sources", "normalize
 SPLITS = {"train": 0.6, "dev": 0.2, "test": 0.2}
 MIN_PASSAGE_WORDS = 30
 OVERSAMPLE = 1.5  # candidates generated per question wanted (the filters drop some)
+GIVE_UP = 50  # passages without a single usable question after which a model is given up on
 SYNTH_CHUNKER = ChunkerConfig(name="sentence", chunk_size=192, overlap=0)  # the passages questions come from
 
 
@@ -167,6 +168,10 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
         raise DeclragError(f"none of the {report.generated} generated questions passed the filters "
                            f"({', '.join(f'{v} {k}' for k, v in report.removed.items()) or 'none generated'})",
                            hint="give more documents, or documents with more running text; see the counts above")
+    if report.kept < n:
+        say(f"synth: {report.kept} questions, fewer than the {n} asked: the filters kept {report.kept} of "
+            f"{report.generated} generated from {len(passages)} passages" + (f" ({report.lm['stopped_by']})"
+                                                                            if report.lm.get("stopped_by") else ""))
     _write(work, out, docs, splits, report)
     say(report.summary())
     return report
@@ -223,9 +228,13 @@ def _lm_questions(writer: LMWriter, passages: list[tuple[Document, Chunk]], want
     cands: list[Candidate] = []
     bar = tqdm(total=want, desc="questions", unit="q", disable=not progress)
     with log.open("a", encoding="utf-8") as f, metering(meter):
-        for i in order:
+        for seen, i in enumerate(order):
             if len(cands) >= want:
                 break
+            if seen == GIVE_UP and not cands:
+                reasons = ", ".join(f"{v} {k}" for k, v in sorted(report.removed.items(), key=lambda x: -x[1]))
+                raise DeclragError(f"{model} gave no usable question for the first {GIVE_UP} passages ({reasons})",
+                                   hint=f"see {log} for every reply's outcome; try another --model, or --model none")
             if i in done:
                 row = done[i]
             else:
