@@ -120,7 +120,7 @@ def _check_paths(paths: Sequence[str | Path]) -> None:
     if missing:
         raise DeclragError(f"no such file or folder: {', '.join(missing)}" if len(missing) < 4 else
                            f"{len(missing)} paths do not exist: {', '.join(missing[:3])}, ...",
-                           hint="check the path (nothing was indexed, no store was created or changed)")
+                           hint="check the path (nothing was read, and nothing was created or changed)")
 
 
 def _merge(into: IndexReport, r: IndexReport) -> None:
