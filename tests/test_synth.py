@@ -312,3 +312,16 @@ def test_a_model_that_never_writes_a_question_is_one_clear_error(tmp_path, folde
         synthesize(load_documents([folder])[0], tmp_path / "never", 10, model="openai/smollm2-stand-in",
                    progress=False)
     assert "malformed model output" in e.value.message and not (tmp_path / "never").exists()
+
+
+def test_a_question_not_in_its_passages_language_is_caught():
+    from declrag.synth.filters import language_problem, script
+
+    de = "Die Normannen waren ein Volk, das im 10. und 11. Jahrhundert der Normandie ihren Namen gab."
+    ru = "Норманны дали своё имя Нормандии, региону во Франции, в X и XI веках."
+    assert script(ru) == "CYRILLIC" and script("東京は日本の首都です") == "CJK"
+    assert language_problem("Who gave their name to Normandy?", ru).startswith("question not in its passage's")
+    assert language_problem("Who gave their name to the region of Normandy?", de) == \
+        "question in English, its passage is not"
+    assert language_problem("Wer gab der Normandie ihren Namen?", de) is None
+    assert language_problem("Who gave their name to Normandy?", "The Normans gave their name to Normandy.") is None

@@ -149,7 +149,8 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
                               max_lm_calls, progress, say)
     report.generated = len(cands)
     by_id = {d.id: d for d in docs}
-    kept = filters.wording_and_duplicates(cands, emb, report.drop)
+    kept = filters.wording_and_duplicates(cands, emb, report.drop,
+                                          lambda c: by_id[c.doc_id].text[c.span[0]:c.span[1]])
     kept = filters.round_trip(kept, store, emb, report.drop, report.found_by)
     kept = _sample(kept, n, random.Random(seed))
     if model is not None:

@@ -3,6 +3,8 @@ that adds gold beyond the seed passage.
 
 - wording that only makes sense beside the passage ("according to the text", "in this passage"), or that is
   about the task ("this question", "your answer");
+- a question not in its passage's language, as far as a check without a language model can tell (another writing
+  system; English function words in a question whose Latin-script passage has almost none);
 - exact duplicates (normalized text) and near duplicates (embedding cosine >= ``DEDUP_COSINE``);
 - the round trip: an answerable question's source document must come back in the top ``ROUND_TRIP_K`` of the
   keyword or the vector leg of the set's own index (both legs, so the set does not simply favour the retriever
@@ -17,6 +19,7 @@ that adds gold beyond the seed passage.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -24,12 +27,13 @@ import numpy as np
 
 from ..metrics.text import squad_normalize
 from ..stores.base import Store
-from ..stores.bm25 import tokenize
+from ..stores.bm25 import STOPWORDS_EN, tokenize
 from .generate import Candidate
 
 DEDUP_COSINE = 0.95
 ROUND_TRIP_K = 20
 POOL_K = 5  # per leg, for grading
+ENGLISH_RARE, ENGLISH_COMMON = 0.05, 0.2  # shares of English function words: a non-English text, an English one
 # a question that only makes sense beside its passage, or that is about the task rather than the subject
 _PASSAGE_WORDING = re.compile(
     r"\b(according to|in|from|of|about|by) (the|this|that|these|above|given) (text|passage|document|article|"
@@ -49,16 +53,48 @@ class QueryEmbedder(Protocol):
     def embed_queries(self, texts: list[str]) -> np.ndarray: ...
 
 
+def script(text: str) -> str:
+    """The writing system most of the text's letters are in (LATIN, CYRILLIC, CJK, ARABIC, ...), from their Unicode
+    names; "" for text without letters."""
+    counts: dict[str, int] = {}
+    for ch in text:
+        if ch.isalpha():
+            name = unicodedata.name(ch, "")
+            key = "CJK" if name.startswith(("CJK", "HIRAGANA", "KATAKANA")) else name.split(" ")[0]
+            counts[key] = counts.get(key, 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else ""
+
+
+def english_share(text: str) -> float:
+    words = re.findall(r"[^\W\d_]+", text.lower())
+    return sum(w in STOPWORDS_EN for w in words) / len(words) if words else 0.0
+
+
+def language_problem(question: str, passage: str) -> str | None:
+    """Why the question is not in its passage's language, as far as a check without a language model can tell:
+    another writing system, or English function words in a question whose Latin-script passage has almost none."""
+    q, p = script(question), script(passage)
+    if q and p and q != p:
+        return f"question not in its passage's writing system ({q.lower()} vs {p.lower()})"
+    if p == "LATIN" and english_share(passage) < ENGLISH_RARE and english_share(question) >= ENGLISH_COMMON:
+        return "question in English, its passage is not"
+    return None
+
+
 def normalize(question: str) -> str:
     return " ".join(tokenize(question))
 
 
-def wording_and_duplicates(cands: list[Candidate], emb: QueryEmbedder, drop: Drop) -> list[Candidate]:
+def wording_and_duplicates(cands: list[Candidate], emb: QueryEmbedder, drop: Drop,
+                           passage_of: Callable[[Candidate], str] | None = None) -> list[Candidate]:
+    """The wording, language (with ``passage_of``, the text a question was written from) and duplicate filters."""
     kept: list[Candidate] = []
     seen: set[str] = set()
     for c in cands:
         if _PASSAGE_WORDING.search(c.question):
             drop("passage-dependent wording", c)
+        elif passage_of is not None and (why := language_problem(c.question, passage_of(c))):
+            drop(why, c)
         elif (key := normalize(c.question)) in seen or not key:
             drop("exact duplicate", c)
         else:
