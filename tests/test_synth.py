@@ -181,6 +181,7 @@ def _scripted(fail_every: int = 5, interrupt_after: int | None = None):
 def test_an_lm_writes_typed_questions_with_checked_answers_and_a_killed_run_resumes(tmp_path, folder, minilm,
                                                                                      monkeypatch):
     from declrag.api import load_documents
+    from declrag.errors import DeclragError
     from declrag.lm import using_lm
     from declrag.synth import synthesize
 
@@ -212,6 +213,8 @@ def test_an_lm_writes_typed_questions_with_checked_answers_and_a_killed_run_resu
         synthesize(docs, tmp_path / "resumed", 24, model=route, seed=3, progress=False)
     done = len((tmp_path / "resumed.partial" / "generated.jsonl").read_text().splitlines())
     assert done > 0 and not (tmp_path / "resumed").exists()
+    with pytest.raises(DeclragError, match="seed"):  # another seed's run cannot continue this log
+        synthesize(docs, tmp_path / "resumed", 24, model=route, seed=4, progress=False, resume=True)
     lm, calls = _scripted()
     with using_lm(lm):
         again = synthesize(docs, tmp_path / "resumed", 24, model=route, seed=3, progress=False, resume=True)

@@ -119,7 +119,8 @@ def synth(
         help="the LM route that writes questions and answers (default: $DECLRAG_MODEL, else local/smollm2); "
              "none: pseudo-queries without a model (a retrieval-only set)")] = None,
     seed: Annotated[int, typer.Option(help="seed of sampling, question types and splits (same seed, same set)")] = 13,
-    max_lm_calls: Annotated[int | None, typer.Option(help="stop generating after this many LM calls")] = None,
+    max_lm_calls: Annotated[int | None, typer.Option(
+        help="stop generating after this many (uncached) LM calls")] = None,
     grader: Annotated[str, typer.Option(
         help="who grades the pooled documents of each question for extra gold: answer (a document containing the "
              "reference answer is relevant) or an LM route (one call per question)")] = "answer",
@@ -154,7 +155,8 @@ def synth(
         t.add_row("gold documents added by grading", str(report.judged_gold_added))
     out.print(t)
     if lm := report.lm:
-        out.print(f"{lm['calls']} LM calls on {lm['route']}, {lm['tokens_in']} tokens in, {lm['tokens_out']} out, "
+        out.print(f"{lm['calls']} LM calls ({lm['cached']} cached) on {lm['route']}, {lm['tokens_in']} tokens in, "
+                  f"{lm['tokens_out']} out, "
                   f"${lm['cost_usd']:.4f}; {lm['malformed']} passages without a usable question"
                   + (f"; stopped by {lm['stopped_by']}" if lm.get("stopped_by") else ""), markup=False, highlight=False)
     out.print(f"use it: --dataset {report.out} (eval, compile); report: {report.out}/report.json",

@@ -37,7 +37,7 @@ from ..config import ChunkerConfig, IngestConfig
 from ..embed import Embedder
 from ..errors import DeclragError
 from ..ingest.chunkers import Chunker
-from ..types import Chunk, Document
+from ..types import Chunk, Document, content_hash
 from . import filters
 from .filters import normalize
 from .generate import Candidate, LMWriter, answer_problem, cloze_query, lm_kind, off_passage, title_query
@@ -105,7 +105,7 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
 
     ``model``: the LM route that writes questions and reference answers; None makes pseudo-queries with no model
     (a retrieval-only set). ``ingest``: the index the filters search (default: declrag's defaults).
-    ``max_lm_calls`` stops generating at that many LM calls (what was made so far is kept and filtered).
+    ``max_lm_calls`` stops generating at that many uncached LM calls (what was made so far is kept and filtered).
     ``grader``: an LM route that grades each question's pooled documents (one call per question); None grades
     deterministically (a pooled document containing the reference answer is relevant).
     """
@@ -138,9 +138,18 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
     from ..api import corpus_store
 
     store, _ = corpus_store(docs, ingest, label="synth", embedder=emb, progress=progress)
-    if not resume:
+    run_args = {"model": model, "seed": seed, "documents": content_hash(*sorted(d.hash for d in docs)),
+                "chunker": SYNTH_CHUNKER.model_dump()}
+    if resume:  # the log's rows are only valid for the run that wrote them
+        before = json.loads((work / "run.json").read_text()) if (work / "run.json").is_file() else None
+        if before != run_args:
+            changed = [k for k in run_args if not before or before.get(k) != run_args[k]]
+            raise DeclragError(f"--resume with other arguments than the run in {work} ({', '.join(changed)} differ)",
+                               hint="resume with the same sources, --model and --seed, or start over without --resume")
+    else:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
+    (work / "run.json").write_text(json.dumps(run_args))
     want = math.ceil(OVERSAMPLE * n)
     if writer is None:
         cands = _pseudo_queries(docs, passages, want, seed)
@@ -239,7 +248,7 @@ def _lm_questions(writer: LMWriter, passages: list[tuple[Document, Chunk]], want
             if i in done:
                 row = done[i]
             else:
-                if max_lm_calls is not None and meter.total().calls >= max_lm_calls:
+                if max_lm_calls is not None and meter.total().calls - meter.total().cached >= max_lm_calls:
                     report.lm["stopped_by"] = f"--max-lm-calls {max_lm_calls}"
                     break
                 row = _one(writer, i, passages, store, emb, random.Random(f"{seed}:{i}"))
@@ -255,7 +264,7 @@ def _lm_questions(writer: LMWriter, passages: list[tuple[Document, Chunk]], want
             bar.update(1)
     bar.close()
     total = meter.total()
-    report.lm.update({"route": model, "calls": total.calls, "tokens_in": total.tokens_in,
+    report.lm.update({"route": model, "calls": total.calls, "cached": total.cached, "tokens_in": total.tokens_in,
                       "tokens_out": total.tokens_out, "cost_usd": round(total.cost_usd, 6),
                       "resumed_passages": len(done), "malformed": writer.malformed})
     return cands
@@ -366,6 +375,7 @@ def _write(work: Path, out: Path, docs: Sequence[Document], splits: dict[str, li
                            + f"Filters: {filtered}."}
     (work / "dataset.yaml").write_text(yaml.safe_dump(decl, sort_keys=False, allow_unicode=True), encoding="utf-8")
     (work / "report.json").write_text(json.dumps(asdict(report), indent=2, ensure_ascii=False), encoding="utf-8")
+    (work / "run.json").unlink(missing_ok=True)
     if out.exists():
         old = out.with_name(out.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
