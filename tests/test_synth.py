@@ -213,6 +213,8 @@ def test_an_lm_writes_typed_questions_with_checked_answers_and_a_killed_run_resu
         synthesize(docs, tmp_path / "resumed", 24, model=route, seed=3, progress=False)
     done = len((tmp_path / "resumed.partial" / "generated.jsonl").read_text().splitlines())
     assert done > 0 and not (tmp_path / "resumed").exists()
+    with pytest.raises(DeclragError, match="did not finish"):  # a plain rerun does not throw the log away
+        synthesize(docs, tmp_path / "resumed", 24, model=route, seed=3, progress=False)
     with pytest.raises(DeclragError, match="seed"):  # another seed's run cannot continue this log
         synthesize(docs, tmp_path / "resumed", 24, model=route, seed=4, progress=False, resume=True)
     lm, calls = _scripted()

@@ -595,7 +595,8 @@ def main(argv: list[str] | None = None) -> int:
             err.print(usage_line(e, sys.argv[1:] if argv is None else argv), markup=False, highlight=False)
         return e.exit_code
     if code == INTERRUPTED:
-        err.print("interrupted: everything committed before this point is kept; rerun to continue")
+        err.print("interrupted: everything committed before this point is kept; rerun to continue "
+                  "(declrag synth: with --resume)")
     return code
 
 

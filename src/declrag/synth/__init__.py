@@ -147,6 +147,10 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
             raise DeclragError(f"--resume with other arguments than the run in {work} ({', '.join(changed)} differ)",
                                hint="resume with the same sources, --model and --seed, or start over without --resume")
     else:
+        log = work / "generated.jsonl"
+        if log.is_file() and log.stat().st_size and not force:  # a killed run's work is not thrown away unasked
+            raise DeclragError(f"{work} holds the work of a run that did not finish",
+                               hint="--resume continues it (same sources, --model, --seed); --force starts over")
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     (work / "run.json").write_text(json.dumps(run_args))
