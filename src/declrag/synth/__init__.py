@@ -48,6 +48,7 @@ SPLITS = {"train": 0.6, "dev": 0.2, "test": 0.2}
 MIN_PASSAGE_WORDS = 30
 OVERSAMPLE = 1.5  # candidates generated per question wanted (the filters drop some)
 GIVE_UP = 50  # passages without a single usable question after which a model is given up on
+MALFORMED = "malformed model output (no usable question)"
 SYNTH_CHUNKER = ChunkerConfig(name="sentence", chunk_size=192, overlap=0)  # the passages questions come from
 
 
@@ -270,7 +271,7 @@ def _lm_questions(writer: LMWriter, passages: list[tuple[Document, Chunk]], want
     total = meter.total()
     report.lm.update({"route": model, "calls": total.calls, "cached": total.cached, "tokens_in": total.tokens_in,
                       "tokens_out": total.tokens_out, "cost_usd": round(total.cost_usd, 6),
-                      "resumed_passages": len(done), "malformed": writer.malformed})
+                      "resumed_passages": len(done), "malformed": report.removed.get(MALFORMED, 0)})
     return cands
 
 
@@ -290,7 +291,7 @@ def _one(writer: LMWriter, i: int, passages: list[tuple[Document, Chunk]], store
     base = {"passage": i, "kind": kind, "doc_id": doc.id}
     question = writer.question(kind, text)
     if question is None:
-        return {**base, "dropped": "malformed model output (no usable question)"}
+        return {**base, "dropped": MALFORMED}
     if off_passage(question, text, writer.demo_text[kind]):
         return {**base, "dropped": "question off its passage (no word of it, or more of the demo's)",
                 "question": question}

@@ -141,7 +141,7 @@ def answer_problem(kind: str, answer: str, passage: str, question: str = "") -> 
 
 class LMWriter:
     """Questions and reference answers from an LM route, through the declared prompts (metered as stage
-    ``synth``). ``malformed`` counts the passages whose replies never gave a usable question."""
+    ``synth``). ``malformed`` counts the passages of this process whose replies never gave a usable question."""
 
     def __init__(self, route: str, max_tokens: int = 96):
         from ..lm import check_lm, registry
