@@ -285,3 +285,21 @@ def test_a_good_retrieval_score_does_not_shield_a_weak_slice():
     early = alone.ask()
     early.report(0.1, 0)
     assert not early.should_prune()  # one finished trial with this step is fewer than 3
+
+
+def test_questions_without_answers_compile_on_the_shipped_triad_space(tmp_path):
+    """A user with questions but no answers or gold: `optimizers/triad.yaml` scores the RAG triad only."""
+    from declrag.golden import load_golden
+
+    qs = tmp_path / "questions"
+    qs.mkdir()
+    (qs / "corpus.jsonl").write_text((GOLD.parent / "corpus.jsonl").read_text())
+    rows = [json.loads(line) for line in GOLD.read_text().splitlines()]
+    (qs / "all.jsonl").write_text("".join(json.dumps({"id": r["id"], "question": r["question"]}) + "\n" for r in rows))
+    golden = load_golden(str(qs / "all.jsonl"))
+    assert all(not e.answers and not e.gold for e in golden.split("all"))
+    with using_lm(answers_by_prompt()):
+        s = compile_run("triad", str(qs / "all.jsonl"), "qs", tmp_path / "runs", Budget(max_trials=3), progress=False)
+    assert s["trials"] == 3 and 0 < s["best"]["dev"]["objective"] <= 1
+    assert s["best"]["test"]["objective"] is not None
+    assert (tmp_path / "runs" / "qs" / "best" / "program.json").exists()
