@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from declrag.ingest.loaders import SUPPORTED_SUFFIXES, LoadError, Skipped, iter_files, load_file
+from declrag.ingest.loaders import SUPPORTED_SUFFIXES, LoadError, Skipped, iter_files, load_file, load_paths
 
 SCIFACT = Path(__file__).resolve().parents[1].parent / "shared/datasets/scifact/corpus.jsonl"
 
@@ -302,15 +302,7 @@ def test_iter_files(tmp_path: Path):
 def test_iter_then_load_reports_everything(tmp_path: Path):
     (tmp_path / "ok.txt").write_text("fine")
     (tmp_path / "bad.pdf").write_bytes(b"%PDF-1.4 garbage")
-    loaded, skipped = [], []
-    for item in iter_files([tmp_path]):
-        if isinstance(item, Skipped):
-            skipped.append(item)
-            continue
-        try:
-            loaded += load_file(item)
-        except LoadError as e:
-            skipped.append(Skipped(str(item), e.reason))
+    loaded, skipped = load_paths([tmp_path])
     assert [d.text for d in loaded] == ["fine"]
     assert len(skipped) == 1 and skipped[0].reason.startswith("corrupt PDF")
 

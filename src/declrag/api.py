@@ -83,19 +83,10 @@ def index(
 def load_documents(paths: Sequence[str | Path] = (), datasets: Sequence[str] = ()) -> tuple[list[Document], list]:
     """The documents `index` would index from these files, folders and golden-set corpora, under the same ids,
     and the files skipped (with reasons)."""
-    from .ingest.loaders import LoadError, Skipped, iter_files, load_file
+    from .ingest.loaders import load_paths
 
     _check_paths(paths)
-    docs: list[Document] = []
-    skipped: list[Skipped] = []
-    for item in iter_files(paths):
-        if isinstance(item, Skipped):
-            skipped.append(item)
-            continue
-        try:
-            docs += load_file(item)
-        except LoadError as e:
-            skipped.append(Skipped(str(item), e.reason))
+    docs, skipped = load_paths(paths)
     if datasets:
         from .golden import load_golden
 

@@ -29,7 +29,7 @@ from ..config import ChunkerConfig, IngestConfig
 from ..embed import Embedder, cache_dir
 from ..golden import Example, load_golden
 from ..metrics.retrieval import doc_ranking, ndcg_at_k
-from ..synth.filters import grader_agreement
+from ..synth.filters import QueryVectors, grader_agreement
 
 CHUNK_SIZES = (256, 512)
 LEGS: tuple[tuple[str, float | None, str], ...] = (
@@ -48,10 +48,9 @@ def label(c: dict[str, Any]) -> str:
     return f"{leg} @{c['chunk_size']}"
 
 
-def _scores(store, embedder: Embedder, examples: list[Example], golds: list[dict[str, int]],
+def _scores(store, vecs: np.ndarray, examples: list[Example], golds: list[dict[str, int]],
             cfgs: list[dict[str, Any]], progress: bool, what: str) -> np.ndarray:
-    """nDCG@10 per (configuration, query)."""
-    vecs = embedder.embed_queries([e.question for e in examples])
+    """nDCG@10 per (configuration, query); ``vecs``: the questions' embeddings."""
     out = np.zeros((len(cfgs), len(examples)))
     for j, (e, v) in enumerate(tqdm(list(zip(examples, vecs)), desc=what, unit="q", disable=not progress)):
         for i, c in enumerate(cfgs):
@@ -99,19 +98,22 @@ def run(dataset: str, model: str | None = None, n: int = 300, seed: int = 13, re
     cfgs = configs()
     real_scores, syn_scores = np.zeros((len(cfgs), len(real))), np.zeros((len(cfgs), len(synthetic)))
     seed_scores = np.zeros_like(syn_scores)
+    vectors = QueryVectors(embedder)  # each question embedded once: the chunk size does not change it
+    real_vecs = vectors.embed_queries([e.question for e in real])
+    syn_vecs = vectors.embed_queries([e.question for e in synthetic])
     for cs in CHUNK_SIZES:
         rows = [i for i, c in enumerate(cfgs) if c["chunk_size"] == cs]
         ingest = IngestConfig(chunker=ChunkerConfig(name="fixed", chunk_size=cs, overlap=cs // 8))
         store, _ = corpus_store(gs.documents, ingest, gs.name, embedder=embedder, progress=progress)
         sub = [cfgs[i] for i in rows]
-        real_scores[rows] = _scores(store, embedder, real, [e.gold for e in real], sub, progress, f"real @{cs}")
-        syn_scores[rows] = _scores(store, embedder, synthetic, [e.gold for e in synthetic], sub, progress,
+        real_scores[rows] = _scores(store, real_vecs, real, [e.gold for e in real], sub, progress, f"real @{cs}")
+        syn_scores[rows] = _scores(store, syn_vecs, synthetic, [e.gold for e in synthetic], sub, progress,
                                    f"synthetic @{cs}")
-        seed_scores[rows] = _scores(store, embedder, synthetic, seed_only, sub, progress, f"seed-only @{cs}")
+        seed_scores[rows] = _scores(store, syn_vecs, synthetic, seed_only, sub, progress, f"seed-only @{cs}")
     with_answers = [e for e in real if e.answers]
     by_id = {d.id: d.text for d in gs.documents}
     agreement = grader_agreement([e.question for e in with_answers], [e.answers for e in with_answers],
-                                 [e.gold for e in with_answers], store, embedder, by_id.__getitem__) \
+                                 [e.gold for e in with_answers], store, vectors, by_id.__getitem__) \
         if with_answers else None
     return {
         "dataset": gs.name, "real_split": split, "real_questions": len(real), "synthetic_questions": len(synthetic),

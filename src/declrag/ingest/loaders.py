@@ -71,6 +71,21 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | Skipped]:
             yield path
 
 
+def load_paths(paths: Iterable[str | Path]) -> tuple[list[Document], list[Skipped]]:
+    """Every document in these files and folders (`iter_files`, then `load_file`), and what was skipped, with why."""
+    docs: list[Document] = []
+    skipped: list[Skipped] = []
+    for item in iter_files(paths):
+        if isinstance(item, Skipped):
+            skipped.append(item)
+            continue
+        try:
+            docs += load_file(item)
+        except LoadError as e:
+            skipped.append(Skipped(str(item), e.reason))
+    return docs, skipped
+
+
 def _first_time(path: Path, seen: set[str]) -> bool:
     key = os.path.realpath(path)
     if key in seen:

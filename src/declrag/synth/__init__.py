@@ -163,12 +163,13 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
                               max_lm_calls, progress, say)
     report.generated = len(cands)
     by_id = {d.id: d for d in docs}
-    kept = filters.wording_and_duplicates(cands, emb, report.drop,
+    vectors = filters.QueryVectors(emb)
+    kept = filters.wording_and_duplicates(cands, vectors, report.drop,
                                           lambda c: by_id[c.doc_id].text[c.span[0]:c.span[1]])
-    kept = filters.round_trip(kept, store, emb, report.drop, report.found_by)
+    kept = filters.round_trip(kept, store, vectors, report.drop, report.found_by)
     kept = _sample(kept, n, random.Random(seed))
     if model is not None:
-        report.judged_gold_added = filters.grade(kept, store, emb, lambda i: by_id[i].text, lm_grader)
+        report.judged_gold_added = filters.grade(kept, store, vectors, lambda i: by_id[i].text, lm_grader)
         report.gold = ("seed document, plus the pooled documents (keyword, vector and hybrid top "
                        f"{filters.POOL_K}) " + (f"that {grader} graded relevant" if lm_grader
                                                 else "that contain the reference answer"))
@@ -198,21 +199,21 @@ def _pseudo_queries(docs: Sequence[Document], passages: list[tuple[Document, Chu
     """Title queries from documents with real titles of their own (at most a fifth), then cloze queries from
     passages drawn uniformly (documents in proportion to their length)."""
     rng = random.Random(seed)
+    titles = {d.id: t for d in docs if (t := title_query(d))}
     counts: dict[str, int] = {}
-    for d in docs:
-        if t := title_query(d):
-            counts[normalize(t)] = counts.get(normalize(t), 0) + 1
+    for t in titles.values():
+        counts[normalize(t)] = counts.get(normalize(t), 0) + 1
     # a title names its document only where no other document has it (SQuAD's paragraphs share their article's)
-    titled = [d for d in docs if (t := title_query(d)) and counts[normalize(t)] == 1]
+    titled = [d for d in docs if d.id in titles and counts[normalize(titles[d.id])] == 1]
     rng.shuffle(titled)
-    out = [Candidate(question=t, kind="title", doc_id=d.id, span=(0, len(d.text)))
-           for d in titled[: want // 5] if (t := title_query(d))]
+    out = [Candidate(question=titles[d.id], kind="title", doc_id=d.id, span=(0, len(d.text)))
+           for d in titled[: want // 5]]
     for i in _order(len(passages), seed):
         if len(out) >= want:
             break
         doc, chunk = passages[i]
         if (made := cloze_query(chunk.text, chunk.start, random.Random(f"{seed}:{i}"))) is not None:
-            out.append(Candidate(question=made[0], kind="cloze", doc_id=doc.id, span=made[1], passage=i))
+            out.append(Candidate(question=made[0], kind="cloze", doc_id=doc.id, span=made[1]))
     return out
 
 
@@ -296,8 +297,7 @@ def _one(writer: LMWriter, i: int, passages: list[tuple[Document, Chunk]], store
         return {**base, "dropped": "question off its passage (no word of it, or more of the demo's)",
                 "question": question}
     if kind == "unanswerable":
-        cand = Candidate(question=question, kind=kind, doc_id=doc.id, span=(chunk.start, chunk.end), answerable=False,
-                         passage=i)
+        cand = Candidate(question=question, kind=kind, doc_id=doc.id, span=(chunk.start, chunk.end), answerable=False)
         return {**base, "candidate": asdict(cand)}
     answer = writer.answer(kind if kind in writer.answers else "explanatory", text, question)
     problem, at = answer_problem(kind, answer, text, question)
@@ -305,7 +305,7 @@ def _one(writer: LMWriter, i: int, passages: list[tuple[Document, Chunk]], store
         return {**base, "dropped": problem, "question": question}
     starts = (chunk.start + at,) if at is not None else ()
     cand = Candidate(question=question, kind=kind, doc_id=doc.id, span=(chunk.start, chunk.end), answers=(answer,),
-                     answer_starts=starts, gold=gold, passage=i)
+                     answer_starts=starts, gold=gold)
     return {**base, "candidate": asdict(cand)}
 
 

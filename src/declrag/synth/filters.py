@@ -18,6 +18,7 @@ that adds gold beyond the seed passage.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable
@@ -51,6 +52,18 @@ class Drop(Protocol):
 
 class QueryEmbedder(Protocol):
     def embed_queries(self, texts: list[str]) -> np.ndarray: ...
+
+
+class QueryVectors:
+    """Each question embedded once per run however many filters ask (dedup, round trip, grading)."""
+
+    def __init__(self, emb: QueryEmbedder):
+        self.emb, self.seen = emb, dict[str, np.ndarray]()
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        if todo := [t for t in dict.fromkeys(texts) if t not in self.seen]:
+            self.seen.update(zip(todo, self.emb.embed_queries(todo)))
+        return np.stack([self.seen[t] for t in texts])
 
 
 def script(text: str) -> str:
@@ -152,10 +165,16 @@ def pool(question: str, vec: np.ndarray, store: Store) -> list[str]:
                               + _ranked_docs(store.hybrid_search(question, vec, POOL_K * 3))[:POOL_K]))
 
 
-def containing(docs: list[str], answers: tuple[str, ...], text_of: Callable[[str], str]) -> list[str]:
-    """The documents whose text contains one of the answers (SQuAD-normalized): the deterministic grader."""
+def containing(docs: list[str], answers: tuple[str, ...], normalized: Callable[[str], str]) -> list[str]:
+    """The documents whose text (``normalized``: a document id -> its SQuAD-normalized text) contains one of the
+    answers, normalized too: the deterministic grader."""
     norm = [a for a in (squad_normalize(x) for x in answers) if a]
-    return [d for d in docs if any(a in squad_normalize(text_of(d)) for a in norm)]
+    return [d for d in docs if any(a in normalized(d) for a in norm)]
+
+
+def _normalized(text_of: Callable[[str], str]) -> Callable[[str], str]:
+    """``text_of`` normalized once per document (pools of many questions share documents)."""
+    return functools.cache(lambda d: squad_normalize(text_of(d)))
 
 
 class LMGrader:
@@ -188,10 +207,11 @@ def grade(cands: list[Candidate], store: Store, emb: QueryEmbedder, text_of: Cal
     if not todo:
         return 0
     vecs = emb.embed_queries([c.question for c in todo])
+    normalized = _normalized(text_of)
     added = 0
     for c, v in zip(todo, vecs):
         pooled = pool(c.question, v, store)
-        relevant = grader(c.question, pooled, text_of) if grader else containing(pooled, c.answers, text_of)
+        relevant = grader(c.question, pooled, text_of) if grader else containing(pooled, c.answers, normalized)
         extra = [d for d in relevant if d not in c.gold]
         for d in extra:
             c.gold[d] = 1
@@ -207,10 +227,11 @@ def grader_agreement(questions: list[str], answers: list[tuple[str, ...]], golds
     documents it grades relevant, the share the qrels call relevant (precision), and of the pooled documents the
     qrels call relevant, the share it grades relevant (recall)."""
     vecs = emb.embed_queries(questions)
+    normalized = _normalized(text_of)
     graded = judged = both = 0
     for q, a, g, v in zip(questions, answers, golds, vecs):
         pooled = pool(q, v, store)
-        mine, theirs = set(containing(pooled, a, text_of)), {d for d in pooled if d in g}
+        mine, theirs = set(containing(pooled, a, normalized)), {d for d in pooled if d in g}
         graded, judged, both = graded + len(mine), judged + len(theirs), both + len(mine & theirs)
     return {"questions": len(questions), "graded_relevant": graded, "qrels_relevant_in_pool": judged,
             "precision": round(both / graded, 4) if graded else None,

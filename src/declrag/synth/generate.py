@@ -51,7 +51,6 @@ class Candidate:
     answerable: bool = True
     gold: dict[str, int] = field(default_factory=dict)  # the seed document(s); judged gold is added later
     scores: dict[str, Any] = field(default_factory=dict)
-    passage: int = -1  # the index of the passage it came from (what --resume skips)
 
     def __post_init__(self) -> None:
         if not self.gold and self.answerable:
@@ -141,7 +140,7 @@ def answer_problem(kind: str, answer: str, passage: str, question: str = "") -> 
 
 class LMWriter:
     """Questions and reference answers from an LM route, through the declared prompts (metered as stage
-    ``synth``). ``malformed`` counts the passages of this process whose replies never gave a usable question."""
+    ``synth``)."""
 
     def __init__(self, route: str, max_tokens: int = 96):
         from ..lm import check_lm, registry
@@ -159,13 +158,11 @@ class LMWriter:
         self.questions = {k: [Stage("synth", spec(f"synth_{k}"), "default", cfg) for cfg in attempts] for k in LM_KINDS}
         self.answers = {k: Stage("synth", a, k, attempts[0]) for k in a.variants}
         self.demo_text = {k: " ".join(str(v) for d in spec(f"synth_{k}").demos for v in d.values()) for k in LM_KINDS}
-        self.malformed = 0
 
     def question(self, kind: str, passage: str) -> str | None:
         for stage in self.questions[kind]:
             if (q := clean_question(stage.run(passage=passage).get("question"))) is not None:
                 return q
-        self.malformed += 1
         return None
 
     def answer(self, kind: str, passage: str, question: str) -> str:
