@@ -295,11 +295,11 @@ def test_kendall_tau_and_its_interval_follow_the_orderings():
 
     from declrag.bench.synth import configs, tau_with_interval
 
-    assert len(configs()) == 16
+    assert len(configs()) == 18 and sum(bool(c["rerank"]) for c in configs()) == 2
     rng = np.random.default_rng(0)
-    real = np.linspace(0.2, 0.8, 16)[:, None] + rng.normal(0, 0.05, (16, 200))
-    same = tau_with_interval(real + rng.normal(0, 0.05, (16, 200)), real, rounds=200)
-    reversed_ = tau_with_interval(real[::-1] + rng.normal(0, 0.05, (16, 200)), real, rounds=200)
+    real = np.linspace(0.2, 0.8, 18)[:, None] + rng.normal(0, 0.05, (18, 200))
+    same = tau_with_interval(real + rng.normal(0, 0.05, (18, 200)), real, rounds=200)
+    reversed_ = tau_with_interval(real[::-1] + rng.normal(0, 0.05, (18, 200)), real, rounds=200)
     assert same["tau"] > 0.8 and same["ci95"][0] > 0.5 and same["ci95"][0] <= same["tau"] <= same["ci95"][1]
     assert reversed_["tau"] < -0.8
 
@@ -330,3 +330,36 @@ def test_a_question_not_in_its_passages_language_is_caught():
         "question in English, its passage is not"
     assert language_problem("Wer gab der Normandie ihren Namen?", de) is None
     assert language_problem("Who gave their name to Normandy?", "The Normans gave their name to Normandy.") is None
+
+
+def test_duplicates_left_in_a_set_are_measured_below_the_filters_threshold():
+    import numpy as np
+
+    from declrag.synth.filters import duplicate_share
+
+    class Fixed:  # three directions: the second question nearly repeats the first (cosine 0.92)
+        def embed_queries(self, texts):
+            table = {"a": [1.0, 0.0, 0.0], "b": [0.92, 0.392, 0.0], "c": [0.0, 0.0, 1.0]}
+            return np.array([table[t.lower().rstrip("?").split()[-1]] for t in texts])
+
+    qs = ["what is a", "What is  A?", "tell me b", "and c"]  # the first two: the same normalized text
+    d = duplicate_share(qs, Fixed(), 0.9)
+    assert d == {"questions": 4, "exact": 0.25, "near": 0.5, "cosine": 0.9}  # the repeat, and b near a
+    assert duplicate_share(qs, Fixed(), 0.95)["near"] == 0.25
+
+
+@pytest.mark.slow
+def test_a_filter_switched_off_removes_nothing_and_the_set_says_so(tmp_path, folder, minilm, monkeypatch):
+    from declrag.api import load_documents
+    from declrag.errors import DeclragError
+    from declrag.synth import filters, synthesize
+
+    monkeypatch.setattr(filters, "ROUND_TRIP_K", 1)  # on 45 documents the top 20 finds every source
+    docs = load_documents([folder])[0]
+    on = synthesize(docs, tmp_path / "on", 40, seed=5, progress=False)
+    off = synthesize(docs, tmp_path / "off", 40, seed=5, skip=("round_trip",), progress=False)
+    assert any(r.startswith("round trip") for r in on.removed)
+    assert not any(r.startswith("round trip") for r in off.removed) and off.filters_off == ["round_trip"]
+    assert off.kept >= on.kept and "switched off: round_trip" in load_golden(str(tmp_path / "off")).description
+    with pytest.raises(DeclragError, match="no filter named spelling"):
+        synthesize(docs, tmp_path / "bad", 40, skip=("spelling",), progress=False)

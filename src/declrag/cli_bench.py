@@ -99,16 +99,23 @@ def bench_synth(
     n: Annotated[int, typer.Option("--n", help="synthetic questions")] = 300,
     seed: Annotated[int, typer.Option(help="seed of the synthetic set and the real sample")] = 13,
     real_limit: Annotated[int, typer.Option(help="real questions scored at most (a seeded sample)")] = 1000,
+    skip: Annotated[list[str] | None, typer.Option(
+        "--skip", help="leave out an arm: ablations (each filter off), compile, finetune; repeatable")] = None,
+    trials: Annotated[int, typer.Option(help="trials of each compile (the compile and fine-tune arms)")] = 30,
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
-    """Whether a synthetic set from the corpus ranks 16 retrieval configurations as the real questions do
-    (Kendall tau with a bootstrap interval, judged and seed-only gold)."""
-    from .bench.synth import print_report, run
+    """Whether a synthetic set from the corpus ranks 18 retrieval configurations as the real questions do
+    (Kendall tau with a bootstrap interval: judged and seed-only gold, each filter off in turn), and whether
+    compile and fine-tuning on it do as well on the real test split as on real labels."""
+    from .bench.synth import ARMS, print_report, run
 
-    if n < 1 or real_limit < 1:
-        raise DeclragError("--n and --real-limit must be at least 1", hint="e.g. --n 300 --real-limit 1000")
-    _bench_out(run(dataset, None if model == "none" else model, n, seed, real_limit=real_limit), print_report,
-               as_json)
+    if n < 1 or real_limit < 1 or trials < 1:
+        raise DeclragError("--n, --real-limit and --trials must be at least 1",
+                           hint="e.g. --n 300 --real-limit 1000 --trials 30")
+    if unknown := set(skip or ()) - set(ARMS):
+        raise DeclragError(f"--skip {', '.join(sorted(unknown))}: no such arm", hint=f"one of {', '.join(ARMS)}")
+    _bench_out(run(dataset, None if model == "none" else model, n, seed, real_limit=real_limit,
+                   arms=[a for a in ARMS if a not in (skip or ())], trials=trials), print_report, as_json)
 
 
 def _bench_out(result, printer, as_json: Path | None) -> None:

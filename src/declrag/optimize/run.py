@@ -219,7 +219,7 @@ def _retry_killed(study: optuna.Study) -> None:
             retry(study, study.trials[t.number])
 
 
-def _score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float]]:
+def score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float]]:
     """Metrics on ``examples`` and the per-question objective (for paired intervals)."""
     if comp.space.objective.retrieval_only:
         rows = []
@@ -258,9 +258,9 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
     if comp.space.prompt_optimizer.name != "none" and not comp.space.objective.retrieval_only:
         from .prompts import optimize_prompts
 
-        before, _ = _score(comp, best_prog, splits["dev"], "dev, best program")
+        before, _ = score(comp, best_prog, splits["dev"], "dev, best program")
         best_prog, info = optimize_prompts(best_prog, comp, splits["train"], splits["dev"])
-        after, _ = _score(comp, best_prog, splits["dev"], "dev, optimized prompts")
+        after, _ = score(comp, best_prog, splits["dev"], "dev, optimized prompts")
         prompt_info.update(info, dev_before=before, dev_after=after)
         if after["objective"] < before["objective"]:  # keep the better program, and say so
             prompt_info["kept"] = "before (the optimizer did not improve dev)"
@@ -275,15 +275,15 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
         best_prog, finetune_info = finetune_stage(comp, best_prog, out, progress)
         if finetune_info.get("kept") == "tuned":
             dev_best = finetune_info["dev"]["tuned"]
-    test_base, q_base = _score(comp, base_prog, splits["test"], "test, baseline")
-    test_best, q_best = _score(comp, best_prog, splits["test"], "test, best program")
+    test_base, q_base = score(comp, base_prog, splits["test"], "test, baseline")
+    test_best, q_best = score(comp, best_prog, splits["test"], "test, best program")
     gain = paired_difference(q_base, q_best)
     legs = {}
     alpha_param = next((n for n, p in comp.space.params.items() if p.path == "retrieve.alpha"), None)
     if comp.space.objective.retrieval_only and alpha_param:  # the single legs, with the best settings otherwise
         for leg, a in (("keyword", 0.0), ("vector", 1.0)):
             prog = comp.program({**best.params, alpha_param: a})
-            legs[leg] = _score(comp, prog, splits["test"], f"test, {leg} leg")[0]
+            legs[leg] = score(comp, prog, splits["test"], f"test, {leg} leg")[0]
     best_prog.save(out / "best")
     dev_base = baseline.user_attrs.get("metrics", {})
     return {
@@ -340,12 +340,12 @@ def finetune_stage(comp: Compiler, prog, out: Path, progress: bool) -> tuple[Any
     tuned.embedder_provenance = {"base_model": e.model, "sha256": trained["sha256"], "split": "train",
                                  "questions": counts["questions"], "seed": spec.seed, "steps": trained["steps"],
                                  "loss": "MultipleNegativesRankingLoss", "settings": spec.model_dump(mode="json")}
-    dev_base, q_dev_base = _score(comp, prog, splits["dev"], "dev, base embedder")
-    dev_tuned, q_dev_tuned = _score(comp, tuned, splits["dev"], "dev, tuned embedder")
+    dev_base, q_dev_base = score(comp, prog, splits["dev"], "dev, base embedder")
+    dev_tuned, q_dev_tuned = score(comp, tuned, splits["dev"], "dev, tuned embedder")
     gain = paired_difference(q_dev_base, q_dev_tuned)
     keep = bool(gain["significant"] and (gain["diff"] or 0) > 0)
-    test_base, q_test_base = _score(comp, prog, splits["test"], "test, base embedder")
-    test_tuned, q_test_tuned = _score(comp, tuned, splits["test"], "test, tuned embedder")
+    test_base, q_test_base = score(comp, prog, splits["test"], "test, base embedder")
+    test_tuned, q_test_tuned = score(comp, tuned, splits["test"], "test, tuned embedder")
     info.update(dev={"base": dev_base, "tuned": dev_tuned, "gain": gain},
                 test={"base": test_base, "tuned": test_tuned, "gain": paired_difference(q_test_base, q_test_tuned)},
                 kept="tuned" if keep else "base")
@@ -354,7 +354,7 @@ def finetune_stage(comp: Compiler, prog, out: Path, progress: bool) -> tuple[Any
         legs = {}
         for name, c in (("base", base_cfg), ("tuned", cfg)):
             leg = comp.program_for(c.model_copy(update={"retrieve": c.retrieve.model_copy(update={"alpha": 1.0})}))
-            legs[name] = _score(comp, leg, splits["test"], f"test, vector leg, {name} embedder")[0]
+            legs[name] = score(comp, leg, splits["test"], f"test, vector leg, {name} embedder")[0]
         info["test"]["vector_leg"] = legs
     info["stage_s"] = round(time.perf_counter() - t_stage, 1)
     d = gain["diff"] or 0.0

@@ -25,7 +25,7 @@ import math
 import random
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,7 @@ class SynthReport:
     found_by: dict[str, int] = field(default_factory=dict)
     judged_gold_added: int = 0
     gold: str = "seed document only"
+    filters_off: list[str] = field(default_factory=list)
     lm: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
     out: str = ""
@@ -101,20 +102,24 @@ def from_sources(paths: Sequence[str | Path] = (), datasets: Sequence[str] = (),
 def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model: str | None = None, seed: int = 13,
                ingest: IngestConfig | None = None, force: bool = False, resume: bool = False,
                max_lm_calls: int | None = None, grader: str | None = None, embedder: Embedder | None = None,
-               progress: bool = True, say: Callable[[str], None] = lambda _: None) -> SynthReport:
+               skip: Collection[str] = (), progress: bool = True,
+               say: Callable[[str], None] = lambda _: None) -> SynthReport:
     """Write a golden set of at most ``n`` questions drawn from ``documents`` to the folder ``out``.
 
     ``model``: the LM route that writes questions and reference answers; None makes pseudo-queries with no model
     (a retrieval-only set). ``ingest``: the index the filters search (default: declrag's defaults).
     ``max_lm_calls`` stops generating at that many uncached LM calls (what was made so far is kept and filtered).
     ``grader``: an LM route that grades each question's pooled documents (one call per question); None grades
-    deterministically (a pooled document containing the reference answer is relevant).
+    deterministically (a pooled document containing the reference answer is relevant). ``skip``: filters switched
+    off (names in `filters.FILTERS`; `declrag bench synth` measures each one's effect this way).
     """
     started = time.perf_counter()
     out = Path(out)
     work = out.with_name(out.name + ".partial")
     if n < 1:
         raise DeclragError(f"--n must be at least 1, got {n}", hint="e.g. --n 300")
+    if unknown := set(skip) - set(filters.FILTERS):
+        raise DeclragError(f"no filter named {', '.join(sorted(unknown))}", hint=f"one of {', '.join(filters.FILTERS)}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise DeclragError(f"{out} exists and is not empty", hint="choose another --out, or pass --force to replace it")
     if resume and not (work / "generated.jsonl").is_file():
@@ -135,7 +140,7 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
         raise DeclragError(f"no passage of at least {MIN_PASSAGE_WORDS} words in {len(docs)} documents",
                            hint="synth needs documents with running text")
     report = SynthReport(generator=f"LM {model}" if model else "no model (cloze and title pseudo-queries)",
-                         seed=seed, documents=len(docs), passages=len(passages))
+                         seed=seed, documents=len(docs), passages=len(passages), filters_off=sorted(skip))
     from ..api import corpus_store
 
     store, _ = corpus_store(docs, ingest, label="synth", embedder=emb, progress=progress)
@@ -165,8 +170,9 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
     by_id = {d.id: d for d in docs}
     vectors = filters.QueryVectors(emb)
     kept = filters.wording_and_duplicates(cands, vectors, report.drop,
-                                          lambda c: by_id[c.doc_id].text[c.span[0]:c.span[1]])
-    kept = filters.round_trip(kept, store, vectors, report.drop, report.found_by)
+                                          lambda c: by_id[c.doc_id].text[c.span[0]:c.span[1]], skip)
+    if "round_trip" not in skip:
+        kept = filters.round_trip(kept, store, vectors, report.drop, report.found_by)
     kept = _sample(kept, n, random.Random(seed))
     if model is not None:
         report.judged_gold_added = filters.grade(kept, store, vectors, lambda i: by_id[i].text, lm_grader)
@@ -377,7 +383,8 @@ def _write(work: Path, out: Path, docs: Sequence[Document], splits: dict[str, li
             "description": f"Synthetic, made by declrag synth from {report.documents} documents: {report.kept} "
                            f"questions ({kinds}) by {report.generator}, seed {report.seed}; gold: {report.gold}; "
                            + ("with reference answers. " if report.lm else "retrieval only (no reference answers). ")
-                           + f"Filters: {filtered}."}
+                           + f"Filters: {filtered}"
+                           + (f"; switched off: {', '.join(report.filters_off)}." if report.filters_off else ".")}
     (work / "dataset.yaml").write_text(yaml.safe_dump(decl, sort_keys=False, allow_unicode=True), encoding="utf-8")
     (work / "report.json").write_text(json.dumps(asdict(report), indent=2, ensure_ascii=False), encoding="utf-8")
     (work / "run.json").unlink(missing_ok=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 import numpy as np
@@ -32,6 +32,7 @@ from ..stores.bm25 import STOPWORDS_EN, tokenize
 from .generate import Candidate
 
 DEDUP_COSINE = 0.95
+FILTERS = ("wording", "language", "duplicates", "round_trip")  # the names `synthesize(skip=...)` switches off
 ROUND_TRIP_K = 20
 POOL_K = 5  # per leg, for grading
 ENGLISH_RARE, ENGLISH_COMMON = 0.05, 0.2  # shares of English function words: a non-English text, an English one
@@ -99,21 +100,25 @@ def normalize(question: str) -> str:
 
 
 def wording_and_duplicates(cands: list[Candidate], emb: QueryEmbedder, drop: Drop,
-                           passage_of: Callable[[Candidate], str] | None = None) -> list[Candidate]:
-    """The wording, language (with ``passage_of``, the text a question was written from) and duplicate filters."""
+                           passage_of: Callable[[Candidate], str] | None = None,
+                           skip: Collection[str] = ()) -> list[Candidate]:
+    """The wording, language (with ``passage_of``, the text a question was written from) and duplicate filters;
+    those named in ``skip`` (`FILTERS`) are switched off."""
     kept: list[Candidate] = []
     seen: set[str] = set()
     for c in cands:
-        if _PASSAGE_WORDING.search(c.question):
+        if "wording" not in skip and _PASSAGE_WORDING.search(c.question):
             drop("passage-dependent wording", c)
-        elif passage_of is not None and (why := language_problem(c.question, passage_of(c))):
+        elif ("language" not in skip and passage_of is not None
+              and (why := language_problem(c.question, passage_of(c)))):
             drop(why, c)
-        elif (key := normalize(c.question)) in seen or not key:
+        elif "duplicates" not in skip and ((key := normalize(c.question)) in seen or not key):
             drop("exact duplicate", c)
         else:
-            seen.add(key)
+            if "duplicates" not in skip:
+                seen.add(key)
             kept.append(c)
-    if not kept:
+    if not kept or "duplicates" in skip:
         return kept
     vecs = emb.embed_queries([c.question for c in kept])
     vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
@@ -126,6 +131,21 @@ def wording_and_duplicates(cands: list[Candidate], emb: QueryEmbedder, drop: Dro
         c.scores["max_cosine_to_kept"] = round(sim, 4)
         unique.append(i)
     return [kept[i] for i in unique]
+
+
+def duplicate_share(questions: list[str], emb: QueryEmbedder, cosine: float) -> dict[str, Any]:
+    """How much of a finished set is still duplicated, measured below the filter's own threshold: the share of
+    questions whose normalized text, or whose embedding at cosine >= ``cosine``, matches an earlier question's."""
+    if not questions:
+        return {"questions": 0, "exact": 0.0, "near": 0.0, "cosine": cosine}
+    keys = [normalize(q) for q in questions]
+    exact = len(keys) - len(set(keys))
+    vecs = emb.embed_queries(questions)
+    vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    sims = np.triu(vecs @ vecs.T, k=1)  # each pair once; a question matches one before it
+    near = int(np.sum(sims.max(axis=0) >= cosine))
+    return {"questions": len(questions), "exact": round(exact / len(keys), 4), "near": round(near / len(keys), 4),
+            "cosine": cosine}
 
 
 def _ranked_docs(hits) -> list[str]:
