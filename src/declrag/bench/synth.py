@@ -169,12 +169,31 @@ def run(dataset: str, model: str | None = None, n: int = 300, seed: int = 13, re
     if {"compile", "finetune"} & set(arms):
         runs = folder.with_name(f"{folder.name}-runs")
         shutil.rmtree(runs, ignore_errors=True)
+        runs.mkdir(parents=True)
         if "compile" in arms:
-            result["compile"] = compile_arm(dataset, folder, runs, space, trials, progress)
+            result["compile"] = compile_arm(dataset, folder, runs, _capped(space, runs, real_limit), trials,
+                                            progress)
         if "finetune" in arms:
-            result["finetune"] = finetune_arm(dataset, folder, runs, finetune_space, trials, progress)
+            result["finetune"] = finetune_arm(dataset, folder, runs, _capped(finetune_space, runs, real_limit),
+                                              trials, progress)
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     return result
+
+
+def _capped(space: str, runs: Path, max_dev: int) -> str:
+    """The space with its dev set capped at ``max_dev`` questions (a seeded sample, as `split.max_dev` does), so
+    that a large real set (SQuAD: 7,399 dev questions) costs each trial what the synthetic set's does."""
+    import yaml
+
+    from ..optimize.space import read_space
+
+    sp = read_space(space)
+    if sp.split.max_dev is not None and sp.split.max_dev <= max_dev:
+        return space
+    capped = sp.model_copy(update={"split": sp.split.model_copy(update={"max_dev": max_dev})})
+    path = runs / f"{sp.name}.yaml"
+    path.write_text(yaml.safe_dump(capped.model_dump(mode="json", exclude_none=True), sort_keys=False))
+    return str(path)
 
 
 def _real_test(dataset: str, space: str, runs: Path, progress: bool):
