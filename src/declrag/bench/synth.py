@@ -42,7 +42,7 @@ from ..golden import Example, load_golden
 from ..metrics.retrieval import doc_ranking, ndcg_at_k
 from ..metrics.stats import paired_difference
 from ..stores.bm25 import KeywordIndex
-from ..synth.filters import FILTERS, QueryVectors, duplicate_share, grader_agreement
+from ..synth.filters import FILTERS, QueryVectors, duplicate_share, grader_agreement, reason_filter
 
 CHUNK_SIZES = (256, 512)
 LEGS: tuple[tuple[str, float | None, str, bool], ...] = (
@@ -211,7 +211,7 @@ def compile_arm(dataset: str, synthetic: Path, runs: Path, space: str, trials: i
     from ..optimize.compile import Budget
     from ..optimize.run import compile_run, score
 
-    out: dict[str, Any] = {"space": space, "trials": trials}
+    out: dict[str, Any] = {"space": Path(space).stem, "trials": trials}
     chosen = {}
     for name, data in (("synthetic", str(synthetic)), ("real", dataset)):
         summary = compile_run(space, data, f"compile-{name}", runs=runs, budget=Budget(max_trials=trials),
@@ -238,7 +238,7 @@ def finetune_arm(dataset: str, synthetic: Path, runs: Path, space: str, trials: 
     summary = compile_run(space, str(synthetic), "finetune-synthetic", runs=runs, budget=Budget(max_trials=trials),
                           progress=progress)
     info = summary["finetune"]
-    out: dict[str, Any] = {"space": space, "trials": trials, "params": summary["best"]["params"],
+    out: dict[str, Any] = {"space": Path(space).stem, "trials": trials, "params": summary["best"]["params"],
                            "pairs": info.get("pairs"), "training": info.get("training"),
                            "kept_by_synthetic_dev": info.get("kept"), "synthetic_dev": info.get("dev")}
     if "skipped" in info or "training" not in info:
@@ -273,14 +273,15 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         t.add_row(c["config"], f"{c['real']:.4f}", f"{c['synthetic']:.4f}", f"{c['synthetic_seed_only']:.4f}")
     console.print(t)
     taus = Table(title="Kendall tau between the synthetic and the real ordering, 95% bootstrap interval")
-    for col in ("synthetic set", "questions", "tau", "interval"):
+    for col in ("synthetic set", "questions", "the filter removed", "tau", "interval"):
         taus.add_column(col, justify="left" if col == "synthetic set" else "right")
     for k, v in r["kendall_tau"].items():
-        taus.add_row(f"all filters, {k.replace('_', ' ')}", str(r["synthetic_questions"]), f"{v['tau']:+.3f}",
-                     f"[{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}]")
+        taus.add_row(f"all filters, {k.replace('_', ' ')}", str(r["synthetic_questions"]), "",
+                     f"{v['tau']:+.3f}", f"[{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}]")
     for f, v in r.get("filters_off", {}).items():
         k = v["kendall_tau"]
-        taus.add_row(f"{f} filter off, judged gold", str(v["questions"]), f"{k['tau']:+.3f}",
+        removed = sum(c for reason, c in r["synth"]["removed"].items() if reason_filter(reason) == f)
+        taus.add_row(f"{f} filter off, judged gold", str(v["questions"]), str(removed), f"{k['tau']:+.3f}",
                      f"[{k['ci95'][0]:+.3f}, {k['ci95'][1]:+.3f}]")
     console.print(taus)
     if g := r.get("grader_vs_qrels"):

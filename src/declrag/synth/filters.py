@@ -95,6 +95,16 @@ def language_problem(question: str, passage: str) -> str | None:
     return None
 
 
+def reason_filter(reason: str) -> str | None:
+    """The filter (in `FILTERS`) a removal reason of the report comes from; None for generation's own drops."""
+    for prefix, name in (("passage-dependent", "wording"), ("question not in its passage", "language"),
+                         ("question in English", "language"), ("exact duplicate", "duplicates"),
+                         ("near duplicate", "duplicates"), ("round trip", "round_trip")):
+        if reason.startswith(prefix):
+            return name
+    return None
+
+
 def normalize(question: str) -> str:
     return " ".join(tokenize(question))
 
