@@ -153,11 +153,16 @@ class Retriever(dspy.Module):
 class Reranker(dspy.Module):
     """Reorders the candidate pool: none, BM25 over the candidates, a cross-encoder, or an LLM judge."""
 
-    def __init__(self, cfg: RerankConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
+    def __init__(self, cfg: RerankConfig, lm: LMConfig | None = None, specs: dict[str, SignatureSpec] | None = None):
+        """``lm`` and ``specs`` (the prompt) are needed by the LLM judge only; the other modes have no prompt."""
         super().__init__()
         self.cfg = cfg
-        variant = cfg.variant if cfg.variant != "default" else specs["rerank"].default
-        self.stage = Stage("rerank", specs["rerank"], variant, lm) if cfg.mode == "llm" else None
+        self.stage = None
+        if cfg.mode == "llm":
+            if lm is None or specs is None:
+                raise ValueError("an LLM reranker needs its LM config and the rerank prompt specs")
+            variant = cfg.variant if cfg.variant != "default" else specs["rerank"].default
+            self.stage = Stage("rerank", specs["rerank"], variant, lm)
         self._cross = None
 
     def forward(self, question: str, hits: list[Hit]) -> list[Hit]:

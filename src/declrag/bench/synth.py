@@ -36,12 +36,12 @@ from scipy.stats import kendalltau
 from tqdm.auto import tqdm
 
 from ..api import corpus_store
-from ..config import ChunkerConfig, IngestConfig, ProgramConfig
+from ..config import ChunkerConfig, IngestConfig, ProgramConfig, RerankConfig
 from ..embed import Embedder, cache_dir
-from ..golden import Example, load_golden
+from ..golden import Example, GoldenSet, load_golden
 from ..metrics.retrieval import doc_ranking, ndcg_at_k
 from ..metrics.stats import paired_difference
-from ..stores.bm25 import KeywordIndex
+from ..modules import Reranker
 from ..synth.filters import FILTERS, QueryVectors, duplicate_share, grader_agreement, reason_filter
 
 CHUNK_SIZES = (256, 512)
@@ -51,6 +51,7 @@ LEGS: tuple[tuple[str, float | None, str, bool], ...] = (
     ("hybrid", 0.5, "relative", True))
 DEPTH = 100  # chunks retrieved per query (documents ranked by their best chunk)
 RERANK_TOP = 50  # chunks the BM25 reranker reorders
+BM25_RERANK = Reranker(RerankConfig(mode="bm25"))
 BOOTSTRAP = 1000
 ARMS = ("ablations", "compile", "finetune")  # besides the ranking, which always runs
 DUPLICATE_COSINE = 0.9  # duplicates left after filtering are counted below the filter's own threshold
@@ -78,10 +79,8 @@ def _scores(store, vecs: np.ndarray, examples: list[Example], golds: list[dict[s
                 hits = store.vector_search(v, DEPTH)
             else:
                 hits = store.hybrid_search(e.question, v, DEPTH, c["alpha"], c["fusion"])
-            if c.get("rerank"):  # what `rerank.mode: bm25` does: BM25 over the candidates' own text
-                head = hits[:RERANK_TOP]
-                bm25 = KeywordIndex([h.text for h in head]).scores(e.question)
-                hits = [head[k] for k in sorted(range(len(head)), key=lambda k: (-bm25[k], k))] + hits[RERANK_TOP:]
+            if c.get("rerank"):  # the program's own BM25 reranker over the top candidates
+                hits = BM25_RERANK(question=e.question, hits=hits[:RERANK_TOP]) + hits[RERANK_TOP:]
             out[i, j] = ndcg_at_k(doc_ranking(h.doc_id for h in hits), golds[j], 10)
     return out
 
@@ -119,9 +118,10 @@ def run(dataset: str, model: str | None = None, n: int = 300, seed: int = 13, re
     if len(real) > real_limit:  # a seeded sample: every configuration scores the same questions
         real = [real[i] for i in sorted(random.Random(seed).sample(range(len(real)), real_limit))]
     folder = out or cache_dir() / "bench-synth" / f"{gs.name}-{(model or 'none').replace('/', '_')}-{n}-{seed}"
-    report = synthesize(gs.documents, folder, n, model=model, seed=seed, force=True, progress=progress)
+    embedder = Embedder()  # one model for generation, the filters and the scoring
+    report = synthesize(gs.documents, folder, n, model=model, seed=seed, force=True, embedder=embedder,
+                        progress=progress)
     synthetic = _examples(folder)
-    embedder = Embedder()
     cfgs = configs()
     vectors = QueryVectors(embedder)  # each question embedded once: the chunk size does not change it
     stores = {cs: corpus_store(gs.documents, IngestConfig(chunker=ChunkerConfig(name="fixed", chunk_size=cs,
@@ -161,7 +161,8 @@ def run(dataset: str, model: str | None = None, n: int = 300, seed: int = 13, re
         result["filters_off"] = {}
         for f in FILTERS:
             off = folder.with_name(f"{folder.name}-no-{f}")
-            r = synthesize(gs.documents, off, n, model=model, seed=seed, force=True, skip=(f,), progress=progress)
+            r = synthesize(gs.documents, off, n, model=model, seed=seed, force=True, skip=(f,), embedder=embedder,
+                           progress=progress)
             exs = _examples(off)
             result["filters_off"][f] = {"questions": len(exs), "removed": r.removed,
                                         "kendall_tau": tau_with_interval(
@@ -171,11 +172,11 @@ def run(dataset: str, model: str | None = None, n: int = 300, seed: int = 13, re
         shutil.rmtree(runs, ignore_errors=True)
         runs.mkdir(parents=True)
         if "compile" in arms:
-            result["compile"] = compile_arm(dataset, folder, runs, _capped(space, runs, real_limit), trials,
+            result["compile"] = compile_arm(gs, dataset, folder, runs, _capped(space, runs, real_limit), trials,
                                             progress)
         if "finetune" in arms:
-            result["finetune"] = finetune_arm(dataset, folder, runs, _capped(finetune_space, runs, real_limit),
-                                              trials, progress)
+            result["finetune"] = finetune_arm(gs, folder, runs,
+                                              _capped(finetune_space, runs, real_limit), trials, progress)
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     return result
 
@@ -196,18 +197,20 @@ def _capped(space: str, runs: Path, max_dev: int) -> str:
     return str(path)
 
 
-def _real_test(dataset: str, space: str, runs: Path, progress: bool):
+def _real_test(golden: GoldenSet, space: str, runs: Path, progress: bool):
     """A compiler over the real set, for scoring programs on its held-out test split (the split its own compile
     holds out: the same seeded cut)."""
     from ..optimize.compile import Budget, Compiler
     from ..optimize.space import read_space
 
-    comp = Compiler(read_space(space), load_golden(dataset), runs / "scoring", Budget(), progress=progress)
+    comp = Compiler(read_space(space), golden, runs / "scoring", Budget(), progress=progress)
     return comp, comp.splits["test"]
 
 
-def compile_arm(dataset: str, synthetic: Path, runs: Path, space: str, trials: int, progress: bool) -> dict[str, Any]:
-    """``space`` compiled on the synthetic set and on the real one; the chosen programs scored on real test."""
+def compile_arm(golden: GoldenSet, dataset: str, synthetic: Path, runs: Path, space: str, trials: int,
+                progress: bool) -> dict[str, Any]:
+    """``space`` compiled on the synthetic set and on the real one (``golden``, named ``dataset``); the chosen
+    programs scored on real test."""
     from ..optimize.compile import Budget
     from ..optimize.run import compile_run, score
 
@@ -218,7 +221,7 @@ def compile_arm(dataset: str, synthetic: Path, runs: Path, space: str, trials: i
                               progress=progress)
         chosen[name] = ProgramConfig.model_validate(summary["best"]["config"])
         out[name] = {"params": summary["best"]["params"], "dev": summary["best"]["dev"].get("objective")}
-    comp, test = _real_test(dataset, space, runs, progress)
+    comp, test = _real_test(golden, space, runs, progress)
     per_q = {}
     for name, cfg in chosen.items():
         means, per_q[name] = score(comp, comp.program_for(cfg), test, f"real test, compiled on {name}")
@@ -228,7 +231,7 @@ def compile_arm(dataset: str, synthetic: Path, runs: Path, space: str, trials: i
     return out
 
 
-def finetune_arm(dataset: str, synthetic: Path, runs: Path, space: str, trials: int,
+def finetune_arm(golden: GoldenSet, synthetic: Path, runs: Path, space: str, trials: int,
                  progress: bool) -> dict[str, Any]:
     """``space`` (with its fine-tune stage) compiled on the synthetic set alone; the base and the tuned embedder
     scored on the real test split."""
@@ -249,7 +252,7 @@ def finetune_arm(dataset: str, synthetic: Path, runs: Path, space: str, trials: 
     base_emb = e.model_copy(update={"model": info["base_model"], "weights": None})
     tuned_emb = e.model_copy(update={"model": str((runs / "finetune-synthetic" / "finetune" / "embedder").resolve()),
                                      "weights": info["training"]["sha256"]})
-    comp, test = _real_test(dataset, space, runs, progress)
+    comp, test = _real_test(golden, space, runs, progress)
     per_q, means = {}, {}
     for name, emb in (("base", base_emb), ("tuned", tuned_emb)):
         c = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"embedder": emb})})
