@@ -15,7 +15,8 @@
 # Without --dir, stop/status/kill-node/start-node act on the last cluster started.
 #
 # Ports of node N (0, 1, 2) from the base P (default 18080), all on 127.0.0.1:
-#   REST P+N, gRPC P+100+N, gossip P+200+10N, data P+201+10N, RAFT P+300+10N, RAFT RPC P+301+10N
+#   REST P+N, gRPC P+100+N, gossip P+200+10N, data P+201+10N, RAFT P+300+10N, RAFT RPC P+301+10N,
+#   Prometheus metrics P+400+N (/metrics; `declrag bench retrieval` reads the server's own query times there)
 # (in localhost mode Weaviate takes a remote node's RAFT RPC port as its RAFT port + 1).
 set -euo pipefail
 
@@ -70,6 +71,8 @@ write_env() {  # node nodes port apikey dir
     echo "export GO_PROFILING_DISABLE=true"
     echo "export LOG_LEVEL=warning"
     echo "export QUERY_DEFAULTS_LIMIT=25"
+    echo "export PROMETHEUS_MONITORING_ENABLED=true"
+    echo "export PROMETHEUS_MONITORING_PORT=$((p + 400 + n))"
     if [ -n "$key" ]; then
       echo "export AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED=false"
       echo "export AUTHENTICATION_APIKEY_ENABLED=true"
@@ -183,7 +186,7 @@ case $cmd in
     if ! wait_ready "$dir" $(seq 0 $((nodes - 1))) || { [ "$nodes" -gt 1 ] && ! wait_healthy "$dir" "$nodes"; }; then
       stop_dir "$dir"; exit 1
     fi
-    uri="weaviate://127.0.0.1:$port/?grpc=$((port + 100))"
+    uri="weaviate://127.0.0.1:$port/?grpc=$((port + 100))&metrics=$((port + 400))"
     echo "$uri" > "$dir/uri"
     say "$nodes node(s) of Weaviate ${VERSION#v} ready in $((SECONDS - t0)) s; data and logs in $dir"
     echo "$uri"

@@ -11,8 +11,10 @@ ranked by their best chunk. The sweep fuses each query's two legs with `declrag.
 from __future__ import annotations
 
 import random
+import re
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from ..indexer import Indexer
 from ..metrics.retrieval import RETRIEVAL_METRICS, doc_ranking, retrieval_scores
 from ..stores import child_uri, open_store
 from ..stores.fusion import MIN_CANDIDATES, fuse
+from ..types import Hit
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.1, 0.91, 0.1))
 FUSIONS: tuple[Fusion, ...] = ("relative", "ranked")
@@ -145,49 +148,129 @@ def compare(documents, ingest: IngestConfig, embedder: Embedder, report: dict[st
             base: str, progress: bool = True) -> dict[str, Any]:
     """The embedded store (the anchor) and the store at ``base`` side by side, each built fresh from the same
     chunks and vectors: keyword, vector and the chosen hybrid on the report queries (quality, mean top-10
-    overlap with the anchor per query, latency p50/p95) and indexing throughput (chunks/s)."""
+    overlap with the anchor per query, latency p50/p95) and indexing throughput (chunks/s).
+
+    The arms run back to back on each query (embedded, the store, and on Weaviate the same search through
+    the client library's query API), so that load from elsewhere on the machine falls on all of them alike.
+    On Weaviate a second pass breaks each query down (see `_breakdown`)."""
     out: dict[str, Any] = {}
     name = f"bench-{uuid.uuid4().hex[:8]}"
     alpha, fusion = modes["hybrid"]["alpha"], modes["hybrid"]["fusion"]
     k = MIN_CANDIDATES
     tops: dict[str, dict[str, list[list[str]]]] = {}
+    stores: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, uri in (("embedded", str(Path(tmp) / name)), ("other", child_uri(base, name))):
-            st, secs, n_chunks = _index_fresh(uri, documents, ingest, embedder, progress)
-            try:
-                row: dict[str, Any] = {"store": st.uri, "backend": st.backend, "chunks": n_chunks,
-                                       "index_s": round(secs, 2),
-                                       "chunks_per_s": round(n_chunks / secs, 1) if secs else None}
-                runs = {
-                    "keyword": lambda e, v, st=st: st.keyword_search(e.question, k),
-                    "vector": lambda e, v, st=st: st.vector_search(v, k),
-                    "hybrid": lambda e, v, st=st: st.hybrid_search(e.question, v, k, alpha, fusion),
-                }
-                tops[label] = {}
-                for mode, fn in runs.items():
-                    lat, ranked, top = [], [], []
-                    for e, v in tqdm(list(zip(report["q"], report["vecs"])), desc=f"{st.backend} {mode}",
-                                     disable=not progress, unit="q"):
+        try:
+            for label, uri in (("embedded", str(Path(tmp) / name)), ("other", child_uri(base, name))):
+                st, secs, n_chunks = _index_fresh(uri, documents, ingest, embedder, progress)
+                stores[label] = st
+                out[label] = {"store": st.uri, "backend": st.backend, "chunks": n_chunks, "index_s": round(secs, 2),
+                              "chunks_per_s": round(n_chunks / secs, 1) if secs else None}
+            arms: dict[str, Any] = {label: st for label, st in stores.items()}
+            if stores["other"].backend == "weaviate":
+                arms["client_api"] = stores["other"]
+            runs = {
+                "keyword": lambda st, e, v: st.keyword_search(e.question, k),
+                "vector": lambda st, e, v: st.vector_search(v, k),
+                "hybrid": lambda st, e, v: st.hybrid_search(e.question, v, k, alpha, fusion),
+            }
+            qv = list(zip(report["q"], report["vecs"]))
+            for mode, fn in runs.items():
+                lat: dict[str, list[float]] = {a: [] for a in arms}
+                ranked: dict[str, list[list[str]]] = {a: [] for a in arms}
+                top: dict[str, list[list[str]]] = {a: [] for a in arms}
+                for e, v in tqdm(qv, desc=f"{mode}: {' / '.join(arms)}", disable=not progress, unit="q"):
+                    for arm, st in arms.items():
                         t = time.perf_counter()
-                        hits = fn(e, v)
-                        lat.append(time.perf_counter() - t)
-                        ranked.append(doc_ranking(h.doc_id for h in hits))
-                        top.append([h.chunk.id for h in hits[:10]])
-                    tops[label][mode] = top
-                    row[mode] = {**_mean([retrieval_scores(r, e.gold) for r, e in zip(ranked, report["q"])]),
-                                 "p50_ms": round(1000 * float(np.percentile(lat, 50)), 2),
-                                 "p95_ms": round(1000 * float(np.percentile(lat, 95)), 2)}
-                out[label] = row
-            finally:
-                if label == "other":
-                    st.drop()
+                        hits = (_client_search(st, mode, e.question, v, k, alpha, fusion) if arm == "client_api"
+                                else fn(st, e, v))
+                        lat[arm].append(time.perf_counter() - t)
+                        ranked[arm].append(doc_ranking(h.doc_id for h in hits))
+                        top[arm].append([h.chunk.id for h in hits[:10]])
+                for arm in arms:
+                    tops.setdefault(arm, {})[mode] = top[arm]
+                    row = {**_mean([retrieval_scores(r, e.gold) for r, e in zip(ranked[arm], report["q"])]),
+                           **_pcts(lat[arm])}
+                    if arm == "client_api":
+                        out["other"].setdefault("client_api", {})[mode] = row
+                    else:
+                        out[arm][mode] = row
+                if "client_api" in arms:
+                    out["other"].setdefault("breakdown", {})[mode] = _breakdown(
+                        stores["other"], lambda e, v, st=stores["other"], fn=fn: fn(st, e, v), qv, progress, mode)
+        finally:
+            if "other" in stores:
+                stores["other"].drop()
+            for st in stores.values():
                 st.close()
     for mode in ("keyword", "vector", "hybrid"):
-        a, b = tops["embedded"][mode], tops["other"][mode]
-        out["other"][mode]["top10_overlap"] = round(float(np.mean(
-            [len(set(x) & set(y)) / max(len(x), len(y), 1) for x, y in zip(a, b)])), 4)
-        out["other"][mode]["max_metric_diff"] = round(max(
-            abs(out["other"][mode][m] - out["embedded"][mode][m]) for m in RETRIEVAL_METRICS), 4)
+        for arm, row in (("other", out["other"][mode]), ("client_api", out["other"].get("client_api", {}).get(mode))):
+            if row is None:
+                continue
+            a, b = tops["embedded"][mode], tops[arm][mode]
+            row["top10_overlap"] = round(float(np.mean(
+                [len(set(x) & set(y)) / max(len(x), len(y), 1) for x, y in zip(a, b)])), 4)
+            row["max_metric_diff"] = round(max(abs(row[m] - out["embedded"][mode][m]) for m in RETRIEVAL_METRICS), 4)
+    return out
+
+
+def _pcts(lat: list[float]) -> dict[str, float]:
+    return {"p50_ms": round(1000 * float(np.percentile(lat, 50)), 2),
+            "p95_ms": round(1000 * float(np.percentile(lat, 95)), 2)}
+
+
+_SEARCH_METRIC = re.compile(r'^weaviate_grpc_server_request_duration_seconds_(sum|count)\{grpc_service="weaviate\.v1\.'
+                            r'Weaviate",method="Search",status="OK"\} (\S+)$', re.M)
+
+
+def _server_seconds(url: str) -> tuple[float, float]:
+    """The server's own total time in gRPC Search handlers and their count, from its Prometheus metrics."""
+    with urllib.request.urlopen(url, timeout=10) as r:
+        found = dict(_SEARCH_METRIC.findall(r.read().decode()))
+    return float(found.get("sum", 0.0)), float(found.get("count", 0.0))
+
+
+def _breakdown(st, fn, qv: list, progress: bool, mode: str) -> dict[str, Any]:
+    """Each query of a second pass on a Weaviate store split into: the server's own time (its gRPC Search
+    handler, read from the server's Prometheus metrics before and after the query, when the store URI names
+    the metrics port), the transport (the gRPC call as the client sees it, minus the server's time: the
+    round trip, HTTP/2, message encoding on both sides, the gRPC library) and declrag's own code (the call
+    minus the gRPC call: building the request, reading the reply into hits). p50 of each part, and of
+    everything on top of the server's time (the parts' p50s need not add up)."""
+    t = st.target
+    url = f"{'https' if t.secure else 'http'}://{t.host}:{t.metrics}/metrics" if t.metrics else None
+    total: list[float] = []
+    server: list[float] = []
+    calls: list[float] = []
+    st.timings = calls
+    try:
+        for e, v in tqdm(qv, desc=f"{mode}: breakdown", disable=not progress, unit="q"):
+            s0, n0 = _server_seconds(url) if url else (0.0, 0.0)
+            t0 = time.perf_counter()
+            fn(e, v)
+            total.append(time.perf_counter() - t0)
+            if url:
+                s1, n1 = _server_seconds(url)
+                if n1 - n0 != 1:  # another client searched meanwhile: this query's server time is unknown
+                    server.append(float("nan"))
+                else:
+                    server.append(s1 - s0)
+    finally:
+        st.timings = None
+    if len(calls) != len(total):  # a retried request: the gRPC times do not pair with the queries
+        return {"error": "requests were retried during the breakdown pass; rerun it"}
+    T, G = np.array(total), np.array(calls)
+
+    def p50(x) -> float | None:
+        x = x[~np.isnan(x)]
+        return round(1000 * float(np.percentile(x, 50)), 3) if len(x) else None
+
+    out: dict[str, Any] = {"total_ms": p50(T), "grpc_call_ms": p50(G), "declrag_ms": p50(T - G), "server_ms": None,
+                           "transport_ms": None, "above_server_ms": None}
+    if url:
+        S = np.array(server)
+        out.update(server_ms=p50(S), transport_ms=p50(G - S), above_server_ms=p50(T - S),
+                   unpaired=int(np.isnan(S).sum()))
     return out
 
 
@@ -239,12 +322,63 @@ def print_backends(b: dict[str, Any], console: Console) -> None:
             t.add_row(mode if i == 0 else "", m, f"{a[mode][m]:.4f}", f"{o[mode][m]:.4f}",
                       f"{o[mode][m] - a[mode][m]:+.4f}", f"{o[mode]['top10_overlap']:.3f}" if i == 0 else "")
     console.print(t)
-    lt = Table(title="query latency (ms, one client) and indexing throughput (chunking + writing; embeddings cached)")
-    for col in ("", "embedded p50", "embedded p95", f"{o['backend']} p50", f"{o['backend']} p95", "ratio p50"):
+    api = o.get("client_api")
+    lt = Table(title="query latency (ms, one client; the arms run back to back on each query) and indexing "
+                     "throughput (chunking + writing; embeddings cached)")
+    cols = ["", "embedded p50 / p95", f"{o['backend']} p50 / p95", "ratio"]
+    if api:
+        cols += ["client API p50 / p95", "ratio", "overlap"]
+    for col in cols:
         lt.add_column(col, justify="right")
     for mode in ("keyword", "vector", "hybrid"):
-        lt.add_row(mode, f"{a[mode]['p50_ms']:.2f}", f"{a[mode]['p95_ms']:.2f}", f"{o[mode]['p50_ms']:.2f}",
-                   f"{o[mode]['p95_ms']:.2f}", f"{o[mode]['p50_ms'] / max(a[mode]['p50_ms'], 1e-9):.1f}x")
-    lt.add_row("indexing (chunks/s)", f"{a['chunks_per_s']}", "", f"{o['chunks_per_s']}", "",
-               f"{(o['chunks_per_s'] or 0) / max(a['chunks_per_s'] or 1e-9, 1e-9):.2f}x")
+        row = [mode, f"{a[mode]['p50_ms']:.2f} / {a[mode]['p95_ms']:.2f}",
+               f"{o[mode]['p50_ms']:.2f} / {o[mode]['p95_ms']:.2f}",
+               f"{o[mode]['p50_ms'] / max(a[mode]['p50_ms'], 1e-9):.1f}x"]
+        if api:
+            row += [f"{api[mode]['p50_ms']:.2f} / {api[mode]['p95_ms']:.2f}",
+                    f"{api[mode]['p50_ms'] / max(a[mode]['p50_ms'], 1e-9):.1f}x", f"{api[mode]['top10_overlap']:.3f}"]
+        lt.add_row(*row)
+    lt.add_row("indexing, chunks/s", f"{a['chunks_per_s']}", f"{o['chunks_per_s']}",
+               f"{(o['chunks_per_s'] or 0) / max(a['chunks_per_s'] or 1e-9, 1e-9):.2f}x", *([""] * 3 if api else []))
     console.print(lt)
+    if o.get("breakdown"):
+        bt = Table(title=f"{o['backend']} query breakdown, ms p50 (a second pass): server = its gRPC Search handler "
+                         "(Prometheus); transport = the gRPC call minus that; declrag = the search minus the call")
+        for col in ("", "total", "server", "transport", "declrag", "above server"):
+            bt.add_column(col, justify="right")
+        for mode, b in o["breakdown"].items():
+            if "error" in b:
+                bt.add_row(mode, b["error"], "", "", "", "")
+                continue
+            bt.add_row(mode, *(f"{b[c]:.2f}" if b.get(c) is not None else "-" for c in
+                               ("total_ms", "server_ms", "transport_ms", "declrag_ms", "above_server_ms")))
+        console.print(bt)
+        if all(b.get("server_ms") is None for b in o["breakdown"].values()):
+            console.print("no server times: name the server's Prometheus port in the store URI (?metrics=PORT; "
+                          "scripts/weaviate.sh start prints it)")
+
+
+def _client_search(st, mode: str, query: str, vector, k: int, alpha: float, fusion: Fusion) -> list[Hit]:
+    """The same search on a `WeaviateStore` through the client library's query API (``collection.query``,
+    its objects turned into hits), as the store ran it before it sent its own gRPC requests: the reference
+    arm of the breakdown."""
+    from weaviate.classes.query import HybridFusion, MetadataQuery
+
+    from ..stores.weaviate import CHUNK_INTS, CHUNK_TEXTS, _chunk
+
+    coll, props = st._coll(st.name), list(CHUNK_TEXTS + CHUNK_INTS)
+    if mode == "keyword":
+        res = coll.query.bm25(query=query, query_properties=["text"], limit=k, return_properties=props,
+                              return_metadata=MetadataQuery(score=True))
+        return [Hit.of(_chunk(o), float(o.metadata.score), keyword=float(o.metadata.score))
+                for o in res.objects if (o.metadata.score or 0) > 0]
+    q = np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
+    if mode == "vector":
+        res = coll.query.near_vector(near_vector=q, limit=k, return_properties=props,
+                                     return_metadata=MetadataQuery(distance=True))
+        return [Hit.of(_chunk(o), 1.0 - float(o.metadata.distance), vector=1.0 - float(o.metadata.distance))
+                for o in res.objects]
+    res = coll.query.hybrid(query=query, vector=q, alpha=alpha, limit=k, query_properties=["text"],
+                            fusion_type=HybridFusion.RELATIVE_SCORE if fusion == "relative" else HybridFusion.RANKED,
+                            return_metadata=MetadataQuery(score=True), return_properties=props)
+    return [Hit.of(_chunk(o), float(o.metadata.score)) for o in res.objects[:k]]

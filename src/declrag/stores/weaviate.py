@@ -2,12 +2,20 @@
 
 ``weaviate://host:port/Collection?grpc=50051`` (``weaviates://`` for TLS on both ports). Query options:
 ``grpc`` (gRPC port, default 50051), ``api_key_env`` (the environment variable holding the API key, default
-``WEAVIATE_API_KEY``; unset means no auth), ``index`` (``flat``, exact, the default, or ``hnsw``),
-``replicas`` (replication factor, default 1), ``shards`` (default 1: BM25 statistics are per shard, so one
-shard gives the same scores as the embedded store), ``consistency`` (``ONE``, ``QUORUM``, ``ALL``; the
+``WEAVIATE_API_KEY``; unset means no auth), ``index`` (``flat``, exact, the default, or ``hnsw``), the HNSW
+settings ``ef`` (-1, dynamic, or 1-100000), ``ef_construction`` (4-100000) and ``max_connections`` (4-2047),
+``compression`` (``pq``, ``bq``, ``sq`` on hnsw, ``bq`` on flat, ``none``), ``replicas`` (replication
+factor, default 1), ``shards`` (default 1: BM25 statistics are per shard, so one shard gives the same
+scores as the embedded store), ``consistency`` (``ONE``, ``QUORUM``, ``ALL``; the
 server's default when absent), ``retries`` (a failed request is retried this many times with backoff,
 default 3), ``timeout`` (seconds per request, default 60), ``settle`` (seconds `settle` waits after the last
-write, default 65; see below). Creation-time options apply when the store is created.
+write, default 65; see below), ``metrics`` (the server's Prometheus port; only the retrieval bench reads it).
+Creation-time options apply when the store is created. The vector index settings are kept by the server in
+the collection's config; those the URI names are compared with it before a handle's first search or write,
+and a collection built otherwise is refused by name (`WeaviateStore.index_settings` reads them back).
+
+Searches send one gRPC ``Search`` request each, built here from the protocol's messages, and read the
+reply's fields directly; writes, counts and schema calls go through the client library.
 
 What is stored: collection ``Collection`` holds the chunks (own vectors, cosine distance unless the store's
 metric says otherwise, BM25 k1 1.2 / b 0.75 on the word-tokenized ``text`` property alone, the English
@@ -39,11 +47,12 @@ benchmarks call it before they measure anything.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from functools import cache, partial
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -86,7 +95,13 @@ class WeaviateStore:
         self._handles: dict[str, Any] = {}
         self.metric: Metric = metric or "cosine"
         self._created = False
+        self._checked = False  # the URI's index settings were compared with the collection's (_check_index)
         self._written_at: float | None = None
+        self._grpc: tuple[Any, Any] | None = None  # (channel, stub) of the query path, opened on first use
+        self._grpc_md: tuple[tuple[str, str], ...] = ()
+        #: when a list, every search appends the seconds its gRPC call took (request out to reply in: the
+        #: transport and the server); the retrieval bench's breakdown reads it
+        self.timings: list[float] | None = None
 
     @classmethod
     def from_uri(cls, uri: str) -> WeaviateStore:
@@ -105,16 +120,7 @@ class WeaviateStore:
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """Run one request, retrying transient failures (a node down, a timeout) with backoff."""
-        from weaviate.exceptions import (
-            UnexpectedStatusCodeError,
-            WeaviateConnectionError,
-            WeaviateGRPCUnavailableError,
-            WeaviateQueryError,
-            WeaviateTimeoutError,
-        )
-
-        transient = (WeaviateConnectionError, WeaviateGRPCUnavailableError, WeaviateQueryError,
-                     WeaviateTimeoutError, UnexpectedStatusCodeError)
+        transient = _transient()
         for attempt in range(self.target.retries + 1):
             try:
                 return fn()
@@ -122,8 +128,12 @@ class WeaviateStore:
                 status = _status(e)
                 if status in (401, 403):
                     raise _auth(self.target, e) from e
+                detail = _detail(e)
+                if "vector lengths don't match" in detail or "dimension" in detail:  # no retry can help
+                    raise DeclragError(f"Weaviate {what} on {self.uri} failed: {detail.splitlines()[0][:300]}",
+                                       hint="search with a vector of the store's embedding model") from e
                 if (status is not None and status < 500) or attempt == self.target.retries:
-                    raise DeclragError(f"Weaviate {what} on {self.uri} failed: {str(e).splitlines()[0][:300]}",
+                    raise DeclragError(f"Weaviate {what} on {self.uri} failed: {detail.splitlines()[0][:300]}",
                                        hint="check the server (its log, /v1/nodes); everything committed before "
                                             "is kept, and re-running the command continues") from e
                 log.warning("Weaviate %s failed (%s); retrying", what, type(e).__name__)
@@ -177,7 +187,6 @@ class WeaviateStore:
                 vector_config=Configure.Vectors.self_provided(vector_index_config=Configure.VectorIndex.flat()),
                 **common))
         distance = {"cosine": VectorDistances.COSINE, "dot": VectorDistances.DOT, "l2": VectorDistances.L2_SQUARED}
-        index = Configure.VectorIndex.flat if t.index == "flat" else Configure.VectorIndex.hnsw
         self._call("collection create", lambda: self._client.collections.create(
             self.name, description=meta.model_dump_json(),
             properties=[field("chunk_id"), field("doc_id"), field("text", searchable=True, filterable=False),
@@ -187,17 +196,53 @@ class WeaviateStore:
                         field("parent_start", DataType.INT, filterable=False),
                         field("parent_end", DataType.INT, filterable=False)],
             vector_config=Configure.Vectors.self_provided(
-                vector_index_config=index(distance_metric=distance[meta.metric])),
+                vector_index_config=_index_config(t, distance[meta.metric])),
             inverted_index_config=Configure.inverted_index(bm25_k1=K1, bm25_b=B, index_null_state=True,
                                                            stopwords_preset=StopwordsPreset.EN),
             **common))
         self.metric, self._created = meta.metric, True
+        self._checked = True
+
+    def index_settings(self) -> dict[str, Any]:
+        """The vector index settings of the collection, as the server reports them (its own record of how
+        the index was built): ``index`` (flat / hnsw), ``ef``, ``ef_construction``, ``max_connections``
+        (hnsw only) and ``compression`` (none, pq, bq, sq, rq)."""
+        cfg = self._call("schema read", lambda: self._client.collections.get(self.name).config.get())
+        vc = (cfg.vector_config or {}).get("default")
+        vic = vc.vector_index_config if vc is not None else cfg.vector_index_config
+        quant = getattr(vic, "quantizer", None)
+        out: dict[str, Any] = {
+            "index": "hnsw" if hasattr(vic, "max_connections") else "flat",
+            "compression": "none" if quant is None else type(quant).__name__.strip("_").lower().removesuffix("config")}
+        if out["index"] == "hnsw":
+            out.update(ef=vic.ef, ef_construction=vic.ef_construction, max_connections=vic.max_connections)
+        return out
+
+    def _check_index(self) -> None:
+        """Once per handle, before its first search or write: the vector index settings the store URI names
+        must be those the collection was built with (they are fixed at creation), else a `DeclragError`
+        naming the setting. Settings the URI leaves out are not checked."""
+        if self._checked:
+            return
+        t = self.target
+        asked = {k: getattr(t, k) for k in ("index", "ef", "ef_construction", "max_connections", "compression")
+                 if getattr(t, k) is not None}
+        if asked and self._call("schema read", lambda: self._client.collections.exists(self.name)):
+            built = self.index_settings()
+            for k, v in asked.items():
+                if built.get(k) != v:
+                    have = f"{k}={built[k]}" if k in built else f"index={built['index']} (which has no {k})"
+                    raise DeclragError(
+                        f"collection {self.name} at {t.base} was built with {have}; the store URI asks {k}={v}",
+                        hint="these settings are fixed when a collection is created: drop the option from the URI, "
+                             "name another collection, or rebuild this one (declrag index ... --rebuild)")
+        self._checked = True
 
     def drop(self) -> None:
         for name in (self.name, self.docs_name):
             self._call("collection delete", partial(self._client.collections.delete, name))
         self._handles.clear()
-        self._created = False
+        self._created = self._checked = False
 
     @staticmethod
     def child_uri(base: str, name: str) -> str:
@@ -247,6 +292,7 @@ class WeaviateStore:
                 raise DeclragError(f"no store at {self.uri}", hint="create it first: declrag index PATH --store URI "
                                                                    "(or open_store in Python)")
             self._created = True
+        self._check_index()
         objs = [DataObject(properties=_chunk_props(c), uuid=_uuid(c.id), vector=v.tolist())
                 for c, v in zip(chunks, vectors)]
         for i in range(0, len(objs), BATCH):
@@ -368,54 +414,123 @@ class WeaviateStore:
                 for o in self._by_keys(self.docs_name, doc_ids, ["doc_id", "text"])}
 
     def keyword_search(self, query: str, limit: int = 10, where: Where = None) -> list[Hit]:
-        from weaviate.classes.query import MetadataQuery
-
-        filt = _translate(Filter.of(where))
+        filt = _filter_pb(Filter.of(where))
         if filt is False or not query_terms(query):
             return []
-        res = self._call("keyword search", lambda: self._coll(self.name).query.bm25(
-            query=query, query_properties=["text"], limit=limit, filters=None if filt is True else filt,
-            return_metadata=MetadataQuery(score=True), return_properties=list(CHUNK_TEXTS + CHUNK_INTS)))
-        return [Hit.of(_chunk(o), float(o.metadata.score), keyword=float(o.metadata.score))
-                for o in res.objects if (o.metadata.score or 0) > 0]
+        pb = _pb()
+        req = self._request(limit, filt, score=True)
+        req.bm25_search.CopyFrom(pb.base_search_pb2.BM25(query=query, properties=["text"]))
+        return [Hit.of(c, s, keyword=s) for c, s in self._search("keyword search", req, "score") if s > 0]
 
     def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None) -> list[Hit]:
-        from weaviate.classes.query import MetadataQuery
-
-        filt = _translate(Filter.of(where))
+        filt = _filter_pb(Filter.of(where))
         if filt is False:
             return []
-        q = np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
-        res = self._call("vector search", lambda: self._coll(self.name).query.near_vector(
-            near_vector=q, limit=limit, filters=None if filt is True else filt,
-            return_metadata=MetadataQuery(distance=True), return_properties=list(CHUNK_TEXTS + CHUNK_INTS)))
-        return [Hit.of(_chunk(o), 1.0 - float(o.metadata.distance), vector=1.0 - float(o.metadata.distance))
-                for o in res.objects]
+        pb = _pb()
+        req = self._request(limit, filt, distance=True)
+        req.near_vector.CopyFrom(pb.base_search_pb2.NearVector(vector_bytes=_vector_bytes(vector)))
+        return [Hit.of(c, 1.0 - d, vector=1.0 - d) for c, d in self._search("vector search", req, "distance")]
 
     def hybrid_search(self, query: str, vector: np.ndarray | None, limit: int = 10, alpha: float = 0.5,
                       fusion: Fusion = "relative", candidates: int = 100, where: Where = None) -> list[Hit]:
-        from weaviate.classes.query import HybridFusion, MetadataQuery
-
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha}")
-        filt = _translate(Filter.of(where))
+        filt = _filter_pb(Filter.of(where))
         if filt is False:
             return []
-        # at alpha 0 (keyword only) Weaviate needs no vector
-        q = None if alpha == 0.0 or vector is None else np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
-        ftype = HybridFusion.RELATIVE_SCORE if fusion == "relative" else HybridFusion.RANKED
-        res = self._call("hybrid search", lambda: self._coll(self.name).query.hybrid(
-            query=query, vector=q, alpha=alpha, fusion_type=ftype, limit=max(limit, candidates),
-            query_properties=["text"], filters=None if filt is True else filt,
-            return_metadata=MetadataQuery(score=True), return_properties=list(CHUNK_TEXTS + CHUNK_INTS)))
-        return [Hit.of(_chunk(o), float(o.metadata.score)) for o in res.objects[:limit]]
+        pb = _pb()
+        h = pb.base_search_pb2.Hybrid
+        # at alpha 0 (keyword only) Weaviate needs no vector. alpha goes in both fields: servers before 1.36.6
+        # read ``alpha``, later ones ``alpha_param`` (which can say 0 explicitly)
+        req = self._request(max(limit, candidates), filt, score=True)
+        req.hybrid_search.CopyFrom(h(
+            query=query, properties=["text"], alpha=alpha, alpha_param=alpha, use_alpha_param=True,
+            fusion_type=h.FUSION_TYPE_RELATIVE_SCORE if fusion == "relative" else h.FUSION_TYPE_RANKED,
+            vector_bytes=None if alpha == 0.0 or vector is None else _vector_bytes(vector)))
+        return [Hit.of(c, s) for c, s in self._search("hybrid search", req, "score")[:limit]]
+
+    # -- the query path: one gRPC Search per query, on a channel of this handle ------------------------------
+    # Searches build the request message themselves and read the reply's fields directly, without the
+    # client library's generic query layer (its request validation and per-property decoding cost more than
+    # the server's own query time on a small collection; see `declrag bench retrieval --store weaviate://`).
+    def _request(self, limit: int, filt, score: bool = False, distance: bool = False):
+        pb = _pb()
+        req = pb.search_get_pb2.SearchRequest(
+            uses_123_api=True, uses_125_api=True, uses_127_api=True, collection=self.name, limit=limit,
+            properties=pb.search_get_pb2.PropertiesRequest(non_ref_properties=list(CHUNK_TEXTS + CHUNK_INTS)),
+            metadata=pb.search_get_pb2.MetadataRequest(score=score, distance=distance))
+        if self.target.consistency:
+            req.consistency_level = getattr(pb.base_pb2, f"CONSISTENCY_LEVEL_{self.target.consistency}")
+        if filt is not True:
+            req.filters.CopyFrom(filt)
+        return req
+
+    def _stub(self):
+        if self._grpc is None:
+            with self._lock:
+                if self._grpc is None:
+                    import grpc
+
+                    t = self.target
+                    opts = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+                    addr = f"{t.host}:{t.grpc}"
+                    channel = (grpc.secure_channel(addr, grpc.ssl_channel_credentials(), options=opts) if t.secure
+                               else grpc.insecure_channel(addr, options=opts))
+                    key = os.environ.get(t.api_key_env) or None
+                    self._grpc_md = (("authorization", f"Bearer {key}"),) if key else ()
+                    self._grpc = (channel, _pb().weaviate_pb2_grpc.WeaviateStub(channel))
+        return self._grpc[1]
+
+    def _search(self, what: str, req, key: str) -> list[tuple[Chunk, float]]:
+        """Run one Search request: the chunks of the reply, in order, with their score or distance."""
+        if not self._checked:
+            self._check_index()
+        stub, timeout, timings = self._stub(), self.target.timeout, self.timings
+
+        def call():
+            t0 = time.perf_counter()
+            reply = stub.Search(req, metadata=self._grpc_md, timeout=timeout)
+            if timings is not None:
+                timings.append(time.perf_counter() - t0)
+            return reply
+
+        reply = self._call(what, call)
+        out = []
+        for r in reply.results:
+            f = r.properties.non_ref_props.fields
+            page, ps, pe = f.get("page"), f.get("parent_start"), f.get("parent_end")
+            out.append((Chunk(
+                id=f["chunk_id"].text_value, doc_id=f["doc_id"].text_value, text=f["text"].text_value,
+                start=f["start"].int_value, end=f["end"].int_value, position=f["position"].int_value,
+                source=f["source"].text_value, title=f["title"].text_value,
+                page=page.int_value if page is not None and page.HasField("int_value") else None,
+                parent_start=ps.int_value if ps is not None and ps.HasField("int_value") else None,
+                parent_end=pe.int_value if pe is not None and pe.HasField("int_value") else None),
+                float(getattr(r.metadata, key))))
+        return out
 
     def close(self) -> None:
         self._handles.clear()
+        if self._grpc is not None:
+            self._grpc[0].close()
+            self._grpc = None
         self._client.close()
 
     def __deepcopy__(self, memo):  # a handle on shared data: copies of a program share their store
         return self
+
+
+def _index_config(t: Target, distance):
+    """The vector index a new collection gets from the store URI (flat unless it says hnsw)."""
+    from weaviate.classes.config import Configure
+
+    q = Configure.VectorIndex.Quantizer
+    c = t.compression or "none"
+    quantizer: Any = q.pq() if c == "pq" else q.bq() if c == "bq" else q.sq() if c == "sq" else None
+    if (t.index or "flat") == "flat":
+        return Configure.VectorIndex.flat(distance_metric=distance, quantizer=quantizer)
+    return Configure.VectorIndex.hnsw(distance_metric=distance, ef=t.ef, ef_construction=t.ef_construction,
+                                      max_connections=t.max_connections, quantizer=quantizer)
 
 
 def _chunk_props(c: Chunk) -> dict[str, Any]:
@@ -434,6 +549,91 @@ def _chunk(o) -> Chunk:
 
 def _int(v) -> int | None:
     return None if v is None else int(v)
+
+
+@cache
+def _transient() -> tuple[type[BaseException], ...]:
+    from grpc import RpcError
+    from weaviate.exceptions import (
+        UnexpectedStatusCodeError,
+        WeaviateConnectionError,
+        WeaviateGRPCUnavailableError,
+        WeaviateQueryError,
+        WeaviateTimeoutError,
+    )
+
+    return (WeaviateConnectionError, WeaviateGRPCUnavailableError, WeaviateQueryError, WeaviateTimeoutError,
+            UnexpectedStatusCodeError, RpcError)
+
+
+def _detail(e: BaseException) -> str:
+    """An error's message; a gRPC error's details (its str() is a multi-line dump)."""
+    details = getattr(e, "details", None)
+    if callable(details):
+        try:
+            return str(details() or e)
+        except Exception:  # not a call error after all
+            pass
+    return str(e) or type(e).__name__
+
+
+def _pb():
+    """The Weaviate gRPC protocol's messages (the ones the client library ships for this protobuf runtime)."""
+    import weaviate.proto.v1 as pb
+
+    return pb
+
+
+def _vector_bytes(vector) -> bytes:
+    v = np.ascontiguousarray(np.asarray(vector, dtype="<f4").reshape(-1))
+    return v.tobytes()
+
+
+_OPS = {"$eq": "EQUAL", "$ne": "NOT_EQUAL", "$gt": "GREATER_THAN", "$gte": "GREATER_THAN_EQUAL",
+        "$lt": "LESS_THAN", "$lte": "LESS_THAN_EQUAL", "$in": "CONTAINS_ANY", "$nin": "CONTAINS_NONE"}
+
+
+def _filter_pb(where: Filter | None):
+    """``where`` as the gRPC protocol's filter message, with `Filter.matches`'s meaning (the same tree as
+    `_translate`, which the client library turns into the same message; tested equal); True (no filter) or
+    False (matches nothing) where the filter is constant."""
+    if where is None:
+        return True
+    F = _pb().base_pb2.Filters
+
+    def op(name: str):
+        return getattr(F, f"OPERATOR_{name}")
+
+    def one(node: Node):
+        if not isinstance(node, Cond):
+            parts = [one(p) for p in node.parts]
+            if node.op == "and":
+                if any(p is False for p in parts):
+                    return False
+                parts = [p for p in parts if p is not True]
+                return True if not parts else (parts[0] if len(parts) == 1 else F(operator=op("AND"), filters=parts))
+            if any(p is True for p in parts):
+                return True
+            parts = [p for p in parts if p is not False]
+            return False if not parts else (parts[0] if len(parts) == 1 else F(operator=op("OR"), filters=parts))
+        prop, v = PROP.get(node.field, node.field), node.value
+        if node.op in ("$in", "$nin") and not v:
+            return node.op == "$nin"
+        target = _pb().base_pb2.FilterTarget(property=prop)
+        if isinstance(v, list):
+            arr = ({"value_int_array": _pb().base_pb2.IntArray(values=v)} if isinstance(v[0], int)
+                   else {"value_text_array": _pb().base_pb2.TextArray(values=v)})
+            cond = F(operator=op(_OPS[node.op]), target=target, **arr)
+        elif isinstance(v, int):
+            cond = F(operator=op(_OPS[node.op]), target=target, value_int=v)
+        else:
+            cond = F(operator=op(_OPS[node.op]), target=target, value_text=v)
+        if node.field == "page" and node.op in ("$ne", "$nin"):  # a chunk without a page matches these
+            null = F(operator=op("IS_NULL"), target=_pb().base_pb2.FilterTarget(property=prop), value_boolean=True)
+            return F(operator=op("OR"), filters=[null, cond])
+        return cond
+
+    return one(where.tree)
 
 
 def _translate(where: Filter | None):
