@@ -61,8 +61,14 @@ def test_compile_writes_the_run_folder_and_a_loadable_best_program(space, tmp_pa
     trials = [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
     assert trials[0]["params"] == {"k": 5, "alpha": 0.5, "prompt": "plain", "rerank": "none"}  # the naive baseline
     assert s["baseline"]["trial"] == 0 and s["trials"] == 6
-    assert {"objective", "baseline", "best", "trials", "lm_calls", "cost_usd", "wall_s"} <= set(
-        json.loads((out / "summary.json").read_text()))
+    saved = json.loads((out / "summary.json").read_text())
+    assert {"objective", "baseline", "best", "trials", "lm_calls", "cost_usd", "wall_s", "memory"} <= set(saved)
+    mem = saved["memory"]  # each stage's own peak RSS (declrag.memory), in the order the stages ran
+    assert list(mem["stages"]) == ["setup", "search", "prompts", "test", "report"]
+    if mem["method"] != "none":
+        assert all(v["peak_mb"] >= v["start_mb"] > 50 for v in mem["stages"].values())
+        assert mem["peak_mb"] == max(v["peak_mb"] for v in mem["stages"].values())
+    assert "## Memory" in (out / "report.md").read_text()
     assert s["best"]["dev"]["objective"] >= s["baseline"]["dev"]["objective"]
     split = json.loads((out / "split.json").read_text())
     assert not set(split["test"]) & (set(split["dev"]) | set(split["train"]))  # test is held out

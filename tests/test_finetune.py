@@ -79,6 +79,22 @@ def test_a_few_steps_change_the_weights_are_saved_as_safetensors_and_are_determi
 
 
 @pytest.mark.slow
+def test_mini_batches_keep_the_batch_and_its_loss(tuned, minilm, tmp_path):
+    """The cached loss embeds 2 texts per forward pass but scores the batch of 4 as the plain loss does: the
+    first step's loss (before any update; only the dropout masks differ) is the plain loss's."""
+    rows, _, _, plain = tuned
+    assert plain["loss"] == "MultipleNegativesRankingLoss" and plain["mini_batch_size"] is None  # 8 >= the batch
+    info = finetune_model(minilm.folder, rows, tmp_path / "cached", epochs=1, learning_rate=1e-4, batch_size=4,
+                          max_steps=3, max_seconds=None, seed=7, mini_batch_size=2)
+    assert info["loss"] == "CachedMultipleNegativesRankingLoss" and info["mini_batch_size"] == 2
+    assert info["batch_size"] == 4 and info["steps"] == 3
+    assert info["loss_first"] == pytest.approx(plain["loss_first"], abs=0.15)
+    again = finetune_model(minilm.folder, rows, tmp_path / "again", epochs=1, learning_rate=1e-4, batch_size=4,
+                           max_steps=3, max_seconds=None, seed=7, mini_batch_size=2)
+    assert again["sha256"] == info["sha256"]  # deterministic too
+
+
+@pytest.mark.slow
 def test_the_artifact_carries_the_tuned_model_and_the_loaded_program_embeds_with_it(tuned, golden, base, tmp_path):
     from sentence_transformers import SentenceTransformer
 
@@ -127,6 +143,11 @@ def test_a_tuned_model_that_does_not_improve_dev_is_not_kept(tmp_path):
     summary = json.loads((tmp_path / "runs" / "ft" / "summary.json").read_text())
     assert "ndcg@10" in summary["best"]["test"] and summary["finetune"]["kept"] == "base"
     assert not (tmp_path / "runs" / "ft" / "best" / "embedder").exists()
+    stages = summary["memory"]["stages"]  # the stage's peak RSS, and each of its parts'
+    assert {"finetune", "finetune.mining", "finetune.training", "finetune.reembed", "finetune.scoring"} <= set(stages)
+    assert set(ft["memory"]) == {"mining", "training", "reembed", "scoring"}
+    if summary["memory"]["method"] != "none":
+        assert stages["finetune"]["peak_mb"] == max(stages[k]["peak_mb"] for k in stages if k.startswith("finetune"))
     assert load(tmp_path / "runs" / "ft" / "best").config.ingest.embedder.weights is None
 
 
@@ -176,3 +197,21 @@ def test_the_shipped_space_runs_on_a_set_without_its_source_split(tmp_path, capl
     assert "no split 'train'" in s["split_note"] and "no split 'train'" in caplog.text
     assert set(s["splits"]) == {"train", "dev", "test"} and s["finetune"]["training"]["steps"] == 40
     assert s["finetune"]["kept"] in ("base", "tuned") and "ndcg@10" in s["best"]["test"]
+
+
+@pytest.mark.slow
+def test_bench_compile_reports_each_stages_peak_memory_with_the_finetune_stage(tmp_path):
+    from rich.console import Console
+
+    from declrag.bench.compile import print_report, run
+
+    space = tmp_path / "space.yaml"
+    space.write_text(FT_SPACE)
+    r = run(str(GOLD), space, progress=False)
+    assert r["finetune"]["training"]["steps"] == 1 and r["finetune"]["kept"] in ("base", "tuned")
+    stages = r["memory"]["stages"]
+    assert {"setup", "indexes", "grid", "search", "finetune", "finetune.training", "finetune.reembed"} <= set(stages)
+    console = Console(record=True, width=160)
+    print_report(r, console)
+    text = console.export_text()
+    assert "peak resident memory per stage" in text and "finetune.training" in text and "fine-tune: 1 steps" in text

@@ -525,6 +525,7 @@ def compile_(
 ):
     """Search the declared space for the best program on a golden set; write runs/NAME/best. With --storage,
     workers on other machines join the same study with --join NAME."""
+    from .memory import describe
     from .optimize.compile import Budget
     from .optimize.run import compile_run
     from .program import model_route
@@ -554,6 +555,7 @@ def compile_(
     out.print(f"test gain {g['diff']:+.4f} [{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] "
               f"({'holds' if g['significant'] else 'not distinguishable from noise'}); "
               f"best params: {json.dumps(s['best']['params'])}")
+    out.print(describe(s["memory"]), markup=False, highlight=False)
     folder = resume or runs / cast(str, join or name)  # compile_run has refused a new run without --name
     out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
 

@@ -142,6 +142,22 @@ def _finetune_lines(ft: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _memory_lines(memory: dict[str, Any]) -> list[str]:
+    """Each stage's peak resident memory (`declrag.memory`): what a larger corpus will need more of."""
+    stages = {k: v for k, v in (memory.get("stages") or {}).items() if v.get("peak_mb") is not None}
+    if not stages:
+        return []
+    how = {"vmhwm": "the kernel's high-water mark (VmHWM), reset at the start of each stage",
+           "sampled": "RSS sampled every 50 ms"}.get(memory.get("method", ""), memory.get("method", ""))
+    lines = ["", "## Memory", "", f"Peak resident memory per stage ({how}); an indented stage is part of the one "
+             "above it.", "", "| stage | peak RSS MB | at start MB | after, freed MB | s |", "|---|---|---|---|---|"]
+    for name, v in stages.items():
+        shown = f"&nbsp;&nbsp;{name}" if "." in name else name
+        lines.append(f"| {shown} | {v['peak_mb']:.0f} | {v['start_mb']:.0f} | {v['released_mb']:.0f} | "
+                     f"{v['seconds']} |")
+    return lines
+
+
 def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> None:
     s = summary
     obj = " + ".join(f"{w} x {m}" for m, w in s["objective"]["metrics"].items())
@@ -206,6 +222,7 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
                          f"after {_f(po['dev_after'].get('objective'))}; "
                          f"kept: {po.get('kept')}; demos per predictor: {po.get('demos')}")
     lines += _finetune_lines(s.get("finetune") or {})
+    lines += _memory_lines(s.get("memory") or {})
     if s.get("split_note"):
         lines += ["", "## Splits", "", s["split_note"]]
     hist = _plot_history(study, out)

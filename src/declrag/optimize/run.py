@@ -18,6 +18,7 @@ import optuna
 from ..about import versions
 from ..errors import DeclragError
 from ..golden import load_golden
+from ..memory import MemoryTracker
 from ..metrics.stats import mean_ci, paired_difference
 from .compile import Budget, Compiler, digest_of, trial_counts, weighted
 from .space import Space, read_space, tidy_params
@@ -130,6 +131,9 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
     if storage and has_password(storage):
         log.warning("the password in --storage is used by this process only and written nowhere; give it as "
                     "$PGPASSWORD or in ~/.pgpass so that --resume and other workers can connect")
+    mem = MemoryTracker()  # peak RSS per stage: summary.json's "memory", the compile's closing lines
+    setup = mem.stage("setup")  # ended once the study is open (a failure on the way ends the run)
+    setup.__enter__()
     try:
         golden = load_golden(dataset)
     except DeclragError as e:
@@ -164,8 +168,10 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     tell(progress, f"study {name!r} in {p.shown}: searching" + ("" if finalizes else
          " as a worker (the process that created the study writes the artifact)"))
+    setup.__exit__(None, None, None)
     t0 = time.perf_counter()
-    study = comp.search(study, Patience(p, patience_s, progress) if p.shared else None)
+    with mem.stage("search"):
+        study = comp.search(study, Patience(p, patience_s, progress) if p.shared else None)
     if not finalizes:
         mine = [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()] \
             if (out / "trials.jsonl").exists() else []
@@ -173,10 +179,10 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
 
         return {"role": "worker", "study": name, "storage": p.shown, **trial_counts(study.trials),
                 "mine": len([r for r in mine if r.get("worker") == WORKER]),
-                "wall_s": round(time.perf_counter() - t0, 1)}
+                "wall_s": round(time.perf_counter() - t0, 1), "memory": mem.to_dict()}
     led = p.ledger.state()  # the whole study's search, every worker
     here = (comp.spent.lm_calls, comp.spent.cached, comp.spent.cost_usd)
-    summary = finish(comp, study, out, progress)
+    summary = finish(comp, study, out, progress, mem)
     final = (comp.spent.lm_calls - here[0], comp.spent.cached - here[1], comp.spent.cost_usd - here[2])  # prompts, test
     summary.update(lm_calls=led["lm_calls"] + final[0], cached_calls=led["cached"] + final[1],
                    cost_usd=round(led["cost_usd"] + final[2], 6), lm_calls_search=led["lm_calls"],
@@ -185,10 +191,13 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
     manifest.update(status="done", finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     hashes={**manifest["hashes"], "config": digest_of(summary["best"]["config"])})
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    (out / "summary.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "report"}, indent=2))
     from .report import write_report
 
-    write_report(out, summary, study)
+    summary["memory"] = mem.to_dict()
+    with mem.stage("report"):
+        write_report(out, summary, study)
+    summary["memory"] = mem.to_dict()  # and the report's own
+    (out / "summary.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "report"}, indent=2))
     return summary
 
 
@@ -238,7 +247,11 @@ def _mean(xs):
     return float(np.mean(vals)) if vals else None
 
 
-def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> dict[str, Any]:
+def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool,
+           mem: MemoryTracker | None = None) -> dict[str, Any]:
+    """Pick the best trial, optimize its prompts, fine-tune its embedder, score the held-out test once.
+    ``mem`` measures each of these stages' peak RSS."""
+    mem = mem or MemoryTracker()
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
         raise DeclragError("no trial finished within the budget",
@@ -256,35 +269,27 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
     dev_before = best.user_attrs.get("metrics", {})
     prompt_info: dict[str, Any] = {"optimizer": comp.space.prompt_optimizer.name}
     if comp.space.prompt_optimizer.name != "none" and not comp.space.objective.retrieval_only:
-        from .prompts import optimize_prompts
-
-        before, _ = score(comp, best_prog, splits["dev"], "dev, best program")
-        best_prog, info = optimize_prompts(best_prog, comp, splits["train"], splits["dev"])
-        after, _ = score(comp, best_prog, splits["dev"], "dev, optimized prompts")
-        prompt_info.update(info, dev_before=before, dev_after=after)
-        if after["objective"] < before["objective"]:  # keep the better program, and say so
-            prompt_info["kept"] = "before (the optimizer did not improve dev)"
-            best_prog = comp.program(best.params)
-        else:
-            prompt_info["kept"] = "after"
-        dev_best = max(before, after, key=lambda m: m["objective"])
+        with mem.stage("prompts"):
+            best_prog, prompt_info, dev_best = _prompts(comp, best, best_prog, prompt_info)
     else:
         dev_best = dev_before
     finetune_info: dict[str, Any] = {"enabled": False}
     if comp.space.finetune.enabled:
-        best_prog, finetune_info = finetune_stage(comp, best_prog, out, progress)
+        with mem.stage("finetune"):
+            best_prog, finetune_info = finetune_stage(comp, best_prog, out, progress, mem)
         if finetune_info.get("kept") == "tuned":
             dev_best = finetune_info["dev"]["tuned"]
-    test_base, q_base = score(comp, base_prog, splits["test"], "test, baseline")
-    test_best, q_best = score(comp, best_prog, splits["test"], "test, best program")
-    gain = paired_difference(q_base, q_best)
-    legs = {}
-    alpha_param = next((n for n, p in comp.space.params.items() if p.path == "retrieve.alpha"), None)
-    if comp.space.objective.retrieval_only and alpha_param:  # the single legs, with the best settings otherwise
-        for leg, a in (("keyword", 0.0), ("vector", 1.0)):
-            prog = comp.program({**best.params, alpha_param: a})
-            legs[leg] = score(comp, prog, splits["test"], f"test, {leg} leg")[0]
-    best_prog.save(out / "best")
+    with mem.stage("test"):
+        test_base, q_base = score(comp, base_prog, splits["test"], "test, baseline")
+        test_best, q_best = score(comp, best_prog, splits["test"], "test, best program")
+        gain = paired_difference(q_base, q_best)
+        legs = {}
+        alpha_param = next((n for n, p in comp.space.params.items() if p.path == "retrieve.alpha"), None)
+        if comp.space.objective.retrieval_only and alpha_param:  # the single legs, with the best settings otherwise
+            for leg, a in (("keyword", 0.0), ("vector", 1.0)):
+                prog = comp.program({**best.params, alpha_param: a})
+                legs[leg] = score(comp, prog, splits["test"], f"test, {leg} leg")[0]
+        best_prog.save(out / "best")
     dev_base = baseline.user_attrs.get("metrics", {})
     return {
         "objective": {"metrics": comp.space.objective.metrics, "also": comp.space.objective.also},
@@ -301,11 +306,30 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool) -> di
     }
 
 
-def finetune_stage(comp: Compiler, prog, out: Path, progress: bool) -> tuple[Any, dict[str, Any]]:
+def _prompts(comp: Compiler, best, best_prog, prompt_info: dict[str, Any]):
+    """The prompt optimization stage: (the program kept, its report, the better dev scores)."""
+    from .prompts import optimize_prompts
+
+    splits = comp.splits
+    before, _ = score(comp, best_prog, splits["dev"], "dev, best program")
+    best_prog, info = optimize_prompts(best_prog, comp, splits["train"], splits["dev"])
+    after, _ = score(comp, best_prog, splits["dev"], "dev, optimized prompts")
+    prompt_info.update(info, dev_before=before, dev_after=after)
+    if after["objective"] < before["objective"]:  # keep the better program, and say so
+        prompt_info["kept"] = "before (the optimizer did not improve dev)"
+        best_prog = comp.program(best.params)
+    else:
+        prompt_info["kept"] = "after"
+    return best_prog, prompt_info, max(before, after, key=lambda m: m["objective"])
+
+
+def finetune_stage(comp: Compiler, prog, out: Path, progress: bool,
+                   mem: MemoryTracker | None = None) -> tuple[Any, dict[str, Any]]:
     """Fine-tune ``prog``'s embedding model on the train split (`declrag.optimize.finetune`), re-embed the
     corpus into a new index, and keep the tuned model only if dev improves beyond the bootstrap noise (the
     paired interval of the per-question objective excludes 0). Reports dev and test for both models either
-    way (test is scored for the report only; the decision reads dev). Returns (the program kept, the report)."""
+    way (test is scored for the report only; the decision reads dev). Returns (the program kept, the report).
+    ``mem`` measures the peak RSS of its parts (``finetune.mining``, ``.training``, ``.reembed``, ``.scoring``)."""
     from ..config import ProgramConfig
     from .finetune import finetune_model, training_rows
 
@@ -319,44 +343,52 @@ def finetune_stage(comp: Compiler, prog, out: Path, progress: bool) -> tuple[Any
                            "the golden set has no gold passages (qrels, answer spans or JSONL `gold`) to train on")
         tell(progress, f"fine-tune skipped: {info['skipped']}")
         return prog, info
+    mem = mem or MemoryTracker()
     t0 = t_stage = time.perf_counter()
-    rows, counts = training_rows(prog, comp.golden, train, spec.hard_negatives, spec.seed, progress)
+    with mem.stage("finetune.mining"):
+        rows, counts = training_rows(prog, comp.golden, train, spec.hard_negatives, spec.seed, progress)
     info["mining_s"], info["pairs"] = round(time.perf_counter() - t0, 1), counts
     tuned_dir = out / "finetune" / "embedder"
     e = base_cfg.ingest.embedder
-    trained = finetune_model(prog.embedder.folder, rows, tuned_dir, epochs=spec.epochs,
-                             learning_rate=spec.learning_rate, batch_size=spec.batch_size, max_steps=spec.max_steps,
-                             max_seconds=spec.max_minutes * 60 if spec.max_minutes else None, seed=spec.seed,
-                             query_prefix=e.query_prefix, document_prefix=e.document_prefix, progress=progress)
+    with mem.stage("finetune.training"):
+        trained = finetune_model(prog.embedder.folder, rows, tuned_dir, epochs=spec.epochs,
+                                 learning_rate=spec.learning_rate, batch_size=spec.batch_size,
+                                 max_steps=spec.max_steps,
+                                 max_seconds=spec.max_minutes * 60 if spec.max_minutes else None, seed=spec.seed,
+                                 mini_batch_size=spec.mini_batch_size, query_prefix=e.query_prefix,
+                                 document_prefix=e.document_prefix, progress=progress)
     info["training"] = trained
     emb = e.model_copy(update={"model": str(tuned_dir.resolve()), "weights": trained["sha256"]})
     cfg = base_cfg.model_copy(update={"ingest": base_cfg.ingest.model_copy(update={"embedder": emb})})
     t0 = time.perf_counter()
-    tuned = comp.program_for(cfg)  # a new index: its address holds the tuned model's hash
+    with mem.stage("finetune.reembed"):
+        tuned = comp.program_for(cfg)  # a new index: its address holds the tuned model's hash
     info["reembed_s"] = round(time.perf_counter() - t0, 1)
-    tuned.load_state(prog.dump_state())  # the prompts (instructions, demos) the earlier stages chose
-    if prog.generate.knn_pool:
-        tuned.generate.set_knn_pool(prog.generate.knn_pool, prog.generate.knn_k)
-    tuned.embedder_provenance = {"base_model": e.model, "sha256": trained["sha256"], "split": "train",
-                                 "questions": counts["questions"], "seed": spec.seed, "steps": trained["steps"],
-                                 "loss": "MultipleNegativesRankingLoss", "settings": spec.model_dump(mode="json")}
-    dev_base, q_dev_base = score(comp, prog, splits["dev"], "dev, base embedder")
-    dev_tuned, q_dev_tuned = score(comp, tuned, splits["dev"], "dev, tuned embedder")
-    gain = paired_difference(q_dev_base, q_dev_tuned)
-    keep = bool(gain["significant"] and (gain["diff"] or 0) > 0)
-    test_base, q_test_base = score(comp, prog, splits["test"], "test, base embedder")
-    test_tuned, q_test_tuned = score(comp, tuned, splits["test"], "test, tuned embedder")
-    info.update(dev={"base": dev_base, "tuned": dev_tuned, "gain": gain},
-                test={"base": test_base, "tuned": test_tuned, "gain": paired_difference(q_test_base, q_test_tuned)},
-                kept="tuned" if keep else "base")
-    alpha = base_cfg.retrieve.alpha
-    if comp.space.objective.retrieval_only and alpha not in (0.0, 1.0):  # the vector leg alone, both models
-        legs = {}
-        for name, c in (("base", base_cfg), ("tuned", cfg)):
-            leg = comp.program_for(c.model_copy(update={"retrieve": c.retrieve.model_copy(update={"alpha": 1.0})}))
-            legs[name] = score(comp, leg, splits["test"], f"test, vector leg, {name} embedder")[0]
-        info["test"]["vector_leg"] = legs
+    with mem.stage("finetune.scoring"):
+        tuned.load_state(prog.dump_state())  # the prompts (instructions, demos) the earlier stages chose
+        if prog.generate.knn_pool:
+            tuned.generate.set_knn_pool(prog.generate.knn_pool, prog.generate.knn_k)
+        tuned.embedder_provenance = {"base_model": e.model, "sha256": trained["sha256"], "split": "train",
+                                     "questions": counts["questions"], "seed": spec.seed, "steps": trained["steps"],
+                                     "loss": trained["loss"], "settings": spec.model_dump(mode="json")}
+        dev_base, q_dev_base = score(comp, prog, splits["dev"], "dev, base embedder")
+        dev_tuned, q_dev_tuned = score(comp, tuned, splits["dev"], "dev, tuned embedder")
+        gain = paired_difference(q_dev_base, q_dev_tuned)
+        keep = bool(gain["significant"] and (gain["diff"] or 0) > 0)
+        test_base, q_test_base = score(comp, prog, splits["test"], "test, base embedder")
+        test_tuned, q_test_tuned = score(comp, tuned, splits["test"], "test, tuned embedder")
+        info.update(dev={"base": dev_base, "tuned": dev_tuned, "gain": gain},
+                    test={"base": test_base, "tuned": test_tuned, "gain": paired_difference(q_test_base, q_test_tuned)},
+                    kept="tuned" if keep else "base")
+        alpha = base_cfg.retrieve.alpha
+        if comp.space.objective.retrieval_only and alpha not in (0.0, 1.0):  # the vector leg alone, both models
+            legs = {}
+            for name, c in (("base", base_cfg), ("tuned", cfg)):
+                leg = comp.program_for(c.model_copy(update={"retrieve": c.retrieve.model_copy(update={"alpha": 1.0})}))
+                legs[name] = score(comp, leg, splits["test"], f"test, vector leg, {name} embedder")[0]
+            info["test"]["vector_leg"] = legs
     info["stage_s"] = round(time.perf_counter() - t_stage, 1)
+    info["memory"] = {k.split(".", 1)[1]: v for k, v in mem.stages.items() if k.startswith("finetune.")}
     d = gain["diff"] or 0.0
     tell(progress, f"fine-tune: {trained['steps']} steps in {trained['seconds']} s, "
                    f"re-embedding {info['reembed_s']} s; "

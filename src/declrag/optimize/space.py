@@ -120,7 +120,10 @@ class Finetune(Strict):
     enabled: bool = False
     epochs: float = Field(1.0, gt=0)
     learning_rate: float = Field(2e-5, gt=0)
-    batch_size: int = Field(32, ge=2)
+    batch_size: int = Field(32, ge=2)  # questions per step: each one's in-batch negatives are the others' passages
+    # texts per forward pass: the loss still sees the whole batch (CachedMultipleNegativesRankingLoss), but the
+    # activations held for the backward pass are those of this many texts, so memory does not grow with batch_size
+    mini_batch_size: int = Field(4, ge=1)
     hard_negatives: int = Field(1, ge=0, le=16)  # per question, from the store's own candidates
     max_steps: int | None = Field(None, ge=1)  # a step budget (None: the epochs decide)
     max_minutes: float | None = Field(None, gt=0)  # a time budget for training, checked between steps
