@@ -56,3 +56,58 @@ def test_unknown_model_is_a_clear_error(monkeypatch):
     with pytest.raises(DeclragError) as e:
         resolve_model("nobody/no-such-model")
     assert "nobody/no-such-model" in str(e.value) and e.value.hint
+
+
+# ------------------------------------------------------------------------------------- ONNX backends
+TEXTS = ["Normandy is a region of France.", "What is the boiling point of water at sea level?",
+         "Amoxicillin shortened otitis media by 1.6 days in 412 children. " * 8, "ok"]
+
+
+def test_backend_is_part_of_the_cache_key_and_index_address_but_torch_keeps_the_old_ones():
+    from declrag.config import IngestConfig
+
+    keys = {b: Embedder(EmbedderConfig(backend=b)).key for b in ("torch", "onnx", "onnx-int8")}
+    assert len(set(keys.values())) == 3
+    digests = {b: IngestConfig(embedder=EmbedderConfig(backend=b)).digest() for b in ("torch", "onnx", "onnx-int8")}
+    assert len(set(digests.values())) == 3
+    # torch: the identity of indexes and cached vectors built before backends existed
+    assert "backend" not in EmbedderConfig().identity() and "backend" not in keys["torch"]
+    assert EmbedderConfig(backend="onnx-int8").identity()["backend"] == "onnx-int8"
+    with pytest.raises(ValueError):
+        EmbedderConfig(backend="tensorrt")
+
+
+@pytest.mark.parametrize("backend,floor", [("onnx", 0.9999), ("onnx-int8", 0.95)])
+def test_onnx_backends_embed_like_torch_and_export_once(tmp_path, minilm, backend, floor):
+    ref = minilm.model.encode(TEXTS, normalize_embeddings=True)
+    e = Embedder(EmbedderConfig(backend=backend), EmbeddingCache(tmp_path / "c.sqlite3"))
+    got = e.embed_documents(TEXTS)
+    assert got.shape == (len(TEXTS), 384) and e.dim == 384
+    assert np.allclose(np.linalg.norm(got, axis=1), 1, atol=1e-5)
+    assert (got * ref).sum(axis=1).min() >= floor
+    path, stamp = e.model.path, e.model.path.stat().st_mtime_ns
+    again = Embedder(EmbedderConfig(backend=backend), EmbeddingCache(tmp_path / "d.sqlite3"))
+    assert np.allclose(again.embed_documents(TEXTS), got, atol=1e-6)
+    assert again.model.path == path and path.stat().st_mtime_ns == stamp  # the export is reused, not redone
+    # retrieval still works: each text is its own nearest neighbour among the others
+    q = e.embed_queries(["Which region of France?", "boiling point of water"])
+    assert (q @ got.T).argmax(axis=1).tolist() == [0, 1]
+
+
+def test_a_model_onnx_cannot_run_is_a_clear_error_naming_the_setting(tmp_path, minilm):
+    import json
+    import shutil
+
+    folder = tmp_path / "with-dense"
+    shutil.copytree(minilm.folder, folder)
+    modules = json.loads((folder / "modules.json").read_text())
+    modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    (folder / "modules.json").write_text(json.dumps(modules))
+    e = Embedder(EmbedderConfig(model=str(folder), backend="onnx"), EmbeddingCache(tmp_path / "c.sqlite3"))
+    with pytest.raises(DeclragError) as err:
+        e.embed_documents(["x"])
+    assert "backend 'onnx'" in str(err.value) and "Dense" in str(err.value)
+    assert "backend: torch" in err.value.hint
+    with pytest.raises(DeclragError) as err:
+        Embedder(EmbedderConfig(backend="onnx-int8", device="cuda")).embed_query("x")
+    assert "CPU only" in str(err.value)

@@ -39,6 +39,31 @@ def bench_retrieval(
     _bench_out(run(dataset, split=split, ingest=ingest, limit=limit, store=store), print_report, as_json)
 
 
+@bench_app.command("embed")
+def bench_embed(
+    backend: Annotated[list[str] | None, typer.Option(
+        help="a backend to measure (repeat it); the first is the reference (default: torch onnx onnx-int8)")] = None,
+    dataset: Annotated[list[str] | None, typer.Option(
+        help="a golden set for the quality arm (repeat it; default: scifact squad-v1.1)")] = None,
+    batch_size: Annotated[int, typer.Option(help="texts per model call")] = 64,
+    queries: Annotated[int, typer.Option(help="distinct questions for the query latency")] = 200,
+    skip_quality: Annotated[bool, typer.Option("--skip-quality", help="measure speed only")] = False,
+    as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
+):
+    """Chunks/s of each embedder backend (torch, onnx, onnx-int8) and the retrieval quality of each, in one run."""
+    from .bench.embed import print_report, run
+    from .embed_onnx import BACKENDS
+
+    backends = tuple(backend or BACKENDS)
+    for b in backends:
+        if b not in BACKENDS:
+            raise DeclragError(f"unknown --backend {b!r}", hint=f"one of: {', '.join(BACKENDS)}")
+    if batch_size < 1 or queries < 1:
+        raise DeclragError("--batch-size and --queries must be at least 1")
+    _bench_out(run(backends, tuple(dataset or ("scifact", "squad-v1.1")), batch_size=batch_size, queries=queries,
+                   skip_quality=skip_quality), print_report, as_json)
+
+
 @bench_app.command("speed")
 def bench_speed(
     chunks: Annotated[int, typer.Option(help="size of the large store (chunks)")] = 100_000,

@@ -50,6 +50,9 @@ class ChunkerConfig(Strict):
         return self
 
 
+EmbedBackend = Literal["torch", "onnx", "onnx-int8"]
+
+
 class EmbedderConfig(Strict):
     """A sentence-transformers model by hub name or local path. Vectors are always L2-normalised."""
 
@@ -59,6 +62,9 @@ class EmbedderConfig(Strict):
     query_prefix: str = ""
     document_prefix: str = ""
     device: str = "cpu"
+    # how the model runs: torch (sentence-transformers), or ONNX Runtime in float32 or with int8 weights
+    # (declrag.embed_onnx). The vectors differ slightly, so the backend is part of the index's identity.
+    backend: EmbedBackend = "torch"
     # a fine-tuned model (compile's `finetune` stage): the sha256 of its folder (declrag.optimize.finetune.
     # folder_sha256). It, not the folder's path, names the model in index addresses and the embedding cache.
     weights: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
@@ -66,7 +72,9 @@ class EmbedderConfig(Strict):
     def identity(self) -> dict[str, Any]:
         """What decides the vectors: the model (by content hash when it is a fine-tuned folder) and the
         settings that change its output (not batch_size or device)."""
-        e = self.model_dump(exclude={"batch_size", "device", "weights"})
+        e = self.model_dump(exclude={"batch_size", "device", "weights", "backend"})
+        if self.backend != "torch":  # absent for torch, so that indexes built before backends keep their address
+            e["backend"] = self.backend
         if self.weights:
             e["model"] = f"sha256:{self.weights}"
         return e

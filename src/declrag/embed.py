@@ -148,7 +148,8 @@ class Embedder:
             ident = f"sha256:{self.config.weights}"
         else:
             ident = self.name if not Path(self.name).exists() else f"path:{Path(self.name).resolve()}"
-        return f"{ident}|msl={self.config.max_seq_length}"
+        backend = "" if self.config.backend == "torch" else f"|backend={self.config.backend}"
+        return f"{ident}|msl={self.config.max_seq_length}{backend}"
 
     @cached_property
     def folder(self) -> Path:
@@ -156,6 +157,9 @@ class Embedder:
 
     @cached_property
     def model(self):
+        """The encoder: a SentenceTransformer, or for an ONNX backend an `embed_onnx.OnnxEncoder`."""
+        if self.config.backend != "torch":
+            return self._onnx_model()
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
 
@@ -168,6 +172,17 @@ class Embedder:
         if self.config.max_seq_length:
             m.max_seq_length = self.config.max_seq_length
         return m
+
+    def _onnx_model(self):
+        from .embed_onnx import OnnxEncoder, export
+
+        if self.config.device != "cpu":
+            raise DeclragError(f"embedder backend {self.config.backend!r} runs on the CPU only, not on "
+                               f"device {self.config.device!r}", hint="set `ingest.embedder.device: cpu`, or "
+                               "`ingest.embedder.backend: torch` for another device")
+        path = export(self.folder, self.config.weights or folder_sha256(self.folder), self.config.backend,
+                      cache_dir())
+        return OnnxEncoder(self.folder, path, self.config.max_seq_length)
 
     @cached_property
     def dim(self) -> int:
