@@ -91,6 +91,15 @@ class IngestConfig(Strict):
                                         "chunking_version": CHUNKING_VERSION}, sort_keys=True))
 
 
+class AnnConfig(Strict):
+    """Approximate vector search in the embedded store (`declrag.stores.ann`): ``auto`` from `ANN_ROWS` chunks
+    up, ``exact`` never, ``ivf`` at any size. Weaviate ignores it: its HNSW settings are in its store URI."""
+
+    mode: Literal["auto", "exact", "ivf"] = "auto"
+    nprobe: int = Field(48, ge=1, le=65536)  # inverted lists searched per query (more: better recall, slower)
+    refine: int = Field(4, ge=1, le=64)  # refine x k approximate candidates are rescored exactly
+
+
 class SearchParams(Strict):
     """One search, with Weaviate's hybrid semantics (see declrag.stores.fusion)."""
 
@@ -101,6 +110,7 @@ class SearchParams(Strict):
     candidates: int = Field(100, ge=1, le=10000)  # per leg: max(candidates, limit)
     window: int = Field(0, ge=0, le=20)  # context-window expansion: neighbours on each side
     where: dict[str, Any] | None = None  # metadata filter, see declrag.stores.base.Filter
+    ann: AnnConfig = AnnConfig()
 
 
 # ----------------------------------------------------------------------------------------------- program
@@ -143,6 +153,7 @@ class RetrieveConfig(Strict):
     mmr: bool = False
     mmr_lambda: float = Field(0.7, ge=0.0, le=1.0)  # relevance weight against diversity
     abstain_below: float | None = Field(None, ge=-1.0, le=1.0)  # abstain when the best passage's cosine is lower
+    ann: AnnConfig = AnnConfig()  # approximate vector search in large embedded stores
 
 
 class RerankConfig(Strict):

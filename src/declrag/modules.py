@@ -143,7 +143,7 @@ class Retriever(dspy.Module):
         filt = Filter.of(where if where is not None else c.where)
         vecs = self._embed([queries.vector_text or queries.texts[0], *queries.texts[1:]]) if c.alpha > 0 \
             else [None] * len(queries.texts)
-        lists = [self.store.hybrid_search(q, v, pool, c.alpha, c.fusion, c.candidates, filt)
+        lists = [self.store.hybrid_search(q, v, pool, c.alpha, c.fusion, c.candidates, filt, c.ann)
                  for q, v in zip(queries.texts, vecs)]
         hits = rrf(lists)
         hits = cut(hits, c.autocut)

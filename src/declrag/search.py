@@ -26,8 +26,8 @@ def search(store: Store, embedder: Embedder | None, query: str, params: SearchPa
         if embedder is None:
             raise ValueError(f"{p.mode} search needs an embedder (only keyword search does without)")
         vec = embedder.embed_query(query)
-        hits = store.vector_search(vec, p.limit, where) if p.mode == "vector" else \
-            store.hybrid_search(query, vec, p.limit, p.alpha, p.fusion, p.candidates, where)
+        hits = store.vector_search(vec, p.limit, where, p.ann) if p.mode == "vector" else \
+            store.hybrid_search(query, vec, p.limit, p.alpha, p.fusion, p.candidates, where, p.ann)
     return expand(store, hits, p.window)
 
 

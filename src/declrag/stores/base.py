@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..config import Fusion, IngestConfig, Metric, Strict
+from ..config import AnnConfig, Fusion, IngestConfig, Metric, Strict
 from ..errors import DeclragError
 from ..inputs import lone_surrogate
 from ..types import Chunk, Document, Hit
@@ -309,19 +309,24 @@ class Store(Protocol):
         chunks that pass ``where`` with a positive score, best first. A query of stopwords alone, or an
         empty store, gives []. Scores may differ from the reference by one constant factor."""
 
-    def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None) -> list[Hit]:
+    def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None,
+                      ann: AnnConfig | None = None) -> list[Hit]:
         """The ``limit`` chunks nearest to ``vector`` among those that pass ``where``, best first, scored
         ``1 - distance`` under the store's metric (cosine: the cosine similarity). Exact, unless the store
-        was created with an approximate index (Weaviate's ``?index=hnsw``). ``vector`` is one query
-        embedding of the store's dimension; another dimension raises `DeclragError`."""
+        was created with an approximate index (Weaviate's ``?index=hnsw``) or ``ann`` asks for one (the
+        embedded store; by default from `declrag.stores.ann.ANN_ROWS` chunks up): then which chunks are found
+        is approximate, but every chunk found passes ``where`` and its score is exact. ``vector`` is one
+        query embedding of the store's dimension; another dimension raises `DeclragError`."""
 
     def hybrid_search(self, query: str, vector: np.ndarray | None, limit: int = 10, alpha: float = 0.5,
-                      fusion: Fusion = "relative", candidates: int = 100, where: Where = None) -> list[Hit]:
+                      fusion: Fusion = "relative", candidates: int = 100, where: Where = None,
+                      ann: AnnConfig | None = None) -> list[Hit]:
         """Weaviate's hybrid search (`declrag.stores.fusion`): each leg (keyword, vector; both filtered by
         ``where``) brings ``max(candidates, limit)`` results, fused with weight ``alpha`` in [0, 1] on the
         vector leg (``relative`` score or ``ranked`` reciprocal-rank fusion); the best ``limit``, best first,
         ties by object UUID. At alpha 0 only the keyword leg runs (``vector`` is not used: None will do), at 1 only the
-        vector leg. With the ``leg_scores`` capability, each hit's ``scores`` holds its legs' raw scores."""
+        vector leg. With the ``leg_scores`` capability, each hit's ``scores`` holds its legs' raw scores. ``ann``: as in
+        `vector_search`, for the vector leg."""
 
     def close(self) -> None:
         """Release connections and caches; the stored data is untouched. Closing twice is harmless. Do not

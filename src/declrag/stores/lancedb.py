@@ -27,9 +27,10 @@ import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError
 
-from ..config import Fusion, Metric
+from ..config import AnnConfig, Fusion, Metric
 from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
+from .ann import ANN_ROWS, IvfIndex
 from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where
 from .bm25 import KeywordIndex, top_k
 from .fusion import fuse, leg_size, object_uuid
@@ -163,6 +164,39 @@ class _Snapshot:
         return index
 
     @cached_property
+    def ivf(self) -> IvfIndex:
+        """The approximate index of this version (`declrag.stores.ann`): loaded when saved before, else built
+        and saved beside the keyword index."""
+        from .ann import nlist_for
+
+        saved = self.folder / f"ann-v{self.version}-ivf{nlist_for(self.n)}-sq8.faiss"
+        if saved.is_file():
+            try:
+                index = IvfIndex.load(saved)
+                if index.n == self.n:
+                    return index
+            except Exception as e:  # unreadable: rebuild it
+                log.warning("rebuilding the vector index %s: %s", saved, e)
+        index = IvfIndex.build(self.vectors)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            index.save(saved)
+            for old in self.folder.glob("ann-v*.faiss"):
+                if old != saved:
+                    old.unlink(missing_ok=True)
+        except OSError as e:  # a read-only store still searches
+            log.warning("could not save the vector index to %s: %s", saved, e)
+        return index
+
+    def approximate(self, ann: AnnConfig, allowed: int) -> bool:
+        """Whether a search under ``ann`` over ``allowed`` rows (those a filter lets through) goes through the
+        approximate index: ``ivf`` always; ``auto`` in a table of `ANN_ROWS` rows or more, unless the filter
+        leaves so few rows (`EXACT_ROWS`) that scoring them all is cheaper."""
+        if ann.mode == "auto":
+            return self.n >= ANN_ROWS and allowed > EXACT_ROWS
+        return ann.mode == "ivf" and allowed > 0
+
+    @cached_property
     def half(self):
         """The vectors in float16 (torch, whose float16 matrix-vector product is ~2.5x faster than
         NumPy's float32 one here), used to pre-select candidates in large stores."""
@@ -170,14 +204,26 @@ class _Snapshot:
 
         return torch.tensor(self.vectors, dtype=torch.float16)
 
-    def nearest(self, q: np.ndarray, k: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def nearest(self, q: np.ndarray, k: int, mask: np.ndarray | None,
+                ann: AnnConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Rows of the ``k`` most similar vectors and their cosine similarities, best first.
+
+        With the approximate index (see `approximate`), ``ann.refine x k`` candidates come from it, searched
+        among the rows ``mask`` allows, and are rescored exactly here. Should it find fewer than ``k`` rows (a
+        filter that leaves few rows in the lists probed), the exact path below answers instead.
 
         Scores are exact float32. Below `EXACT_ROWS` rows every vector is scored in float32; above it, a
         float16 pass picks ``k + RESCORE_MARGIN`` candidates, which are then rescored in float32. The
         float16 error on a cosine of unit vectors is ~1e-3, far below the score gap a margin of 128
         candidates leaves, so the result is the exact top k in practice, at half the memory traffic.
         """
+        n_ok = self.n if mask is None else int(mask.sum())
+        if ann is not None and self.approximate(ann, n_ok):
+            cand = self.ivf.candidates(q, k * ann.refine, ann.nprobe, mask)
+            if len(cand) >= min(k, n_ok):
+                r, sims = top_k_with_ties(self.vectors[cand] @ q, k)
+                return cand[r], sims
+            log.info("the approximate index found %d of %d rows under the filter: searching exactly", len(cand), k)
         if mask is not None:
             allowed = np.flatnonzero(mask)
             if len(allowed) <= EXACT_ROWS:
@@ -190,7 +236,6 @@ class _Snapshot:
         scores = (self.half @ torch.from_numpy(q).to(torch.float16)).float()
         if mask is not None:
             scores[torch.from_numpy(~mask)] = float("-inf")
-        n_ok = self.n if mask is None else int(mask.sum())
         cand = torch.topk(scores, min(k + RESCORE_MARGIN, n_ok)).indices.numpy()
         r, sims = top_k_with_ties(self.vectors[cand] @ q, k)
         return cand[r], sims
@@ -439,29 +484,32 @@ class LanceStore:
             return []
         return snap.hits(snap.keyword_leg(query, limit, snap.mask(Filter.of(where))), "keyword")
 
-    def _vector_leg(self, snap: _Snapshot, vector: np.ndarray | None, k: int, mask: np.ndarray | None):
+    def _vector_leg(self, snap: _Snapshot, vector: np.ndarray | None, k: int, mask: np.ndarray | None,
+                    ann: AnnConfig | None = None):
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != snap.vectors.shape[1]:
             raise DeclragError(f"query vector has dimension {q.shape[0]}, the store {self.path} holds "
                                f"{snap.vectors.shape[1]}", hint="embed queries with the store's embedding model")
-        rows, sims = snap.nearest(q, k, mask)
+        rows, sims = snap.nearest(q, k, mask, AnnConfig() if ann is None else ann)
         return rows, vector_scores(sims, self.metric)
 
-    def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None) -> list[Hit]:
+    def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None,
+                      ann: AnnConfig | None = None) -> list[Hit]:
         snap = self._snapshot()
         if snap is None:
             return []
-        rows, scores = self._vector_leg(snap, vector, limit, snap.mask(Filter.of(where)))
+        rows, scores = self._vector_leg(snap, vector, limit, snap.mask(Filter.of(where)), ann)
         return snap.hits(snap.ranked(rows, scores)[:limit], "vector")
 
     def hybrid_search(self, query: str, vector: np.ndarray | None, limit: int = 10, alpha: float = 0.5,
-                      fusion: Fusion = "relative", candidates: int = 100, where: Where = None) -> list[Hit]:
+                      fusion: Fusion = "relative", candidates: int = 100, where: Where = None,
+                      ann: AnnConfig | None = None) -> list[Hit]:
         snap = self._snapshot()
         if snap is None:
             return []
         mask, k = snap.mask(Filter.of(where)), leg_size(limit, candidates)
         kw = snap.keyword_leg(query, k, mask) if alpha < 1.0 else []
-        vec = snap.ranked(*self._vector_leg(snap, vector, k, mask))[:k] if alpha > 0.0 else []
+        vec = snap.ranked(*self._vector_leg(snap, vector, k, mask, ann))[:k] if alpha > 0.0 else []
         ids = snap.ids  # fuse by chunk id, so ties break by its object UUID as on every backend
         legs = {"keyword": {ids[r]: s for r, s in kw}, "vector": {ids[r]: s for r, s in vec}}
         fused = fuse(list(legs["keyword"].items()), list(legs["vector"].items()), alpha, fusion, limit)

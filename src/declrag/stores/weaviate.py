@@ -58,7 +58,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from ..config import Fusion, Metric
+from ..config import AnnConfig, Fusion, Metric
 from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
 from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where
@@ -422,7 +422,8 @@ class WeaviateStore:
         req.bm25_search.CopyFrom(pb.base_search_pb2.BM25(query=query, properties=["text"]))
         return [Hit.of(c, s, keyword=s) for c, s in self._search("keyword search", req, "score") if s > 0]
 
-    def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None) -> list[Hit]:
+    def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None,
+                      ann: AnnConfig | None = None) -> list[Hit]:  # ann: Weaviate's index is set in the store URI
         filt = _filter_pb(Filter.of(where))
         if filt is False:
             return []
@@ -432,7 +433,8 @@ class WeaviateStore:
         return [Hit.of(c, 1.0 - d, vector=1.0 - d) for c, d in self._search("vector search", req, "distance")]
 
     def hybrid_search(self, query: str, vector: np.ndarray | None, limit: int = 10, alpha: float = 0.5,
-                      fusion: Fusion = "relative", candidates: int = 100, where: Where = None) -> list[Hit]:
+                      fusion: Fusion = "relative", candidates: int = 100, where: Where = None,
+                      ann: AnnConfig | None = None) -> list[Hit]:
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha}")
         filt = _filter_pb(Filter.of(where))
