@@ -70,13 +70,21 @@ def test_no_arguments_show_the_help():
         assert "Usage: declrag" in p.stdout + p.stderr and "--help" in p.stdout + p.stderr
 
 
-def test_a_bad_value_checked_by_declrag_is_an_error_and_a_fix():
-    p = declrag("serve", "--port", "99999999")
+@pytest.mark.parametrize("args, names", [
+    (["serve", "--port", "99999999"], "port"),
+    (["index", "--backend", "tensorrt", "--store", "never-made"], "backend"),
+    (["bench", "scale", "--chunks", "1e6"], "--chunks"),
+    (["bench", "scale", "--nprobe", "0"], "nprobe"),
+    (["bench", "embed", "--backend", "onnx-fp16"], "--backend"),
+])
+def test_a_bad_value_checked_by_declrag_is_an_error_and_a_fix(tmp_path, args, names):
+    p = declrag(*args, cwd=tmp_path)
     no_traceback(p)
     assert p.returncode == 2
     lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert lines[0].startswith("error: ") and "port" in lines[0]
+    assert lines[0].startswith("error: ") and names in lines[0]
     assert all(line.startswith("  fix: ") for line in lines[1:]), p.stderr
+    assert not (tmp_path / "never-made").exists()
 
 
 def test_version_names_what_a_bug_report_needs():

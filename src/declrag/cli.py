@@ -79,6 +79,8 @@ def index(
     overlap: Annotated[int | None, typer.Option(help="tokens shared by consecutive chunks")] = None,
     parent_size: Annotated[int | None, typer.Option(help="parent-child: tokens per parent")] = None,
     model: Annotated[str | None, typer.Option(help="embedding model: hub name or folder")] = None,
+    backend: Annotated[str | None, typer.Option(
+        help="how the embedding model runs: torch | onnx | onnx-int8 (see README, Embeddings)")] = None,
     metric: Annotated[str | None, typer.Option(help="cosine | dot | l2 (new stores only)")] = None,
     prune: Annotated[bool, typer.Option(help="remove documents whose files are gone from these folders")] = False,
     rebuild: Annotated[bool, typer.Option(help="rebuild the store from these sources with these settings")] = False,
@@ -92,10 +94,11 @@ def index(
     meta = read_meta(target)
     base = meta.ingest if meta else IngestConfig()
     ingest = None
-    if any(v is not None for v in (chunker, chunk_size, overlap, parent_size, model)) or meta is None:
+    if any(v is not None for v in (chunker, chunk_size, overlap, parent_size, model, backend)) or meta is None:
         ck = config_from(ChunkerConfig, **{**base.chunker.model_dump(), **{k: v for k, v in dict(
             name=chunker, chunk_size=chunk_size, overlap=overlap, parent_size=parent_size).items() if v is not None}})
-        em = config_from(EmbedderConfig, **{**base.embedder.model_dump(), **({"model": model} if model else {})})
+        em = config_from(EmbedderConfig, **{**base.embedder.model_dump(), **({"model": model} if model else {}),
+                                            **({"backend": backend} if backend else {})})
         ingest = IngestConfig(chunker=ck, embedder=em)
     if metric is not None and metric not in get_args(Metric):
         raise DeclragError(f"unknown metric {metric!r}", hint="use cosine, dot or l2")

@@ -64,6 +64,32 @@ def bench_embed(
                    skip_quality=skip_quality), print_report, as_json)
 
 
+@bench_app.command("scale")
+def bench_scale(
+    chunks: Annotated[str, typer.Option(help="store sizes to measure, comma-separated")] = "100000,300000,1000000",
+    store: Annotated[list[str] | None, typer.Option(
+        help="also measure this Weaviate (repeat it), e.g. weaviate://127.0.0.1:18080/?grpc=18180&index=hnsw; the "
+             "embedded store is always measured")] = None,
+    queries: Annotated[int, typer.Option(help="real questions per golden set (SciFact, SQuAD v1.1)")] = 300,
+    nprobe: Annotated[int, typer.Option(help="embedded ANN: inverted lists searched per query")] = 48,
+    refine: Annotated[int, typer.Option(help="embedded ANN: refine x k candidates rescored exactly")] = 4,
+    as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
+):
+    """Build time, memory, latency, ANN recall and real-question nDCG@10 at 100k-1M chunks, per store."""
+    from .bench.scale import print_report, run
+    from .config import AnnConfig
+
+    try:
+        sizes = [int(x.replace("_", "")) for x in chunks.split(",") if x.strip()]
+    except ValueError:
+        raise DeclragError(f"--chunks {chunks!r} is not a comma-separated list of sizes",
+                           hint="e.g. --chunks 100000,300000,1000000") from None
+    if not sizes or min(sizes) < 1 or queries < 1:
+        raise DeclragError("--chunks needs positive sizes and --queries at least 1")
+    ann = config_from(AnnConfig, nprobe=nprobe, refine=refine)
+    _bench_out(run(sizes, list(store or []), queries=queries, ann=ann), print_report, as_json)
+
+
 @bench_app.command("speed")
 def bench_speed(
     chunks: Annotated[int, typer.Option(help="size of the large store (chunks)")] = 100_000,
