@@ -794,3 +794,99 @@ def test_serve_stops_and_raises_when_the_program_cannot_load(monkeypatch):
     with pytest.raises(DeclragError, match="other ingest settings"):
         serve_mod.serve(settings=ServeSettings(port=0), say=said.append, log_level="critical")
     assert "declrag serve: a broken program as 'bad'" in said[0]
+
+
+# -------------------------------------------------------------------------- the JSON path and the load generator
+def test_plain_and_streamed_ask_return_the_same_answer_and_hits(prog):
+    """The plain JSON response (what a search client asks for) and the streamed one's final event carry the same
+    answer and the same retrieved passages, with and without a filter."""
+    where = {"doc_id": "rome"}
+    with client(app_for(prog)) as c:
+        for options in (None, {"where": where}):
+            body = {"question": Q} | ({"options": options} if options else {})
+            plain = c.post("/v1/ask", json=body)
+            streamed = c.post("/v1/ask", json=body | {"stream": True})
+            assert plain.status_code == 200 and plain.headers["content-type"] == "application/json", plain.text
+            assert streamed.headers["content-type"].startswith("text/event-stream")
+            a, (kind, final) = plain.json(), ask_events(streamed.text)[-1]
+            assert kind == "answer" and final["answer"] == a["answer"] == ANSWER
+            assert a["citations"] and final["citations"] == a["citations"]
+            assert [h["chunk_id"] for h in final["citations"]] == [h["chunk_id"] for h in a["citations"]]
+            if options:
+                assert {h["chunk_id"].split("#")[0] for h in a["citations"]} == {"rome"}
+
+
+def test_limits_and_checks_hold_on_the_json_path(prog):
+    """Every check answers the plain JSON request as it answers a streamed one: same status, same error body."""
+    app = app_for(prog, max_question_chars=40, max_body_bytes=300)
+    with client(app) as c:
+        for stream in (False, True):
+            extra = {"stream": True} if stream else {}
+            r = c.post("/v1/ask", json={"question": "x" * 41} | extra)
+            assert r.status_code == 422 and r.json() == {
+                "error": "question is 41 characters long; the limit is 40", "field": "question"}
+            r = c.post("/v1/ask", json={"question": "\u200b \x00"} | extra)
+            assert r.status_code == 422 and r.json() == {"error": "question is empty", "field": "question"}
+            r = c.post("/v1/ask", json={"question": Q, "options": {"where": {"colour": "red"}}} | extra)
+            assert r.status_code == 422 and r.json()["field"] == "options.where"
+            r = c.post("/v1/ask", json={"question": Q, "pad": "y" * 400} | extra)
+            assert r.status_code == 413
+        metrics = c.get("/metrics").text
+    assert 'declrag_errors_total{kind="invalid",route="/v1/ask"} 6.0' in metrics
+    assert 'declrag_errors_total{kind="too_large",route="/v1/ask"} 2.0' in metrics
+    assert 'declrag_requests_total{route="/v1/ask",status="422"} 6.0' in metrics
+
+
+def test_the_key_check_reads_the_last_authorization_header(prog):
+    """Sent twice, the last Authorization header is the one checked (as when headers were read into a dict)."""
+    with client(app_for(prog, api_key=KEY)) as c:
+        ok = c.post("/v1/ask", json={"question": Q},
+                    headers=[("Authorization", "Bearer wrong"), ("Authorization", f"Bearer {KEY}")])
+        refused = c.post("/v1/ask", json={"question": Q},
+                         headers=[("Authorization", f"Bearer {KEY}"), ("Authorization", "Bearer wrong")])
+    assert ok.status_code == 200, ok.text
+    assert refused.status_code == 401 and refused.json() == {"error": "unauthorized"}
+
+
+def test_json_responses_say_what_the_standard_encoder_says():
+    """orjson renders the responses; where it refuses a value, the standard encoder does, so every body means
+    what `JSONResponse` made of it, and what neither can encode still fails."""
+    import numpy as np
+    from fastapi.responses import JSONResponse
+
+    from declrag.serve.jsonenc import FastJSONResponse, plain
+
+    bodies = [{"answer": "Rome è la capitale [1].", "citations": [{"n": 1, "score": 0.8123, "span": [0, 12]}],
+               "judge": None, "abstained": False, "usage": {"total": {"cost_usd": 1.5e-05, "tokens_in": 10}}},
+              {1: "int key"}, {"big": 10**30}, ["a", 1, 2.5, None, True], "text", 3]
+    for body in bodies:
+        assert json.loads(FastJSONResponse(body).body) == json.loads(JSONResponse(body).body)
+    for refused in ({"lone": "\udc80"}, {"x": object()}):  # a lone surrogate, an unknown type: errors, as before
+        with pytest.raises((UnicodeEncodeError, TypeError)):
+            JSONResponse(refused)
+        with pytest.raises((UnicodeEncodeError, TypeError)):
+            FastJSONResponse(refused)
+    assert FastJSONResponse({"a": "é", "b": [1, None]}).body == JSONResponse({"a": "é", "b": [1, None]}).body
+    numpy_payload = {"score": np.float32(0.3), "ids": np.arange(3), "n": np.int64(7), "k": {2: "x"}}
+    standard = json.loads(json.dumps(numpy_payload, default=lambda o: o.item() if isinstance(o, np.generic)
+                                     else o.tolist()))
+    assert plain(numpy_payload) == standard and isinstance(plain(numpy_payload)["score"], float)
+    with pytest.raises(AttributeError):
+        plain({"x": object()})
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_serve_benchmark_load_generator_reads_answers(prog, stream):
+    """`declrag bench serve`'s HTTP client against a real server: every answer read (plain JSON, or streamed to
+    its final event) and counted, none as an error; a refused request counts as an error."""
+    from declrag.bench.serve import _load
+
+    with real_server(app_for(prog)) as (base, _):
+        r = _load(base, [Q, "Where is the Eiffel Tower?"], clients=2, duration_s=0.5, stream=stream,
+                  server_pid=os.getpid())
+    assert r["errors"] == 0 and r["requests"] >= 2 and r["stream"] is stream
+    assert r["p50_ms"] > 0 and r["first_token_p50_ms"] > 0 and r["server_program_p50_ms"] is not None
+    assert r["client_cpu_ms"] is not None and r["server_cpu_ms"] is not None
+    with real_server(app_for(prog, api_key=KEY)) as (base, _):  # no key sent: every request is a 401
+        r = _load(base, [Q], clients=1, duration_s=0.2, stream=stream)
+    assert r["requests"] >= 1 and r["errors"] == r["requests"] and r["rps"] == 0

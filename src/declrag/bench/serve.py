@@ -12,9 +12,16 @@ Two scenarios, over SQuAD v2.0's first 200 paragraphs (real MiniLM index, cached
   cache on both sides. One in-process model answers one prompt at a time, so with N clients a request
   waits for the ones ahead of it: latency is mostly queueing, and ``overhead_ratio`` says how much.
 
-Every request streams (``/v1/ask`` with ``stream: true``): ``first_token_p50_ms``/``first_token_p95_ms`` are the
-time to the first streamed piece of the answer, beside the full answer's. The scripted LM of ``retrieval`` does
-not stream, so there the first piece is the whole answer; the local model streams its tokens.
+Each scenario runs one or two arms on the same server: ``retrieval`` asks plain JSON requests (``/v1/ask``
+without ``stream``, as an application calling the service for search does), then streamed ones
+(``retrieval/stream``, ``stream: true``); ``program`` streams. ``first_token_p50_ms``/``first_token_p95_ms`` are the
+time to the first streamed piece of the answer, beside the full answer's (for a JSON request, the whole
+response). The scripted LM of ``retrieval`` does not stream, so there the first piece is the whole answer; the
+local model streams its tokens.
+
+The load generator runs in this process, on the same cores as the server: ``clients`` threads, each with one
+keep-alive connection and a minimal HTTP/1.1 client (`http.client`), so that the generator's own CPU per request
+(``client_cpu_ms``, reported beside the server's ``server_cpu_ms``) takes as little from the server as it can.
 
 Per scenario: ``clients``, ``p50_ms``/``p95_ms``/``p99_ms`` (client-side latency of successful requests, to the
 whole answer), ``first_token_p50_ms``/``first_token_p95_ms``, ``rps`` (successes per second of wall time),
@@ -25,15 +32,19 @@ request: HTTP, JSON, the thread hop) against a direct Python call of the program
 two cores), plus ``direct_p50_ms`` and ``server_program_p50_ms``. Query embeddings are cached (warmed for every
 question first) on both sides. The server runs with ``max_in_flight`` = clients, so nothing is
 turned away with 503, and a long timeout, so slow answers are measured rather than cut off. After the
-duration no new request starts; those in flight are waited for and counted.
+duration no new request starts; those in flight are waited for and counted. ``server`` names the event loop
+and HTTP parser uvicorn ran with (uvloop and httptools when installed).
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import importlib
 import itertools
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -144,43 +155,72 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _ask(c, question: str) -> tuple[float | None, dict | None]:
-    """One streamed question: (seconds to the first piece of the answer, the final response), or (_, None)."""
+def _ask(c: http.client.HTTPConnection, question: str, stream: bool) -> tuple[float | None, dict | None]:
+    """One question on a keep-alive connection: (seconds to the first piece of the answer, the final response), or
+    (_, None) on an error status. Streamed: the first piece is the first ``delta`` event (or the ``answer``, when
+    nothing streamed); plain JSON: the whole response."""
     t0, first, event, final = time.perf_counter(), None, None, None
-    with c.stream("POST", "/v1/ask", json={"question": question, "stream": True}) as r:
-        if r.status_code != 200:
-            return None, None
-        for line in r.iter_lines():
-            if line.startswith("event: "):
-                event = line[len("event: "):]
-            elif line.startswith("data: ") and event == "delta" and first is None:
-                first = time.perf_counter() - t0
-            elif line.startswith("data: ") and event == "answer":
-                final = json.loads(line[len("data: "):])
-                first = time.perf_counter() - t0 if first is None else first  # an empty answer: nothing streamed
+    body = {"question": question, "stream": True} if stream else {"question": question}
+    c.request("POST", "/v1/ask", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        r.read()
+        return None, None
+    if not stream:
+        final = json.loads(r.read())
+        return time.perf_counter() - t0, final
+    while line := r.readline():
+        line = line.rstrip(b"\r\n")
+        if line.startswith(b"event: "):
+            event = line[len(b"event: "):]
+        elif line.startswith(b"data: ") and event == b"delta" and first is None:
+            first = time.perf_counter() - t0
+        elif line.startswith(b"data: ") and event == b"answer":
+            final = json.loads(line[len(b"data: "):])
+            first = time.perf_counter() - t0 if first is None else first  # an empty answer: nothing streamed
     return first, final
 
 
-def _load(base: str, questions: list[str], clients: int, duration_s: float) -> dict[str, Any]:
-    """``clients`` threads asking in a loop until ``duration_s`` has passed; in-flight requests finish."""
-    import httpx
+def _own_cpu_s() -> float:
+    """CPU seconds (user + system) of this process: the load generator's."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
+
+def _proc_cpu_s(pid: int | None) -> float | None:
+    """CPU seconds (user + system) of process ``pid`` (Linux's /proc; None elsewhere, or without a pid)."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load(base: str, questions: list[str], clients: int, duration_s: float, stream: bool = True,
+          server_pid: int | None = None) -> dict[str, Any]:
+    """``clients`` threads asking in a loop until ``duration_s`` has passed; in-flight requests finish."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
     counter, lock = itertools.count(), threading.Lock()
     rows: list[tuple[float, float | None, float]] = []  # (client ms, server program ms, first piece ms) of successes
     errors = [0]
+    cpu0, server0 = _own_cpu_s(), _proc_cpu_s(server_pid)
     start = time.perf_counter()
     stop_at, last_done = start + duration_s, [start]
 
     def client() -> None:
-        with httpx.Client(base_url=base, timeout=SERVER_TIMEOUT_S + 30) as c:
+        c = http.client.HTTPConnection(host, int(port), timeout=SERVER_TIMEOUT_S + 30)
+        try:
             while time.perf_counter() < stop_at:
                 with lock:
                     q = questions[next(counter) % len(questions)]
                 t0 = time.perf_counter()
                 try:
-                    first, final = _ask(c, q)
-                except (httpx.HTTPError, ValueError):
+                    first, final = _ask(c, q, stream)
+                except (OSError, http.client.HTTPException, ValueError):
                     first, final = None, None
+                    c.close()  # a fresh connection for the next request
                 t1 = time.perf_counter()
                 with lock:
                     if final is not None and first is not None:
@@ -188,6 +228,8 @@ def _load(base: str, questions: list[str], clients: int, duration_s: float) -> d
                     else:
                         errors[0] += 1
                     last_done[0] = max(last_done[0], t1)
+        finally:
+            c.close()
 
     threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
     for t in threads:
@@ -195,13 +237,34 @@ def _load(base: str, questions: list[str], clients: int, duration_s: float) -> d
     for t in threads:
         t.join()
     wall = last_done[0] - start
+    cpu1, server1 = _own_cpu_s(), _proc_cpu_s(server_pid)
+    n = len(rows) + errors[0]
     lat, first = [a for a, _, _ in rows], [f for _, _, f in rows]
     prog_ms = [b for _, b, _ in rows if b is not None]
-    return {"clients": clients, "requests": len(rows) + errors[0], "p50_ms": _pct(lat, 50), "p95_ms": _pct(lat, 95),
+    return {"clients": clients, "stream": stream, "requests": n, "p50_ms": _pct(lat, 50), "p95_ms": _pct(lat, 95),
             "p99_ms": _pct(lat, 99), "first_token_p50_ms": _pct(first, 50), "first_token_p95_ms": _pct(first, 95),
             "rps": round(len(rows) / wall, 2) if wall > 0 else 0.0, "errors": errors[0],
             "wall_s": round(wall, 1), "server_program_p50_ms": _pct(prog_ms, 50),
-            "http_overhead_p50_ms": _pct([a - b for a, b, _ in rows if b is not None], 50)}
+            "http_overhead_p50_ms": _pct([a - b for a, b, _ in rows if b is not None], 50),
+            # CPU per request: the load generator's (this process) and the server's, on the same cores
+            "client_cpu_ms": round(1000 * (cpu1 - cpu0) / n, 3) if n else None,
+            "server_cpu_ms": round(1000 * (server1 - server0) / n, 3)
+            if n and server0 is not None and server1 is not None else None}
+
+
+def _server_stack() -> dict[str, str]:
+    """The event loop and HTTP parser uvicorn picks (its "auto" settings, as `declrag serve` runs it): uvloop
+    and httptools when they import, else asyncio and h11."""
+
+    def imports(module: str) -> bool:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return False
+        return True
+
+    return {"loop": "uvloop" if imports("uvloop") else "asyncio",
+            "http": "httptools" if imports("httptools") else "h11"}
 
 
 def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] = SCENARIOS, n_docs: int = 200,
@@ -220,7 +283,8 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
                                    if e.gold and set(e.gold) <= ids))
     Embedder(IngestConfig().embedder).embed_queries(questions)  # both sides find every query embedding cached
     out: dict[str, Any] = {"dataset": gs.name, "documents": len(docs), "chunks": store.count(),
-                           "questions": len(questions), "duration_s": duration_s, "scenarios": {}}
+                           "questions": len(questions), "duration_s": duration_s, "server": _server_stack(),
+                           "load_average": [round(x, 2) for x in os.getloadavg()], "scenarios": {}}
     path = store.uri
     try:
         with tempfile.TemporaryDirectory(prefix="declrag-bench-serve-") as tmp:
@@ -228,27 +292,34 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
                 direct = _direct(sc, path, questions, duration_s, Path(tmp) / f"{sc}-direct")
                 proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server")
                 try:
-                    r = _load(base, questions, clients, duration_s)
+                    # retrieval: plain JSON requests (what a search client sends), then streamed ones
+                    arms = {sc: False, f"{sc}/stream": True} if sc == "retrieval" else {sc: True}
+                    results = {arm: _load(base, questions, clients, duration_s, stream, proc.pid)
+                               for arm, stream in arms.items()}
                 finally:
                     _stop(proc)
                 d50 = direct["p50_ms"]
-                r["direct_p50_ms"], r["direct_calls"] = d50, direct["n"]
-                # what HTTP and serialization add to each request, against a direct Python call of the program
-                r["overhead_ratio"] = round(r["http_overhead_p50_ms"] / d50, 4) \
-                    if r.get("http_overhead_p50_ms") is not None and d50 else None
-                r["queueing_ratio"] = round((r["p50_ms"] - d50) / d50, 3) if r["p50_ms"] is not None and d50 else None
-                out["scenarios"][sc] = r
+                for arm, r in results.items():
+                    r["direct_p50_ms"], r["direct_calls"] = d50, direct["n"]
+                    # what HTTP and serialization add to each request, against a direct Python call of the program
+                    r["overhead_ratio"] = round(r["http_overhead_p50_ms"] / d50, 4) \
+                        if r.get("http_overhead_p50_ms") is not None and d50 else None
+                    r["queueing_ratio"] = round((r["p50_ms"] - d50) / d50, 3) \
+                        if r["p50_ms"] is not None and d50 else None
+                    out["scenarios"][arm] = r
     finally:
         use_lm_cache(cache_dir() / "dspy")  # back to the shared LM cache
     return out
 
 
 def print_report(r: dict[str, Any], console: Console) -> None:
+    stack = r.get("server") or {}
     t = Table(title=f"declrag serve under load: {r['dataset']} ({r['documents']} documents, {r['chunks']:,} chunks), "
-                    f"{r['duration_s']:g} s per scenario, loopback")
+                    f"{r['duration_s']:g} s per arm, loopback, uvicorn on {stack.get('loop', '?')} + "
+                    f"{stack.get('http', '?')}")
     for col in ("scenario", "clients", "requests", "first token p50 ms", "first token p95 ms", "p50 ms", "p95 ms",
                 "p99 ms", "rps", "errors", "direct p50 ms", "overhead ratio", "in program p50 ms",
-                "server adds p50 ms"):
+                "server adds p50 ms", "server CPU ms/req", "client CPU ms/req"):
         t.add_column(col, justify="left" if col == "scenario" else "right")
 
     def f(v, fmt="{:.1f}"):
@@ -258,13 +329,17 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         t.add_row(name, str(s["clients"]), str(s["requests"]), f(s.get("first_token_p50_ms")),
                   f(s.get("first_token_p95_ms")), f(s["p50_ms"]), f(s["p95_ms"]), f(s["p99_ms"]),
                   f(s["rps"], "{:.2f}"), str(s["errors"]), f(s["direct_p50_ms"]), f(s["overhead_ratio"], "{:.3f}"),
-                  f(s["server_program_p50_ms"]), f(s["http_overhead_p50_ms"]))
+                  f(s["server_program_p50_ms"]), f(s["http_overhead_p50_ms"]), f(s.get("server_cpu_ms"), "{:.2f}"),
+                  f(s.get("client_cpu_ms"), "{:.2f}"))
     console.print(t)
-    console.print("Every request streams: 'first token' is the time to the first piece of the answer, p50/p95/p99 "
-                  "the time to the whole answer. overhead ratio = server adds (client latency - time in the program) "
-                  "/ direct p50: the cost of HTTP and serialization. With many clients on two cores, latency is "
-                  "mostly waiting for the other requests ('in program' includes that wait); 'retrieval' uses an "
-                  "instant scripted LM, which does not stream (its first piece is the whole answer).", style="dim")
+    console.print("'retrieval' asks plain JSON requests, 'retrieval/stream' and 'program' stream: 'first token' is the "
+                  "time to the first piece of the answer (the whole response for JSON), p50/p95/p99 the time to the "
+                  "whole answer. overhead ratio = server adds (client latency - time in the program) / direct p50: "
+                  "the cost of HTTP and serialization. With many clients on two cores, latency is mostly waiting for "
+                  "the other requests ('in program' includes that wait); 'retrieval' uses an instant scripted LM, "
+                  "which does not stream (its first piece is the whole answer). The load generator runs on the same "
+                  f"cores (client CPU per request); load average at the start: {r.get('load_average', '?')}.",
+                  style="dim")
 
 
 def _serve_main(argv: list[str] | None = None) -> None:

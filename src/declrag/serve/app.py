@@ -30,7 +30,7 @@ import numpy as np
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictBool, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -41,6 +41,7 @@ from ..program import DEFAULT_NAME
 from ..stores.base import Filter
 from ..streaming import Done, astream
 from . import openai_compat as oai
+from .jsonenc import FastJSONResponse, plain
 
 log = logging.getLogger("declrag.serve")
 ROUTES = ("/", "/healthz", "/readyz", "/metrics", "/v1/ask", "/v1/chat/completions", "/v1/models")
@@ -84,9 +85,10 @@ def _sendable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def error_response(status: int, message: str, field: str | None = None, headers: dict | None = None) -> JSONResponse:
+def error_response(status: int, message: str, field: str | None = None,
+                   headers: dict | None = None) -> FastJSONResponse:
     body = {"error": _sendable(message)} | ({"field": _sendable(field)} if field else {})
-    return JSONResponse(body, status_code=status, headers=headers)
+    return FastJSONResponse(body, status_code=status, headers=headers)
 
 
 class AskOptions(BaseModel):
@@ -147,11 +149,6 @@ class Metrics:  # one registry per app, so several apps can live in one process
         self.cache_hits = Counter("declrag_cache_hits", "answers served from the semantic cache", registry=r)
 
 
-def _plain(x: Any) -> Any:
-    """A JSON-safe copy (NumPy scalars and arrays become Python values)."""
-    return json.loads(json.dumps(x, default=lambda o: o.item() if isinstance(o, np.generic) else o.tolist()))
-
-
 NO_USAGE = {"total": {"calls": 0, "cached": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "lm_ms": 0.0}}
 
 
@@ -172,18 +169,23 @@ class Guard:
                 status[0] = msg["status"]
             await send(msg)
 
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        auth, length = b"", b""  # the two headers read here (the last of each, if sent twice)
+        for k, v in scope.get("headers", ()):
+            if (k := k.lower()) == b"authorization":
+                auth = v
+            elif k == b"content-length":
+                length = v
         try:
             too_big = f"request body is larger than {self.max_body} bytes"
             # "Bearer <key>", compared in constant time
-            scheme, _, given = headers.get("authorization", "").partition(" ")
+            scheme, _, given = auth.decode("latin-1").partition(" ")
             authorized = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
                                                                             (self.key or "").encode())
             if self.key and route not in OPEN_ROUTES and not authorized:
                 self.metrics.errors.labels(route, "unauthorized").inc()
                 return await error_response(401, "unauthorized",
                                             headers={"WWW-Authenticate": "Bearer"})(scope, receive, send_)
-            if (n := headers.get("content-length", "")).isdigit() and int(n) > self.max_body:
+            if (n := length.decode("latin-1")).isdigit() and int(n) > self.max_body:
                 self.metrics.errors.labels(route, "too_large").inc()
                 return await error_response(413, too_big)(scope, receive, send_)
             seen = [0]
@@ -304,7 +306,7 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
             t0 = time.perf_counter()
             a = prog(question=question, where=where)
             metrics.program.observe(time.perf_counter() - t0)
-        payload = _plain({"answer": a.answer, "abstained": bool(a.abstained), "citations": a.citations,
+        payload = plain({"answer": a.answer, "abstained": bool(a.abstained), "citations": a.citations,
                           "judge": a.judge, "usage": a.usage, "latency_ms": a.latency_ms,
                           "program": dict(info), "cache": {"hit": False}})
         if cache and vec is not None:
@@ -459,7 +461,7 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         where = body.options.where if body.options else None
         if body.stream:
             return event_stream(_ask_events(await answer_stream(body.question, where, "/v1/ask")))
-        return JSONResponse(await answer(body.question, where))
+        return FastJSONResponse(await answer(body.question, where))
 
     @app.post("/v1/chat/completions")
     async def chat(body: oai.ChatRequest) -> Response:
@@ -473,20 +475,20 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         if body.stream:
             return event_stream(oai.stream(await answer_stream(question, None, "/v1/chat/completions", "messages"),
                                            name))
-        return JSONResponse(oai.completion(await answer(question, None, field="messages"), name))
+        return FastJSONResponse(oai.completion(await answer(question, None, field="messages"), name))
 
     @app.get("/v1/models")
-    async def list_models() -> JSONResponse:
-        return JSONResponse(oai.models(name, state["started"]))
+    async def list_models() -> FastJSONResponse:
+        return FastJSONResponse(oai.models(name, state["started"]))
 
     @app.get("/healthz")
-    async def healthz() -> JSONResponse:
-        return JSONResponse({"status": "ok"})
+    async def healthz() -> FastJSONResponse:
+        return FastJSONResponse({"status": "ok"})
 
     @app.get("/readyz")
-    async def readyz() -> JSONResponse:
+    async def readyz() -> FastJSONResponse:
         if state["program"] is not None:
-            return JSONResponse({"status": "ready"})
+            return FastJSONResponse({"status": "ready"})
         if state["error"] is not None:  # open route: the reason goes to the server's log only
             return error_response(503, "the program failed to load (see the server log)")
         return error_response(503, "not ready: loading the program", headers={"Retry-After": str(s.retry_after_s)})
