@@ -49,8 +49,12 @@ class KeywordIndex:
             self.n = len(texts)
             self._bm25 = bm25s.BM25(k1=K1, b=B, method="lucene")
             if self.n:
-                # bm25s needs at least one token per text; an all-punctuation text is simply never matched
-                self._bm25.index([tokenize(t) or [""] for t in texts], show_progress=False)
+                # Token ids, not token strings: a list of strings per text held ~18 GB while 1M chunks were
+                # indexed, ids a fraction of it (the same index: bm25s builds it from ids and this vocabulary).
+                # bm25s needs at least one token per text; an all-punctuation text is simply never matched.
+                vocab: dict[str, int] = {}
+                ids = [[vocab.setdefault(w, len(vocab)) for w in (tokenize(t) or [""])] for t in texts]
+                self._bm25.index((ids, vocab), show_progress=False)
         self._vocab = self._bm25.vocab_dict if self.n else {}
 
     def save(self, folder: Path) -> None:
