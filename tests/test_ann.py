@@ -118,3 +118,26 @@ def test_scale_distractors_are_real_sentences_with_mean_vectors_and_the_same_at_
         assert DISTRACTOR_SENTENCES[0] <= len(picked) <= DISTRACTOR_SENTENCES[1]
         mean = vecs[picked].mean(axis=0)
         assert np.allclose(vec, mean / np.linalg.norm(mean), atol=1e-6)
+
+
+def test_compile_can_search_the_embedder_backend_and_the_ann_settings(tmp_path):
+    from declrag.errors import DeclragError
+    from declrag.optimize.space import apply, read_space
+
+    space = tmp_path / "scale.yaml"
+    space.write_text("""
+name: scale
+objective: {metrics: {ndcg@10: 1.0}}
+params:
+  backend: {path: ingest.embedder.backend, type: categorical, choices: [torch, onnx-int8]}
+  nprobe:  {path: retrieve.ann.nprobe, type: categorical, choices: [64, 256]}
+  refine:  {path: retrieve.ann.refine, type: int, low: 1, high: 8}
+""")
+    sp = read_space(space)
+    cfg = apply(sp.base, {"backend": "onnx-int8", "nprobe": 64, "refine": 2}, sp.params)
+    assert cfg.ingest.embedder.backend == "onnx-int8" and (cfg.retrieve.ann.nprobe, cfg.retrieve.ann.refine) == (64, 2)
+    assert cfg.ingest.digest() != apply(sp.base, {"backend": "torch"}, sp.params).ingest.digest()  # another index
+    space.write_text(space.read_text().replace("[64, 256]", "[0, 256]"))
+    with pytest.raises(DeclragError) as e:
+        read_space(space)
+    assert "params.nprobe" in str(e.value) and "retrieve.ann.nprobe" in str(e.value)
