@@ -2,8 +2,9 @@
 scalar-quantized vectors (IVF-SQ8), whose candidates are rescored exactly in float32.
 
 Why this index (measured on the 1M-chunk corpus of `declrag bench scale`, see the README):
-- it is built in about a minute on 2 cores (k-means on a sample, then one assignment pass), where a graph index
-  (HNSW) over 1M vectors takes many minutes;
+- on that corpus it built in 46 s on 2 cores (k-means on a sample, then one assignment pass) and found 0.955 of
+  the exact top 10 at nprobe 256 in 3.6 ms; FAISS's HNSW-SQ8 (M 16, efConstruction 64) took 152 s and found 0.83
+  at efSearch 256;
 - it filters exactly: a metadata filter becomes a bitmap that FAISS applies *inside* the search
   (``IDSelectorBitmap``), so a filtered query searches only the rows that pass, with no over-fetch;
 - its codes take a quarter of the float32 vectors' memory (384 MB at 1M x 384), and the exact rescoring of
