@@ -19,9 +19,10 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -125,6 +126,13 @@ def top_k_with_ties(scores: np.ndarray, k: int, positive: bool = False) -> tuple
     return (rows, vals) if not len(extra) else (np.concatenate([rows, extra]), np.concatenate([vals, scores[extra]]))
 
 
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
 class _Snapshot:
     """One committed version of the chunks table, ready to search."""
 
@@ -141,51 +149,38 @@ class _Snapshot:
 
     @cached_property
     def keyword(self) -> KeywordIndex:
-        """The BM25 index of this version: loaded from disk when saved before, else built and saved
-        (building takes ~10 s per 100k chunks; loading a fraction of a second)."""
-        saved = self.folder / f"bm25-v{self.version}"
-        if saved.is_dir():
-            try:
-                index = KeywordIndex.load(saved)
-                if index.n == self.n:
-                    return index
-            except Exception as e:  # unreadable: rebuild it
-                log.warning("rebuilding the keyword index %s: %s", saved, e)
-            shutil.rmtree(saved, ignore_errors=True)
-        index = KeywordIndex(self.table.column("text").to_pylist())
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            index.save(saved)
-            for old in self.folder.glob("bm25-v*"):
-                if old != saved:
-                    shutil.rmtree(old, ignore_errors=True)
-        except OSError as e:  # a read-only store still searches
-            log.warning("could not save the keyword index to %s: %s", saved, e)
-        return index
+        """The BM25 index of this version (building takes ~10 s per 100k chunks; loading a fraction of a second)."""
+        return self._saved(self.folder / f"bm25-v{self.version}", KeywordIndex.load,
+                           lambda: KeywordIndex(self.table.column("text").to_pylist()), "keyword")
 
     @cached_property
     def ivf(self) -> IvfIndex:
-        """The approximate index of this version (`declrag.stores.ann`): loaded when saved before, else built
-        and saved beside the keyword index."""
+        """The approximate vector index of this version (`declrag.stores.ann`)."""
         from .ann import nlist_for
 
-        saved = self.folder / f"ann-v{self.version}-ivf{nlist_for(self.n)}-sq8.faiss"
-        if saved.is_file():
+        return self._saved(self.folder / f"ann-v{self.version}-ivf{nlist_for(self.n)}-sq8.faiss", IvfIndex.load,
+                           lambda: IvfIndex.build(self.vectors), "vector")
+
+    def _saved(self, saved: Path, load: Callable[[Path], Any], build: Callable[[], Any], what: str) -> Any:
+        """The index saved at ``saved`` when it is there and fits this version, else ``build()``, saved there (and
+        the files of older versions removed). A store that cannot be written still searches."""
+        if saved.exists():
             try:
-                index = IvfIndex.load(saved)
+                index = load(saved)
                 if index.n == self.n:
                     return index
             except Exception as e:  # unreadable: rebuild it
-                log.warning("rebuilding the vector index %s: %s", saved, e)
-        index = IvfIndex.build(self.vectors)
+                log.warning("rebuilding the %s index %s: %s", what, saved, e)
+            _remove(saved)
+        index = build()
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             index.save(saved)
-            for old in self.folder.glob("ann-v*.faiss"):
+            for old in self.folder.glob(saved.name.split("-v", 1)[0] + "-v*"):
                 if old != saved:
-                    old.unlink(missing_ok=True)
-        except OSError as e:  # a read-only store still searches
-            log.warning("could not save the vector index to %s: %s", saved, e)
+                    _remove(old)
+        except OSError as e:
+            log.warning("could not save the %s index to %s: %s", what, saved, e)
         return index
 
     def approximate(self, ann: AnnConfig, allowed: int) -> bool:
