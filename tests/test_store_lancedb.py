@@ -157,3 +157,13 @@ def test_large_store_vector_search_matches_exact_search(tmp_path, monkeypatch):
         assert hits[0].score == pytest.approx(float(vecs[exact[0]] @ q), abs=1e-6)
         filtered = s.vector_search(q, 10, {"doc_id": {"$in": [f"d{i}" for i in range(0, n, 2)]}})
         assert all(int(h.doc_id[1:]) % 2 == 0 for h in filtered) and len(filtered) == 10
+
+
+def test_a_store_of_another_embedder_backend_is_refused_and_the_message_says_which(tmp_path):
+    from declrag.config import EmbedderConfig
+
+    open_store(tmp_path / "s", IngestConfig(embedder=EmbedderConfig(backend="onnx-int8")))
+    with pytest.raises(DeclragError) as e:
+        open_store(tmp_path / "s", IngestConfig())
+    assert "backend=onnx-int8) than asked" in e.value.message and e.value.message.endswith("backend=torch)")
+    assert "--backend" in e.value.hint

@@ -100,9 +100,10 @@ def check_ingest(uri: str, built: IngestConfig, wanted: IngestConfig) -> None:
     """The one ingest-settings check: a store answers only for the settings it was built with."""
     if built.digest() != wanted.digest():
         raise DeclragError(
-            f"store {uri} was built with other ingest settings ({_describe(built)}) than asked ({_describe(wanted)})",
+            f"store {uri} was built with other ingest settings ({_describe(built, wanted)}) than asked "
+            f"({_describe(wanted, built)})",
             hint="point at a store built with these settings, use a new store, or rebuild this one "
-                 "(declrag index ... --rebuild with --chunker/--chunk-size/--overlap/--model)")
+                 "(declrag index ... --rebuild with --chunker/--chunk-size/--overlap/--model/--backend)")
 
 
 def child_uri(base: str | Path, name: str) -> str:
@@ -118,6 +119,11 @@ def list_stores(base: str | Path) -> list[tuple[str, StoreMeta, int]]:
     return _backend(uri).list_stores(uri)
 
 
-def _describe(ingest: IngestConfig) -> str:
-    c = ingest.chunker
-    return f"chunker={c.name} size={c.chunk_size} overlap={c.overlap} model={ingest.embedder.model}"
+def _describe(ingest: IngestConfig, other: IngestConfig) -> str:
+    """The usual settings, and any other setting in which ``ingest`` differs from ``other``."""
+    c, e = ingest.chunker, ingest.embedder
+    more = [f"{f}={getattr(c, f)}" for f in ("parent_size", "semantic_percentile")
+            if getattr(c, f) != getattr(other.chunker, f)]
+    more += [f"{f}={getattr(e, f)}" for f in ("backend", "max_seq_length", "query_prefix", "document_prefix", "weights")
+             if getattr(e, f) != getattr(other.embedder, f)]
+    return " ".join([f"chunker={c.name} size={c.chunk_size} overlap={c.overlap} model={e.model}", *more])
