@@ -107,7 +107,7 @@ def export(folder: Path, digest: str, backend: str, cache: Path) -> Path:
         if backend == "onnx-int8":
             log.info("quantizing %s to int8 (once)", fp32)
             _quantize(fp32, target, backend, folder)
-        _verify(folder, st, target, backend)
+            _verify(folder, st, target, backend)
     return target
 
 
