@@ -37,6 +37,7 @@ from ..golden import load_golden
 from ..ingest.chunkers import Chunker, sentence_spans
 from ..memory import MemoryTracker
 from ..metrics.retrieval import doc_ranking, retrieval_scores
+from ..metrics.stats import latency_ms
 from ..stores import child_uri, open_store
 from ..types import Chunk, Document
 
@@ -46,10 +47,6 @@ DISTRACTOR_SENTENCES = (3, 7)
 BATCH = 50_000
 SENTENCES = 20_000  # the distractors' sentence pool: a seeded sample of the real corpora's sentences
 EXACT = AnnConfig(mode="exact")
-
-
-def _pcts(xs: list[float]) -> dict[str, float]:
-    return {"p50": round(1000 * float(np.percentile(xs, 50)), 2), "p95": round(1000 * float(np.percentile(xs, 95)), 2)}
 
 
 def _embed(embedder: Embedder, texts: list[str], what: str, progress: bool) -> np.ndarray:
@@ -89,9 +86,6 @@ class Corpus:
         self.sentences = sorted(set(random.Random(SEED).sample(pool, min(SENTENCES, len(pool)))))
         sent_embedder = Embedder(EmbedderConfig(backend="onnx-int8"))
         self.sentence_vectors = _embed(sent_embedder, self.sentences, "embedding sentences for distractors", progress)
-
-    def distractors(self, start: int, count: int) -> tuple[list[Document], list[Chunk], np.ndarray]:
-        return distractors(self.sentences, self.sentence_vectors, start, count)
 
 
 def distractors(sentences: list[str], vectors: np.ndarray, start: int,
@@ -133,7 +127,8 @@ def _build(uri: str, corpus: Corpus, size: int, progress: bool) -> tuple[Any, di
             n_real = len(rows)
             bar = tqdm(total=size, initial=n_real, desc=f"writing {size:,} chunks", disable=not progress, unit="chunk")
             for start in range(0, size - n_real, BATCH):
-                docs, chunks, vecs = corpus.distractors(start, min(BATCH, size - n_real - start))
+                docs, chunks, vecs = distractors(corpus.sentences, corpus.sentence_vectors, start,
+                                                 min(BATCH, size - n_real - start))
                 st.upsert(docs, chunks, vecs)
                 bar.update(len(chunks))
             bar.close()
@@ -177,7 +172,7 @@ def _measure(st, corpus: Corpus, ann: AnnConfig, progress: bool, label: str,
         ndcg_v.append(retrieval_scores(doc_ranking(h.doc_id for h in approx), gold)["ndcg@10"])
     if not fill:
         del lat["vector_exact"]
-    return {"latency_ms": {k: _pcts(v) for k, v in lat.items()}, "recall@10": round(float(np.mean(recall)), 4),
+    return {"latency_ms": {k: latency_ms(v) for k, v in lat.items()}, "recall@10": round(float(np.mean(recall)), 4),
             "ndcg@10": {"hybrid": round(float(np.mean(ndcg_h)), 4), "vector": round(float(np.mean(ndcg_v)), 4)}}
 
 

@@ -27,6 +27,7 @@ from ..embed import Embedder, EmbeddingCache
 from ..golden import load_golden
 from ..indexer import Indexer
 from ..ingest.chunkers import Chunker
+from ..metrics.stats import latency_ms
 from ..stores import open_store
 from ..stores.bm25 import top_k
 from ..stores.fusion import MIN_CANDIDATES
@@ -35,7 +36,7 @@ K = MIN_CANDIDATES
 
 
 def _pct(xs: list[float]) -> dict[str, float]:
-    return {"p50": round(1000 * float(np.percentile(xs, 50)), 3), "p95": round(1000 * float(np.percentile(xs, 95)), 3)}
+    return latency_ms(xs, 3)
 
 
 def _time(fn, items, warmup: int = 5) -> dict[str, float]:

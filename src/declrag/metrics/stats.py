@@ -11,6 +11,12 @@ SEED = 20240613
 RESAMPLES = 2000
 
 
+def latency_ms(seconds: Sequence[float], digits: int = 2) -> dict[str, float]:
+    """p50 and p95 of durations given in seconds, in milliseconds."""
+    p50, p95 = np.percentile(seconds, [50, 95])
+    return {"p50": round(1000 * float(p50), digits), "p95": round(1000 * float(p95), digits)}
+
+
 def mean_ci(values: Sequence[float | None], confidence: float = 0.95) -> dict[str, Any]:
     """Mean and its percentile-bootstrap interval; values that are None are left out."""
     xs = np.asarray([v for v in values if v is not None], dtype=float)

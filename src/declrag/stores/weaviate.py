@@ -595,6 +595,20 @@ _OPS = {"$eq": "EQUAL", "$ne": "NOT_EQUAL", "$gt": "GREATER_THAN", "$gte": "GREA
         "$lt": "LESS_THAN", "$lte": "LESS_THAN_EQUAL", "$in": "CONTAINS_ANY", "$nin": "CONTAINS_NONE"}
 
 
+def _junction(op: str, parts: list, join: Callable[[str, list], Any]):
+    """``and``/``or`` over translated parts, where True (no filter) and False (matches nothing) fold away as
+    `Filter.matches` means them; ``join(op, parts)`` builds the node of two or more parts."""
+    if op == "and":
+        if any(p is False for p in parts):
+            return False
+        parts = [p for p in parts if p is not True]
+        return True if not parts else (parts[0] if len(parts) == 1 else join("and", parts))
+    if any(p is True for p in parts):
+        return True
+    parts = [p for p in parts if p is not False]
+    return False if not parts else (parts[0] if len(parts) == 1 else join("or", parts))
+
+
 def _filter_pb(where: Filter | None):
     """``where`` as the gRPC protocol's filter message, with `Filter.matches`'s meaning (the same tree as
     `_translate`, which the client library turns into the same message; tested equal); True (no filter) or
@@ -608,16 +622,8 @@ def _filter_pb(where: Filter | None):
 
     def one(node: Node):
         if not isinstance(node, Cond):
-            parts = [one(p) for p in node.parts]
-            if node.op == "and":
-                if any(p is False for p in parts):
-                    return False
-                parts = [p for p in parts if p is not True]
-                return True if not parts else (parts[0] if len(parts) == 1 else F(operator=op("AND"), filters=parts))
-            if any(p is True for p in parts):
-                return True
-            parts = [p for p in parts if p is not False]
-            return False if not parts else (parts[0] if len(parts) == 1 else F(operator=op("OR"), filters=parts))
+            return _junction(node.op, [one(p) for p in node.parts],
+                             lambda j, parts: F(operator=op(j.upper()), filters=parts))
         prop, v = PROP.get(node.field, node.field), node.value
         if node.op in ("$in", "$nin") and not v:
             return node.op == "$nin"
@@ -645,16 +651,8 @@ def _translate(where: Filter | None):
 
     def one(node: Node):
         if not isinstance(node, Cond):
-            parts = [one(p) for p in node.parts]
-            if node.op == "and":
-                if any(p is False for p in parts):
-                    return False
-                parts = [p for p in parts if p is not True]
-                return True if not parts else (parts[0] if len(parts) == 1 else W.all_of(parts))
-            if any(p is True for p in parts):
-                return True
-            parts = [p for p in parts if p is not False]
-            return False if not parts else (parts[0] if len(parts) == 1 else W.any_of(parts))
+            return _junction(node.op, [one(p) for p in node.parts],
+                             lambda j, parts: W.all_of(parts) if j == "and" else W.any_of(parts))
         prop, op, v = PROP.get(node.field, node.field), node.op, node.value
         f = W.by_property(prop)
         nullable = node.field == "page"
