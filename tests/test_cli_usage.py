@@ -75,6 +75,9 @@ def test_no_arguments_show_the_help():
     (["index", "--backend", "tensorrt", "--store", "never-made"], "backend"),
     (["bench", "scale", "--chunks", "1e6"], "--chunks"),
     (["bench", "scale", "--nprobe", "0"], "nprobe"),
+    (["bench", "scale", "--chunks", "100000,-5"], "--chunks"),
+    (["bench", "serve", "--workers", "4,zero"], "--workers"),
+    (["serve", "--workers", "0", "--store", "never-made"], "workers"),
     (["bench", "embed", "--backend", "onnx-fp16"], "--backend"),
 ])
 def test_a_bad_value_checked_by_declrag_is_an_error_and_a_fix(tmp_path, args, names):

@@ -271,6 +271,9 @@ def serve(
     timeout: Annotated[float, typer.Option(help="seconds a request may take (504 beyond)")] = 120.0,
     max_in_flight: Annotated[int, typer.Option(
         help="questions answered at once; more get 503 with Retry-After at once")] = 8,
+    workers: Annotated[int | None, typer.Option(
+        help="threads that run program calls; admitted questions beyond wait for one (default: --max-in-flight; "
+             "fewer is faster when calls are CPU-bound, e.g. retrieval with an instant or in-process model)")] = None,
     cache_threshold: Annotated[float | None, typer.Option(
         help="semantic answer cache: reuse the answer to a question at least this similar (cosine, e.g. 0.95) "
              "(default: off)")] = None,
@@ -285,7 +288,7 @@ def serve(
 
     settings = config_from(ServeSettings, host=host, port=port, api_key=_api_key(api_key_file),
                        max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, request_timeout_s=timeout,
-                       max_in_flight=max_in_flight, cache_threshold=cache_threshold, cache_size=cache_size,
+                       max_in_flight=max_in_flight, workers=workers, cache_threshold=cache_threshold, cache_size=cache_size,
                        cors_origins=cors_origin or [])
     serve_program(target, config=config, store=store, model=model, settings=settings,
                   say=lambda m: out.print(m, markup=False, highlight=False))

@@ -79,13 +79,9 @@ def bench_scale(
     from .bench.scale import print_report, run
     from .config import AnnConfig
 
-    try:
-        sizes = [int(x.replace("_", "")) for x in chunks.split(",") if x.strip()]
-    except ValueError:
-        raise DeclragError(f"--chunks {chunks!r} is not a comma-separated list of sizes",
-                           hint="e.g. --chunks 100000,300000,1000000") from None
-    if not sizes or min(sizes) < 1 or queries < 1:
-        raise DeclragError("--chunks needs positive sizes and --queries at least 1")
+    sizes = _positive_ints(chunks, "--chunks", "e.g. --chunks 100000,300000,1000000")
+    if queries < 1:
+        raise DeclragError("--queries must be at least 1")
     ann = config_from(AnnConfig, nprobe=nprobe, refine=refine)
     _bench_out(run(sizes, list(store or []), queries=queries, ann=ann), print_report, as_json)
 
@@ -130,6 +126,9 @@ def bench_serve(
     duration: Annotated[float, typer.Option(help="seconds of load per scenario")] = 20.0,
     clients: Annotated[int, typer.Option(help="concurrent HTTP clients")] = 16,
     scenario: Annotated[list[str] | None, typer.Option(help="retrieval | program; repeatable (default: both)")] = None,
+    workers: Annotated[str | None, typer.Option(
+        help="the server's worker threads, e.g. 4, or 2,4,16 for one server each, side by side "
+             "(default: one per client)")] = None,
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """`declrag serve` under concurrent clients on loopback: latency, throughput, errors, overhead vs direct calls."""
@@ -139,7 +138,9 @@ def bench_serve(
         raise DeclragError(f"unknown scenario {bad[0]!r}", hint=f"use one of: {', '.join(SCENARIOS)}")
     if duration <= 0 or clients < 1:
         raise DeclragError("--duration must be positive and --clients at least 1")
-    _bench_out(run(duration_s=duration, clients=clients, scenarios=tuple(scenario or SCENARIOS)), print_report, as_json)
+    counts = _positive_ints(workers, "--workers", "e.g. --workers 4 or --workers 2,4,16") if workers else [None]
+    _bench_out(run(duration_s=duration, clients=clients, scenarios=tuple(scenario or SCENARIOS),
+                   workers=tuple(counts)), print_report, as_json)
 
 
 @bench_app.command("synth")
@@ -167,6 +168,17 @@ def bench_synth(
         raise DeclragError(f"--skip {', '.join(sorted(unknown))}: no such arm", hint=f"one of {', '.join(ARMS)}")
     _bench_out(run(dataset, None if model == "none" else model, n, seed, real_limit=real_limit,
                    arms=[a for a in ARMS if a not in (skip or ())], trials=trials), print_report, as_json)
+
+
+def _positive_ints(text: str, option: str, example: str) -> list[int]:
+    """A comma-separated list of positive integers (``_`` allowed as a digit separator), or one clear error."""
+    try:
+        values = [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise DeclragError(f"{option} {text!r} is not a comma-separated list of positive whole numbers", hint=example)
+    return values
 
 
 def _bench_out(result, printer, as_json: Path | None) -> None:

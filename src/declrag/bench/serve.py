@@ -31,7 +31,8 @@ request: HTTP, JSON, the thread hop) against a direct Python call of the program
 (server p50 - direct p50) / direct p50, which also counts waiting for the other clients' requests (one model,
 two cores), plus ``direct_p50_ms`` and ``server_program_p50_ms``. Query embeddings are cached (warmed for every
 question first) on both sides. The server runs with ``max_in_flight`` = clients, so nothing is
-turned away with 503, and a long timeout, so slow answers are measured rather than cut off. After the
+turned away with 503, on ``workers`` threads (`declrag serve --workers`; by default one per client; several
+counts give one server each, measured back to back, their arms tagged ``workers=N``), and a long timeout, so slow answers are measured rather than cut off. After the
 duration no new request starts; those in flight are waited for and counted. ``server`` names the event loop
 and HTTP parser uvicorn ran with (uvloop and httptools when installed).
 """
@@ -123,12 +124,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(scenario: str, store: str, clients: int, lm_cache: Path) -> tuple[subprocess.Popen, str]:
+def _start_server(scenario: str, store: str, clients: int, lm_cache: Path,
+                  workers: int | None = None) -> tuple[subprocess.Popen, str]:
     import httpx
 
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "declrag.bench.serve", "--scenario", scenario, "--store", store,
-                             "--port", str(port), "--max-in-flight", str(clients), "--lm-cache", str(lm_cache)],
+                             "--port", str(port), "--max-in-flight", str(clients), "--lm-cache", str(lm_cache),
+                             *(["--workers", str(workers)] if workers else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None  # stderr=PIPE
     base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 600
@@ -268,7 +271,7 @@ def _server_stack() -> dict[str, str]:
 
 
 def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] = SCENARIOS, n_docs: int = 200,
-        dataset: str = "squad-v2.0", progress: bool = True) -> dict[str, Any]:
+        dataset: str = "squad-v2.0", progress: bool = True, workers: tuple[int | None, ...] = (None,)) -> dict[str, Any]:
     from ..api import corpus_store
     from ..config import IngestConfig
     from ..embed import Embedder, cache_dir
@@ -290,14 +293,18 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
         with tempfile.TemporaryDirectory(prefix="declrag-bench-serve-") as tmp:
             for sc in scenarios:
                 direct = _direct(sc, path, questions, duration_s, Path(tmp) / f"{sc}-direct")
-                proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server")
-                try:
-                    # retrieval: plain JSON requests (what a search client sends), then streamed ones
-                    arms = {sc: False, f"{sc}/stream": True} if sc == "retrieval" else {sc: True}
-                    results = {arm: _load(base, questions, clients, duration_s, stream, proc.pid)
-                               for arm, stream in arms.items()}
-                finally:
-                    _stop(proc)
+                results = {}
+                for w in workers:  # one server per worker-thread count, measured back to back
+                    proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server", w)
+                    tag = f" workers={w}" if len(workers) > 1 else ""
+                    try:
+                        # retrieval: plain JSON requests (what a search client sends), then streamed ones
+                        arms = {sc: False, f"{sc}/stream": True} if sc == "retrieval" else {sc: True}
+                        for arm, stream in arms.items():
+                            results[arm + tag] = {**_load(base, questions, clients, duration_s, stream, proc.pid),
+                                                  "workers": w or clients}
+                    finally:
+                        _stop(proc)
                 d50 = direct["p50_ms"]
                 for arm, r in results.items():
                     r["direct_p50_ms"], r["direct_calls"] = d50, direct["n"]
@@ -354,10 +361,12 @@ def _serve_main(argv: list[str] | None = None) -> None:
     p.add_argument("--store", required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--max-in-flight", type=int, default=16)
+    p.add_argument("--workers", type=int, default=None)
     p.add_argument("--lm-cache", required=True)
     a = p.parse_args(argv)
     use_lm_cache(Path(a.lm_cache))
-    settings = ServeSettings(port=a.port, max_in_flight=a.max_in_flight, request_timeout_s=SERVER_TIMEOUT_S)
+    settings = ServeSettings(port=a.port, max_in_flight=a.max_in_flight, workers=a.workers,
+                             request_timeout_s=SERVER_TIMEOUT_S)
 
     def load():
         prog, lm = _program(a.scenario, a.store)

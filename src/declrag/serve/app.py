@@ -2,8 +2,9 @@
 ``POST /v1/ask``, OpenAI-compatible ``/v1/chat/completions`` and ``/v1/models``, ``/healthz``, ``/readyz``
 (503 until loaded), ``/metrics`` (Prometheus), ``/`` (a web page). Errors are JSON
 ``{"error": ..., "field": ...}``. The program loads on a thread once the server is up; each program call
-runs on a worker thread. At most ``max_in_flight`` calls run at once (beyond: 503 + Retry-After, no
-queue); a call that outlives ``request_timeout_s`` is answered 504 and keeps its slot until its thread
+runs on one of ``workers`` threads. At most ``max_in_flight`` calls are admitted at once (beyond: 503 +
+Retry-After, no queue); with fewer workers than that, admitted calls wait for a free worker (within their
+timeout). A call that outlives ``request_timeout_s`` is answered 504 and keeps its slot until its thread
 ends, so the limit holds for real work. ``stream: true`` (both POST routes) sends the answer's tokens as the
 LM generates them, as server-sent events (`declrag.streaming`); anything that fails before the first event
 is still an ordinary JSON error."""
@@ -58,6 +59,9 @@ class ServeSettings(BaseModel):
     max_question_chars: int | None = Field(None, ge=1)  # None: the program's config.max_question_chars
     request_timeout_s: float = Field(120.0, gt=0)
     max_in_flight: int = Field(8, ge=1)
+    # threads that run program calls (None: max_in_flight). Calls that wait on a remote LM want one thread each;
+    # CPU-bound calls (retrieval only, an in-process model) run faster on a few threads than on many sharing the GIL
+    workers: int | None = Field(None, ge=1)
     retry_after_s: int = Field(1, ge=1)
     cache_threshold: float | None = Field(None, gt=0, le=1)  # None: the semantic answer cache is off
     cache_size: int = Field(1024, ge=1)
@@ -284,7 +288,8 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
 
     @asynccontextmanager
     async def lifespan(_app):
-        state["executor"] = ThreadPoolExecutor(max_workers=s.max_in_flight, thread_name_prefix="declrag-serve")
+        state["executor"] = ThreadPoolExecutor(max_workers=min(s.workers or s.max_in_flight, s.max_in_flight),
+                                               thread_name_prefix="declrag-serve")
         task = asyncio.create_task(load_in_background())
         try:
             yield
