@@ -145,3 +145,15 @@ def test_dspy_metric_shape_and_unknown_names():
         get_metrics(["f1", "bleu"])
     with pytest.raises(DeclragError, match="needs an LLM judge"):
         get_metrics(["faithfulness_llm"])
+
+
+def test_percentiles_are_one_function_for_every_report():
+    from declrag.metrics.stats import latency_ms, percentiles
+
+    xs = list(range(1, 101))
+    assert percentiles(xs) == {"p50": 50.5, "p95": 95.05}
+    assert percentiles(xs, (50, 99), suffix="_ms") == {"p50_ms": 50.5, "p99_ms": 99.01}
+    assert percentiles([0.001, 0.002, float("nan")], (50,), 1000.0, 1) == {"p50": 1.5}  # NaN left out
+    assert percentiles([], (50, 95)) == {"p50": None, "p95": None}
+    assert latency_ms([0.010, 0.020, 0.030]) == {"p50": 20.0, "p95": 29.0}
+    assert latency_ms([0.010], suffix="_ms") == {"p50_ms": 10.0, "p95_ms": 10.0}

@@ -288,8 +288,8 @@ def serve(
 
     settings = config_from(ServeSettings, host=host, port=port, api_key=_api_key(api_key_file),
                        max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, request_timeout_s=timeout,
-                       max_in_flight=max_in_flight, workers=workers, cache_threshold=cache_threshold, cache_size=cache_size,
-                       cors_origins=cors_origin or [])
+                       max_in_flight=max_in_flight, workers=workers, cache_threshold=cache_threshold,
+                       cache_size=cache_size, cors_origins=cors_origin or [])
     serve_program(target, config=config, store=store, model=model, settings=settings,
                   say=lambda m: out.print(m, markup=False, highlight=False))
 

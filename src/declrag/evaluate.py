@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from tqdm.auto import tqdm
 
 from .errors import DeclragError
@@ -33,7 +32,7 @@ from .lm import Meter, metering
 from .metrics.base import Case, Metric, Passage, to_case
 from .metrics.catalog import get_metrics
 from .metrics.context import passage_is_gold
-from .metrics.stats import confusion, mean_ci
+from .metrics.stats import confusion, mean_ci, percentiles
 from .postprocess import is_abstention
 from .program import RAGProgram
 from .types import Chunk, Hit
@@ -219,8 +218,7 @@ class Evaluation:
                       for part, rows in (("program", prog), ("judges", judges))},
             "wall_s": round(wall_s, 2), "computed": computed,
             "throughput_qps": round(computed / wall_s, 4) if wall_s and computed else None,
-            "latency_ms": {"p50": round(float(np.percentile(lat, 50)), 1),
-                           "p95": round(float(np.percentile(lat, 95)), 1)},
+            "latency_ms": percentiles(lat, digits=1),
             "confusion": confusion([(r["gold_retrieved"], r["correct"]) for r in records]),
             "abstention": {"all": _rate(records), "answerable": _rate(answerable), "unanswerable": _rate(unanswerable),
                            "n_answerable": len(answerable), "n_unanswerable": len(unanswerable)},

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
@@ -28,6 +27,7 @@ from ..embed import Embedder
 from ..errors import DeclragError
 from ..golden import load_golden
 from ..indexer import Indexer
+from ..metrics.stats import percentiles
 from ..stores import child_uri, open_store
 from ..types import Document
 from .servers import run_script
@@ -170,7 +170,7 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
         rows = [r for r in records if lo <= r[0] < hi]
         lat = [r[1] * 1000 for r in rows if r[2]]
         phases[name] = {"requests": len(rows), "failed": sum(not r[2] for r in rows),
-                        "p50_ms": _pct(lat, 50), "p95_ms": _pct(lat, 95), "p99_ms": _pct(lat, 99),
+                        **percentiles(lat, (50, 95, 99), suffix="_ms"),
                         "errors": sorted({r[3] for r in rows if not r[2]})[:5]}
     return {
         "store": uri, "clients": clients, "duration_s": duration_s, "dataset": gs.name, "chunks_written": written0,
@@ -180,10 +180,6 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
                     "documents_at_all": len(docs_all), "documents_expected": len(gs.documents) + len(extra),
                     "lost": expected - counted_all},
     }
-
-
-def _pct(xs: list[float], q: float) -> float | None:
-    return round(float(np.percentile(xs, q)), 2) if xs else None
 
 
 def print_report(r: dict[str, Any], console: Console) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -19,6 +18,7 @@ from ..config import IngestConfig, ProgramConfig
 from ..embed import Embedder
 from ..golden import load_golden
 from ..lm import using_lm
+from ..metrics.stats import percentiles
 from ..program import RAGProgram
 from ..testing import ScriptedLM
 
@@ -54,9 +54,8 @@ def run(n_questions: int = 200, dataset: str = "squad-v2.0", progress: bool = Tr
             rows.append({"total": total, "lm": lm_ms, "embed": embed, "overhead": total - lm_ms - embed,
                          **{f"stage:{k}": v for k, v in a.latency_ms.items() if k not in ("total", "embed")}})
 
-    def pct(key: str) -> dict[str, float]:
-        xs = [r[key] for r in rows]
-        return {"p50": round(float(np.percentile(xs, 50)), 3), "p95": round(float(np.percentile(xs, 95)), 3)}
+    def pct(key: str) -> dict[str, float | None]:
+        return percentiles([r[key] for r in rows], digits=3)
 
     return {"dataset": gs.name, "questions": len(rows), "chunks": store.count(), "stages": ALL_ON,
             "overhead_ms": pct("overhead"), "total_ms": pct("total"), "lm_ms": pct("lm"), "embed_ms": pct("embed"),

@@ -30,6 +30,7 @@ from ..embed import Embedder
 from ..golden import Example, find_spec, load_golden
 from ..indexer import Indexer
 from ..metrics.retrieval import RETRIEVAL_METRICS, doc_ranking, retrieval_scores
+from ..metrics.stats import latency_ms, percentiles
 from ..stores import child_uri, open_store
 from ..stores.fusion import MIN_CANDIDATES, fuse
 from ..types import Hit
@@ -124,8 +125,7 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
         "dataset": gs.name, "split": report_split, "queries": len(report_q), "tune_queries": len(tune_q),
         "tuned_on": tuned_on, "documents": len(gs.documents), "chunks": st.count(),
         "ingest": ingest.model_dump(mode="json"), "modes": modes, "sweep": sweep, "reference": reference,
-        "hybrid_latency_ms": {"p50": round(1000 * float(np.percentile(lat, 50)), 2),
-                              "p95": round(1000 * float(np.percentile(lat, 95)), 2)} if lat else {},
+        "hybrid_latency_ms": latency_ms(lat) if lat else {},
         "seconds": {"index": round(t_index, 1), "embedded": report.embedded,
                     "total": round(time.perf_counter() - t_start, 1)},
     }
@@ -190,7 +190,7 @@ def compare(documents, ingest: IngestConfig, embedder: Embedder, report: dict[st
                 for arm in arms:
                     tops.setdefault(arm, {})[mode] = top[arm]
                     row = {**_mean([retrieval_scores(r, e.gold) for r, e in zip(ranked[arm], report["q"])]),
-                           **_pcts(lat[arm])}
+                           **latency_ms(lat[arm], suffix="_ms")}
                     if arm == "client_api":
                         out["other"].setdefault("client_api", {})[mode] = row
                     else:
@@ -212,11 +212,6 @@ def compare(documents, ingest: IngestConfig, embedder: Embedder, report: dict[st
                 [len(set(x) & set(y)) / max(len(x), len(y), 1) for x, y in zip(a, b)])), 4)
             row["max_metric_diff"] = round(max(abs(row[m] - out["embedded"][mode][m]) for m in RETRIEVAL_METRICS), 4)
     return out
-
-
-def _pcts(lat: list[float]) -> dict[str, float]:
-    return {"p50_ms": round(1000 * float(np.percentile(lat, 50)), 2),
-            "p95_ms": round(1000 * float(np.percentile(lat, 95)), 2)}
 
 
 _SEARCH_METRIC = re.compile(r'^weaviate_grpc_server_request_duration_seconds_(sum|count)\{grpc_service="weaviate\.v1\.'
@@ -262,8 +257,7 @@ def _breakdown(st, fn, qv: list, progress: bool, mode: str) -> dict[str, Any]:
     T, G = np.array(total), np.array(calls)
 
     def p50(x) -> float | None:
-        x = x[~np.isnan(x)]
-        return round(1000 * float(np.percentile(x, 50)), 3) if len(x) else None
+        return percentiles(x, (50,), 1000.0, 3)["p50"]
 
     out: dict[str, Any] = {"total_ms": p50(T), "grpc_call_ms": p50(G), "declrag_ms": p50(T - G), "server_ms": None,
                            "transport_ms": None, "above_server_ms": None}

@@ -32,9 +32,10 @@ request: HTTP, JSON, the thread hop) against a direct Python call of the program
 two cores), plus ``direct_p50_ms`` and ``server_program_p50_ms``. Query embeddings are cached (warmed for every
 question first) on both sides. The server runs with ``max_in_flight`` = clients, so nothing is
 turned away with 503, on ``workers`` threads (`declrag serve --workers`; by default one per client; several
-counts give one server each, measured back to back, their arms tagged ``workers=N``), and a long timeout, so slow answers are measured rather than cut off. After the
-duration no new request starts; those in flight are waited for and counted. ``server`` names the event loop
-and HTTP parser uvicorn ran with (uvloop and httptools when installed).
+counts give one server each, measured back to back, their arms tagged ``workers=N``), and a long timeout, so
+slow answers are measured rather than cut off. After the duration no new request starts; those in flight are
+waited for and counted. ``server`` names the event loop and HTTP parser uvicorn ran with (uvloop and httptools
+when installed).
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
+
+from ..metrics.stats import percentiles
 
 SCENARIOS = ("retrieval", "program")
 SCRIPTED_ANSWER = {"answer": "It is stated in the passage [1]."}
@@ -96,7 +98,7 @@ def _program(scenario: str, store: str):
 
 
 def _pct(xs: list[float], q: float) -> float | None:
-    return round(float(np.percentile(xs, q)), 2) if xs else None
+    return percentiles(xs, (q,))[f"p{q:g}"]
 
 
 def _direct(scenario: str, store: str, questions: list[str], budget_s: float, lm_cache: Path) -> dict[str, Any]:
@@ -271,7 +273,8 @@ def _server_stack() -> dict[str, str]:
 
 
 def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] = SCENARIOS, n_docs: int = 200,
-        dataset: str = "squad-v2.0", progress: bool = True, workers: tuple[int | None, ...] = (None,)) -> dict[str, Any]:
+        dataset: str = "squad-v2.0", progress: bool = True,
+        workers: tuple[int | None, ...] = (None,)) -> dict[str, Any]:
     from ..api import corpus_store
     from ..config import IngestConfig
     from ..embed import Embedder, cache_dir

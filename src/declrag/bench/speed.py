@@ -35,11 +35,7 @@ from ..stores.fusion import MIN_CANDIDATES
 K = MIN_CANDIDATES
 
 
-def _pct(xs: list[float]) -> dict[str, float]:
-    return latency_ms(xs, 3)
-
-
-def _time(fn, items, warmup: int = 5) -> dict[str, float]:
+def _time(fn, items, warmup: int = 5) -> dict[str, float | None]:
     for it in items[:warmup]:
         fn(it)
     lat = []
@@ -47,7 +43,7 @@ def _time(fn, items, warmup: int = 5) -> dict[str, float]:
         t = time.perf_counter()
         fn(it)
         lat.append(time.perf_counter() - t)
-    return _pct(lat)
+    return latency_ms(lat, 3)
 
 
 def _latencies(store, texts: list[str], vecs: np.ndarray) -> dict[str, Any]:

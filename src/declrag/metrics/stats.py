@@ -11,10 +11,19 @@ SEED = 20240613
 RESAMPLES = 2000
 
 
-def latency_ms(seconds: Sequence[float], digits: int = 2) -> dict[str, float]:
+def percentiles(values: Sequence[float], qs: Sequence[float] = (50, 95), scale: float = 1.0,
+                digits: int = 2, suffix: str = "") -> dict[str, float | None]:
+    """The ``qs``-th percentiles of ``values`` times ``scale``, rounded, keyed ``p50``, ``p95``, ... (+ ``suffix``);
+    None for each when there are no values (NaNs are left out)."""
+    xs = np.asarray(values, dtype=float)
+    xs = xs[~np.isnan(xs)]
+    found = np.percentile(xs, qs) if len(xs) else [None] * len(qs)
+    return {f"p{q:g}{suffix}": None if v is None else round(scale * float(v), digits) for q, v in zip(qs, found)}
+
+
+def latency_ms(seconds: Sequence[float], digits: int = 2, suffix: str = "") -> dict[str, float | None]:
     """p50 and p95 of durations given in seconds, in milliseconds."""
-    p50, p95 = np.percentile(seconds, [50, 95])
-    return {"p50": round(1000 * float(p50), digits), "p95": round(1000 * float(p95), digits)}
+    return percentiles(seconds, (50, 95), 1000.0, digits, suffix)
 
 
 def mean_ci(values: Sequence[float | None], confidence: float = 0.95) -> dict[str, Any]:

@@ -521,8 +521,8 @@ class LanceStore:
         if snap is None:
             return []
         mask, k = snap.mask(Filter.of(where)), leg_size(limit, candidates)
-        both = 0.0 < alpha < 1.0
-        pending = _leg_pool().submit(snap.keyword_leg, query, k, mask) if both and snap.n >= self.parallel_rows else None
+        both = 0.0 < alpha < 1.0 and snap.n >= self.parallel_rows  # both legs, each worth a thread
+        pending = _leg_pool().submit(snap.keyword_leg, query, k, mask) if both else None
         kw = snap.keyword_leg(query, k, mask) if alpha < 1.0 and pending is None else []
         try:
             vec = snap.ranked(*self._vector_leg(snap, vector, k, mask, ann))[:k] if alpha > 0.0 else []
