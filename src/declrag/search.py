@@ -13,7 +13,7 @@ from dataclasses import replace
 from .config import SearchParams
 from .embed import Embedder
 from .stores.base import Filter, Store
-from .types import Hit
+from .types import Hit, chunk_id
 
 
 def search(store: Store, embedder: Embedder | None, query: str, params: SearchParams | None = None) -> list[Hit]:
@@ -43,7 +43,7 @@ def expand(store: Store, hits: list[Hit], window: int = 0) -> list[Hit]:
             spans.append((c.parent_start, c.parent_end))
         elif window:
             lo, hi = max(0, c.position - window), c.position + window
-            near = store.get([f"{c.doc_id}#{i}" for i in range(lo, hi + 1)])
+            near = store.get([chunk_id(c.doc_id, i) for i in range(lo, hi + 1)])
             spans.append((min(n.start for n in near), max(n.end for n in near)) if near else (c.start, c.end))
         else:
             spans.append((c.start, c.end))

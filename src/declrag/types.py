@@ -58,6 +58,11 @@ class Chunk:
     parent_end: int | None = None
 
 
+def chunk_id(doc_id: str, position: int) -> str:
+    """The id of a document's ``position``-th chunk (the chunkers make it; context expansion finds neighbours by it)."""
+    return f"{doc_id}#{position}"
+
+
 Leg = Literal["keyword", "vector", "hybrid"]
 
 

@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from ..config import ChunkerConfig
-from ..types import Chunk, Document
+from ..types import Chunk, Document, chunk_id
 
 Span = tuple[int, int]
 EmbedFn = Callable[[list[str]], np.ndarray]
@@ -203,7 +203,7 @@ class Chunker:
                 parents += [p] * len(kids)
         return [
             Chunk(
-                id=f"{doc.id}#{i}", doc_id=doc.id, text=text[s:e], start=s, end=e, position=i,
+                id=chunk_id(doc.id, i), doc_id=doc.id, text=text[s:e], start=s, end=e, position=i,
                 source=doc.source, title=doc.title, page=doc.page,
                 parent_start=p[0] if p else None, parent_end=p[1] if p else None,
             )

@@ -26,6 +26,12 @@ def latency_ms(seconds: Sequence[float], digits: int = 2, suffix: str = "") -> d
     return percentiles(seconds, (50, 95), 1000.0, digits, suffix)
 
 
+def mean_of(values: Sequence[float | None]) -> float | None:
+    """The mean of the values that are not None (None when there are none)."""
+    xs = [v for v in values if v is not None]
+    return float(np.mean(xs)) if xs else None
+
+
 def mean_ci(values: Sequence[float | None], confidence: float = 0.95) -> dict[str, Any]:
     """Mean and its percentile-bootstrap interval; values that are None are left out."""
     xs = np.asarray([v for v in values if v is not None], dtype=float)

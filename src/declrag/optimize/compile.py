@@ -44,8 +44,9 @@ from ..errors import DeclragError
 from ..evaluate import correct, score_case
 from ..golden import Example, GoldenSet
 from ..lm import Meter, metering
-from ..metrics.base import Case, Passage
+from ..metrics.base import to_case
 from ..metrics.catalog import get_metrics
+from ..metrics.stats import mean_of
 from ..program import RAGProgram
 from ..stores import Store
 from ..types import content_hash
@@ -246,20 +247,16 @@ class Compiler:
                 continue
             with metering(meter):
                 pool = prog.retrieve_only(ex.question)
-            case = Case(question=ex.question, answer="", references=list(ex.answers), answerable=ex.answerable,
-                        gold=ex.gold, answer_starts=list(ex.answer_starts),
-                        passages=[Passage.of(h) for h in pool])
+            case = to_case(ex, {"passages": pool})
             rows.append({m.name: m.score(case).value for m in metrics})
         self._spend(meter.to_dict()["total"])
-        return {n: _mean([r[n] for r in rows]) for n in names}
+        return {n: mean_of([r[n] for r in rows]) for n in names}
 
     def answer(self, prog: RAGProgram, ex: Example) -> dict:
         self._check_budget()
         a = prog(question=ex.question)
         self._spend(a.usage["total"])
-        case = Case(id=ex.id, question=ex.question, answer=a.answer, references=list(ex.answers),
-                    answerable=ex.answerable, abstained=a.abstained, gold=ex.gold, answer_starts=list(ex.answer_starts),
-                    passages=[Passage.of(h) for h in a.passages])
+        case = to_case(ex, a)
         values, _, _ = score_case(case, self.det)
         return {"id": ex.id, "case": case, "metrics": values, "latency_ms": a.latency_ms["total"],
                 "cost_usd": a.usage["total"]["cost_usd"], "correct": correct(case)}
@@ -274,7 +271,7 @@ class Compiler:
 
     def summarize(self, rows: list[dict]) -> dict[str, Any]:
         names = [m.name for m in self.metrics]
-        out = {n: _mean([r["metrics"].get(n) for r in rows]) for n in names}
+        out = {n: mean_of([r["metrics"].get(n) for r in rows]) for n in names}
         out["objective"] = weighted(out, self.space.objective.metrics)
         out["cost_usd"] = float(sum(r["cost_usd"] for r in rows))
         out["p95_latency_ms"] = float(np.percentile([r["latency_ms"] for r in rows], 95)) if rows else 0.0
@@ -505,11 +502,6 @@ class Compiler:
                 if patience is None or not is_db_error(e):
                     raise
                 patience.wait(e, "running the search")
-
-
-def _mean(xs: list[float | None]) -> float | None:
-    vals = [x for x in xs if x is not None]
-    return float(np.mean(vals)) if vals else None
 
 
 def digest_of(obj: Any) -> str:

@@ -12,14 +12,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import optuna
 
 from ..about import versions
 from ..errors import DeclragError
 from ..golden import load_golden
 from ..memory import MemoryTracker
-from ..metrics.stats import mean_ci, paired_difference
+from ..metrics.stats import mean_ci, mean_of, paired_difference
 from .compile import Budget, Compiler, digest_of, trial_counts, weighted
 from .space import Space, read_space, tidy_params
 
@@ -235,16 +234,11 @@ def score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float]]
         prog.embedder.embed_queries([ex.question for ex in examples if ex.gold])  # batched, then from the cache
         for ex in examples:
             rows.append(comp.retrieval_scores(prog, [ex]))
-        means = {k: _mean([r[k] for r in rows]) for k in rows[0]} if rows else {}
+        means = {k: mean_of([r[k] for r in rows]) for k in rows[0]} if rows else {}
         means["objective"] = weighted(means, comp.space.objective.metrics)
         return means, [weighted(r, comp.space.objective.metrics) for r in rows]
     result, recs = comp.evaluate(prog, examples, desc)
     return result, [weighted(r["metrics"], comp.space.objective.metrics) for r in recs]
-
-
-def _mean(xs):
-    vals = [x for x in xs if x is not None]
-    return float(np.mean(vals)) if vals else None
 
 
 def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool,

@@ -169,6 +169,22 @@ class Filter:
 Where = Filter | Mapping[str, Any] | None
 
 
+def check_upsert(documents: Sequence[Document], chunks: Sequence[Chunk],
+                 vectors: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The argument checks every backend's `Store.upsert` makes (a caller's mistake is a ValueError): one vector
+    per chunk, unique document and chunk ids, every chunk of one of the documents. Returns the vectors as float32
+    and the document ids."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if len(chunks) != len(vectors):
+        raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+    doc_ids = [d.id for d in documents]
+    if len(set(doc_ids)) != len(doc_ids) or len({c.id for c in chunks}) != len(chunks):
+        raise ValueError("documents and chunks in one upsert must have unique ids")
+    if {c.doc_id for c in chunks} - set(doc_ids):
+        raise ValueError("every chunk must belong to one of the documents upserted with it")
+    return vectors, doc_ids
+
+
 @runtime_checkable
 class Store(Protocol):
     """A chunk store with keyword, vector and hybrid search: the contract a backend implements.

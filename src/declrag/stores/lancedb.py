@@ -33,7 +33,7 @@ from ..config import AnnConfig, Fusion, Metric
 from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
 from .ann import ANN_ROWS, IvfIndex
-from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where
+from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where, check_upsert
 from .bm25 import KeywordIndex, top_k
 from .fusion import fuse, leg_size, object_uuid
 
@@ -384,14 +384,7 @@ class LanceStore:
                file_stats: Mapping[str, tuple[int, int]] | None = None) -> None:
         if not documents:
             return
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if len(chunks) != len(vectors):
-            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
-        doc_ids = [d.id for d in documents]
-        if len(set(doc_ids)) != len(doc_ids) or len({c.id for c in chunks}) != len(chunks):
-            raise ValueError("documents and chunks in one upsert must have unique ids")
-        if {c.doc_id for c in chunks} - set(doc_ids):
-            raise ValueError("every chunk must belong to one of the documents upserted with it")
+        vectors, doc_ids = check_upsert(documents, chunks, vectors)
         chunks_table = self._table("chunks")
         held = chunks_table.schema.field("vector").type.list_size if chunks_table is not None else 0
         dim = vectors.shape[1] if len(vectors) else held

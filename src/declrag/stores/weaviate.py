@@ -61,7 +61,7 @@ import numpy as np
 from ..config import AnnConfig, Fusion, Metric
 from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
-from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where
+from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where, check_upsert
 from .bm25 import K1, B, query_terms
 from .fusion import object_uuid
 from .weaviate_target import DEFAULT_COLLECTION, DOCS_SUFFIX, Target, _auth, _connect, _status
@@ -279,14 +279,7 @@ class WeaviateStore:
 
         if not documents:
             return
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if len(chunks) != len(vectors):
-            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
-        doc_ids = [d.id for d in documents]
-        if len(set(doc_ids)) != len(doc_ids) or len({c.id for c in chunks}) != len(chunks):
-            raise ValueError("documents and chunks in one upsert must have unique ids")
-        if {c.doc_id for c in chunks} - set(doc_ids):
-            raise ValueError("every chunk must belong to one of the documents upserted with it")
+        vectors, doc_ids = check_upsert(documents, chunks, vectors)
         if not self._created:  # never let a server's auto-schema invent the collection
             if not self._call("schema read", lambda: self._client.collections.exists(self.name)):
                 raise DeclragError(f"no store at {self.uri}", hint="create it first: declrag index PATH --store URI "
