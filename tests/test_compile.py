@@ -104,10 +104,22 @@ def test_conditions_and_dynamic_bounds(space):
     (('when: "rerank != none"', 'when: "rerank is none"'), "when"),
     (("name: tiny", "name: tiny\ncolour: red"), "colour"),
     (("choices: [plain, terse]", "choices: [terse, strict]"), "naive baseline's generate.variant = 'plain'"),
+    (("name: tiny", "name: tiny\nsampler: {name: annealing}"), "sampler.name"),
+    (("name: tiny", "name: tiny\nsampler: {name: tpe, options: {n_startup: 3}}"), "sampler.options.n_startup"),
+    (("name: tiny", "name: tiny\nsampler: {name: tpe, options: {seed: 3}}"), "seeded with split.seed"),
+    (("name: tiny", "name: tiny\nsampler: {name: tpe, options: {n_startup_trials: many}}"), "tpe refused"),
+    (("name: tiny", "name: tiny\nsampler: {options: {n_startup_trials: 2}}"), "not auto"),
+    (("sia: 0.5}}", "sia: 0.5}, also: [cost_usd]}\nsampler: {name: cmaes}"), "cmaes optimizes one objective"),
+    (("alpha: {path: retrieve.alpha, type: float, low: 0.0, high: 1.0, step: 0.5}",
+      "alpha: {path: retrieve.alpha, type: float, low: 0.0, high: 1.0}"), "sampler: grid"),
 ])
 def test_bad_spaces_name_the_file_and_key(tmp_path, change, message):
     f = tmp_path / "bad.yaml"
-    f.write_text(SPACE.replace(*change))
+    if message == "sampler: grid":  # a float without a step, under the grid sampler
+        change, message = (change[0], change[1]), "params.alpha: the grid sampler needs a `step`"
+        f.write_text(SPACE.replace(*change) + "sampler: {name: grid}\n")
+    else:
+        f.write_text(SPACE.replace(*change))
     with pytest.raises(DeclragError) as e:
         read_space(f)
     assert str(f) in str(e.value) and message in str(e.value)
@@ -309,3 +321,49 @@ def test_questions_without_answers_compile_on_the_shipped_triad_space(tmp_path):
     assert s["trials"] == 3 and 0 < s["best"]["dev"]["objective"] <= 1
     assert s["best"]["test"]["objective"] is not None
     assert (tmp_path / "runs" / "qs" / "best" / "program.json").exists()
+
+
+@pytest.mark.parametrize("declared, objectives, expected", [
+    ("", 1, optuna.samplers.TPESampler), ("", 2, optuna.samplers.NSGAIISampler),
+    ("sampler: {name: random}", 1, optuna.samplers.RandomSampler),
+    ("sampler: {name: qmc, options: {qmc_type: halton}}", 1, optuna.samplers.QMCSampler),
+    ("sampler: {name: cmaes, options: {n_startup_trials: 2}}", 1, optuna.samplers.CmaEsSampler),
+    ("sampler: {name: gp}", 1, optuna.samplers.GPSampler),
+    ("sampler: {name: nsga2, options: {population_size: 8}}", 2, optuna.samplers.NSGAIISampler),
+    ("sampler: {name: grid}", 1, optuna.samplers.BruteForceSampler),
+])
+def test_the_space_chooses_the_sampler_and_its_options(tmp_path, declared, objectives, expected):
+    from declrag.optimize.compile import Compiler
+
+    text = SPACE + declared + "\n"
+    if objectives == 2:
+        text = text.replace("sia: 0.5}}", "sia: 0.5}, also: [cost_usd]}")
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    sp = read_space(f)
+    directions, sampler, _ = Compiler.sampler_and_pruner(type("C", (), {"space": sp})())
+    assert type(sampler) is expected and len(directions) == objectives
+    if expected is optuna.samplers.TPESampler:  # today's defaults: joint model, parallel workers spread out
+        assert sampler._multivariate and sampler._constant_liar
+    if "options" in declared:
+        name, value = declared.split("options: {")[1].rstrip("}").split(": ")
+        held = {"qmc_type": "_qmc_type", "n_startup_trials": "_n_startup_trials", "population_size": "_population_size"}
+        assert str(getattr(sampler, held[name])) == value.strip().rstrip("}")
+
+
+def test_a_grid_compile_scores_every_program_once_and_stops(space, tmp_path):
+    f = tmp_path / "grid.yaml"
+    text = SPACE.replace("prompt_optimizer: {name: bootstrap, max_demos: 1, max_examples: 4}",
+                         "sampler: {name: grid}").replace("high: 3}", "high: 2}")
+    f.write_text(text)
+    with pytest.raises(DeclragError, match=r"naive baseline \(trial 0: k=5, alpha=0.5"):  # k 5 is off the grid
+        read_space(f)
+    f.write_text(text + "base: {retrieve: {k: 2}}\n")
+    programs = {tuple(sorted(c.items())) for c in grid(read_space(f))}
+    assert len(programs) == 2 * 3 * 2 * (1 + 3)
+    with using_lm(answers_by_prompt()):
+        s = compile_run(f, str(GOLD), "g", tmp_path / "runs", Budget(max_trials=200), progress=False)
+    trials = [json.loads(x) for x in (tmp_path / "runs" / "g" / "trials.jsonl").read_text().splitlines()]
+    seen = [tuple(sorted(t["params"].items())) for t in trials]  # the naive baseline is one of them
+    assert set(seen) == programs and len(seen) == len(programs)  # each once, then the search ended by itself
+    assert s["trials"] == len(programs)

@@ -50,7 +50,7 @@ from ..metrics.stats import mean_of
 from ..program import RAGProgram
 from ..stores import Store
 from ..types import content_hash
-from .space import Space, apply, sample
+from .space import Space, apply, grid, sample
 
 if TYPE_CHECKING:
     from .study import Ledger
@@ -211,6 +211,7 @@ class Compiler:
         self._lock = threading.Lock()
         self._embedders: dict[str, Embedder] = {}
         self._stores: dict[str, Store] = {}
+        self._grid: set[str] | None = None  # the grid sampler's programs, as `_program_key`s
         self.searching = True
 
     # -- programs -------------------------------------------------------------------------------------------
@@ -291,17 +292,10 @@ class Compiler:
     # -- the study ------------------------------------------------------------------------------------------
     def sampler_and_pruner(self, seed: int | None = None) -> tuple[list[Literal["maximize", "minimize"]],
                                                                    optuna.samplers.BaseSampler, StepMedianPruner]:
-        """The study's directions, sampler (seeded with the space's seed unless ``seed``) and pruner."""
+        """The study's directions, sampler (the space's, seeded with its seed unless ``seed``) and pruner."""
         directions: list[Literal["maximize", "minimize"]] = ["maximize"]
         directions += ["minimize"] * len(self.space.objective.also)
-        seed = self.space.split.seed if seed is None else seed
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            # constant_liar: trials still running (other workers', other threads') count as bad results while
-            # sampling, so parallel workers do not all propose the same region (Optuna's advice for distributed
-            # studies; with one worker nothing is running at sampling time and it changes nothing)
-            sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True) \
-                if len(directions) == 1 else optuna.samplers.NSGAIISampler(seed=seed)
+        sampler = self.space.sampler.build(len(directions), self.space.split.seed if seed is None else seed)
         return directions, sampler, StepMedianPruner(self.space.fidelity.startup_trials)
 
     def open_study(self, place, identity: dict[str, Any], join: bool = False, adopt: bool = False
@@ -488,7 +482,7 @@ class Compiler:
                     optuna.storages.fail_stale_trials(study)  # killed workers' trials: failed, queued again once
                 took = False
                 if not study.get_trials(deepcopy=False, states=(states.WAITING,)):
-                    took = ledger.exhausted() is None and ledger.take_trial()
+                    took = ledger.exhausted() is None and not self.grid_done(study) and ledger.take_trial()
                     if not took:
                         if study.get_trials(deepcopy=False, states=(states.RUNNING,)):
                             time.sleep(self.poll_s)  # others are still at work: a killed one's trial comes back
@@ -502,6 +496,23 @@ class Compiler:
                 if patience is None or not is_db_error(e):
                     raise
                 patience.wait(e, "running the search")
+
+
+    def grid_done(self, study: optuna.Study) -> bool:
+        """With the grid sampler: whether every program of the grid has been scored (its sampler would only
+        repeat them now, so the search ends there, within the trial budget)."""
+        if self.space.sampler.resolved(self.space.objectives) != "grid":
+            return False
+        if self._grid is None:
+            self._grid = {_program_key(c) for c in grid(self.space)}
+        done = optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
+        return self._grid <= {_program_key(t.params) for t in study.get_trials(deepcopy=False, states=done)}
+
+
+def _program_key(values: dict[str, Any]) -> str:
+    """Parameter values as one comparable string (3 and 3.0 alike)."""
+    return json.dumps({k: float(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
+                       for k, v in values.items()}, sort_keys=True, default=str)
 
 
 def digest_of(obj: Any) -> str:

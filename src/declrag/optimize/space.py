@@ -15,6 +15,7 @@ that turns an Optuna trial into a `ProgramConfig`.
 Each parameter writes one field of the program config (``path``). Conditions: ``when`` activates a
 parameter only when another has a given value (``==``, ``!=``, ``in``); ``lt``/``le``/``gt``/``ge`` bound a
 number by another parameter's value. Parameters are sampled in the order written.
+``sampler`` chooses Optuna's sampler and its options (`declrag.optimize.samplers`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..config import ProgramConfig
 from ..errors import DeclragError
 from ..resources import find
+from .samplers import SamplerSpec
 
 RETRIEVAL_METRIC_PREFIXES = ("hit@", "ndcg@", "mrr@", "recall@", "precision@")
 _WHEN = re.compile(r"^\s*(\w+)\s*(==|!=|in)\s*(.+?)\s*$")
@@ -140,6 +142,11 @@ class Space(Strict):
     params: dict[str, Param]
     prompt_optimizer: PromptOptimizer = PromptOptimizer()
     finetune: Finetune = Finetune()
+    sampler: SamplerSpec = SamplerSpec()  # Optuna's sampler and its options (`declrag.optimize.samplers`)
+
+    @property
+    def objectives(self) -> int:
+        return 1 + len(self.objective.also)
 
     @model_validator(mode="after")
     def _check(self) -> Space:
@@ -207,6 +214,16 @@ def read_space(path: str | Path) -> Space:
             raise DeclragError(f"{p}: params.{name}: the naive baseline's {param.path} = {v!r} is not in "
                                f"{param.choices}",
                                hint=f"add it to the choices, or set {param.path} in `base` (the baseline is trial 0)")
+    stepless = [n for n, param in space.params.items() if param.type == "float" and param.step is None]
+    if problem := space.sampler.problem(space.objectives, stepless):
+        raise DeclragError(f"{p}: {problem}", hint="samplers: auto, tpe, nsga2, cmaes, gp, random, qmc, grid "
+                                                   "(see optimizers/README.md)")
+    if space.sampler.resolved(space.objectives) == "grid":  # trial 0 must be a program of the grid: Optuna's
+        base = space.baseline_values()                      # grid sampler refuses a trial off its grid
+        if not any(all(c.get(k) == v for k, v in base.items()) and len(c) == len(base) for c in grid(space)):
+            shown = ", ".join(f"{k}={v}" for k, v in base.items())
+            raise DeclragError(f"{p}: sampler: grid: the naive baseline (trial 0: {shown}) is not a program of the grid",
+                               hint="set `base` so that each parameter's baseline value is on its grid, or widen it")
     return space
 
 
