@@ -330,7 +330,7 @@ def test_questions_without_answers_compile_on_the_shipped_triad_space(tmp_path):
     ("sampler: {name: cmaes, options: {n_startup_trials: 2}}", 1, optuna.samplers.CmaEsSampler),
     ("sampler: {name: gp}", 1, optuna.samplers.GPSampler),
     ("sampler: {name: nsga2, options: {population_size: 8}}", 2, optuna.samplers.NSGAIISampler),
-    ("sampler: {name: grid}", 1, optuna.samplers.BruteForceSampler),
+    ("sampler: {name: grid}\nbase: {retrieve: {k: 2}}", 1, optuna.samplers.BruteForceSampler),
 ])
 def test_the_space_chooses_the_sampler_and_its_options(tmp_path, declared, objectives, expected):
     from declrag.optimize.compile import Compiler

@@ -8,9 +8,9 @@ import logging
 import subprocess
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 
@@ -65,8 +65,8 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
     from .study import db_error, is_db_error
 
     try:
-        return _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progress, store, storage, join,
-                            finalize, heartbeat_s, patience_s)
+        plan = plan_compile(space, dataset, name, runs, budget, resume, model, store, storage, join, heartbeat_s)
+        return _compile_run(plan, jobs, progress, finalize, patience_s)
     except DeclragError:
         raise
     except Exception as e:  # a database error outside the search loop (which rides them out): one clear message
@@ -77,13 +77,31 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
         raise db_error(e, storage or saved or "", "compiling") from None
 
 
-def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progress, store, storage, join, finalize,
-                 heartbeat_s, patience_s) -> dict[str, Any]:
-    from .study import Patience, has_password, identity_of, place, redact
+@dataclass
+class Plan:
+    """What one compile call does, decided once from its arguments by `plan_compile`: its ``role`` (``new``: a
+    study created here; ``resume``: one created here before, continued; ``join``: another machine's study, as a
+    worker) and what the run reads: the space, dataset, model, store, budgets, the study's name and place."""
+
+    role: Literal["new", "resume", "join"]
+    space: Space
+    dataset: str
+    name: str
+    out: Path
+    budget: Budget
+    model: str | None
+    store: str | None
+    storage: str | None
+    place: Any  # declrag.optimize.study.Place
+
+
+def plan_compile(space, dataset, name, runs, budget, resume, model, store, storage, join, heartbeat_s) -> Plan:
+    """The `Plan` of a compile call: the role its arguments ask for, checked, and the inputs a resumed or joined
+    study takes from where it was created (``compile.json`` or the study's database)."""
+    from .study import identity_of, place
 
     budget = budget or Budget()
     given = {k: v for k, v in asdict(budget).items() if v is not None}
-    creator = True
     if join:
         if not storage:
             raise DeclragError("--join needs --storage URL: the database the study lives in",
@@ -92,16 +110,17 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
             raise DeclragError("a worker takes the space, dataset, model and budgets from the study it joins",
                                hint="drop --space/--dataset/--max-*/--timeout; budgets are set where the study was "
                                     "created (or raised there with --resume)")
-        name, creator, out = join, False, Path(runs) / join
-        p = place(out, name, storage, heartbeat_s)
+        out = Path(runs) / join
+        p = place(out, join, storage, heartbeat_s)
         theirs = identity_of(p)
         if model and model != theirs["model"]:
             raise DeclragError(f"the study {join!r} routes its LM calls to "
                                f"{theirs['model'] or 'the configured model'}, not {model}",
                                hint="drop --model: a worker uses the study's")
-        sp, dataset, model = Space.model_validate(theirs["space"]), theirs["dataset"], theirs["model"]
         out.mkdir(parents=True, exist_ok=True)
-    elif resume:
+        return Plan("join", Space.model_validate(theirs["space"]), theirs["dataset"], join, out, budget,
+                    theirs["model"], store, storage, p)
+    if resume:
         out = Path(resume)
         f = out / "compile.json"
         if not f.exists():
@@ -109,65 +128,37 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
                                hint="pass --resume runs/NAME where the study was created; "
                                     "a worker rejoins with --join NAME --storage URL")
         saved = json.loads(f.read_text())
-        sp = Space.model_validate(saved["space"])
-        dataset, model, store = saved["dataset"], model or saved.get("model"), store or saved.get("store")
         storage, name = storage or saved.get("storage"), saved.get("study", "declrag")  # runs before 0.2: "declrag"
         # the budgets the study started with, unless given again
-        budget = Budget(**{**saved.get("budget", {}), **given})
-        p = place(out, name, storage, heartbeat_s)
-    else:
-        if not space or not dataset or not name:
-            raise DeclragError("compile needs --space, --dataset and --name (or --resume runs/NAME, or --join NAME)",
-                               hint="e.g. declrag compile --space optimizers/default.yaml --dataset squad-v2.0 "
-                                    "--name first")
-        sp = read_space(space)
-        out = Path(runs) / name
-        if (out / "compile.json").exists():
-            raise DeclragError(f"{out} already holds a compile",
-                               hint=f"continue it with --resume {out}, or pick another --name")
-        out.mkdir(parents=True, exist_ok=True)
-        p = place(out, name, storage, heartbeat_s)
-    if storage and has_password(storage):
-        log.warning("the password in --storage is used by this process only and written nowhere; give it as "
-                    "$PGPASSWORD or in ~/.pgpass so that --resume and other workers can connect")
+        return Plan("resume", Space.model_validate(saved["space"]), saved["dataset"], name, out,
+                    Budget(**{**saved.get("budget", {}), **given}), model or saved.get("model"),
+                    store or saved.get("store"), storage, place(out, name, storage, heartbeat_s))
+    if not space or not dataset or not name:
+        raise DeclragError("compile needs --space, --dataset and --name (or --resume runs/NAME, or --join NAME)",
+                           hint="e.g. declrag compile --space optimizers/default.yaml --dataset squad-v2.0 "
+                                "--name first")
+    sp = read_space(space)
+    out = Path(runs) / name
+    if (out / "compile.json").exists():
+        raise DeclragError(f"{out} already holds a compile",
+                           hint=f"continue it with --resume {out}, or pick another --name")
+    out.mkdir(parents=True, exist_ok=True)
+    return Plan("new", sp, dataset, name, out, budget, model, store, storage, place(out, name, storage, heartbeat_s))
+
+
+def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience_s: float) -> dict[str, Any]:
+    """Run the plan: open the study, search, then (where this process finalizes) the artifact and the report."""
+    from .study import Patience
+
+    p, out, name = plan.place, plan.out, plan.name
     mem = MemoryTracker()  # peak RSS per stage: summary.json's "memory", the compile's closing lines
-    setup = mem.stage("setup")  # ended once the study is open (a failure on the way ends the run)
-    setup.__enter__()
-    try:
-        golden = load_golden(dataset)
-    except DeclragError as e:
-        if not join:
-            raise
-        raise DeclragError(f"the study {join!r} runs on the dataset {dataset!r}, which is not here: {e.message}",
-                           hint="make it available on this machine under the same name or path") from None
-    comp = Compiler(sp, golden, out, budget, jobs, progress, model, store)
-    if comp.split_note:
-        log.warning("%s", comp.split_note)
-    split = {k: [e.id for e in v] for k, v in comp.splits.items()}
-    data = _data_digest(golden, split)
-    study, created = comp.open_study(p, _identity(data, dataset, sp, model), join=bool(join or resume),
-                                     adopt=bool(resume))
-    if not join and not resume and not created:  # the same study, started elsewhere: work on it as a worker
-        creator = False
-        tell(progress, f"the study {name!r} exists in {p.shown} with this space and dataset: joining it as a worker")
-    if creator:
-        inputs = {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model, "store": store,
-                  "budget": asdict(budget), "study": name, "storage": redact(storage) if storage else None}
-        (out / "compile.json").write_text(json.dumps(inputs, indent=2))
-        (out / "split.json").write_text(json.dumps(split))
-        p.ledger.start(budget, spent=_spent_before(study))  # the clock of --timeout starts again
-        if not p.shared:
-            _retry_killed(study)
+    with mem.stage("setup"):  # ends once the study is open (a failure on the way ends the run)
+        comp, study, creator, manifest = _open(plan, jobs, progress)
     finalizes = creator or finalize
-    manifest = {"status": "running", "versions": versions(), "git": _git_revision(),
-                "hashes": {"data": data, "space": digest_of(sp.model_dump(mode="json")), "split": digest_of(split)},
-                "dataset": golden.name, "study": name, "storage": p.shown,
-                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if finalizes:
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     tell(progress, f"study {name!r} in {p.shown}: searching" + ("" if finalizes else
          " as a worker (the process that created the study writes the artifact)"))
-    setup.__exit__(None, None, None)
     t0 = time.perf_counter()
     with mem.stage("search"):
         study = comp.search(study, Patience(p, patience_s, progress) if p.shared else None)
@@ -198,6 +189,50 @@ def _compile_run(space, dataset, name, runs, budget, jobs, resume, model, progre
     summary["memory"] = mem.to_dict()  # and the report's own
     (out / "summary.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "report"}, indent=2))
     return summary
+
+
+def _open(plan: Plan, jobs: int, progress: bool) -> tuple[Compiler, optuna.Study, bool, dict[str, Any]]:
+    """The compiler and its study, opened as the plan's role asks. Returns them, whether this process created
+    the study (or resumes it: it writes the run folder's files), and the manifest to write."""
+    from .study import has_password, redact
+
+    p, out, name, storage = plan.place, plan.out, plan.name, plan.storage
+    if storage and has_password(storage):
+        log.warning("the password in --storage is used by this process only and written nowhere; give it as "
+                    "$PGPASSWORD or in ~/.pgpass so that --resume and other workers can connect")
+    try:
+        golden = load_golden(plan.dataset)
+    except DeclragError as e:
+        if plan.role != "join":
+            raise
+        raise DeclragError(f"the study {name!r} runs on the dataset {plan.dataset!r}, which is not here: {e.message}",
+                           hint="make it available on this machine under the same name or path") from None
+    comp = Compiler(plan.space, golden, out, plan.budget, jobs, progress, plan.model, plan.store)
+    if comp.split_note:
+        log.warning("%s", comp.split_note)
+    split = {k: [e.id for e in v] for k, v in comp.splits.items()}
+    data = _data_digest(golden, split)
+    study, created = comp.open_study(p, _identity(data, plan.dataset, plan.space, plan.model),
+                                     join=plan.role != "new", adopt=plan.role == "resume")
+    creator = plan.role != "join"
+    if plan.role == "new" and not created:  # the same study, started elsewhere: work on it as a worker
+        creator = False
+        tell(progress, f"the study {name!r} exists in {p.shown} with this space and dataset: joining it as a worker")
+    if creator:
+        inputs = {"space": plan.space.model_dump(mode="json"), "dataset": plan.dataset, "model": plan.model,
+                  "store": plan.store, "budget": asdict(plan.budget), "study": name,
+                  "storage": redact(storage) if storage else None}
+        (out / "compile.json").write_text(json.dumps(inputs, indent=2))
+        (out / "split.json").write_text(json.dumps(split))
+        p.ledger.start(plan.budget, spent=_spent_before(study))  # the clock of --timeout starts again
+        if not p.shared:
+            _retry_killed(study)
+    manifest = {"status": "running", "versions": versions(), "git": _git_revision(),
+                "hashes": {"data": data, "space": digest_of(plan.space.model_dump(mode="json")),
+                           "split": digest_of(split)},
+                "dataset": golden.name, "study": name, "storage": p.shown,
+                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return comp, study, creator, manifest
 
 
 def tell(progress: bool, msg: str) -> None:

@@ -222,7 +222,8 @@ def read_space(path: str | Path) -> Space:
         base = space.baseline_values()                      # grid sampler refuses a trial off its grid
         if not any(all(c.get(k) == v for k, v in base.items()) and len(c) == len(base) for c in grid(space)):
             shown = ", ".join(f"{k}={v}" for k, v in base.items())
-            raise DeclragError(f"{p}: sampler: grid: the naive baseline (trial 0: {shown}) is not a program of the grid",
+            raise DeclragError(f"{p}: sampler: grid: the naive baseline (trial 0: {shown}) is not a program of "
+                               "the grid",
                                hint="set `base` so that each parameter's baseline value is on its grid, or widen it")
     return space
 
