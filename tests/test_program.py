@@ -254,3 +254,19 @@ def test_unknown_local_model_is_a_clear_error(store):
     prog = make(store, lm={"route": "local/no-such-model", "num_retries": 0})
     with pytest.raises(DeclragError, match="no-such-model"):
         prog(question=Q)
+
+
+def test_an_artifact_saved_by_an_earlier_declrag_still_loads_and_answers(store):
+    """tests/data/artifact-0.1.0 was saved by declrag at commit 1610219 (before the house was reorganised):
+    the same config, prompts and demos load now, and it answers."""
+    import warnings
+    from pathlib import Path
+
+    with warnings.catch_warnings():  # library versions may have moved since (that warning is tested above)
+        warnings.simplefilter("ignore")
+        prog = load(Path(__file__).parent / "data" / "artifact-0.1.0", store=store, embedder=HashEmbedder())
+    c = prog.config
+    assert (c.retrieve.k, c.retrieve.alpha, c.retrieve.fusion) == (3, 0.3, "ranked")
+    assert (c.generate.variant, c.rerank.mode, c.rerank.candidates) == ("terse", "bm25", 6)
+    assert prog.generate.main.predict.demos[0]["answer"] == "c [1]"
+    assert run(prog, [{"answer": "Rome [1]."}]).answer == "Rome [1]."

@@ -210,3 +210,29 @@ def test_hybrid_search_with_its_legs_on_two_threads_equals_the_sequential_search
     assert sum(on_pool) == 30 and len(on_pool) == 45  # both legs (alpha 0.5, 0.25) in parallel; keyword only inline
     with pytest.raises(DeclragError, match="dimension"):
         s.hybrid_search("w1 w2", np.ones(dim + 1, dtype=np.float32), 10, 0.5)
+
+
+def test_backends_come_from_one_table_and_local_folders_are_a_capability(tmp_path):
+    from declrag.stores import _backend, local_folder
+    from declrag.stores.base import BACKENDS, StoreMeta
+    from declrag.stores.weaviate import WeaviateStore
+
+    assert _backend(str(tmp_path)) is LanceStore and _backend("file:///x") is LanceStore
+    assert _backend("weaviate://h:1/C") is WeaviateStore and _backend("WEAVIATES://h:1/C") is WeaviateStore
+    assert {name for name, _ in BACKENDS.values()} == {"lancedb", "weaviate"}
+    assert local_folder(tmp_path / "s") == tmp_path / "s" and local_folder(f"file://{tmp_path}/s") == tmp_path / "s"
+    assert local_folder("weaviate://127.0.0.1:8080/C") is None and local_folder("s3://bucket/x") is None
+    with pytest.raises(DeclragError, match="no backend for s3://"):
+        _backend("s3://bucket/x")
+    with pytest.raises(ValueError, match="unknown backend 'milvus'"):
+        StoreMeta(backend="milvus")
+
+
+def test_warm_up_builds_the_search_indexes_before_the_first_search(tmp_path):
+    s, _ = open_store(tmp_path / "s", IngestConfig())
+    s.upsert(*corpus(HashEmbedder()))
+    again = LanceStore(tmp_path / "s")
+    again.warm_up()
+    snap = again._snapshot()
+    assert "keyword" in vars(snap)  # loaded by warm_up, not by a search
+    assert list((tmp_path / "s" / "search").glob("bm25-v*"))

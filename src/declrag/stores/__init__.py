@@ -13,17 +13,15 @@ ingest settings the same way, here.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from ..config import IngestConfig, Metric
 from ..errors import DeclragError
-from .base import DocRecord, Filter, Store, StoreMeta
+from .base import BACKENDS, DocRecord, Filter, Store, StoreMeta
 
 __all__ = ["DocRecord", "Filter", "Store", "StoreMeta", "check_ingest", "child_uri", "connect", "list_stores",
            "local_folder", "open_store", "read_meta", "store_uri"]
-
-SCHEMES = {"": "lancedb", "file": "lancedb", "weaviate": "weaviate", "weaviates": "weaviate"}
-
 
 def store_uri(where: str | Path) -> str:
     """The URI naming a store: paths as given, URIs as written."""
@@ -32,26 +30,26 @@ def store_uri(where: str | Path) -> str:
     return str(where)
 
 
-def _backend(uri: str):
-    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
-    kind = SCHEMES.get(scheme)
-    if kind is None:
+def _scheme(uri: str) -> str:
+    return uri.split("://", 1)[0].lower() if "://" in uri else ""
+
+
+def _backend(uri: str) -> type[Store]:
+    """The class of the backend ``uri``'s scheme names (`declrag.stores.base.BACKENDS`)."""
+    scheme = _scheme(uri)
+    if scheme not in BACKENDS:
         raise DeclragError(f"unknown store {uri!r}: no backend for {scheme}://",
                            hint="name a folder (the embedded store) or weaviate://host:port/Collection")
-    if kind == "weaviate":
-        from .weaviate import WeaviateStore
-
-        return WeaviateStore
-    from .lancedb import LanceStore
-
-    return LanceStore
+    module, cls = BACKENDS[scheme][1].split(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
 
 
 def local_folder(where: str | Path) -> Path | None:
-    """The folder of an embedded store's URI (a path or file://...); None for a server."""
+    """The folder of a store that lives in one on this machine (the ``local_folder`` capability: a path or
+    file://...); None for a server."""
     uri = store_uri(where)
-    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
-    if SCHEMES.get(scheme) != "lancedb":
+    scheme = _scheme(uri)
+    if scheme not in BACKENDS or "local_folder" not in _backend(uri).capabilities:
         return None
     return Path(uri.split("://", 1)[1] if scheme else uri)
 
@@ -64,11 +62,8 @@ def connect(where: str | Path) -> Store:
 
 def read_meta(where: str | Path) -> StoreMeta | None:
     """What the store at ``where`` was built with; None when there is no store there."""
-    store = connect(where)
-    try:
+    with connect(where) as store:
         return store.read_meta()
-    finally:
-        store.close()
 
 
 def open_store(where: str | Path, ingest: IngestConfig | None = None, metric: Metric | None = None,

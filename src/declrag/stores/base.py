@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
+from pydantic import field_validator
 
 from ..config import AnnConfig, Fusion, IngestConfig, Metric, Strict
 from ..errors import DeclragError
@@ -31,13 +32,31 @@ MAX_DEPTH = 32  # how deep $and / $or may nest
 _OPS = {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin"}
 
 
+#: One row per URI scheme: the backend's name (as `StoreMeta.backend` records it) and its class, as
+#: ``module:Class`` under ``declrag.stores`` (imported when a store of that scheme is first opened). Adding a
+#: backend is one row here and a class that implements `Store` and passes `declrag.testing.StoreContract`.
+BACKENDS: dict[str, tuple[str, str]] = {
+    "": ("lancedb", "lancedb:LanceStore"),  # a plain path
+    "file": ("lancedb", "lancedb:LanceStore"),
+    "weaviate": ("weaviate", "weaviate:WeaviateStore"),
+    "weaviates": ("weaviate", "weaviate:WeaviateStore"),  # TLS
+}
+
+
 class StoreMeta(Strict):
     """What a store was built with; written once, when the store is created, inside the store itself."""
 
     format: int = 1
-    backend: Literal["lancedb", "weaviate"] = "lancedb"
+    backend: str = "lancedb"  # one of the names in BACKENDS
     metric: Metric = "cosine"
     ingest: IngestConfig = IngestConfig()
+
+    @field_validator("backend")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in {n for n, _ in BACKENDS.values()}:
+            raise ValueError(f"unknown backend {name!r}")
+        return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +210,8 @@ class Store(Protocol):
 
     Open one with `declrag.stores.open_store` (which creates it, reads its `StoreMeta` and checks ingest
     settings); `declrag.testing.StoreContract` is the test suite every backend passes. To add a backend,
-    implement this protocol, give it a URI scheme in `declrag.stores.SCHEMES` and a name in
-    `StoreMeta.backend`, and run the contract suite on it.
+    implement this protocol (subclass it: ``warm_up`` and the context manager come with it), give it a row in
+    `BACKENDS` (its URI scheme, name and class), and run the contract suite on it.
 
     What every backend guarantees:
 
@@ -217,7 +236,9 @@ class Store(Protocol):
     #: into artifacts, so it never holds a secret
     uri: str
     #: what the backend offers beyond the protocol, e.g. ``"leg_scores"`` (hybrid hits carry each leg's raw
-    #: score) or ``"atomic_upsert"`` (an upsert is one commit); the contract suite skips what is absent
+    #: score), ``"atomic_upsert"`` (an upsert is one commit) or ``"local_folder"`` (the store is a folder on this
+    #: machine: a rebuild can be built beside it and swapped in, and its writers share a file lock); the
+    #: contract suite skips what is absent
     capabilities: ClassVar[frozenset[str]]
 
     # -- naming and finding stores (no store handle needed) --------------------------------------------
@@ -344,6 +365,17 @@ class Store(Protocol):
         vector leg. With the ``leg_scores`` capability, each hit's ``scores`` holds its legs' raw scores. ``ann``: as in
         `vector_search`, for the vector leg."""
 
+    def warm_up(self) -> None:
+        """Load now what the first search would load (a search snapshot and its indexes, a connection), so that
+        it is not slow. Idempotent; a store with nothing in it yet is no error."""
+
     def close(self) -> None:
         """Release connections and caches; the stored data is untouched. Closing twice is harmless. Do not
-        use the handle afterwards: open the store again (`declrag.stores.connect` / `open_store`)."""
+        use the handle afterwards: open the store again (`declrag.stores.connect` / `open_store`). A handle is
+        also a context manager: ``with connect(uri) as st: ...`` closes it at the end."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

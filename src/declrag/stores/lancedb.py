@@ -33,7 +33,7 @@ from ..config import AnnConfig, Fusion, Metric
 from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
 from .ann import ANN_ROWS, IvfIndex
-from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where, check_upsert
+from .base import Cond, DocRecord, Filter, Node, Store, StoreMeta, Where, check_upsert
 from .bm25 import KeywordIndex, top_k
 from .fusion import fuse, leg_size, object_uuid
 
@@ -279,11 +279,11 @@ class _Snapshot:
         return [Chunk(**r) for r in recs]
 
 
-class LanceStore:
+class LanceStore(Store):
     """The `Store` protocol on LanceDB (see the module docstring)."""
 
     backend = "lancedb"
-    capabilities = frozenset({"leg_scores", "atomic_upsert"})
+    capabilities = frozenset({"leg_scores", "atomic_upsert", "local_folder"})
     parallel_rows = PARALLEL_ROWS  # hybrid search runs its legs on two threads from this many rows (see there)
 
     def __init__(self, path: str | Path, metric: Metric | None = None):
@@ -527,6 +527,23 @@ class LanceStore:
         chunks = snap.chunks([snap.row[cid] for cid, _ in fused])
         return [Hit.of(c, s, **{leg: legs[leg][cid] for leg in legs if cid in legs[leg]})
                 for c, (cid, s) in zip(chunks, fused)]
+
+    def rows(self) -> tuple[list[str], np.ndarray]:
+        """The texts and vectors of the latest version, in the order searches number their rows (for benchmarks
+        that run other libraries on the same rows)."""
+        snap = self._snapshot()
+        if snap is None:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        return snap.table.column("text").to_pylist(), snap.vectors
+
+    def warm_up(self) -> None:
+        """The latest version's snapshot, its BM25 index and, where searches go through it, its vector index:
+        loaded (or built and saved, the first time) now."""
+        snap = self._snapshot()
+        if snap is not None:
+            snap.keyword  # noqa: B018 (a cached property: loading it is the point)
+            if snap.approximate(AnnConfig(), snap.n):
+                snap.ivf  # noqa: B018
 
     def close(self) -> None:
         self._snap = self._texts = None

@@ -61,7 +61,7 @@ import numpy as np
 from ..config import AnnConfig, Fusion, Metric
 from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
-from .base import Cond, DocRecord, Filter, Node, StoreMeta, Where, check_upsert
+from .base import Cond, DocRecord, Filter, Node, Store, StoreMeta, Where, check_upsert
 from .bm25 import K1, B, query_terms
 from .fusion import object_uuid
 from .weaviate_target import DEFAULT_COLLECTION, DOCS_SUFFIX, Target, _auth, _connect, _status
@@ -80,11 +80,11 @@ def _uuid(key: str) -> str:
     return object_uuid(key)
 
 
-class WeaviateStore:
+class WeaviateStore(Store):
     """The `Store` protocol on a Weaviate collection (see the module docstring)."""
 
     backend = "weaviate"
-    capabilities: frozenset[str] = frozenset()
+    capabilities = frozenset[str]()
 
     def __init__(self, uri: str, metric: Metric | None = None):
         self.target = Target.parse(uri)
@@ -503,6 +503,11 @@ class WeaviateStore:
                 parent_end=pe.int_value if pe is not None and pe.HasField("int_value") else None),
                 float(getattr(r.metadata, key))))
         return out
+
+    def warm_up(self) -> None:
+        """The search channel opened and the URI's index settings checked against the collection's now."""
+        self._check_index()
+        self._stub()
 
     def close(self) -> None:
         self._handles.clear()

@@ -236,3 +236,21 @@ class StoreContract:
         s.create(StoreMeta(backend=s.backend))
         assert s.count() == 0 and s.keyword_search("x") == [] and s.documents() == {}
         assert s.hybrid_search("x", emb.embed_query("x"), 3) == []
+        s.warm_up()  # nothing to load yet: no error
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+    def test_warm_up_then_search_and_close_as_a_context_manager(self, store, emb):
+        q = "Eiffel Tower"
+        before = [(h.chunk.id, h.score) for h in store.hybrid_search(q, emb.embed_query(q), 3)]
+        store.warm_up()
+        store.warm_up()  # idempotent
+        assert [(h.chunk.id, h.score) for h in store.hybrid_search(q, emb.embed_query(q), 3)] == before
+        closed = []
+        real_close = store.close
+        store.close = lambda: closed.append(1) or real_close()
+        with store as same:
+            assert same is store and not closed
+        assert closed == [1]
+        with pytest.raises(RuntimeError), store:  # an error inside the block closes it too, and propagates
+            raise RuntimeError("inside")
+        assert closed == [1, 1]
