@@ -429,7 +429,7 @@ def test_stream_errors_are_json_before_the_first_token_and_a_last_event_after(pr
         # the cut-off stream is cancelled down to the program's thread: its slot is free long before the
         # stuck token's 4 s would have ended the generation
         deadline = time.monotonic() + 3
-        while app.state.serving["in_flight"]:
+        while app.state.service.in_flight:
             assert time.monotonic() < deadline, "the cut-off call was not cancelled"
             time.sleep(0.05)
         assert 'declrag_errors_total{kind="timeout",route="/v1/ask"} 1.0' in c.get("/metrics").text
@@ -445,7 +445,7 @@ def test_a_client_that_leaves_stops_the_generation(prog):
                 if line.startswith("data: ") and '"content": "word0"' in line:
                     break  # leave after the first token
         deadline = time.monotonic() + 20
-        while app.state.serving["in_flight"]:
+        while app.state.service.in_flight:
             assert time.monotonic() < deadline, "the slot of the abandoned stream was never freed"
             time.sleep(0.05)
     assert lm.produced < 41  # the LM was stopped well before the end of its answer
@@ -618,7 +618,7 @@ def test_real_server_limits_in_flight_and_times_out(prog):
         results: list = []
         t = _post_in_thread(base + "/v1/ask", {"question": Q}, results)
         deadline = time.monotonic() + 10
-        while app.state.serving["in_flight"] < 1:
+        while app.state.service.in_flight < 1:
             assert time.monotonic() < deadline
             time.sleep(0.01)
         t0 = time.monotonic()
@@ -641,7 +641,7 @@ def test_shutdown_lets_requests_in_flight_finish(prog):
     with real_server(app) as (base, server):
         t = _post_in_thread(base + "/v1/ask", {"question": Q}, results)
         deadline = time.monotonic() + 10
-        while app.state.serving["in_flight"] < 1:
+        while app.state.service.in_flight < 1:
             assert time.monotonic() < deadline
             time.sleep(0.01)
         server.should_exit = True  # what uvicorn's SIGTERM handler does

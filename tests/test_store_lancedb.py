@@ -236,3 +236,25 @@ def test_warm_up_builds_the_search_indexes_before_the_first_search(tmp_path):
     snap = again._snapshot()
     assert "keyword" in vars(snap)  # loaded by warm_up, not by a search
     assert list((tmp_path / "s" / "search").glob("bm25-v*"))
+
+
+@pytest.mark.parametrize("n", [1_000, 60_000, 300_000])
+def test_top_k_is_exact_with_its_sampled_threshold(n):
+    """Long arrays take the sampled-threshold path: the same k values as a full sort, and the same rows above
+    the k-th value, on dense, sparse, tied and negative scores."""
+    from declrag.stores.bm25 import top_k
+
+    rng = np.random.default_rng(n)
+    cases = [rng.random(n), rng.standard_normal(n), np.where(rng.random(n) < 0.2, rng.integers(1, 4, n), 0),
+             np.where(rng.random(n) < 0.001, rng.random(n), 0.0)]  # fewer positives than k: the fallback
+    for s in (c.astype(np.float32) for c in cases):
+        for k in (1, 10, 100, 500):
+            for positive in (False, True):
+                rows, vals = top_k(s, k, positive)
+                keep = np.flatnonzero(s > 0) if positive else np.arange(n)
+                ref = keep[np.lexsort((keep, -s[keep]))][:k]
+                assert np.array_equal(vals, s[ref])
+                assert np.array_equal(s[rows], vals) and len(set(rows)) == len(rows)
+                if len(vals):
+                    above = vals > vals[-1]
+                    assert np.array_equal(rows[above], ref[above])

@@ -1,0 +1,372 @@
+"""What `declrag serve` does for each question, without HTTP: loading the program, admission (the checks that
+need no program call, then an in-flight slot), the work queue (a pool of worker threads), answering (whole, or
+as a stream of tokens), the semantic answer cache, metrics, and turning failures into `ApiError`s.
+
+`declrag.serve.app` puts FastAPI routes over one `AnswerService`; tests and other front ends can use it directly:
+
+    service = AnswerService(program, "my-rag", settings=ServeSettings(max_in_flight=4))
+    await service.start()                      # worker threads up, the program loading on one of them
+    payload = await service.answer("Who ruled Normandy?", where=None)
+    await service.stop()                       # calls in flight finish first
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+import dspy.utils.exceptions
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from ..errors import DeclragError
+from ..inputs import InputError, api_key_problem, user_text
+from ..program import DEFAULT_NAME
+from ..stores.base import Filter
+from ..streaming import Done, astream
+from .jsonenc import plain
+
+log = logging.getLogger("declrag.serve")
+
+
+class ServeSettings(BaseModel):
+    """Server settings; every limit has a CLI flag on ``declrag serve``."""
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # errors never show the API key
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    api_key: SecretStr | None = None  # when set, every route but /, /healthz and /readyz needs "Bearer <key>"
+    max_body_bytes: int = Field(64 * 1024, ge=1)
+    max_question_chars: int | None = Field(None, ge=1)  # None: the program's config.max_question_chars
+    request_timeout_s: float = Field(120.0, gt=0)
+    max_in_flight: int = Field(8, ge=1)
+    # threads that run program calls (None: max_in_flight). Calls that wait on a remote LM want one thread each;
+    # CPU-bound calls (retrieval only, an in-process model) run faster on a few threads than on many sharing the GIL
+    workers: int | None = Field(None, ge=1)
+    retry_after_s: int = Field(1, ge=1)
+    cache_threshold: float | None = Field(None, gt=0, le=1)  # None: the semantic answer cache is off
+    cache_size: int = Field(1024, ge=1)
+    cors_origins: list[str] = []
+
+    @field_validator("api_key")
+    @classmethod
+    def _sendable_key(cls, key: SecretStr | None) -> SecretStr | None:
+        """A key clients can send in a header (visible ASCII), refused at start-up otherwise: the server
+        compares it with the header's bytes, so another key could never authenticate."""
+        if key is not None and (problem := api_key_problem(key.get_secret_value())):
+            raise ValueError(f"the API key {problem}")
+        return key
+
+    @property
+    def worker_threads(self) -> int:
+        return min(self.workers or self.max_in_flight, self.max_in_flight)
+
+
+class ApiError(Exception):
+    """A failed request, as the client sees it: HTTP status, message, the request field at fault, a kind for
+    the error metrics, and headers (e.g. Retry-After)."""
+
+    def __init__(self, status: int, message: str, field: str | None = None, kind: str = "invalid",
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.field, self.kind, self.headers = status, message, field, kind, headers
+
+
+class SemanticCache:
+    """Answers by question embedding: a question whose cosine similarity with an answered one (same filter)
+    is >= ``threshold`` gets that answer. Bounded LRU; safe across threads."""
+
+    def __init__(self, threshold: float, size: int):
+        self.threshold, self.size = threshold, size
+        self.entries: OrderedDict[int, tuple[str, np.ndarray, dict]] = OrderedDict()
+        self.serial = 0
+        self.lock = threading.Lock()
+
+    def get(self, key: str, vec: np.ndarray) -> tuple[dict, float] | None:
+        with self.lock:
+            ids = [i for i, e in self.entries.items() if e[0] == key]
+            if not ids:
+                return None
+            sims = np.stack([self.entries[i][1] for i in ids]) @ (vec / (np.linalg.norm(vec) or 1.0))
+            if sims[best := int(np.argmax(sims))] < self.threshold:
+                return None
+            self.entries.move_to_end(ids[best])
+            return self.entries[ids[best]][2], float(sims[best])
+
+    def put(self, key: str, vec: np.ndarray, payload: dict) -> None:
+        with self.lock:
+            self.serial += 1
+            self.entries[self.serial] = (key, vec / (np.linalg.norm(vec) or 1.0), payload)
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+
+
+class Metrics:  # one registry per app, so several apps can live in one process
+    def __init__(self):
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter("declrag_requests", "HTTP requests by route and status", ["route", "status"],
+                                registry=r)
+        self.latency = Histogram("declrag_request_seconds", "HTTP request latency by route", ["route"], registry=r,
+                                 buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120))
+        self.program = Histogram("declrag_program_seconds", "time inside the program per answered question",
+                                 registry=r, buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120))
+        self.in_flight = Gauge("declrag_in_flight", "program calls running now", registry=r)
+        self.tokens = Counter("declrag_lm_tokens", "LM tokens by direction (in, out)", ["direction"], registry=r)
+        self.cost = Counter("declrag_lm_cost_usd", "LM cost in USD (LiteLLM's price table)", registry=r)
+        self.abstentions = Counter("declrag_abstentions", "answers that abstained", registry=r)
+        self.errors = Counter("declrag_errors", "error responses by route and kind", ["route", "kind"], registry=r)
+        self.cache_hits = Counter("declrag_cache_hits", "answers served from the semantic cache", registry=r)
+
+
+NO_USAGE = {"total": {"calls": 0, "cached": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "lm_ms": 0.0}}
+Events = AsyncIterator[tuple[str, Any]]
+
+
+@dataclass
+class ServiceState:
+    """What the service holds between requests."""
+
+    program: Any = None  # the loaded program; None while loading (or after a failed load)
+    error: BaseException | None = None  # why loading failed
+    in_flight: int = 0  # admitted calls whose worker thread has not ended
+    executor: ThreadPoolExecutor | None = None
+    started: int = field(default_factory=lambda: int(time.time()))
+
+
+class AnswerService:
+    """Answers questions with ``program``: a `RAGProgram`, or a zero-argument callable returning one (called
+    on a worker thread by `start`; not `ready` until it returns). ``name`` is the served model id, ``run`` the
+    artifact it came from; ``on_load(error or None)`` is told when loading ends. ``lm_override`` is a testing
+    hook: an LM (e.g. `declrag.testing.ScriptedLM`) applied with `declrag.lm.using_lm` around every program
+    call, or a zero-argument callable returning one per call (for LMs unsafe to share by threads).
+
+    At most ``settings.max_in_flight`` calls are admitted at once (beyond: 503 + Retry-After, no queue); they
+    run on ``settings.worker_threads`` threads, the rest waiting for one within their timeout. A call that
+    outlives ``request_timeout_s`` is answered 504 and keeps its slot until its thread ends, so the limit
+    holds for real work."""
+
+    def __init__(self, program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: str | None = None,
+                 settings: ServeSettings | None = None, *, lm_override: Any = None,
+                 on_load: Callable[[BaseException | None], None] | None = None, metrics: Metrics | None = None):
+        self.settings = s = settings or ServeSettings()
+        self.name, self.info = name, {"name": name, "run": run}
+        self.metrics = metrics or Metrics()
+        self.cache = SemanticCache(s.cache_threshold, s.cache_size) if s.cache_threshold else None
+        self.state = ServiceState()
+        self._program, self._lm_override, self._on_load = program, lm_override, on_load
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.state.program is not None
+
+    @property
+    def in_flight(self) -> int:
+        return self.state.in_flight
+
+    async def start(self) -> asyncio.Task:
+        """Start the worker threads and load the program in the background (models load now, not on the first
+        question). Returns the loading task."""
+        self.state.executor = ThreadPoolExecutor(max_workers=self.settings.worker_threads,
+                                                 thread_name_prefix="declrag-serve")
+        return asyncio.create_task(self._load_in_background())
+
+    async def stop(self) -> None:
+        """Wait for the calls in flight, then stop the worker threads."""
+        if self.state.executor is not None:
+            await asyncio.to_thread(self.state.executor.shutdown, wait=True)
+
+    def _load(self) -> Any:
+        p = self._program
+        prog = p if isinstance(p, dspy.Module) or not callable(p) else p()
+        if hasattr(prog, "warm_up"):  # ready means warmed up
+            prog.warm_up(lms=self._lm_override is None)
+        return prog
+
+    async def _load_in_background(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.state.program = await asyncio.to_thread(self._load)
+            log.info("ready: %s loaded in %.1f s", self.name, time.perf_counter() - t0)
+        except Exception as e:  # reported on /readyz and to on_load
+            self.state.error = e
+            log.error("could not load the program: %s", e)
+            if self._on_load:
+                self._on_load(e)
+            return
+        if self._on_load:
+            self._on_load(None)
+
+    # -- one question -----------------------------------------------------------------------------------------
+    def _lm_scope(self):
+        o = self._lm_override
+        if o is None:
+            return nullcontext()
+        from ..lm import using_lm
+
+        return using_lm(o if isinstance(o, dspy.BaseLM) or not callable(o) else o())
+
+    def work(self, question: str, where: dict | None) -> tuple[dict, bool]:
+        """On a worker thread: the cache, else the program. Returns (payload, cache hit)."""
+        prog, cache = self.state.program, self.cache
+        key = json.dumps(where, sort_keys=True) if where else ""
+        vec = np.asarray(prog.embedder.embed_query(question), dtype=np.float32) if cache else None
+        if cache and vec is not None and (found := cache.get(key, vec)):
+            return {**found[0], "usage": NO_USAGE, "cache": {"hit": True, "similarity": round(found[1], 4)}}, True
+        with self._lm_scope():
+            t0 = time.perf_counter()
+            a = prog(question=question, where=where)
+            self.metrics.program.observe(time.perf_counter() - t0)
+        payload = plain({"answer": a.answer, "abstained": bool(a.abstained), "citations": a.citations,
+                         "judge": a.judge, "usage": a.usage, "latency_ms": a.latency_ms,
+                         "program": dict(self.info), "cache": {"hit": False}})
+        if cache and vec is not None:
+            cache.put(key, vec, payload)
+        return payload, False
+
+    def _done(self, fut: asyncio.Future) -> None:  # on the loop, when the worker thread ends (even after a 504)
+        self.state.in_flight -= 1
+        m = self.metrics
+        m.in_flight.dec()
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        payload, hit = fut.result()
+        total = payload["usage"]["total"]
+        m.cache_hits.inc(hit)
+        m.tokens.labels("in").inc(total["tokens_in"])
+        m.tokens.labels("out").inc(total["tokens_out"])
+        m.cost.inc(total["cost_usd"])
+        m.abstentions.inc(payload["abstained"])
+
+    def admit(self, question: str, where: dict | None, field: str) -> str:
+        """Checks that need no program call (422s, 503s); then takes an in-flight slot. Returns the question as
+        `declrag.inputs.user_text` normalizes it (what the program and the semantic cache see)."""
+        s, st = self.settings, self.state
+        retry = {"Retry-After": str(s.retry_after_s)}
+        if st.program is None:
+            raise ApiError(503, "not ready: the program is loading" if st.error is None else
+                           "the program failed to load", kind="not_ready", headers=retry)
+        try:
+            question = user_text(question, field, s.max_question_chars or st.program.config.max_question_chars)
+        except InputError as e:
+            raise ApiError(422, e.message, field) from None
+        try:
+            Filter.of(where)
+        except DeclragError as e:
+            raise ApiError(422, e.message, "options.where") from None
+        if st.in_flight >= s.max_in_flight:
+            raise ApiError(503, f"busy: {st.in_flight} requests in flight; retry later", kind="busy", headers=retry)
+        st.in_flight += 1
+        self.metrics.in_flight.inc()
+        return question
+
+    @staticmethod
+    def failure(e: BaseException, question: str) -> ApiError:
+        """The error response for a failed program call."""
+        if isinstance(e, ApiError):
+            return e
+        if isinstance(e, InputError):
+            return ApiError(422, e.message, e.field)
+        if isinstance(e, DeclragError):
+            upstream = isinstance(e.__cause__, dspy.utils.exceptions.LMError)  # the model's server failed
+            return ApiError(502 if upstream else 400, e.message, kind="upstream" if upstream else "bad_request")
+        log.error("the program failed on %r", question[:200], exc_info=e)
+        return ApiError(500, "internal error", kind="internal")
+
+    def timed_out(self) -> ApiError:
+        return ApiError(504, f"no answer within {self.settings.request_timeout_s:g} s", kind="timeout")
+
+    async def answer(self, question: str, where: dict | None, field: str = "question") -> dict:
+        """The whole answer to ``question`` (the response payload), or an `ApiError`."""
+        question = self.admit(question, where, field)
+        fut = asyncio.get_running_loop().run_in_executor(self.state.executor, self.work, question, where)
+        fut.add_done_callback(self._done)
+        t0 = time.perf_counter()
+        try:
+            payload, hit = await asyncio.wait_for(asyncio.shield(fut), self.settings.request_timeout_s)
+        except TimeoutError:
+            raise self.timed_out() from None
+        except Exception as e:
+            raise self.failure(e, question) from None
+        if hit:
+            payload = {**payload, "latency_ms": {"total": round(1000 * (time.perf_counter() - t0), 3)}}
+        return payload
+
+    async def answer_stream(self, question: str, where: dict | None, route: str, field: str = "question") -> Events:
+        """The answer as events: ``("delta", text)`` as the generate stage's LM produces it (see
+        `declrag.streaming`), then ``("done", (payload, replaced))``, or ``("error", ApiError)`` once events
+        have begun. Everything up to the first event (admission, retrieval, the first token) fails as an
+        ordinary `ApiError`, raised here before any event. ``replaced``: post-processing replaced the words
+        streamed (an abstention recognised, citations attributed, the self-judge), so the final answer is not
+        the streamed text; when it only extends it, the rest comes as one more delta. A cache hit (the
+        semantic cache, or DSPy's) has no tokens to stream: its answer is one delta. ``request_timeout_s``
+        bounds the whole stream; a stream cut off (timeout, or the client left) is cancelled: the LM stops at its
+        next token and the slot is freed when the program's thread has ended."""
+        question = self.admit(question, where, field)
+        loop, prog = asyncio.get_running_loop(), self.state.program
+        queue: asyncio.Queue[str | Done | BaseException] = asyncio.Queue()
+        deadline, t0 = loop.time() + self.settings.request_timeout_s, time.perf_counter()
+
+        async def pump() -> tuple[dict, bool]:
+            result = None
+            async for item in astream(prog, lambda: self.work(question, where)):
+                queue.put_nowait(item)
+                result = item.result if isinstance(item, Done) else result
+            assert result is not None  # astream ends with Done or raises
+            return result
+
+        def ended(task: asyncio.Task) -> None:
+            if not task.cancelled() and (error := task.exception()) is not None:
+                queue.put_nowait(error)
+
+        task = asyncio.create_task(pump())
+        task.add_done_callback(self._done)  # the slot is freed and the metrics counted when the thread ends
+        task.add_done_callback(ended)
+
+        async def next_item() -> str | Done:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    item = await queue.get()
+            except TimeoutError:
+                raise self.timed_out() from None
+            if isinstance(item, BaseException):
+                raise self.failure(item, question)
+            return item
+
+        try:
+            first = await next_item()
+        except BaseException:
+            task.cancel()
+            raise
+
+        async def events() -> Events:
+            item = first
+            try:
+                while not isinstance(item, Done):
+                    yield "delta", item
+                    item = await next_item()
+                (payload, hit), streamed = item.result, item.streamed
+                if hit:
+                    payload = {**payload, "latency_ms": {"total": round(1000 * (time.perf_counter() - t0), 3)}}
+                replaced = not payload["answer"].startswith(streamed)
+                if not replaced and payload["answer"][len(streamed):]:
+                    yield "delta", payload["answer"][len(streamed):]
+                yield "done", (payload, replaced)
+            except ApiError as e:  # the response has begun: the error is the last event
+                self.metrics.errors.labels(route, e.kind).inc()
+                yield "error", e
+            finally:
+                if not task.done():  # a timeout, or the client went away
+                    task.cancel()
+
+        return events()
