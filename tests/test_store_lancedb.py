@@ -169,49 +169,6 @@ def test_a_store_of_another_embedder_backend_is_refused_and_the_message_says_whi
     assert "--backend" in e.value.hint
 
 
-def test_hybrid_search_with_its_legs_on_two_threads_equals_the_sequential_search(tmp_path, monkeypatch):
-    """From `parallel_rows` rows the keyword leg runs on another thread: same hits, scores and leg scores, with and
-    without a filter, at every alpha; an error in the vector leg still surfaces (after the keyword leg ends)."""
-    import declrag.stores.lancedb as mod
-    from declrag.types import Chunk, Document
-
-    rng = np.random.default_rng(3)
-    n, dim = 2000, 32
-    words = [f"w{i}" for i in range(300)]
-    texts = [" ".join(rng.choice(words, 12)) for _ in range(n)]
-    vecs = rng.standard_normal((n, dim)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    docs = [Document(id=f"d{i}", text=t, page=i % 7) for i, t in enumerate(texts)]
-    chunks = [Chunk(id=f"d{i}#0", doc_id=f"d{i}", text=t, start=0, end=len(t), position=0, page=i % 7)
-              for i, t in enumerate(texts)]
-    s = LanceStore(tmp_path / "s")
-    s.upsert(docs, chunks, vecs)
-
-    def searches():
-        out = []
-        for i in range(15):
-            q, v = " ".join(rng.choice(words, 3)), vecs[i] + 0.3 * rng.standard_normal(dim).astype(np.float32)
-            for alpha, where in ((0.5, None), (0.25, {"page": {"$gte": 3}}), (0.0, None), (1.0, None)):
-                out.append([(h.chunk.id, h.score, h.scores)
-                            for h in s.hybrid_search(q, v, 10, alpha, "relative", 50, where)])
-        return out
-
-    seed = rng.bit_generator.state
-    s.parallel_rows = 10**9
-    sequential = searches()
-    rng.bit_generator.state = seed
-    s.parallel_rows = 1
-    used = []
-    real_leg = mod._Snapshot.keyword_leg
-    monkeypatch.setattr(mod._Snapshot, "keyword_leg",
-                        lambda self, *a: used.append(__import__("threading").current_thread().name) or real_leg(self, *a))
-    assert searches() == sequential
-    on_pool = [name.startswith("declrag-keyword-leg") for name in used]
-    assert sum(on_pool) == 30 and len(on_pool) == 45  # both legs (alpha 0.5, 0.25) in parallel; keyword only inline
-    with pytest.raises(DeclragError, match="dimension"):
-        s.hybrid_search("w1 w2", np.ones(dim + 1, dtype=np.float32), 10, 0.5)
-
-
 def test_backends_come_from_one_table_and_local_folders_are_a_capability(tmp_path):
     from declrag.stores import _backend, local_folder
     from declrag.stores.base import BACKENDS, StoreMeta

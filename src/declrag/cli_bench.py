@@ -71,7 +71,7 @@ def bench_scale(
         help="also measure this Weaviate (repeat it), e.g. weaviate://127.0.0.1:18080/?grpc=18180&index=hnsw; the "
              "embedded store is always measured")] = None,
     queries: Annotated[int, typer.Option(help="real questions per golden set (SciFact, SQuAD v1.1)")] = 300,
-    nprobe: Annotated[int, typer.Option(help="embedded ANN: inverted lists searched per query")] = 256,
+    nprobe: Annotated[int, typer.Option(help="embedded ANN: inverted lists searched per query")] = 384,
     refine: Annotated[int, typer.Option(help="embedded ANN: refine x k candidates rescored exactly")] = 4,
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):

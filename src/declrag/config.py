@@ -96,9 +96,9 @@ class AnnConfig(Strict):
     up, ``exact`` never, ``ivf`` at any size. Weaviate ignores it: its HNSW settings are in its store URI."""
 
     mode: Literal["auto", "exact", "ivf"] = "auto"
-    # inverted lists searched per query: more is better recall and slower. 256 of the 4,000 lists of a 1M-chunk
-    # store gave recall@10 0.955 of exact at 3.5 ms (48: 0.88 at 1.0 ms); see `declrag bench scale`
-    nprobe: int = Field(256, ge=1, le=65536)
+    # inverted lists searched per query: more is better recall and slower. 384 of the 4,000 lists of a 1M-chunk
+    # store gave recall@10 0.956 of exact (256: 0.938; 48: 0.88); see `declrag bench scale`
+    nprobe: int = Field(384, ge=1, le=65536)
     refine: int = Field(4, ge=1, le=64)  # refine x k approximate candidates are rescored exactly
 
 

@@ -15,8 +15,7 @@ Each store is written once per size (and reused by later runs): reported are the
 time (building, or loading when saved before, the BM25 index and, from `declrag.stores.ann.ANN_ROWS` chunks up,
 the vector index) and the peak memory of each; then
 p50/p95 of keyword, vector and hybrid search with the query vectors computed beforehand (the query embedding's
-own latency is reported beside; on the embedded store, hybrid also with its two legs one after the other, as below
-`declrag.stores.lancedb.PARALLEL_ROWS`), recall@10 of the vector leg against the exact scan, and nDCG@10 of the real
+own latency is reported beside), recall@10 of the vector leg against the exact scan, and nDCG@10 of the real
 questions.
 """
 
@@ -148,9 +147,7 @@ def _measure(st, corpus: Corpus, ann: AnnConfig, progress: bool, label: str,
              truth: list[set[str]]) -> dict[str, Any]:
     """Latencies, recall and quality on ``st``. ``truth``: each question's exact top 10 (filled here when empty,
     from this store's exact scan; the embedded store is measured first, so Weaviate's HNSW is held to it)."""
-    lat: dict[str, list[float]] = {"keyword": [], "vector": [], "vector_exact": [], "hybrid": [],
-                                   "hybrid_sequential": []}
-    parallel = getattr(st, "parallel_rows", None)  # the embedded store runs a large hybrid's legs on two threads
+    lat: dict[str, list[float]] = {"keyword": [], "vector": [], "vector_exact": [], "hybrid": []}
     recall: list[float] = []
     ndcg_h: list[float] = []
     ndcg_v: list[float] = []
@@ -167,20 +164,14 @@ def _measure(st, corpus: Corpus, ann: AnnConfig, progress: bool, label: str,
         t3 = time.perf_counter()
         hybrid = st.hybrid_search(q, v, 10, 0.5, "relative", 100, None, ann)
         t4 = time.perf_counter()
-        if parallel is not None:  # the same search with its legs one after the other, for comparison
-            st.parallel_rows = 1 << 62
-            st.hybrid_search(q, v, 10, 0.5, "relative", 100, None, ann)
-            st.parallel_rows = parallel
-        t5 = time.perf_counter()
-        for k, dt in zip(lat, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+        for k, dt in zip(lat, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
             lat[k].append(dt)
         exact = truth[len(recall)]
         recall.append(len(exact & {h.chunk.id for h in approx}) / max(1, len(exact)))
         ndcg_h.append(retrieval_scores(doc_ranking(h.doc_id for h in hybrid), gold)["ndcg@10"])
         ndcg_v.append(retrieval_scores(doc_ranking(h.doc_id for h in approx), gold)["ndcg@10"])
-    for k, measured in (("vector_exact", fill), ("hybrid_sequential", parallel is not None)):
-        if not measured:
-            del lat[k]
+    if not fill:
+        del lat["vector_exact"]
     return {"latency_ms": {k: latency_ms(v) for k, v in lat.items()}, "recall@10": round(float(np.mean(recall)), 4),
             "ndcg@10": {"hybrid": round(float(np.mean(ndcg_h)), 4), "vector": round(float(np.mean(ndcg_v)), 4)}}
 
@@ -219,7 +210,7 @@ def print_report(r: dict[str, Any], console: Console) -> None:
                     f"questions; latency in ms (p50 / p95) with query vectors precomputed (embedding a query: "
                     f"{r['query_embedding_ms_mean']} ms mean); ANN {r['ann']}")
     for c in ("store", "chunks", "build s", "peak MB", "keyword", "vector (ANN)", "vector exact", "hybrid",
-              "hybrid, legs in sequence", "recall@10", "nDCG@10 hybrid", "nDCG@10 vector"):
+              "recall@10", "nDCG@10 hybrid", "nDCG@10 vector"):
         t.add_column(c, justify="left" if c == "store" else "right")
     for row in r["runs"]:
         lat, b = row["latency_ms"], row["build"]
@@ -227,6 +218,6 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         t.add_row(row["store"], f"{row['chunks']:,}",
                   f"{'reused' if b.get('reused') else b['write_s']} + {b['index_s']}", f"{peak or '-'}",
                   *(f"{lat[k]['p50']} / {lat[k]['p95']}" if k in lat else "-"
-                    for k in ("keyword", "vector", "vector_exact", "hybrid", "hybrid_sequential")),
+                    for k in ("keyword", "vector", "vector_exact", "hybrid")),
                   f"{row['recall@10']:.3f}", f"{row['ndcg@10']['hybrid']:.4f}", f"{row['ndcg@10']['vector']:.4f}")
     console.print(t)

@@ -20,7 +20,6 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -42,22 +41,6 @@ log = logging.getLogger(__name__)
 META_FILE = "store.json"
 EXACT_ROWS = 20_000  # above this many rows, vector search pre-selects in float16 (see _Snapshot.nearest)
 RESCORE_MARGIN = 128
-# from this many rows, hybrid search scores its keyword leg on another thread while the vector leg runs: each leg
-# then takes milliseconds (BM25 over 1M rows ~5 ms, IVF ~4 ms), FAISS and NumPy's array work release the GIL, and
-# handing a leg to a thread costs ~0.1 ms, which would be most of a search in a small store
-PARALLEL_ROWS = 100_000
-_LEGS: ThreadPoolExecutor | None = None
-_LEGS_LOCK = threading.Lock()
-
-
-def _leg_pool() -> ThreadPoolExecutor:
-    """The process's pool for keyword legs (one thread per core: the legs are CPU work, so more threads would only
-    queue on the cores; under many concurrent searches the extra legs wait here, as they would on the CPU)."""
-    global _LEGS
-    with _LEGS_LOCK:
-        if _LEGS is None:
-            _LEGS = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="declrag-keyword-leg")
-        return _LEGS
 CHUNK_FIELDS = ["id", "doc_id", "text", "start", "end", "position", "source", "title", "page",
                 "parent_start", "parent_end"]
 DOC_SCHEMA = pa.schema([
@@ -284,7 +267,6 @@ class LanceStore(Store):
 
     backend = "lancedb"
     capabilities = frozenset({"leg_scores", "atomic_upsert", "local_folder"})
-    parallel_rows = PARALLEL_ROWS  # hybrid search runs its legs on two threads from this many rows (see there)
 
     def __init__(self, path: str | Path, metric: Metric | None = None):
         self.path = Path(path)
@@ -514,13 +496,8 @@ class LanceStore(Store):
         if snap is None:
             return []
         mask, k = snap.mask(Filter.of(where)), leg_size(limit, candidates)
-        both = 0.0 < alpha < 1.0 and snap.n >= self.parallel_rows  # both legs, each worth a thread
-        pending = _leg_pool().submit(snap.keyword_leg, query, k, mask) if both else None
-        kw = snap.keyword_leg(query, k, mask) if alpha < 1.0 and pending is None else []
-        try:
-            vec = snap.ranked(*self._vector_leg(snap, vector, k, mask, ann))[:k] if alpha > 0.0 else []
-        finally:
-            kw = pending.result() if pending is not None else kw
+        kw = snap.keyword_leg(query, k, mask) if alpha < 1.0 else []
+        vec = snap.ranked(*self._vector_leg(snap, vector, k, mask, ann))[:k] if alpha > 0.0 else []
         ids = snap.ids  # fuse by chunk id, so ties break by its object UUID as on every backend
         legs = {"keyword": {ids[r]: s for r, s in kw}, "vector": {ids[r]: s for r, s in vec}}
         fused = fuse(list(legs["keyword"].items()), list(legs["vector"].items()), alpha, fusion, limit)
