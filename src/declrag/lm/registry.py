@@ -1,0 +1,100 @@
+"""`registry`: what this process holds loaded (LMs by configuration, local models, the metrics' shared
+models), the ``local`` provider's registration with LiteLLM, and where DSPy's response cache lives."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import dspy
+import litellm
+
+from ..config import LMConfig
+from ..embed import cache_dir
+from .local import LocalModels, LocalProvider
+from .metering import RoutedLM
+
+T = TypeVar("T")
+
+
+class Registry:
+    """What this process holds loaded, in one place (``declrag.registry``):
+
+    - ``lm(cfg)``: one DSPy LM per distinct `LMConfig`, shared by every stage and program (so one history,
+      one connection pool, one local model per configuration);
+    - ``local_models``: the GGUF models run in-process behind ``local/<name>`` routes;
+    - ``shared(kind, key, make)``: any other object the whole process shares, made once (the metrics'
+      embedding model, the LLM judges by route).
+
+    A program's own embedder and cross-encoder are not here: they belong to the program (or indexer) that uses
+    them. ``loaded()`` lists what is held; ``clear()`` lets all of it go (the next use loads again)."""
+
+    def __init__(self) -> None:
+        self.local_models = LocalModels()
+        self._provider = LocalProvider(self.local_models)
+        self._lms: dict[str, RoutedLM] = {}
+        self._shared: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def lm(self, cfg: LMConfig) -> RoutedLM:
+        key = cfg.digest()
+        with self._lock:
+            if key not in self._lms:
+                from .routing import make_lm  # routing registers the provider through this module
+
+                self._lms[key] = make_lm(cfg)
+            return self._lms[key]
+
+    def shared(self, kind: str, key: str, make: Callable[[], T]) -> T:
+        """The process's one ``kind`` object for ``key`` (e.g. ``("judge", route)``), made by ``make()`` on first
+        use (under the registry's lock, so once)."""
+        with self._lock:
+            if (kind, key) not in self._shared:
+                self._shared[kind, key] = make()
+            return self._shared[kind, key]
+
+    def warm_up(self, cfg: LMConfig) -> None:
+        """Load what calls on ``cfg`` need in this process: the local models of its routes (remote routes
+        need nothing loaded; their keys were checked when the LM was made)."""
+        self.lm(cfg)
+        for route in (cfg.route, *cfg.fallbacks):
+            if route.startswith("local/"):
+                self.local_models.get(route[len("local/"):])
+
+    def loaded(self) -> dict[str, list[str]]:
+        with self._lock:
+            lms = sorted({lm.model for lm in self._lms.values()})
+            shared = sorted(f"{kind}:{key}" for kind, key in self._shared)
+        return {"lms": lms, "local_models": self.local_models.loaded(), "shared": shared}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._lms.clear()
+            self._shared.clear()
+        self.local_models.clear()
+
+
+registry = Registry()
+_SETUP_LOCK = threading.Lock()
+
+
+def setup() -> None:
+    """Register the ``local`` provider with LiteLLM (once; the only change declrag makes to LiteLLM)."""
+    with _SETUP_LOCK:
+        if not any(p.get("provider") == "local" for p in litellm.custom_provider_map):
+            litellm.custom_provider_map = [*litellm.custom_provider_map,
+                                           {"provider": "local", "custom_handler": registry._provider}]
+            litellm.utils.custom_llm_setup()
+
+
+def use_lm_cache(folder: Path | None = None) -> None:
+    """Point DSPy's response cache at ``folder`` (default: declrag's cache folder, ``<cache>/dspy``), memory
+    cache emptied. This changes DSPy's cache for the whole process, so only a process's owner calls it: the
+    `declrag` command at start-up, benchmarks that need a cold cache; never a library import."""
+    with _SETUP_LOCK:
+        dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True,
+                             disk_cache_dir=str(folder or cache_dir() / "dspy"))
+
+
