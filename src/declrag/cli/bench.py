@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from .cli_common import config_from, out
-from .config import ChunkerConfig, EmbedderConfig, IngestConfig
-from .errors import DeclragError
+from ..config import ChunkerConfig, EmbedderConfig, IngestConfig
+from ..errors import DeclragError
+from .common import config_from, out
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (quality and speed), printed as tables.")
 
@@ -31,7 +31,7 @@ def bench_retrieval(
 ):
     """Keyword vs vector vs hybrid retrieval quality on a golden set, beside published figures (and, with
     --store, another backend beside the embedded store)."""
-    from .bench.retrieval import print_report, run
+    from ..bench.retrieval import print_report, run
 
     ingest = IngestConfig(
         chunker=config_from(ChunkerConfig, name=chunker, chunk_size=chunk_size, overlap=overlap),
@@ -51,8 +51,8 @@ def bench_embed(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Chunks/s of each embedder backend (torch, onnx, onnx-int8) and the retrieval quality of each, in one run."""
-    from .bench.embed import print_report, run
-    from .embed_onnx import BACKENDS
+    from ..bench.embed import print_report, run
+    from ..embed_onnx import BACKENDS
 
     backends = tuple(backend or BACKENDS)
     for b in backends:
@@ -76,8 +76,8 @@ def bench_scale(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Build time, memory, latency, ANN recall and real-question nDCG@10 at 100k-1M chunks, per store."""
-    from .bench.scale import print_report, run
-    from .config import AnnConfig
+    from ..bench.scale import print_report, run
+    from ..config import AnnConfig
 
     sizes = _positive_ints(chunks, "--chunks", "e.g. --chunks 100000,300000,1000000")
     if queries < 1:
@@ -93,7 +93,7 @@ def bench_speed(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Indexing throughput and query latency: declrag vs bm25s vs NumPy brute force, side by side."""
-    from .bench.speed import print_report, run
+    from ..bench.speed import print_report, run
 
     _bench_out(run(large_chunks=chunks, n_queries=queries), print_report, as_json)
 
@@ -105,7 +105,7 @@ def bench_compile(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Exhaustive grid vs declrag's search on one fixed space: best dev score, LM calls, wall time."""
-    from .bench.compile import SPACE, print_report, run
+    from ..bench.compile import SPACE, print_report, run
 
     _bench_out(run(dataset, space or SPACE), print_report, as_json)
 
@@ -116,7 +116,7 @@ def bench_program(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """The program's own overhead per question (all stages on; LM calls and embedding excluded)."""
-    from .bench.program import print_report, run
+    from ..bench.program import print_report, run
 
     _bench_out(run(n_questions=questions), print_report, as_json)
 
@@ -132,7 +132,7 @@ def bench_serve(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """`declrag serve` under concurrent clients on loopback: latency, throughput, errors, overhead vs direct calls."""
-    from .bench.serve import SCENARIOS, print_report, run
+    from ..bench.serve import SCENARIOS, print_report, run
 
     if bad := [s for s in scenario or [] if s not in SCENARIOS]:
         raise DeclragError(f"unknown scenario {bad[0]!r}", hint=f"use one of: {', '.join(SCENARIOS)}")
@@ -159,7 +159,7 @@ def bench_synth(
     """Whether a synthetic set from the corpus ranks 18 retrieval configurations as the real questions do
     (Kendall tau with a bootstrap interval: judged and seed-only gold, each filter off in turn), and whether
     compile and fine-tuning on it do as well on the real test split as on real labels."""
-    from .bench.synth import ARMS, print_report, run
+    from ..bench.synth import ARMS, print_report, run
 
     if n < 1 or real_limit < 1 or trials < 1:
         raise DeclragError("--n, --real-limit and --trials must be at least 1",
@@ -198,7 +198,7 @@ def bench_cluster(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """A 3-node Weaviate cluster (replication 3) under concurrent search while a node is SIGKILLed and restarted."""
-    from .bench.cluster import print_report, run
+    from ..bench.cluster import print_report, run
 
     _bench_out(run(duration_s=duration, clients=clients, dataset=dataset, port=port), print_report, as_json)
 
@@ -214,7 +214,7 @@ def bench_workers(
 ):
     """One compile worker against two sharing a study in PostgreSQL (each pinned to one CPU): wall time and best
     scores."""
-    from .bench.workers import print_report, run
+    from ..bench.workers import print_report, run
 
     if trials < 1:
         raise DeclragError("--trials must be at least 1")

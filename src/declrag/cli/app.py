@@ -1,0 +1,53 @@
+"""The `declrag` command tree's root: the Typer app, ``--version`` and ``declrag version``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .bench import bench_app
+from .common import out
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="declrag: declarative, self-optimizing RAG.")
+app.add_typer(bench_app, name="bench")
+
+
+def _version_option(value: bool) -> None:
+    if value:
+        _print_about(json_out=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_version_option,
+        help="print declrag's version and the versions a bug report needs, then exit")] = False,
+) -> None:
+    pass
+
+
+@app.command()
+def version(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False):
+    """Print declrag's version and what a bug report needs: Python, the libraries, the local model's hash."""
+    _print_about(json_out=as_json)
+
+
+def _print_about(json_out: bool) -> None:
+    from ..about import report
+
+    r = report()
+    if json_out:
+        out.print_json(data=r)
+        return
+    v, py, pf, lm = r["versions"], r["python"], r["platform"], r["local_model"]
+    lines = [f"declrag {v['declrag']} (Python {py['version']} {py['implementation']}, {pf['system']} {pf['machine']})"]
+    lines += [f"  {name} {ver}" for name, ver in v.items() if name not in ("python", "declrag")]
+    lines.append(f"  CLI parser: {r['typer_click']}")
+    if lm["file"]:
+        lines.append(f"  local model {lm['route']}: {lm['file']} ({lm['bytes'] / 1e6:.1f} MB, sha256 {lm['sha256']})")
+    else:
+        lines.append(f"  local model {lm['route']}: {lm['problem']} (fix: {lm['fix']})")
+    out.print("\n".join(lines), markup=False, highlight=False)

@@ -1,0 +1,51 @@
+"""What every `declrag` command module shares: the consoles, option parsing and the options several commands
+take (one alias each). `declrag.cli` builds the command tree from the command modules; they import only this and
+`declrag.cli.app`, so no module imports back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from ..errors import DeclragError
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def config_from(cls, **fields):
+    """Build a pydantic config from CLI options (None: not given), turning validation errors into
+    DeclragErrors."""
+    try:
+        return cls(**{k: v for k, v in fields.items() if v is not None})
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(map(str, first["loc"])) or cls.__name__
+        raise DeclragError(f"invalid option {where}: {first['msg']}", hint="see --help for allowed values") from e
+
+
+StoreOpt = Annotated[str | None, typer.Option("--store", help="store: a folder or weaviate://host:port/Collection "
+                                                                  "(default: $DECLRAG_STORE or .declrag/store)")]
+
+HomeOpt = Annotated[str | None, typer.Option("--store", help="a folder or weaviate://host:port/ "
+                                                           "(default: the cache folder's indexes)")]
+ProgramOpt = Annotated[Path | None, typer.Option(
+    help="a saved program: a run folder (runs/NAME) or a program folder (runs/NAME/best)")]
+ConfigOpt = Annotated[Path | None, typer.Option(help="a program config file (YAML or JSON)")]
+ModelOpt = Annotated[str | None, typer.Option(
+    help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL)")]
+
+
+def json_option(value: str | None, name: str):
+    if not value:
+        return None
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as e:
+        raise DeclragError(f"{name} is not valid JSON: {e}",
+                           hint=f"write e.g. {name} '{{\"source\": \"a.pdf\"}}'") from e

@@ -1,0 +1,201 @@
+"""Commands that put documents in and manage what was built: index, synth, datasets, init, indexes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, cast, get_args
+
+import typer
+from rich.table import Table
+
+from ..config import ChunkerConfig, EmbedderConfig, IngestConfig, Metric
+from ..errors import DeclragError
+from .app import app
+from .common import HomeOpt, StoreOpt, config_from, err, out
+
+
+@app.command()
+def index(
+    paths: Annotated[list[Path] | None, typer.Argument(help="files and folders (recursive)")] = None,
+    dataset: Annotated[list[str] | None, typer.Option(
+        "--dataset", help="a golden-set corpus by name (see `declrag datasets`) or path; repeatable")] = None,
+    store: StoreOpt = None,
+    chunker: Annotated[str | None, typer.Option(help="fixed | recursive | sentence | semantic | parent-child")] = None,
+    chunk_size: Annotated[int | None, typer.Option(help="tokens per chunk")] = None,
+    overlap: Annotated[int | None, typer.Option(help="tokens shared by consecutive chunks")] = None,
+    parent_size: Annotated[int | None, typer.Option(help="parent-child: tokens per parent")] = None,
+    model: Annotated[str | None, typer.Option(help="embedding model: hub name or folder")] = None,
+    backend: Annotated[str | None, typer.Option(
+        help="how the embedding model runs: torch | onnx | onnx-int8 (see README, Embeddings)")] = None,
+    metric: Annotated[str | None, typer.Option(help="cosine | dot | l2 (new stores only)")] = None,
+    prune: Annotated[bool, typer.Option(help="remove documents whose files are gone from these folders")] = False,
+    rebuild: Annotated[bool, typer.Option(help="rebuild the store from these sources with these settings")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+):
+    """Index files, folders and golden-set corpora into a store (incrementally)."""
+    from .. import api
+    from ..stores import read_meta
+
+    target = store or api.default_store()
+    meta = read_meta(target)
+    base = meta.ingest if meta else IngestConfig()
+    ingest = None
+    if any(v is not None for v in (chunker, chunk_size, overlap, parent_size, model, backend)) or meta is None:
+        ck = config_from(ChunkerConfig, **{**base.chunker.model_dump(), **{k: v for k, v in dict(
+            name=chunker, chunk_size=chunk_size, overlap=overlap, parent_size=parent_size).items() if v is not None}})
+        em = config_from(EmbedderConfig, **{**base.embedder.model_dump(), **({"model": model} if model else {}),
+                                            **({"backend": backend} if backend else {})})
+        ingest = IngestConfig(chunker=ck, embedder=em)
+    if metric is not None and metric not in get_args(Metric):
+        raise DeclragError(f"unknown metric {metric!r}", hint="use cosine, dot or l2")
+    report = api.index(paths or [], dataset or [], target, ingest, cast("Metric | None", metric), prune, rebuild,
+                       progress=not quiet)
+    for s in report.skipped:
+        err.print(f"skipped {s.path}: {s.reason}", markup=False, highlight=False)
+    out.print(f"{target}: {report.summary()}", markup=False, highlight=False)
+
+
+@app.command()
+def synth(
+    paths: Annotated[list[Path] | None, typer.Argument(help="files and folders (recursive) to draw questions from")
+                     ] = None,
+    dataset: Annotated[list[str] | None, typer.Option(
+        "--dataset", help="a golden-set corpus by name or path (its documents only); repeatable")] = None,
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="the folder to write the golden set to (use it as --dataset OUT)")] = Path("synth"),
+    n: Annotated[int, typer.Option("--n", help="questions to keep")] = 300,
+    model: Annotated[str | None, typer.Option(
+        help="the LM route that writes questions and answers (default: $DECLRAG_MODEL, else local/smollm2); "
+             "none: pseudo-queries without a model (a retrieval-only set)")] = None,
+    seed: Annotated[int, typer.Option(help="seed of sampling, question types and splits (same seed, same set)")] = 13,
+    max_lm_calls: Annotated[int | None, typer.Option(
+        help="stop generating after this many (uncached) LM calls")] = None,
+    grader: Annotated[str, typer.Option(
+        help="who grades the pooled documents of each question for extra gold: answer (a document containing the "
+             "reference answer is relevant) or an LM route (one call per question)")] = "answer",
+    resume: Annotated[bool, typer.Option("--resume", help="continue a killed run with the same arguments")] = False,
+    force: Annotated[bool, typer.Option("--force", help="replace --out if it exists")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+):
+    """Make a golden set from your own documents: questions, reference answers, gold documents, train/dev/test."""
+    from ..config import DEFAULT_ROUTE
+    from ..program import model_route
+    from ..synth import from_sources
+
+    route = model_route(model) or DEFAULT_ROUTE
+    report, skipped = from_sources(paths or [], dataset or [], out_dir, n, model=None if route == "none" else route,
+                                   seed=seed, force=force, resume=resume, max_lm_calls=max_lm_calls,
+                                   grader=None if grader == "answer" else grader,
+                                   progress=not quiet, say=lambda m: err.print(m, markup=False, highlight=False))
+    for s in skipped:
+        err.print(f"skipped {s.path}: {s.reason}", markup=False, highlight=False)
+    t = Table(title=f"synth: {report.kept} questions from {report.documents} documents -> {report.out}")
+    for col in ("step", "questions"):
+        t.add_column(col, justify="left" if col == "step" else "right")
+    t.add_row("generated", str(report.generated))
+    for reason, k in report.removed.items():
+        t.add_row(f"removed: {reason}", f"-{k}")
+    t.add_row("kept (after sampling to --n)", str(report.kept))
+    for name, k in report.splits.items():
+        t.add_row(f"  {name}", str(k))
+    for kind, k in report.by_kind.items():
+        t.add_row(f"  {kind} questions", str(k))
+    if report.judged_gold_added:
+        t.add_row("gold documents added by grading", str(report.judged_gold_added))
+    out.print(t)
+    if lm := report.lm:
+        out.print(f"{lm['calls']} LM calls ({lm['cached']} cached) on {lm['route']}, {lm['tokens_in']} tokens in, "
+                  f"{lm['tokens_out']} out, "
+                  f"${lm['cost_usd']:.4f}; {lm['malformed']} passages without a usable question"
+                  + (f"; stopped by {lm['stopped_by']}" if lm.get("stopped_by") else ""), markup=False, highlight=False)
+    out.print(f"use it: --dataset {report.out} (eval, compile); report: {report.out}/report.json",
+              markup=False, highlight=False)
+
+
+@app.command()
+def datasets():
+    """List the named datasets (declared in YAML: $DECLRAG_DATASETS, ./datasets, then the packaged defaults)."""
+    from ..golden import find_spec, known_datasets
+
+    t = Table(title="datasets (use a name wherever a dataset path is accepted)")
+    for col in ("name", "format", "local copy", "hugging face fallback", "license"):
+        t.add_column(col, overflow="fold")
+    for name in sorted(known_datasets()):
+        s = find_spec(name)
+        local = s.local_path()
+        where = f"{local.resolve()} ({'found' if local.exists() else 'missing'})" if local else "-"
+        t.add_row(name, s.format, where, s.hf.id if s.hf else "-", s.license)
+    out.print(t)
+
+
+@app.command()
+def init(
+    folder: Annotated[Path, typer.Argument(help="the project folder (created if missing)")] = Path("."),
+    force: Annotated[bool, typer.Option("--force", help="overwrite files that exist")] = False,
+):
+    """Copy the packaged defaults (signatures/, optimizers/, datasets/) into a project folder for editing."""
+    from ..resources import ENV
+    from ..resources import init as copy_defaults
+
+    written, skipped = copy_defaults(folder, force=force)
+    for f in written:
+        out.print(f"wrote {f}", markup=False, highlight=False)
+    for f in skipped:
+        out.print(f"skipped {f} (exists; --force overwrites)", markup=False, highlight=False)
+    out.print(f"{len(written)} files written, {len(skipped)} skipped. Run declrag in {folder}: its signatures/, "
+              "optimizers/ and datasets/ now win over the packaged defaults (folders named by "
+              f"{', '.join('$' + v for v in ENV.values())} come first). A path in datasets/*.yaml is relative to "
+              "the YAML file: point it at your copy of the data (else the Hugging Face fallback is downloaded).",
+              markup=False, highlight=False)
+
+
+indexes_app = typer.Typer(no_args_is_help=True,
+                          help="The content-addressed indexes compile, eval and the benchmarks build.")
+app.add_typer(indexes_app, name="indexes")
+
+
+@indexes_app.command("list")
+def indexes_list(
+    home: HomeOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+):
+    """List the indexes (one per corpus and ingest setting) with their size and settings."""
+    from ..api import index_home
+    from ..stores import list_stores
+
+    rows = list_stores(home or index_home())
+    if as_json:
+        out.print_json(data=[{"store": uri, "chunks": n, "ingest": meta.ingest.model_dump(mode="json")}
+                             for uri, meta, n in rows])
+        return
+    t = Table(title=f"{len(rows)} indexes at {home or index_home()}")
+    for col in ("store", "chunks", "chunker", "size/overlap", "embedding model"):
+        t.add_column(col, overflow="fold")
+    for uri, meta, n in rows:
+        c = meta.ingest.chunker
+        t.add_row(uri, str(n), c.name, f"{c.chunk_size}/{c.overlap}", meta.ingest.embedder.model)
+    out.print(t)
+
+
+@indexes_app.command("rm")
+def indexes_rm(
+    names: Annotated[list[str] | None, typer.Argument(
+        help="stores to remove, as `declrag indexes list` shows them")] = None,
+    home: HomeOpt = None,
+    all_: Annotated[bool, typer.Option("--all", help="remove every index at --store")] = False,
+):
+    """Remove indexes (they are rebuilt when next needed)."""
+    from ..api import index_home
+    from ..stores import connect, list_stores
+
+    listed = [uri for uri, _, _ in list_stores(home or index_home())]
+    if not names and not all_:
+        raise DeclragError("name the indexes to remove, or pass --all", hint="see declrag indexes list")
+    targets = listed if all_ else list(names or [])
+    if unknown := [n for n in targets if n not in listed]:
+        raise DeclragError(f"no index {unknown[0]} at {home or index_home()}", hint="see declrag indexes list")
+    for uri in targets:
+        with connect(uri) as st:
+            st.drop()
+        out.print(f"removed {uri}", markup=False, highlight=False)
+

@@ -1,0 +1,168 @@
+"""Commands that measure and improve a program: eval and compile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, cast
+
+import typer
+from rich.table import Table
+
+from ..errors import DeclragError
+from .app import app
+from .common import ConfigOpt, ProgramOpt, StoreOpt, out
+
+
+@app.command("eval")
+def eval_(
+    dataset: Annotated[str | None, typer.Option(help="golden set: a name (see `declrag datasets`) or a path")] = None,
+    program: ProgramOpt = None,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+    split: Annotated[str | None, typer.Option(
+        help="split to evaluate (default: dev, else test, else the first)")] = None,
+    limit: Annotated[int | None, typer.Option(help="a seeded sample of N questions")] = None,
+    seed: Annotated[int, typer.Option(help="seed of the sample")] = 13,
+    metrics: Annotated[str | None, typer.Option(
+        help="comma-separated metric names "
+             "(default: every deterministic one, plus the judge metrics with --judge)")] = None,
+    judge: Annotated[list[str] | None, typer.Option(help="LLM judge route; repeat to average several")] = None,
+    threads: Annotated[int, typer.Option(help="questions evaluated in parallel")] = 1,
+    name: Annotated[str | None, typer.Option(
+        help="run folder name under --runs (default: derived from the inputs)")] = None,
+    runs: Annotated[Path, typer.Option(help="where run folders go")] = Path("runs"),
+    closed_book: Annotated[bool, typer.Option(
+        "--closed-book", help="also answer with no retrieval (lower bound)")] = False,
+    oracle: Annotated[bool, typer.Option(
+        "--oracle", help="also answer from the gold passage only (upper bound)")] = False,
+    probes: Annotated[bool, typer.Option("--probes", help="robustness probes: no context, irrelevant context")] = False,
+    model: Annotated[str | None, typer.Option(
+        help="route every program LM call here (default: $DECLRAG_MODEL)")] = None,
+    compare: Annotated[tuple[Path, Path] | None, typer.Option(
+        help="compare two eval runs: --compare RUN_A RUN_B")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+):
+    """Evaluate a program on a golden set: per-question records, a summary with 95% CIs, a report."""
+    from ..evaluate import DEFAULT_JUDGE_METRICS, DEFAULT_METRICS, EvalSpec, Evaluation
+    from ..evaluate import compare as compare_runs
+
+    if compare:
+        _print_compare(compare_runs(*compare))
+        return
+    if not dataset:
+        raise DeclragError("--dataset is required", hint="e.g. declrag eval --dataset squad-v2.0 --limit 50")
+    from ..golden import load_golden
+    from ..program import select_program
+
+    golden = load_golden(dataset)
+    split = split or next((s for s in ("dev", "test") if s in golden.splits), next(iter(golden.splits)))
+    golden.split(split)
+    if limit is not None and limit < 1:
+        raise DeclragError(f"--limit must be at least 1, got {limit}")
+    names = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else \
+        DEFAULT_METRICS + (DEFAULT_JUDGE_METRICS if judge else [])
+    prog = select_program(program, config, store, model, corpus=golden, progress=not quiet).load().warm_up()
+    spec = EvalSpec(dataset=golden.name, split=split, limit=limit, seed=seed, metrics=names, judges=judge or [],
+                    threads=threads, closed_book=closed_book, oracle=oracle, probes=probes)
+    run_name = name or f"eval-{golden.name}-{split}-{limit or 'all'}-{prog.config.digest()[:8]}"
+    summary = Evaluation(prog, golden, spec, runs / run_name, progress=not quiet).run()
+    t = Table(title=f"{run_name}: {summary['n']} questions, {summary['wall_s']} s")
+    for col in ("metric", "mean", "95% CI", "n"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    for n, v in summary["metrics"].items():
+        if v["mean"] is not None:
+            t.add_row(n, f"{v['mean']:.4f}", f"[{v['ci95'][0]:.4f}, {v['ci95'][1]:.4f}]", str(v["n"]))
+    out.print(t)
+    u = summary["usage"]
+    out.print(f"program: {int(u['program']['calls'])} LM calls ({int(u['program']['cached'])} cached), "
+              f"${u['program']['cost_usd']:.4f}; judges: {int(u['judges']['calls'])} calls "
+              f"({int(u['judges']['cached'])} cached), ${u['judges']['cost_usd']:.4f}")
+    out.print(f"report: {runs / run_name / 'report.html'}")
+
+
+def _print_compare(r: dict) -> None:
+    t = Table(title=f"B - A over {r['n']} shared questions (A = {r['a']}, B = {r['b']}); paired bootstrap 95% CI")
+    for col in ("metric", "A", "B", "B - A", "95% CI", "real?"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    for n, v in r["metrics"].items():
+        if v["diff"] is None:
+            continue
+        t.add_row(n, f"{v['a']:.4f}", f"{v['b']:.4f}", f"{v['diff']:+.4f}",
+                  f"[{v['ci95'][0]:+.4f}, {v['ci95'][1]:+.4f}]", "yes" if v["significant"] else "noise")
+    out.print(t)
+
+
+@app.command("compile")
+def compile_(
+    space: Annotated[Path | None, typer.Option(
+        help="search space: a YAML path, or a name found in $DECLRAG_OPTIMIZERS, ./optimizers or the packaged "
+             "defaults (e.g. retrieval)")] = None,
+    dataset: Annotated[str | None, typer.Option(help="golden set: a name or a path")] = None,
+    name: Annotated[str | None, typer.Option(help="run folder name under --runs")] = None,
+    resume: Annotated[Path | None, typer.Option(help="continue the compile in this run folder")] = None,
+    runs: Annotated[Path, typer.Option(help="where run folders go")] = Path("runs"),
+    max_trials: Annotated[int | None, typer.Option(
+        help="stop after this many trials in all (incl. earlier ones)")] = None,
+    timeout: Annotated[float | None, typer.Option(help="stop the search after this many seconds")] = None,
+    max_cost_usd: Annotated[float | None, typer.Option(help="stop when LM spending reaches this")] = None,
+    max_lm_calls: Annotated[int | None, typer.Option(help="stop after this many (uncached) LM calls")] = None,
+    jobs: Annotated[int, typer.Option(help="trials run in parallel")] = 1,
+    store: Annotated[str | None, typer.Option(
+        "--store", help="where the trials' indexes live: a folder (one sub-folder per ingest setting) or "
+                        "weaviate://host:port/ (one collection per ingest setting) "
+                        "(default: the cache folder)")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="route every LM call of every trial here (default: $DECLRAG_MODEL)")] = None,
+    storage: Annotated[str | None, typer.Option(
+        help="the study's database, shared by workers on many machines: any SQLAlchemy URL Optuna accepts, e.g. "
+             "postgresql+psycopg://user@host/db (password from $PGPASSWORD or ~/.pgpass) "
+             "(default: the run folder's journal)")] = None,
+    join: Annotated[str | None, typer.Option(
+        help="add a worker to the study NAME in --storage (space, dataset, model and budgets are the study's)")] = None,
+    finalize: Annotated[bool, typer.Option(
+        "--finalize", help="with --join: also write the artifact and report here when the search ends "
+                           "(if the creating machine is gone)")] = False,
+    heartbeat: Annotated[int, typer.Option(
+        help="with --storage: seconds between a running trial's heartbeats; "
+             "a trial silent for 3x this is retried by another worker")] = 10,
+    patience: Annotated[float, typer.Option(
+        help="with --storage: seconds a worker retries a lost database (with backoff) before it stops")] = 120.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+):
+    """Search the declared space for the best program on a golden set; write runs/NAME/best. With --storage,
+    workers on other machines join the same study with --join NAME."""
+    from ..memory import describe
+    from ..optimize.compile import Budget
+    from ..optimize.run import compile_run
+    from ..program import model_route
+
+    budget = Budget(max_trials=max_trials, timeout_s=timeout, max_cost_usd=max_cost_usd, max_lm_calls=max_lm_calls)
+    if heartbeat < 1 or patience < 0:
+        raise DeclragError("--heartbeat is a whole number of seconds >= 1 and --patience >= 0",
+                           hint="e.g. --heartbeat 10 --patience 120")
+    s = compile_run(space, dataset, name, runs, budget, jobs, resume, model if join else model_route(model),
+                    progress=not quiet, store=store, storage=storage, join=join, finalize=finalize,
+                    heartbeat_s=heartbeat, patience_s=patience)
+    if s.get("role") == "worker":
+        out.print(f"worker done: the study {s['study']!r} in {s['storage']} has {s['complete']} finished and "
+                  f"{s['pruned']} pruned trials ({s['mine']} of them run here, in {s['wall_s']} s); the process that "
+                  "created it writes the artifact and the report", markup=False, highlight=False)
+        return
+    g = s["gain_test"]
+    t = Table(title=f"compile: {s['trials']} trials ({s['pruned']} pruned, {s['stopped_by_budget']} stopped by a "
+                    f"budget), {s['lm_calls']} LM calls, ${s['cost_usd']:.4f}, {s['wall_s']} s")
+    for col in ("", f"baseline (trial {s['baseline']['trial']})", f"best (trial {s['best']['trial']})"):
+        t.add_column(col, justify="right")
+    t.add_row("dev objective", f"{s['baseline']['dev'].get('objective', 0):.4f}",
+              f"{s['best']['dev'].get('objective', 0):.4f}")
+    t.add_row("test objective", f"{s['baseline']['test'].get('objective', 0):.4f}",
+              f"{s['best']['test'].get('objective', 0):.4f}")
+    out.print(t)
+    out.print(f"test gain {g['diff']:+.4f} [{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] "
+              f"({'holds' if g['significant'] else 'not distinguishable from noise'}); "
+              f"best params: {json.dumps(s['best']['params'])}")
+    out.print(describe(s["memory"]), markup=False, highlight=False)
+    folder = resume or runs / cast(str, join or name)  # compile_run has refused a new run without --name
+    out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
+

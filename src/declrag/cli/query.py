@@ -1,0 +1,86 @@
+"""Commands that ask: search and ask."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..config import SearchParams
+from .app import app
+from .common import ConfigOpt, ModelOpt, ProgramOpt, StoreOpt, config_from, json_option, out
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    store: StoreOpt = None,
+    k: Annotated[int, typer.Option("--k", "-k", help="results to return")] = 10,
+    alpha: Annotated[float, typer.Option(help="hybrid weight of the vector leg (1 = vector only)")] = 0.5,
+    fusion: Annotated[str, typer.Option(help="relative | ranked")] = "relative",
+    mode: Annotated[str, typer.Option(help="hybrid | keyword | vector")] = "hybrid",
+    window: Annotated[int, typer.Option(help="context-window expansion: neighbouring chunks on each side")] = 0,
+    where: Annotated[str | None, typer.Option(help='metadata filter as JSON, e.g. \'{"page": {"$gte": 2}}\'')] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+):
+    """Search a store: ranked chunks with source, span and score."""
+    from .. import api
+
+    filt = json_option(where, "--where")
+    params = config_from(SearchParams, limit=k, alpha=alpha, fusion=fusion, mode=mode, window=window, where=filt)
+    hits = api.search(query, store, params)
+    if as_json:
+        out.print_json(data=[{
+            "rank": i + 1, "score": h.score, "chunk_id": h.chunk.id, "doc_id": h.doc_id, "source": h.chunk.source,
+            "title": h.chunk.title, "page": h.chunk.page, "span": [h.start, h.end], "text": h.text, "scores": h.scores,
+        } for i, h in enumerate(hits)])
+        return
+    t = Table(title=f"{len(hits)} results for {query!r} ({mode}, alpha={alpha}, {fusion})", show_lines=True)
+    for col in ("#", "score", "document", "span", "text"):
+        t.add_column(col, overflow="fold")
+    for i, h in enumerate(hits, 1):
+        name = Path(h.chunk.source).name
+        src = h.chunk.title if h.chunk.title and h.chunk.title != Path(name).stem else (name or h.doc_id)
+        src += f" p.{h.chunk.page}" if h.chunk.page else ""
+        snippet = " ".join(h.text.split())
+        t.add_row(str(i), f"{h.score:.3f}", src, f"{h.start}-{h.end}",
+                  snippet[:300] + ("…" if len(snippet) > 300 else ""))
+    out.print(t)
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="the question")],
+    program: ProgramOpt = None,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+    model: ModelOpt = None,
+    where: Annotated[str | None, typer.Option(help="metadata filter as JSON")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+):
+    """Answer a question with citations (the default program, a saved one, or a config)."""
+    from ..inputs import user_text
+    from ..program import select_program
+
+    question = user_text(question, "question")  # fails before any model loads; the program checks it again
+    filt = json_option(where, "--where")
+    prog = select_program(program, config, store, model).load().warm_up()
+    answer = prog(question=question, where=filt)
+    if as_json:
+        out.print_json(data=answer.to_dict())
+        return
+    out.print(answer.answer, markup=False, highlight=False)
+    for c in answer.citations:
+        where_ = (c["title"] or Path(c["source"]).name) + (f" p.{c['page']}" if c["page"] else "")
+        tag = " (attributed)" if c["attributed"] else ""
+        out.print(f"  [{c['n']}] {where_} {c['span'][0]}-{c['span'][1]}{tag}: {c['snippet'][:160]}",
+                  markup=False, highlight=False)
+    u, ms = answer.usage["total"], answer.latency_ms
+    judge = answer.judge.get("mode", "off")
+    if judge != "off":
+        out.print(f"judge ({judge}): supported={answer.judge.get('supported')} action={answer.judge.get('action')}")
+    out.print(f"{u['calls']} LM calls ({u['cached']} cached), {u['tokens_in']} tokens in, {u['tokens_out']} out, "
+              f"${u['cost_usd']:.4f}; {ms['total']:.0f} ms", style="dim")
+
