@@ -1,7 +1,7 @@
 """Citations, abstentions, attribution and the grounding check, against hand-worked examples."""
 
 from declrag.postprocess import attribute, grounding, is_abstention, resolve_citations, support
-from declrag.retrieval import autocut, lost_in_the_middle, mmr, rrf
+from declrag.ranking import autocut, lost_in_the_middle, mmr, rrf
 from declrag.types import Chunk, Hit
 
 import numpy as np

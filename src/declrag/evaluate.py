@@ -176,7 +176,7 @@ class Evaluation:
         if self.spec.probes:
             summary["probes"] = self._probes()
         (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
-        from .report import write_report
+        from .eval_report import write_report
 
         write_report(self.out, summary, records)
         return summary

@@ -23,7 +23,7 @@ from .config import GenerateConfig, JudgeConfig, LMConfig, RerankConfig, Retriev
 from .embed import Embedder, resolve_model
 from .lm import lm_error, override_lm, registry, stage
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
-from .retrieval import cut, rrf
+from .ranking import cut, rrf
 from .search import expand
 from .signatures import SignatureSpec
 from .stores.base import Filter, Store

@@ -40,7 +40,7 @@ from .modules import (
     embedding_time,
     timing_embeddings,
 )
-from .retrieval import mmr, order
+from .ranking import mmr, order
 from .signatures import SignatureSpec, spec
 from .stores import open_store, read_meta
 from .stores.base import Filter, Store
