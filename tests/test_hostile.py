@@ -20,7 +20,8 @@ from declrag.program import RAGProgram, read_config
 from declrag.serve import ServeSettings
 from declrag.serve.app import error_response
 from declrag.stores.base import MAX_DEPTH, Filter, StoreMeta
-from declrag.stores.lancedb import LanceStore, filter_arrow, filter_sql
+from declrag.stores.lancedb import LanceStore, filter_sql
+from declrag.stores.snapshot import filter_arrow
 from declrag.testing import HashEmbedder, ScriptedLM
 from declrag.testing.store_contract import corpus
 

@@ -135,7 +135,7 @@ def test_keyword_index_is_saved_and_reused(tmp_path):
 
 def test_large_store_vector_search_matches_exact_search(tmp_path, monkeypatch):
     """Above EXACT_ROWS the float16 pre-selection is used; results equal an exact float32 scan."""
-    import declrag.stores.lancedb as mod
+    import declrag.stores.snapshot as mod
 
     monkeypatch.setattr(mod, "EXACT_ROWS", 100)
     rng = np.random.default_rng(0)

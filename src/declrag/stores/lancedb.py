@@ -4,8 +4,8 @@ LanceDB holds the truth: two tables, ``chunks`` (text, span, vector, metadata) a
 content hash, file stamp), in a directory. Every write is one LanceDB commit, so a crash or Ctrl-C
 leaves the previous version intact and readable; nothing half-written is ever visible.
 
-Searches run on a snapshot of the latest committed version, loaded on first use and reloaded when
-the table changes: vectors as one float32 matrix searched exactly (a matrix-vector product), and a
+Searches run on a snapshot of the latest committed version (`declrag.stores.snapshot`), loaded on first use
+and reloaded when the table changes: vectors as one float32 matrix searched exactly (a matrix-vector product), and a
 BM25 index with Weaviate's settings (bm25s). Measured on this design's target machine, LanceDB's own
 query path costs 3-5 ms per call before any work, and its full-text search ~9 ms per query on 5k rows
 where bm25s takes ~0.3 ms; LanceDB's exact vector scan took ~190 ms at 100k rows against ~11 ms for
@@ -19,10 +19,8 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from functools import cached_property
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -31,18 +29,13 @@ from pydantic import ValidationError
 from ..config import AnnConfig, Fusion, Metric
 from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
-from .ann import ANN_ROWS, IvfIndex
 from .base import Cond, DocRecord, Filter, Node, Store, StoreMeta, Where, check_upsert
-from .bm25 import KeywordIndex, top_k
-from .fusion import fuse, leg_size, object_uuid
+from .fusion import fuse, leg_size
+from .snapshot import CHUNK_FIELDS, Snapshot
 
 log = logging.getLogger(__name__)
 
 META_FILE = "store.json"
-EXACT_ROWS = 20_000  # above this many rows, vector search pre-selects in float16 (see _Snapshot.nearest)
-RESCORE_MARGIN = 128
-CHUNK_FIELDS = ["id", "doc_id", "text", "start", "end", "position", "source", "title", "page",
-                "parent_start", "parent_end"]
 DOC_SCHEMA = pa.schema([
     ("id", pa.string()), ("source", pa.string()), ("title", pa.string()), ("page", pa.int32()),
     ("hash", pa.string()), ("text", pa.string()), ("chunks", pa.int32()), ("mtime_ns", pa.int64()),
@@ -91,176 +84,6 @@ def filter_sql(where: Filter) -> str:
     return one(where.tree)
 
 
-def filter_arrow(where: Filter):
-    """``where`` as a pyarrow compute expression over chunk columns, with `Filter.matches`'s meaning."""
-    import pyarrow.compute as pc
-
-    def one(node: Node):
-        if not isinstance(node, Cond):
-            subs = [one(p) for p in node.parts]
-            e = subs[0]
-            for s in subs[1:]:
-                e = (e & s) if node.op == "and" else (e | s)
-            return e
-        f, op, v = pc.field(node.field), node.op, node.value
-        if op in ("$in", "$nin"):
-            if not v:
-                return pc.scalar(op == "$nin")
-            found = pc.is_in(f, value_set=pa.array(v, type=pa.int32() if isinstance(v[0], int) else pa.string()))
-            return (f.is_null() | ~found) if op == "$nin" else found
-        if op == "$ne":
-            return f.is_null() | (f != v)
-        # null compared is null, which a filter drops: a chunk without a page matches no other condition
-        return {"$eq": f == v, "$gt": f > v, "$gte": f >= v, "$lt": f < v, "$lte": f <= v}[op]
-
-    return one(where.tree)
-
-
-def top_k_with_ties(scores: np.ndarray, k: int, positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """`top_k`, plus every row tied with the k-th best: rank them with `_Snapshot.ranked` and keep ``k``, so
-    a tie at the cut is decided by object UUID (as in Weaviate), not by row order."""
-    rows, vals = top_k(scores, k, positive)
-    if len(rows) < k or k == 0:
-        return rows, vals
-    extra = np.setdiff1d(np.flatnonzero(scores == vals[-1]), rows)
-    return (rows, vals) if not len(extra) else (np.concatenate([rows, extra]), np.concatenate([vals, scores[extra]]))
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
-
-
-class _Snapshot:
-    """One committed version of the chunks table, ready to search."""
-
-    def __init__(self, table: pa.Table, version: int, stamp: int, folder: Path):
-        self.version, self.stamp, self.n, self.folder = version, stamp, table.num_rows, folder
-        vec = table.column("vector").combine_chunks()
-        dim = vec.type.list_size
-        flat = vec.flatten().to_numpy(zero_copy_only=False)
-        self.vectors = np.ascontiguousarray(flat, dtype=np.float32).reshape(self.n, dim)
-        meta = table.drop_columns(["vector"]).combine_chunks()
-        self.table = meta.append_column("_row", pa.array(np.arange(self.n, dtype=np.int64)))
-        self.ids: list[str] = meta.column("id").to_pylist()
-        self.row = {cid: i for i, cid in enumerate(self.ids)}
-
-    @cached_property
-    def keyword(self) -> KeywordIndex:
-        """The BM25 index of this version (building takes ~10 s per 100k chunks; loading a fraction of a second)."""
-        return self._saved(self.folder / f"bm25-v{self.version}", KeywordIndex.load,
-                           lambda: KeywordIndex(self.table.column("text").to_pylist()), "keyword")
-
-    @cached_property
-    def ivf(self) -> IvfIndex:
-        """The approximate vector index of this version (`declrag.stores.ann`)."""
-        from .ann import nlist_for
-
-        return self._saved(self.folder / f"ann-v{self.version}-ivf{nlist_for(self.n)}-sq8.faiss", IvfIndex.load,
-                           lambda: IvfIndex.build(self.vectors), "vector")
-
-    def _saved(self, saved: Path, load: Callable[[Path], Any], build: Callable[[], Any], what: str) -> Any:
-        """The index saved at ``saved`` when it is there and fits this version, else ``build()``, saved there (and
-        the files of older versions removed). A store that cannot be written still searches."""
-        if saved.exists():
-            try:
-                index = load(saved)
-                if index.n == self.n:
-                    return index
-            except Exception as e:  # unreadable: rebuild it
-                log.warning("rebuilding the %s index %s: %s", what, saved, e)
-            _remove(saved)
-        index = build()
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            index.save(saved)
-            for old in self.folder.glob(saved.name.split("-v", 1)[0] + "-v*"):
-                if old != saved:
-                    _remove(old)
-        except OSError as e:
-            log.warning("could not save the %s index to %s: %s", what, saved, e)
-        return index
-
-    def approximate(self, ann: AnnConfig, allowed: int) -> bool:
-        """Whether a search under ``ann`` over ``allowed`` rows (those a filter lets through) goes through the
-        approximate index: ``ivf`` always; ``auto`` in a table of `ANN_ROWS` rows or more, unless the filter
-        leaves so few rows (`EXACT_ROWS`) that scoring them all is cheaper."""
-        if ann.mode == "auto":
-            return self.n >= ANN_ROWS and allowed > EXACT_ROWS
-        return ann.mode == "ivf" and allowed > 0
-
-    @cached_property
-    def half(self):
-        """The vectors in float16 (torch, whose float16 matrix-vector product is ~2.5x faster than
-        NumPy's float32 one here), used to pre-select candidates in large stores."""
-        import torch
-
-        return torch.tensor(self.vectors, dtype=torch.float16)
-
-    def nearest(self, q: np.ndarray, k: int, mask: np.ndarray | None,
-                ann: AnnConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Rows of the ``k`` most similar vectors and their cosine similarities, best first.
-
-        With the approximate index (see `approximate`), ``ann.refine x k`` candidates come from it, searched
-        among the rows ``mask`` allows, and are rescored exactly here. Should it find fewer than ``k`` rows (a
-        filter that leaves few rows in the lists probed), the exact path below answers instead.
-
-        Scores are exact float32. Below `EXACT_ROWS` rows every vector is scored in float32; above it, a
-        float16 pass picks ``k + RESCORE_MARGIN`` candidates, which are then rescored in float32. The
-        float16 error on a cosine of unit vectors is ~1e-3, far below the score gap a margin of 128
-        candidates leaves, so the result is the exact top k in practice, at half the memory traffic.
-        """
-        n_ok = self.n if mask is None else int(mask.sum())
-        if ann is not None and self.approximate(ann, n_ok):
-            cand = self.ivf.candidates(q, k * ann.refine, ann.nprobe, mask)
-            if len(cand) >= min(k, n_ok):
-                r, sims = top_k_with_ties(self.vectors[cand] @ q, k)
-                return cand[r], sims
-            log.info("the approximate index found %d of %d rows under the filter: searching exactly", len(cand), k)
-        if mask is not None:
-            allowed = np.flatnonzero(mask)
-            if len(allowed) <= EXACT_ROWS:
-                r, sims = top_k_with_ties(self.vectors[allowed] @ q, k)
-                return allowed[r], sims
-        elif self.n <= EXACT_ROWS:
-            return top_k_with_ties(self.vectors @ q, k)
-        import torch
-
-        scores = (self.half @ torch.from_numpy(q).to(torch.float16)).float()
-        if mask is not None:
-            scores[torch.from_numpy(~mask)] = float("-inf")
-        cand = torch.topk(scores, min(k + RESCORE_MARGIN, n_ok)).indices.numpy()
-        r, sims = top_k_with_ties(self.vectors[cand] @ q, k)
-        return cand[r], sims
-
-    def keyword_leg(self, query: str, k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
-        """The ``k`` best BM25 rows (positive scores only), ranked."""
-        s = self.keyword.scores(query)
-        if mask is not None:
-            s = np.where(mask, s, 0.0)
-        return self.ranked(*top_k_with_ties(s, k, positive=True))[:k]
-
-    def mask(self, where: Filter | None) -> np.ndarray | None:
-        if where is None:
-            return None
-        rows = self.table.filter(filter_arrow(where)).column("_row").to_numpy()
-        mask = np.zeros(self.n, dtype=bool)
-        mask[rows] = True
-        return mask
-
-    def ranked(self, rows: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
-        """(row, score) best first, equal scores in object-UUID order (as on every backend, see fusion)."""
-        return sorted(zip(map(int, rows), map(float, scores)), key=lambda rs: (-rs[1], object_uuid(self.ids[rs[0]])))
-
-    def hits(self, ranked: list[tuple[int, float]], leg: str) -> list[Hit]:
-        return [Hit.of(c, s, **{leg: s}) for c, (_, s) in zip(self.chunks([r for r, _ in ranked]), ranked)]
-
-    def chunks(self, rows: Sequence[int]) -> list[Chunk]:
-        recs = self.table.take(pa.array(rows, type=pa.int64())).select(CHUNK_FIELDS).to_pylist()
-        return [Chunk(**r) for r in recs]
-
 
 class LanceStore(Store):
     """The `Store` protocol on LanceDB (see the module docstring)."""
@@ -273,7 +96,7 @@ class LanceStore(Store):
         self.uri = str(path)
         self._db_handle = None
         self._lock = threading.RLock()
-        self._snap: _Snapshot | None = None
+        self._snap: Snapshot | None = None
         self._texts: tuple[int, dict[str, str]] | None = None
         meta = self.read_meta() if metric is None else None
         self.metric: Metric = metric or (meta.metric if meta else "cosine")
@@ -350,7 +173,7 @@ class LanceStore(Store):
         except FileNotFoundError:
             return 0
 
-    def _snapshot(self) -> _Snapshot | None:
+    def _snapshot(self) -> Snapshot | None:
         stamp = self._stamp()
         with self._lock:
             if self._snap is not None and self._snap.stamp == stamp:
@@ -358,7 +181,7 @@ class LanceStore(Store):
             table = self._table("chunks")
             if table is None:
                 return None
-            self._snap = _Snapshot(table.to_arrow(), table.version, stamp, self.path / "search")
+            self._snap = Snapshot(table.to_arrow(), table.version, stamp, self.path / "search")
             return self._snap
 
     # -- writes ---------------------------------------------------------------------------------------
@@ -472,7 +295,7 @@ class LanceStore(Store):
             return []
         return snap.hits(snap.keyword_leg(query, limit, snap.mask(Filter.of(where))), "keyword")
 
-    def _vector_leg(self, snap: _Snapshot, vector: np.ndarray | None, k: int, mask: np.ndarray | None,
+    def _vector_leg(self, snap: Snapshot, vector: np.ndarray | None, k: int, mask: np.ndarray | None,
                     ann: AnnConfig | None = None):
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != snap.vectors.shape[1]:
