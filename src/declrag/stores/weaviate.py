@@ -52,7 +52,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache, partial
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -61,19 +61,29 @@ import numpy as np
 from ..config import AnnConfig, Fusion, Metric
 from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
-from .base import Cond, DocRecord, Filter, Node, Store, StoreMeta, Where, check_upsert
+from .base import DocRecord, Filter, Store, StoreMeta, Where, check_upsert
 from .bm25 import K1, B, query_terms
 from .fusion import object_uuid
 from .weaviate_target import DEFAULT_COLLECTION, DOCS_SUFFIX, Target, _auth, _connect, _status
+from .weaviate_wire import (
+    CHUNK_INTS,
+    CHUNK_TEXTS,
+    _chunk,
+    _chunk_props,
+    _detail,
+    _filter_pb,
+    _index_config,
+    _pb,
+    _transient,
+    _translate,
+    _vector_bytes,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 BATCH = 1000  # objects per insert request
 PAGE = 5000  # objects per read request
-CHUNK_INTS = ("start", "end", "position", "page", "parent_start", "parent_end")
-CHUNK_TEXTS = ("chunk_id", "doc_id", "text", "source", "title")
-PROP = {"id": "chunk_id"}  # filter field -> property ("id" is reserved in Weaviate)
 
 
 def _uuid(key: str) -> str:
@@ -520,151 +530,4 @@ class WeaviateStore(Store):
         return self
 
 
-def _index_config(t: Target, distance):
-    """The vector index a new collection gets from the store URI (flat unless it says hnsw)."""
-    from weaviate.classes.config import Configure
-
-    q = Configure.VectorIndex.Quantizer
-    c = t.compression or "none"
-    quantizer: Any = q.pq() if c == "pq" else q.bq() if c == "bq" else q.sq() if c == "sq" else None
-    if (t.index or "flat") == "flat":
-        return Configure.VectorIndex.flat(distance_metric=distance, quantizer=quantizer)
-    return Configure.VectorIndex.hnsw(distance_metric=distance, ef=t.ef, ef_construction=t.ef_construction,
-                                      max_connections=t.max_connections, quantizer=quantizer)
-
-
-def _chunk_props(c: Chunk) -> dict[str, Any]:
-    return {"chunk_id": c.id, "doc_id": c.doc_id, "text": c.text, "start": c.start, "end": c.end,
-            "position": c.position, "source": c.source, "title": c.title, "page": c.page,
-            "parent_start": c.parent_start, "parent_end": c.parent_end}
-
-
-def _chunk(o) -> Chunk:
-    p = o.properties
-    return Chunk(id=p["chunk_id"], doc_id=p["doc_id"], text=p.get("text") or "", start=int(p["start"]),
-                 end=int(p["end"]), position=int(p["position"]), source=p.get("source") or "",
-                 title=p.get("title") or "", page=_int(p.get("page")), parent_start=_int(p.get("parent_start")),
-                 parent_end=_int(p.get("parent_end")))
-
-
-def _int(v) -> int | None:
-    return None if v is None else int(v)
-
-
-@cache
-def _transient() -> tuple[type[BaseException], ...]:
-    from grpc import RpcError
-    from weaviate.exceptions import (
-        UnexpectedStatusCodeError,
-        WeaviateConnectionError,
-        WeaviateGRPCUnavailableError,
-        WeaviateQueryError,
-        WeaviateTimeoutError,
-    )
-
-    return (WeaviateConnectionError, WeaviateGRPCUnavailableError, WeaviateQueryError, WeaviateTimeoutError,
-            UnexpectedStatusCodeError, RpcError)
-
-
-def _detail(e: BaseException) -> str:
-    """An error's message; a gRPC error's details (its str() is a multi-line dump)."""
-    details = getattr(e, "details", None)
-    if callable(details):
-        try:
-            return str(details() or e)
-        except Exception:  # not a call error after all
-            pass
-    return str(e) or type(e).__name__
-
-
-def _pb():
-    """The Weaviate gRPC protocol's messages (the ones the client library ships for this protobuf runtime)."""
-    import weaviate.proto.v1 as pb
-
-    return pb
-
-
-def _vector_bytes(vector) -> bytes:
-    v = np.ascontiguousarray(np.asarray(vector, dtype="<f4").reshape(-1))
-    return v.tobytes()
-
-
-_OPS = {"$eq": "EQUAL", "$ne": "NOT_EQUAL", "$gt": "GREATER_THAN", "$gte": "GREATER_THAN_EQUAL",
-        "$lt": "LESS_THAN", "$lte": "LESS_THAN_EQUAL", "$in": "CONTAINS_ANY", "$nin": "CONTAINS_NONE"}
-
-
-def _junction(op: str, parts: list, join: Callable[[str, list], Any]):
-    """``and``/``or`` over translated parts, where True (no filter) and False (matches nothing) fold away as
-    `Filter.matches` means them; ``join(op, parts)`` builds the node of two or more parts."""
-    if op == "and":
-        if any(p is False for p in parts):
-            return False
-        parts = [p for p in parts if p is not True]
-        return True if not parts else (parts[0] if len(parts) == 1 else join("and", parts))
-    if any(p is True for p in parts):
-        return True
-    parts = [p for p in parts if p is not False]
-    return False if not parts else (parts[0] if len(parts) == 1 else join("or", parts))
-
-
-def _filter_pb(where: Filter | None):
-    """``where`` as the gRPC protocol's filter message, with `Filter.matches`'s meaning (the same tree as
-    `_translate`, which the client library turns into the same message; tested equal); True (no filter) or
-    False (matches nothing) where the filter is constant."""
-    if where is None:
-        return True
-    F = _pb().base_pb2.Filters
-
-    def op(name: str):
-        return getattr(F, f"OPERATOR_{name}")
-
-    def one(node: Node):
-        if not isinstance(node, Cond):
-            return _junction(node.op, [one(p) for p in node.parts],
-                             lambda j, parts: F(operator=op(j.upper()), filters=parts))
-        prop, v = PROP.get(node.field, node.field), node.value
-        if node.op in ("$in", "$nin") and not v:
-            return node.op == "$nin"
-        target = _pb().base_pb2.FilterTarget(property=prop)
-        if isinstance(v, list):
-            arr = ({"value_int_array": _pb().base_pb2.IntArray(values=v)} if isinstance(v[0], int)
-                   else {"value_text_array": _pb().base_pb2.TextArray(values=v)})
-            cond = F(operator=op(_OPS[node.op]), target=target, **arr)
-        elif isinstance(v, int):
-            cond = F(operator=op(_OPS[node.op]), target=target, value_int=v)
-        else:
-            cond = F(operator=op(_OPS[node.op]), target=target, value_text=v)
-        if node.field == "page" and node.op in ("$ne", "$nin"):  # a chunk without a page matches these
-            null = F(operator=op("IS_NULL"), target=_pb().base_pb2.FilterTarget(property=prop), value_boolean=True)
-            return F(operator=op("OR"), filters=[null, cond])
-        return cond
-
-    return one(where.tree)
-
-
-def _translate(where: Filter | None):
-    """``where`` as a Weaviate filter with `Filter.matches`'s meaning; True (no filter) or False (matches
-    nothing) where the filter is constant, as an empty ``$in``/``$nin`` makes it."""
-    from weaviate.classes.query import Filter as W
-
-    def one(node: Node):
-        if not isinstance(node, Cond):
-            return _junction(node.op, [one(p) for p in node.parts],
-                             lambda j, parts: W.all_of(parts) if j == "and" else W.any_of(parts))
-        prop, op, v = PROP.get(node.field, node.field), node.op, node.value
-        f = W.by_property(prop)
-        nullable = node.field == "page"
-        if op in ("$in", "$nin") and not v:
-            return op == "$nin"
-        cond = {"$eq": lambda: f.equal(v), "$ne": lambda: f.not_equal(v), "$gt": lambda: f.greater_than(v),
-                "$gte": lambda: f.greater_or_equal(v), "$lt": lambda: f.less_than(v),
-                "$lte": lambda: f.less_or_equal(v), "$in": lambda: f.contains_any(v),
-                "$nin": lambda: f.contains_none(v)}[op]()
-        if nullable and op in ("$ne", "$nin"):  # a chunk without a page matches these
-            return W.any_of([W.by_property(prop).is_none(True), cond])
-        return cond
-
-    return True if where is None else one(where.tree)
-
-
-__all__ = ["Target", "WeaviateStore"]
+__all__ = ["Target", "WeaviateStore", "_filter_pb", "_translate"]
