@@ -115,6 +115,11 @@ class Guard:
             self.metrics.latency.labels(route).observe(time.perf_counter() - t0)
 
 
+def event_stream(events: AsyncIterator[str]) -> StreamingResponse:
+    return StreamingResponse(events, media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
 def _sse(event: str, data: dict) -> str:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n"
 
@@ -172,10 +177,6 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
     app = FastAPI(title="declrag", version="1", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings, app.state.metrics, app.state.cache, app.state.service = s, metrics, service.cache, service
 
-    def event_stream(events: AsyncIterator[str]) -> StreamingResponse:
-        return StreamingResponse(events, media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-
     @app.post("/v1/ask")
     async def ask(body: AskRequest) -> Response:
         """Answer a question: ``{question, options: {where}}`` -> answer, citations, judge, usage, ...
@@ -229,6 +230,19 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
                                        "connect-src 'self'; base-uri 'none'; form-action 'none'",
             "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"})
 
+    _answer_errors_as_json(app, metrics)
+    app.add_middleware(Guard, key=s.api_key.get_secret_value() if s.api_key else None, max_body=s.max_body_bytes,
+                       metrics=metrics)
+    if s.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=s.cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
+    return app
+
+
+def _answer_errors_as_json(app: FastAPI, metrics: Metrics) -> None:
+    """Every error a JSON body ``{"error", "field"}`` with its status, counted by route and kind; never a stack
+    trace (an unexpected one is logged and answered 500)."""
+
     def route_of(request: Request) -> str:  # errors: always JSON, never a stack trace
         return request.url.path if request.url.path in ROUTES else "other"
 
@@ -261,10 +275,3 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         log.error("unhandled error on %s", request.url.path, exc_info=e)
         metrics.errors.labels(route_of(request), "internal").inc()
         return error_response(500, "internal error")
-
-    app.add_middleware(Guard, key=s.api_key.get_secret_value() if s.api_key else None, max_body=s.max_body_bytes,
-                       metrics=metrics)
-    if s.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=s.cors_origins, allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type"])
-    return app
