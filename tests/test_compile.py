@@ -281,7 +281,7 @@ def test_importances_count_each_program_once():
 
 
 def test_a_good_retrieval_score_does_not_shield_a_weak_slice():
-    from declrag.optimize.compile import StepMedianPruner
+    from declrag.optimize.budget import StepMedianPruner
 
     st = optuna.create_study(direction="maximize", pruner=StepMedianPruner(n_startup_trials=2))
     st.add_trial(optuna.trial.create_trial(value=0.3))  # a repeat: complete, no intermediate values

@@ -15,7 +15,8 @@ from declrag.config import IngestConfig, ProgramConfig
 from declrag.embed import folder_sha256
 from declrag.errors import DeclragError
 from declrag.golden import load_golden
-from declrag.optimize.compile import Budget, split_examples, split_note
+from declrag.optimize.budget import Budget
+from declrag.optimize.splits import split_examples, split_note
 from declrag.optimize.finetune import finetune_model, training_rows
 from declrag.optimize.run import compile_run
 from declrag.optimize.space import Space, read_space

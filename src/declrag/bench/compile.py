@@ -18,7 +18,8 @@ from rich.table import Table
 from ..golden import load_golden
 from ..lm import use_lm_cache
 from ..memory import MemoryTracker, describe
-from ..optimize.compile import Budget, Compiler, trial_counts
+from ..optimize.budget import Budget, trial_counts
+from ..optimize.compile import Compiler
 from ..optimize.space import grid, read_space
 from ..optimize.study import place
 

@@ -23,13 +23,11 @@ import json
 import logging
 import math
 import os
-import random
 import socket
 import threading
 import time
 import warnings
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -55,135 +53,12 @@ from .space import Space, apply, grid, sample
 if TYPE_CHECKING:
     from .study import Ledger
 
+from .budget import Budget, BudgetReached, Spent, StepMedianPruner
+from .splits import split_examples, split_note
+
 log = logging.getLogger(__name__)
 WORKER = f"{socket.gethostname()}:{os.getpid()}"  # who ran a trial (trials.jsonl)
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-@dataclass
-class Budget:
-    max_trials: int | None = None
-    timeout_s: float | None = None
-    max_cost_usd: float | None = None
-    max_lm_calls: int | None = None
-
-
-@dataclass
-class Spent:
-    lm_calls: int = 0  # LM calls made (cache misses)
-    cached: int = 0
-    cost_usd: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def add(self, usage: dict) -> None:
-        with self.lock:
-            self.lm_calls += int(usage.get("calls", 0) - usage.get("cached", 0))
-            self.cached += int(usage.get("cached", 0))
-            self.cost_usd += float(usage.get("cost_usd", 0.0))
-
-
-class BudgetReached(Exception):
-    pass
-
-
-class StepMedianPruner(optuna.pruners.BasePruner):
-    """Prune a trial whose value at its latest step is worse than the median of the finished trials' values
-    at that same step. Optuna's MedianPruner compares the trial's best value over all its steps instead,
-    which fits learning curves but not these steps, which measure different things (a retrieval score, then
-    the objective on growing slices of dev): a good retrieval score would shield every later slice."""
-
-    def __init__(self, n_startup_trials: int = 3):
-        self.n_startup_trials = n_startup_trials
-
-    def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
-        step = trial.last_step
-        if step is None:
-            return False
-        done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        others = [t.intermediate_values[step] for t in done if step in t.intermediate_values]
-        if len(others) < self.n_startup_trials:  # repeats and trials scored without this step do not count
-            return False
-        value, median = trial.intermediate_values[step], float(np.nanmedian(others))
-        if math.isnan(value):
-            return True
-        return value < median if study.direction == optuna.study.StudyDirection.MAXIMIZE else value > median
-
-
-def trial_counts(trials: list[optuna.trial.FrozenTrial]) -> dict[str, int]:
-    """How a study's trials ended: finished (repeats included), pruned, stopped by a budget, repeats."""
-    pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED]
-    return {"trials": len(trials), "complete": len([t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]),
-            "pruned": len([t for t in pruned if not t.user_attrs.get("stopped_by_budget")]),
-            "stopped_by_budget": len([t for t in pruned if t.user_attrs.get("stopped_by_budget")]),
-            "repeats": len([t for t in trials if "repeat_of" in t.user_attrs])}
-
-
-FALLBACK_TEST = 0.3  # the test share when the declared source split is missing and the splits are cut
-
-
-def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
-    """Seeded train / dev / test. With ``test_split`` the test set is that golden split as it is and the
-    source split is cut into train and dev only. Test is never read by the search.
-
-    When the declared source split is missing (a BEIR set downloaded with its test qrels only), the splits
-    that exist are pooled and cut, seeded and disjoint: test takes `FALLBACK_TEST` of the questions and the
-    rest is cut as the space's fractions say. `split_note` says what was done."""
-    s = space.split
-    source = s.source or next(iter(golden.splits))
-    fr = dict(s.fractions)
-    test_split = s.test_split
-    if source in golden.splits:
-        pool = list(golden.split(source))
-    else:
-        by_id: dict[str, Example] = {}
-        for examples in golden.splits.values():
-            for e in examples:
-                by_id.setdefault(e.id, e)
-        pool = list(by_id.values())
-        if test_split or "test" not in fr:
-            kept = {k: v for k, v in fr.items() if k != "test"}
-            total = sum(kept.values()) or 1.0
-            fr = {**{k: v / total * (1 - FALLBACK_TEST) for k, v in kept.items()}, "test": FALLBACK_TEST}
-        test_split = None
-    if s.sample and s.sample < len(pool):
-        keep = set(random.Random(s.seed - 1).sample(range(len(pool)), s.sample))
-        pool = [e for i, e in enumerate(pool) if i in keep]
-    rng = random.Random(s.seed)
-    order = list(range(len(pool)))
-    rng.shuffle(order)
-    if test_split:
-        fr.pop("test", None)
-    total = sum(fr.values())
-    cuts: dict[str, list[int]] = {}
-    out: dict[str, list[Example]] = {}
-    at = 0
-    for part in ("train", "dev", "test"):
-        if part in fr:
-            n = int(round(len(pool) * fr[part] / total))
-            cuts[part] = order[at:at + n]
-            at += n
-    for part, idx in cuts.items():
-        out[part] = [pool[i] for i in sorted(idx)]
-    if test_split:
-        out["test"] = list(golden.split(test_split))
-    for part, cap in (("dev", s.max_dev), ("test", s.max_test)):
-        if cap and len(out.get(part, [])) > cap:
-            keep = set(random.Random(s.seed + 1).sample(range(len(out[part])), cap))
-            out[part] = [e for i, e in enumerate(out[part]) if i in keep]
-    if not out.get("dev") or not out.get("test"):
-        raise DeclragError(f"the split leaves no dev or no test questions ({ {k: len(v) for k, v in out.items()} })",
-                           hint="use a larger golden set or other split fractions")
-    return out
-
-
-def split_note(golden: GoldenSet, space: Space, splits: dict[str, list[Example]]) -> str | None:
-    """What `split_examples` did when the declared source split is missing, for the user to read."""
-    source = space.split.source or next(iter(golden.splits))
-    if source in golden.splits:
-        return None
-    sizes = ", ".join(f"{k} {len(v)}" for k, v in splits.items())
-    return (f"{golden.name} has no split {source!r} (it has {', '.join(golden.splits)}): cut them instead, seeded "
-            f"({space.split.seed}) and disjoint: {sizes} questions")
 
 
 def weighted(values: dict[str, float | None], weights: dict[str, float]) -> float:

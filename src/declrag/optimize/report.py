@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from ..report import _html
+from ..eval_report import _html
 from .space import tidy, tidy_params
 
 

@@ -19,7 +19,8 @@ from ..errors import DeclragError
 from ..golden import load_golden
 from ..memory import MemoryTracker
 from ..metrics.stats import mean_ci, mean_of, paired_difference
-from .compile import Budget, Compiler, digest_of, trial_counts, weighted
+from .budget import Budget, trial_counts
+from .compile import Compiler, digest_of, weighted
 from .space import Space, read_space, tidy_params
 
 log = logging.getLogger(__name__)
