@@ -38,7 +38,6 @@ REPEAT_PENALTY = 1.1  # small models loop at temperature 0 without it
 
 
 
-# ------------------------------------------------------------------------------------------ local models
 def resolve_local(name: str) -> Path:
     """The GGUF file behind ``local/<name>``: a registered name or a path to a .gguf file."""
     p = Path(name).expanduser()

@@ -14,7 +14,6 @@ from typing import Any
 import dspy
 
 
-# ---------------------------------------------------------------------------------------------- metering
 @dataclass
 class StageUsage:
     calls: int = 0
