@@ -38,8 +38,10 @@ class TestWeaviateStore(StoreContract):
 
         yield make
         for s in made:
-            s.drop()
-            s.close()
+            s.close()  # a test may have closed it already (closing twice is harmless); drop through a new handle
+            again = WeaviateStore(s.uri)
+            again.drop()
+            again.close()
 
 
 # -- without a server --------------------------------------------------------------------------------------

@@ -21,9 +21,9 @@ LiteLLM provider), `registry` (what the process holds, LiteLLM set-up, the DSPy 
 checks, errors).
 """
 
-from .local import LOCAL_MODELS, LocalModels, LocalProvider, _cut_at_stop, local_backend, resolve_local
+from .local import LOCAL_MODELS, LocalModels, LocalProvider, _cut_at_stop, local_backend, resolve_local, setup
 from .metering import Meter, RoutedLM, StageUsage, meter_call, metering, override_lm, stage, using_lm
-from .registry import Registry, registry, setup, use_lm_cache
+from .registry import Registry, registry, use_lm_cache
 from .routing import check_lm, is_small_local, lm_error, make_lm, provider_of
 
 __all__ = ["LOCAL_MODELS", "LocalModels", "LocalProvider", "Meter", "Registry", "RoutedLM", "StageUsage",

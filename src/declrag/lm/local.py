@@ -343,3 +343,15 @@ class LocalProvider(CustomLLM):
             stop.set()
 
 
+local_models = LocalModels()  # the process's in-process models (held by `declrag.lm.registry`)
+_provider = LocalProvider(local_models)
+_SETUP_LOCK = threading.Lock()
+
+
+def setup() -> None:
+    """Register the ``local`` provider with LiteLLM (once; the only change declrag makes to LiteLLM)."""
+    with _SETUP_LOCK:
+        if not any(p.get("provider") == "local" for p in litellm.custom_provider_map):
+            litellm.custom_provider_map = [*litellm.custom_provider_map,
+                                           {"provider": "local", "custom_handler": _provider}]
+            litellm.utils.custom_llm_setup()

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import dspy
-import litellm
 
 from ..config import LMConfig
 from ..embed import cache_dir
-from .local import LocalModels, LocalProvider
+from .local import local_models
 from .metering import RoutedLM
+from .routing import make_lm
 
 T = TypeVar("T")
 
@@ -32,8 +32,7 @@ class Registry:
     them. ``loaded()`` lists what is held; ``clear()`` lets all of it go (the next use loads again)."""
 
     def __init__(self) -> None:
-        self.local_models = LocalModels()
-        self._provider = LocalProvider(self.local_models)
+        self.local_models = local_models  # the models the ``local`` provider runs (`declrag.lm.local`)
         self._lms: dict[str, RoutedLM] = {}
         self._shared: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
@@ -42,8 +41,6 @@ class Registry:
         key = cfg.digest()
         with self._lock:
             if key not in self._lms:
-                from .routing import make_lm  # routing registers the provider through this module
-
                 self._lms[key] = make_lm(cfg)
             return self._lms[key]
 
@@ -77,23 +74,14 @@ class Registry:
 
 
 registry = Registry()
-_SETUP_LOCK = threading.Lock()
-
-
-def setup() -> None:
-    """Register the ``local`` provider with LiteLLM (once; the only change declrag makes to LiteLLM)."""
-    with _SETUP_LOCK:
-        if not any(p.get("provider") == "local" for p in litellm.custom_provider_map):
-            litellm.custom_provider_map = [*litellm.custom_provider_map,
-                                           {"provider": "local", "custom_handler": registry._provider}]
-            litellm.utils.custom_llm_setup()
+_CACHE_LOCK = threading.Lock()
 
 
 def use_lm_cache(folder: Path | None = None) -> None:
     """Point DSPy's response cache at ``folder`` (default: declrag's cache folder, ``<cache>/dspy``), memory
     cache emptied. This changes DSPy's cache for the whole process, so only a process's owner calls it: the
     `declrag` command at start-up, benchmarks that need a cold cache; never a library import."""
-    with _SETUP_LOCK:
+    with _CACHE_LOCK:
         dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True,
                              disk_cache_dir=str(folder or cache_dir() / "dspy"))
 

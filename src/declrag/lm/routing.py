@@ -10,8 +10,8 @@ import litellm
 
 from ..config import LMConfig
 from ..errors import DeclragError
+from .local import setup
 from .metering import RoutedLM
-from .registry import setup
 
 
 def provider_of(route: str) -> str:
