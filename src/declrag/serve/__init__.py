@@ -63,7 +63,7 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
     say(f"declrag serve: {what} as {name!r} on http://{host}:{s.port}/ (web page /, POST /v1/ask, "
         f"OpenAI-compatible /v1/chat/completions and /v1/models, /healthz, /readyz, /metrics)")
     say("auth: " + ("Bearer API key required" if s.api_key else "none (set DECLRAG_API_KEY or --api-key-file)")
-        + f"; limits: {s.max_in_flight} in flight on {min(s.workers or s.max_in_flight, s.max_in_flight)} worker "
+        + f"; limits: {s.max_in_flight} in flight on {s.worker_threads} worker "
         f"threads, {s.request_timeout_s:g} s per request, "
         f"{s.max_body_bytes} bytes per body; semantic cache: "
         + (f"on (cosine >= {s.cache_threshold})" if s.cache_threshold else "off"))
