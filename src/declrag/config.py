@@ -143,6 +143,27 @@ class RewriteConfig(Strict):
     lm: LMConfig | None = None  # None: the program's LM
 
 
+class HistoryConfig(Strict):
+    """A conversation's earlier turns (`declrag.conversation`): what is refused, what each stage sees, and how the
+    search query is made from them. Compile can search every field but the input limits."""
+
+    # how the search query is made: the last turn alone (off), the user turns joined, the last turn expanded with
+    # the earlier user turns' terms and its embedding mixed with theirs (deterministic, no LM call), or the last
+    # turn rewritten as a standalone question by the LM (condense, signatures/condense.yaml)
+    query: Literal["off", "joined", "deterministic", "condense"] = "deterministic"
+    turns: int = Field(4, ge=0, le=50)  # earlier user turns that make the search query
+    chars: int = Field(2000, ge=0, le=100_000)  # characters of them, newest kept
+    terms: int = Field(8, ge=0, le=100)  # deterministic: salient terms of earlier turns added to the keyword query
+    weight: float = Field(0.5, ge=0.0, le=1.0)  # deterministic: the previous user turn's share of the query vector
+    generate_turns: int = Field(6, ge=0, le=50)  # earlier turns (user and assistant) the generate stage reads
+    generate_chars: int = Field(4000, ge=0, le=100_000)
+    variant: str = "default"  # condense: the prompt variant
+    lm: LMConfig | None = None  # condense: None = the program's LM
+    # what a request may send at most (more is refused: 422 over HTTP, exit 2 on the CLI)
+    max_turns: int = Field(100, ge=0, le=10_000)
+    max_chars: int = Field(50_000, ge=0, le=10_000_000)
+
+
 class RetrieveConfig(Strict):
     k: int = Field(5, ge=1, le=100)  # passages given to the generator
     candidates: int = Field(100, ge=1, le=10000)  # per hybrid leg (Weaviate: at least 100)
@@ -194,6 +215,7 @@ class ProgramConfig(Strict):
     rerank: RerankConfig = RerankConfig()
     generate: GenerateConfig = GenerateConfig()
     judge: JudgeConfig = JudgeConfig()
+    history: HistoryConfig = HistoryConfig()
     max_question_chars: int = Field(2000, ge=10)
 
     @model_validator(mode="after")
@@ -203,5 +225,5 @@ class ProgramConfig(Strict):
         return self
 
     def stage_lm(self, stage: str) -> LMConfig:
-        own = getattr(getattr(self, stage), "lm", None)
+        own = getattr(getattr(self, "history" if stage == "condense" else stage), "lm", None)
         return own or self.lm

@@ -19,7 +19,8 @@ import numpy as np
 from dspy.utils import exceptions as dspy_errors
 
 from .adapters import adapter_for
-from .config import GenerateConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
+from . import conversation as conv
+from .config import GenerateConfig, HistoryConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
 from .embed import Embedder, resolve_model
 from .lm import lm_error, override_lm, registry, stage
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
@@ -85,6 +86,46 @@ class Queries:
     texts: list[str]  # searched, results fused by reciprocal rank
     vector_text: str | None = None  # HyDE: the text whose embedding replaces the question's
     sub_questions: list[str] = field(default_factory=list)
+    vector: np.ndarray | None = None  # a conversation's mixed query vector: replaces the first text's embedding
+
+
+@dataclass
+class SearchQuestion:
+    """What a conversation's last turn is searched as (`HistoryQuery`): ``text`` (what the rewrite modes, the
+    keyword leg and the reranker read) and ``vector`` (the vector leg's query, when it is not ``text``'s)."""
+
+    text: str
+    vector: np.ndarray | None = None
+    earlier: int = 0  # earlier user turns used
+
+
+class HistoryQuery(dspy.Module):
+    """The search question of a conversation's last turn, by ``history.query`` (see `declrag.conversation`)."""
+
+    def __init__(self, cfg: HistoryConfig, lm: LMConfig, specs: dict[str, SignatureSpec], embedder: Embedder):
+        super().__init__()
+        self.cfg, self.embedder = cfg, embedder
+        self.stage = None
+        if cfg.query == "condense":
+            spec = specs["condense"]
+            self.stage = Stage("condense", spec, cfg.variant if cfg.variant != "default" else spec.default, lm)
+
+    def forward(self, question: str, history: tuple[conv.Turn, ...] = ()) -> SearchQuestion:
+        c = self.cfg
+        earlier = [t.content for t in conv.window(history, c.turns, c.chars, roles=("user",))]
+        if c.query == "off" or not earlier:
+            return SearchQuestion(question)
+        if c.query == "joined":
+            return SearchQuestion(conv.joined(question, earlier), earlier=len(earlier))
+        if self.stage is not None:
+            context = conv.transcript(conv.window(history, c.generate_turns, c.chars, roles=("user", "assistant")))
+            text = " ".join(str(self.stage.run(conversation=context, question=question).standalone or "").split())
+            if text:
+                return SearchQuestion(text[:1000], earlier=len(earlier))
+        with embedding_time():  # deterministic (and condense's fallback); the earlier turns' vectors are cached
+            vecs = self.embedder.embed_queries([question, *reversed(earlier)])
+        return SearchQuestion(conv.expanded_query(question, earlier, c.terms), conv.mixed_vector(vecs, c.weight),
+                              len(earlier))
 
 
 class QueryRewriter(dspy.Module):
@@ -143,6 +184,8 @@ class Retriever(dspy.Module):
         filt = Filter.of(where if where is not None else c.where)
         vecs = self._embed([queries.vector_text or queries.texts[0], *queries.texts[1:]]) if c.alpha > 0 \
             else [None] * len(queries.texts)
+        if queries.vector is not None and queries.vector_text is None and c.alpha > 0:
+            vecs = [queries.vector, *vecs[1:]]
         lists = [self.store.hybrid_search(q, v, pool, c.alpha, c.fusion, c.candidates, filt, c.ann)
                  for q, v in zip(queries.texts, vecs)]
         hits = rrf(lists)
@@ -235,15 +278,19 @@ class Generator(dspy.Module):
         return "\n\n".join(f"[{i}] " + (f"({h.chunk.title}) " if h.chunk.title else "") + " ".join(h.text[:lim].split())
                            for i, h in enumerate(passages, 1))
 
-    def forward(self, question: str, passages: list[Hit], strict: bool = False, allow_empty: bool = False) -> Draft:
+    def forward(self, question: str, passages: list[Hit], strict: bool = False, allow_empty: bool = False,
+                conversation: str | None = None) -> Draft:
         """``allow_empty`` asks the model even with no passages (robustness probes); otherwise no passages
-        means the abstention phrase without an LM call."""
+        means the abstention phrase without an LM call. ``conversation``: the earlier turns as a transcript,
+        read when the prompt declares a ``conversation`` input (prompts saved before conversations do not)."""
         phrase = self.cfg.abstain_phrase
         if not passages and not allow_empty:
             return Draft(phrase, True, [])
         context = self.context(passages) if passages else "(no passages)"
         demos = self._knn_demos(question)
         extra: dict[str, Any] = {"demos": demos} if demos is not None else {}
+        if conversation and "conversation" in self.main.spec.inputs:
+            extra["conversation"] = conversation
         pred = (self.strict if strict else self.main).run(question=question, context=context, **extra)
         raw = (pred.answer or "").strip()
         if is_abstention(raw, phrase):

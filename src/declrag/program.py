@@ -28,11 +28,13 @@ from .about import versions
 from .config import ProgramConfig
 from .embed import Embedder, folder_sha256
 from .errors import DeclragError
+from .conversation import Turn, transcript, turns, window
 from .inputs import user_text
 from .lm import Meter, check_lm, metering
 from .modules import (
     Draft,
     Generator,
+    HistoryQuery,
     QueryRewriter,
     Reranker,
     Retriever,
@@ -48,7 +50,7 @@ from .types import Hit
 
 log = logging.getLogger(__name__)
 ARTIFACT_FORMAT = 1
-NEEDED_SPECS = ("generate", "rewrite", "multi_query", "hyde", "decompose", "step_back", "rerank", "judge")
+NEEDED_SPECS = ("generate", "rewrite", "multi_query", "hyde", "decompose", "step_back", "rerank", "judge", "condense")
 
 
 class Answer(dspy.Prediction):
@@ -57,7 +59,7 @@ class Answer(dspy.Prediction):
 
     def to_dict(self) -> dict[str, Any]:
         return {k: self[k] for k in ("answer", "abstained", "citations", "judge", "usage", "latency_ms",
-                                     "removed_citations", "queries", "stages", "question")}
+                                     "removed_citations", "queries", "stages", "question", "history_turns")}
 
 
 def _citation(n: int, h: Hit, attributed: bool) -> dict[str, Any]:
@@ -91,9 +93,11 @@ class RAGProgram(dspy.Module):
             self.store, _ = open_store(where, c.ingest, create=False)
         self.store_uri = self.store.uri
         self.embedder = embedder or Embedder(c.ingest.embedder)
-        self.specs = specs or {k: spec(k) for k in NEEDED_SPECS}
+        given = specs or {}  # a program saved before a prompt existed gets today's file for it
+        self.specs = {**{k: spec(k) for k in NEEDED_SPECS if k not in given}, **given}
         pool = max(c.retrieve.k, c.rerank.candidates if c.rerank.mode != "none" else 0,
                    3 * c.retrieve.k if c.retrieve.mmr else 0)
+        self.history_query = HistoryQuery(c.history, c.stage_lm("condense"), self.specs, self.embedder)
         self.rewrite = QueryRewriter(c.rewrite, c.stage_lm("rewrite"), self.specs)
         self.retrieve = Retriever(c.retrieve, self.store, self.embedder, pool)
         self.rerank = Reranker(c.rerank, c.stage_lm("rerank"), self.specs)
@@ -122,39 +126,60 @@ class RAGProgram(dspy.Module):
         self._warm = lms
         return self
 
-    def forward(self, question: str, where: dict | None = None) -> Answer:
+    def check(self, question: Any, history: Any = None, where: dict | None = None) -> tuple[str, tuple[Turn, ...]]:
+        """The question and history as the program reads them, or `InputError` naming the field (the one check
+        every entry point shares; see `declrag.inputs` and `declrag.conversation`)."""
         c = self.config
         question = user_text(question, "question", c.max_question_chars,
                              hint="shorten it, or raise max_question_chars in the program config")
+        history = turns(history, max_turns=c.history.max_turns, max_chars=c.history.max_chars)
         Filter.of(where)  # an invalid filter fails before any LM call
+        return question, history
+
+    def _queries(self, question: str, history: tuple[Turn, ...], ms: dict[str, float] | None = None):
+        """The search question of this turn (the history's, `HistoryQuery`) and the rewrite stage's queries;
+        their times go to ``ms`` as ``history`` and ``rewrite``."""
+        t = time.perf_counter()
+        sq = self.history_query(question=question, history=history)
+        t2 = time.perf_counter()
+        queries = self.rewrite(question=sq.text)
+        if ms is not None:
+            ms["history"], ms["rewrite"] = round(1000 * (t2 - t), 3), _since(t2)
+        if sq.vector is not None and queries.vector_text is None and queries.texts[0] == sq.text:
+            queries.vector = sq.vector
+        return sq, queries
+
+    def forward(self, question: str, where: dict | None = None, history: Any = None) -> Answer:
+        """Answer ``question``; ``history``: the conversation before it (see `declrag.conversation`)."""
+        c = self.config
+        question, history = self.check(question, history, where)
         meter, ms = Meter(), {}
         t_all = time.perf_counter()
         with metering(meter), timing_embeddings() as embed_ms:
-            t = time.perf_counter()
-            queries = self.rewrite(question=question)
-            ms["rewrite"] = _since(t)
+            sq, queries = self._queries(question, history, ms)
             t = time.perf_counter()
             pool = self.retrieve(queries=queries, where=where)
             ms["retrieve"] = _since(t)
             t = time.perf_counter()
-            pool = self.rerank(question=question, hits=pool)
+            pool = self.rerank(question=sq.text, hits=pool)
             ms["rerank"] = _since(t)
             t = time.perf_counter()
             passages = self._select(queries, pool)
             ms["select"] = _since(t)
             gen_question = question if not queries.sub_questions else \
                 question + "\n(Sub-questions: " + "; ".join(queries.sub_questions) + ")"
+            said = transcript(window(history, c.history.generate_turns, c.history.generate_chars)) or None
             t = time.perf_counter()
             below = self._below_threshold(queries, passages)
             draft = Draft(c.generate.abstain_phrase, True, []) if below else \
-                self.generate(question=gen_question, passages=passages)
+                self.generate(question=gen_question, passages=passages, conversation=said)
             ms["generate"] = _since(t)
             t = time.perf_counter()
             context = self.generate.context(passages)
             verdict = self.judge(question=question, passages=passages, draft=draft, context=context)
             verdict["action"] = "none" if c.judge.mode == "off" else "passed"
             if verdict.get("supported") is False and c.judge.policy == "regenerate":
-                draft = self.generate(question=gen_question, passages=passages, strict=True)
+                draft = self.generate(question=gen_question, passages=passages, strict=True, conversation=said)
                 again = self.judge(question=question, passages=passages, draft=draft, context=context)
                 verdict = {**again, "action": "regenerated", "first": verdict}
             elif verdict.get("supported") is False and c.judge.policy == "abstain":
@@ -172,13 +197,44 @@ class RAGProgram(dspy.Module):
         return Answer(
             question=question, answer=draft.text, abstained=draft.abstained, citations=cites,
             removed_citations=draft.removed, passages=passages, judge=verdict, usage=meter.to_dict(),
-            latency_ms=ms, queries=queries.texts, raw_answer=draft.raw, stages=self.stages())
+            latency_ms=ms, queries=queries.texts, raw_answer=draft.raw, stages=self.stages(),
+            history_turns=len(history))
 
-    def retrieve_only(self, question: str, where: dict | None = None, depth: int = 100) -> list[Hit]:
-        """The ranked candidates (rewrite, retrieve at least ``depth`` chunks, rerank) without generating:
-        what retrieval metrics such as nDCG@10 over documents, and compile's retrieval-first scoring, read."""
-        queries = self.rewrite(question=question)
-        return self.rerank(question=question, hits=self.retrieve(queries=queries, where=where, depth=depth))
+    def retrieve_only(self, question: str, where: dict | None = None, depth: int = 100,
+                      history: Any = None) -> list[Hit]:
+        """The ranked candidates (history, rewrite, retrieve at least ``depth`` chunks, rerank) without
+        generating: what retrieval metrics such as nDCG@10 over documents, and compile's retrieval-first scoring,
+        read."""
+        question, history = self.check(question, history, where)
+        sq, queries = self._queries(question, history)
+        return self.rerank(question=sq.text, hits=self.retrieve(queries=queries, where=where, depth=depth))
+
+    def search(self, question: str, history: Any = None, where: dict | None = None, k: int | None = None,
+               alpha: float | None = None) -> list[Hit]:
+        """The passages this program would answer ``question`` from, without generating: its compiled retrieval
+        (history, rewrite, hybrid search and fusion, autocut, window, rerank, MMR and order), ``k`` of them
+        (default ``retrieve.k``) with ``alpha`` (default ``retrieve.alpha``). What ``POST /v1/search`` and the
+        MCP ``search`` tool serve."""
+        prog = self
+        if (k is not None and k != self.config.retrieve.k) or (alpha is not None and alpha != self.config.retrieve.alpha):
+            prog = self._with_retrieval(k, alpha)
+        question, history = prog.check(question, history, where)
+        with timing_embeddings():
+            sq, queries = prog._queries(question, history)
+            pool = prog.rerank(question=sq.text, hits=prog.retrieve(queries=queries, where=where))
+            return prog._select(queries, pool)
+
+    def _with_retrieval(self, k: int | None, alpha: float | None) -> RAGProgram:
+        """A shallow copy of this program whose retrieval uses ``k`` and ``alpha`` (the rest shared)."""
+        import copy
+
+        c = self.config
+        r = c.retrieve.model_copy(update={k_: v for k_, v in (("k", k), ("alpha", alpha)) if v is not None})
+        other = copy.copy(self)
+        other.config = c.model_copy(update={"retrieve": r})
+        pool = max(r.k, c.rerank.candidates if c.rerank.mode != "none" else 0, 3 * r.k if r.mmr else 0)
+        other.retrieve = Retriever(r, self.store, self.embedder, pool)
+        return other
 
     def _select(self, queries, pool: list[Hit]) -> list[Hit]:
         c = self.config.retrieve

@@ -26,6 +26,7 @@ class FieldSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     type: Literal["str", "list[str]", "bool", "float", "int"] = "str"
     desc: str = ""
+    optional: bool = False  # an input that may be left out (the prompt then does not mention its value)
 
 
 class SignatureSpec(BaseModel):
@@ -61,7 +62,8 @@ class SignatureSpec(BaseModel):
         return text
 
     def build(self, variant: str | None = None, **params: str) -> type[dspy.Signature]:
-        fields = {n: (TYPES[f.type], dspy.InputField(desc=f.desc)) for n, f in self.inputs.items()}
+        fields = {n: (TYPES[f.type] | None, dspy.InputField(desc=f.desc, default=None)) if f.optional else
+                  (TYPES[f.type], dspy.InputField(desc=f.desc)) for n, f in self.inputs.items()}
         fields |= {n: (TYPES[f.type], dspy.OutputField(desc=f.desc)) for n, f in self.outputs.items()}
         return dspy.make_signature(fields, self.instructions(variant, **params))
 

@@ -1,0 +1,150 @@
+"""Conversations: the turns before the question, checked once, and the search query made from them.
+
+A history is a list of turns ``{role, content}`` (``role``: ``user``, ``assistant`` or ``system``), oldest
+first, the same shape everywhere: `RAGProgram(question=..., history=[...])`, ``declrag ask --history FILE``,
+``/v1/ask``'s ``history``, ``/v1/chat/completions``'s earlier messages, golden sets' ``history``. A
+`dspy.History` whose messages are such turns is accepted too.
+
+`turns` checks a history the way `declrag.inputs.user_text` checks a question (every entry point calls it, so
+a history fails the same wherever it comes from) and raises `InputError` naming the turn. `search_query`
+makes the search query of the last turn from the turns before it, by ``history.query``:
+
+- ``off``: the last turn alone (what declrag did before conversations);
+- ``joined``: the user turns in the window joined, oldest first (the naive baseline);
+- ``deterministic`` (the default; no LM call): for the keyword leg, the last turn followed by the salient
+  terms of the earlier user turns, newest first; for the vector leg, the normalised mix of the turns'
+  embeddings, the last turn weighted 1 and each earlier user turn ``weight``, ``weight**2``, ... newest first;
+- ``condense``: the last turn rewritten by the LM as a standalone question (``signatures/condense.yaml``);
+  `declrag.modules.Condenser` runs it, and falls back to ``deterministic`` when the model returns nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .inputs import InputError, user_text
+from .stores.bm25 import tokenize
+
+ROLES = ("user", "assistant", "system")
+# words that carry no subject in a follow-up: Weaviate's stop words, pronouns, question and filler words
+CHAT_STOPWORDS = frozenset("""
+a about above after again all also am an and any are as at be because been before being below between both
+but by can could did do does doing done down during each else even ever every few for from further get gets
+give go got had has have having he her here hers herself him himself his how i if in into is it its itself
+just know let like ll me more most much my myself need no nor not now of off on once one only or other our
+ours ourselves out over own please re s same say she should so some such t tell than thank thanks that the
+their theirs them themselves then there these they this those through to too under until up us ve very want
+was we well were what when where which while who whom why will with would yes yet you your yours yourself
+ok okay sure great good really mean means meant thing things something anything way ways much many
+""".split())
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One turn of a conversation."""
+
+    role: str
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+def turns(history: Any, *, max_turns: int, max_chars: int, field: str = "history") -> tuple[Turn, ...]:
+    """``history`` checked: None or a list of ``{role, content}`` mappings (or `Turn`s, or a `dspy.History` of
+    them), at most ``max_turns`` turns and ``max_chars`` characters in all, each turn's content non-empty text
+    (normalised as `user_text` does). Raises `InputError` naming the field, e.g. ``history[2].role``."""
+    if history is None:
+        return ()
+    messages = getattr(history, "messages", history)  # dspy.History
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
+        raise InputError(f"{field} must be a list of turns ({{role, content}}), not {type(history).__name__}", field,
+                         hint='e.g. [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]')
+    if len(messages) > max_turns:
+        raise InputError(f"{field} has {len(messages)} turns; the limit is {max_turns}", field,
+                         hint="send only the most recent turns, or raise history.max_turns in the program config")
+    out, total = [], 0
+    for i, m in enumerate(messages):
+        where = f"{field}[{i}]"
+        if isinstance(m, Turn):
+            m = m.to_dict()
+        if not isinstance(m, dict):
+            raise InputError(f"{where} must be an object with role and content, not {type(m).__name__}", where)
+        if extra := sorted(set(m) - {"role", "content"}):
+            raise InputError(f"{where} has unknown field(s) {', '.join(map(repr, extra))}", where,
+                             hint="a turn has exactly two fields: role and content")
+        role = m.get("role")
+        if role not in ROLES:
+            raise InputError(f"{where}.role must be one of {', '.join(ROLES)}, not {role!r}", f"{where}.role")
+        text = user_text(m.get("content"), f"{where}.content", max_chars,
+                         hint="shorten it, or raise history.max_chars in the program config")
+        total += len(text)
+        if total > max_chars:
+            raise InputError(f"{field} holds {total}+ characters; the limit is {max_chars}", field,
+                             hint="send only the most recent turns, or raise history.max_chars in the program config")
+        out.append(Turn(role, text))
+    return tuple(out)
+
+
+def window(history: Sequence[Turn], n_turns: int, n_chars: int, roles: Sequence[str] = ROLES) -> list[Turn]:
+    """The most recent turns of ``roles`` that fit: at most ``n_turns`` of them and ``n_chars`` characters (a
+    turn that does not fit whole is cut from its start, keeping its end, which is nearest the question)."""
+    out: list[Turn] = []
+    left = n_chars
+    for t in reversed(history):
+        if len(out) >= n_turns or left <= 0:
+            break
+        if t.role in roles:
+            text = t.content if len(t.content) <= left else "…" + t.content[-left:]
+            out.append(Turn(t.role, text))
+            left -= len(text)
+    return out[::-1]
+
+
+def transcript(history: Sequence[Turn]) -> str:
+    """The turns as the LM reads them: ``User: ...`` / ``Assistant: ...`` / ``System: ...``, a line each."""
+    return "\n".join(f"{t.role.capitalize()}: {' '.join(t.content.split())}" for t in history)
+
+
+def salient_terms(text: str) -> list[str]:
+    """The words of ``text`` that can carry a subject, in order, once each: no stop words, no single letters."""
+    seen: dict[str, None] = {}
+    for w in tokenize(text):
+        if len(w) > 1 and w not in CHAT_STOPWORDS:
+            seen.setdefault(w, None)
+    return list(seen)
+
+
+def expanded_query(question: str, earlier_user: Sequence[str], max_terms: int) -> str:
+    """The keyword leg's query: ``question`` and then, newest turn first, up to ``max_terms`` salient terms of
+    the earlier user turns that the question does not already hold."""
+    have = set(tokenize(question))
+    extra: list[str] = []
+    for text in reversed(earlier_user):
+        for w in salient_terms(text):
+            if w not in have and len(extra) < max_terms:
+                have.add(w)
+                extra.append(w)
+    return question if not extra else f"{question} {' '.join(extra)}"
+
+
+def mixed_vector(vectors: np.ndarray, weight: float) -> np.ndarray:
+    """The vector leg's query: ``vectors[0]`` (the question's) plus ``weight**i`` times ``vectors[i]`` (the
+    earlier user turns, newest first), normalised."""
+    w = np.asarray([weight ** i for i in range(len(vectors))], dtype=np.float32)
+    v = (np.asarray(vectors, dtype=np.float32) * w[:, None]).sum(axis=0)
+    n = float(np.linalg.norm(v))
+    return v / n if n else np.asarray(vectors[0], dtype=np.float32)
+
+
+def joined(question: str, earlier_user: Sequence[str]) -> str:
+    """The user turns and the question joined, oldest first (the ``joined`` mode and the naive baseline)."""
+    return " ".join([*earlier_user, question])
+
+
+__all__ = ["CHAT_STOPWORDS", "ROLES", "Turn", "expanded_query", "joined", "mixed_vector", "salient_terms",
+           "transcript", "turns", "window"]
