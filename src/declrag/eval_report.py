@@ -73,6 +73,24 @@ def _fmt(x: Any) -> str:
     return f"{x:.4f}" if isinstance(x, float) else str(x)
 
 
+UNDERSPECIFIED_NOTE = ("UNDERSPECIFIED questions (MTRAG) cannot be answered until the user says more: their "
+                       "reference answer is the clarifying question, and they are scored against it like the others; "
+                       "neither an abstention nor a confident answer is right there, so read them apart.")
+
+
+def label_tables(by_label: dict[str, dict[str, dict]]) -> list[str]:
+    """A markdown table per label (answerability, multi-turn type, ...): each metric's mean per label value."""
+    lines: list[str] = []
+    for key, groups in by_label.items():
+        cols = [c for c in next(iter(groups.values())) if c != "n"]
+        lines += ["", f"## By {key.replace('_', ' ')}", "", f"| {key} | n | " + " | ".join(cols) + " |",
+                  "|---" * (len(cols) + 2) + "|"]
+        lines += [f"| {v} | {g['n']} | " + " | ".join(_fmt(g[c]) for c in cols) + " |" for v, g in groups.items()]
+        if key == "answerability" and "UNDERSPECIFIED" in groups:
+            lines += ["", UNDERSPECIFIED_NOTE]
+    return lines
+
+
 def markdown(summary: dict, plots: list[tuple[str, Path]], out: Path) -> str:
     s = summary
     lines = [f"# Evaluation: {s['dataset']} / {s['split']}", "",
@@ -95,6 +113,7 @@ def markdown(summary: dict, plots: list[tuple[str, Path]], out: Path) -> str:
               f"all {_fmt(s['abstention']['all'])}; answerable {_fmt(s['abstention']['answerable'])} "
               f"(n={s['abstention']['n_answerable']}); unanswerable {_fmt(s['abstention']['unanswerable'])} "
               f"(n={s['abstention']['n_unanswerable']})"]
+    lines += label_tables(s.get("by_label") or {})
     if "bounds" in s:
         names = sorted({m for b in s["bounds"].values() for m in b if m != "abstention"})
         lines += ["", "## Reference bounds", "", "| | " + " | ".join(names) + " | abstention |",

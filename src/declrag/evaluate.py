@@ -27,12 +27,12 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .errors import DeclragError
-from .golden import Example, GoldenSet
+from .golden import LABELS, Example, GoldenSet, labels_of
 from .lm import Meter, metering
 from .metrics.base import Case, Metric, Passage, to_case
 from .metrics.catalog import get_metrics
 from .metrics.context import passage_is_gold
-from .metrics.stats import confusion, mean_ci, percentiles
+from .metrics.stats import by_label, confusion, mean_ci, percentiles
 from .postprocess import is_abstention
 from .program import RAGProgram
 from .types import Chunk, Hit
@@ -113,6 +113,7 @@ class Evaluation:
             raise DeclragError(f"golden set {golden.name}: duplicate example id {dup!r}",
                                hint="example ids must be unique")
         self._lock = threading.Lock()
+        self._labels = dict(zip((e.id for e in self.examples), labels_of(self.examples)))
 
     # -- records --------------------------------------------------------------------------------------------
     def _records(self, name: str) -> dict[str, dict]:
@@ -135,8 +136,9 @@ class Evaluation:
 
     def _one(self, ex: Example) -> dict:
         t0 = time.perf_counter()
-        ans = self.program(question=ex.question)
-        base = {"id": ex.id, "question": ex.question, "references": list(ex.answers), "answerable": ex.answerable,
+        ans = self.program(question=ex.question, history=ex.history)
+        base = {"id": ex.id, "question": ex.question, "history": [t.to_dict() for t in ex.history],
+                "labels": self._labels[ex.id], "references": list(ex.answers), "answerable": ex.answerable,
                 "gold": ex.gold, "answer_starts": list(ex.answer_starts), "answer": ans.answer,
                 "abstained": ans.abstained, "citations": ans.citations, "removed_citations": ans.removed_citations,
                 "passages": _passages(ans), "judge": ans.judge, "stages": ans.stages, "queries": ans.queries,
@@ -222,6 +224,9 @@ class Evaluation:
             "confusion": confusion([(r["gold_retrieved"], r["correct"]) for r in records]),
             "abstention": {"all": _rate(records), "answerable": _rate(answerable), "unanswerable": _rate(unanswerable),
                            "n_answerable": len(answerable), "n_unanswerable": len(unanswerable)},
+            "by_label": by_label([self._labels.get(r["id"], {}) for r in records],
+                                 {**{n: [r["metrics"].get(n) for r in records] for n in names},
+                                  "abstained": [float(r["abstained"]) for r in records]}, LABELS),
         }
 
     # -- reference bounds and probes --------------------------------------------------------------------------

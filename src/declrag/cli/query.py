@@ -50,6 +50,31 @@ def search(
     out.print(t)
 
 
+def read_history(path: Path) -> list:
+    """The turns of a ``--history`` file, checked (the program checks them again against its own limits)."""
+    import json
+
+    from ..conversation import turns
+    from ..errors import DeclragError
+    from ..inputs import InputError
+
+    hint = 'write [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}] (oldest first)'
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise DeclragError(f"cannot read --history file {path}: {e.strerror}", hint="check the path") from e
+    except UnicodeDecodeError as e:
+        raise DeclragError(f"--history file {path}: not UTF-8 text (byte {e.start})", hint="save it as UTF-8") from e
+    except ValueError as e:
+        raise DeclragError(f"--history file {path}: not valid JSON: {e}", hint=hint) from e
+    if isinstance(data, dict) and ("history" in data or "messages" in data):
+        data = data.get("history", data.get("messages"))
+    try:
+        return [t.to_dict() for t in turns(data, max_turns=10_000, max_chars=10_000_000)]
+    except InputError as e:
+        raise DeclragError(f"--history file {path}: {e.message}", hint=e.hint or hint) from e
+
+
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="the question")],
@@ -58,16 +83,21 @@ def ask(
     store: StoreOpt = None,
     model: ModelOpt = None,
     where: Annotated[str | None, typer.Option(help="metadata filter as JSON")] = None,
+    history: Annotated[Path | None, typer.Option(
+        help='the conversation before the question: a JSON file holding [{"role": "user"|"assistant", '
+             '"content": "..."}, ...] (oldest first), or an object with that list as "history" or "messages"')] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ):
-    """Answer a question with citations (the default program, a saved one, or a config)."""
+    """Answer a question with citations (the default program, a saved one, or a config), optionally as the next
+    turn of a conversation (--history)."""
     from ..inputs import user_text
     from ..program import select_program
 
     question = user_text(question, "question")  # fails before any model loads; the program checks it again
     filt = json_option(where, "--where")
+    turns = read_history(history) if history is not None else None
     prog = select_program(program, config, store, model).load().warm_up()
-    answer = prog(question=question, where=filt)
+    answer = prog(question=question, where=filt, history=turns)
     if as_json:
         out.print_json(data=answer.to_dict())
         return

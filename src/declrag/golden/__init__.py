@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from ..errors import DeclragError
 from ..resources import search_dirs
 from ..types import Document
+from . import mtrag
 from .formats import (
     HF_COLUMNS,
     Parsed,
@@ -33,14 +34,15 @@ from .formats import (
     read_qrels,
     squad,
 )
-from .sets import Example, GoldenSet, no_split
+from .sets import LABELS, Example, GoldenSet, labels_of, no_split
 
-__all__ = ["DatasetSpec", "Example", "GoldenSet", "HFSpec", "dataset_dirs", "find_spec", "known_datasets",
-           "load_golden"]
+__all__ = ["LABELS", "DatasetSpec", "Example", "GoldenSet", "HFSpec", "dataset_dirs", "find_spec", "known_datasets",
+           "labels_of", "load_golden"]
 
-Format = Literal["beir", "squad", "cmu-qa", "jsonl", "hf"]
+Format = Literal["beir", "squad", "cmu-qa", "jsonl", "mtrag", "hf"]
 _FORMATS_HINT = ("pass a registered name, a YAML declaration, a BEIR folder (corpus.jsonl), a SQuAD JSON file, "
-                 "a CMU QA folder, a JSONL golden file, a save_to_disk folder or hf:<id>")
+                 "a CMU QA folder, a JSONL golden file (questions, or MTRAG conversation tasks), a save_to_disk folder "
+                 "or hf:<id>")
 
 
 class HFSpec(BaseModel):
@@ -110,7 +112,7 @@ def _read_spec(path: Path) -> DatasetSpec:
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(top)'}: {err['msg']}" for err in e.errors())
         raise DeclragError(f"{path}: invalid dataset declaration: {problems}",
-                           hint="fields: name, format (beir|squad|cmu-qa|jsonl|hf), path, hf, splits, corpus, "
+                           hint="fields: name, format (beir|squad|cmu-qa|jsonl|mtrag|hf), path, hf, splits, corpus, "
                                 "description, license, reference") from e
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as e:
         raise DeclragError(f"{path}: cannot read dataset declaration: {e}", hint="see datasets/*.yaml") from e
@@ -158,8 +160,11 @@ def _detect(p: Path) -> Format:
             return "hf"
         if cmu_qa_files(p):
             return "cmu-qa"
-    elif p.suffix in (".json", ".jsonl"):
-        return "squad" if p.suffix == ".json" else "jsonl"
+    elif p.suffix == ".json":
+        return "squad"
+    elif p.suffix == ".jsonl":
+        first = next(read_jsonl(p), (0, {}))[1]
+        return "mtrag" if mtrag.looks_like(first) else "jsonl"
     raise DeclragError(f"{p}: cannot tell the dataset format", hint=_FORMATS_HINT)
 
 
@@ -216,6 +221,8 @@ def _parse_local(fmt: str, path: str, stamp: object, splits: tuple[tuple[str, st
         return squad(files or {"train" if "train" in p.stem.lower() else "dev": p})
     if fmt == "cmu-qa":
         return cmu(p, names or {"all": "."})
+    if fmt == "mtrag":
+        return mtrag.read(files or {"all": p})
     if fmt == "jsonl":
         sibling = base / "corpus.jsonl"
         auto = {"all": p} if p.is_file() else \

@@ -10,7 +10,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..conversation import Turn, turns
 from ..errors import DeclragError
+from ..inputs import InputError
 from ..types import Document, content_hash
 from .sets import Example
 
@@ -238,7 +240,8 @@ def _cmu_file(qf: Path, docs: dict[str, Document]) -> list[Example]:
 
 def jsonl(files: dict[str, Path], corpus: Path | None) -> Parsed:
     """User golden files: ``question`` plus optional id, answers (strings, or SQuAD's text and answer_start), gold,
-    answerable, metadata."""
+    answerable, metadata, and ``history`` (the conversation before the question: ``[{role, content}, ...]``, as a
+    chat log has it; ``answer`` is accepted for ``answers``)."""
     docs = beir_docs(read_jsonl(corpus), str(corpus)) if corpus else []
     out = {}
     for name, f in files.items():
@@ -247,7 +250,7 @@ def jsonl(files: dict[str, Path], corpus: Path | None) -> Parsed:
         for n, r in read_jsonl(f):
             if not isinstance(r.get("question"), str) or not r["question"].strip():
                 raise DeclragError(f"{f}:{n}: no `question`", hint="each line needs a non-empty `question` string")
-            answers = r.get("answers")
+            answers = r.get("answers", r.get("answer"))
             if not (answers is None or isinstance(answers, str)
                     or (isinstance(answers, list) and (all(isinstance(a, str) for a in answers)
                                                        or all(_squad_answer(a) for a in answers)))):
@@ -262,15 +265,23 @@ def jsonl(files: dict[str, Path], corpus: Path | None) -> Parsed:
                                    hint="example ids must be unique")
             seen[rid] = n
             try:
-                texts, starts = _spans(r.get("answers"))
+                texts, starts = _spans(answers)
                 exs.append(Example(id=rid, question=r["question"], answers=texts, answer_starts=starts,
-                                   gold=_gold(r.get("gold")),
+                                   gold=_gold(r.get("gold")), history=_history(f, n, r.get("history")),
                                    answerable=bool(r.get("answerable", True)), metadata=r.get("metadata") or {}))
             except (TypeError, ValueError) as e:
                 raise DeclragError(f"{f}:{n}: malformed example: {e}",
                                    hint="`answers`: a string or list; `gold`: a list of doc ids or {id: grade}") from e
         out[name] = tuple(exs)
     return tuple(docs), out
+
+
+def _history(f: Path, n: int, raw: Any) -> tuple[Turn, ...]:
+    try:
+        return turns(raw, max_turns=10_000, max_chars=10_000_000)
+    except InputError as e:
+        raise DeclragError(f"{f}:{n}: {e.message}", hint='`history` is a list of {"role": "user"|"assistant"|'
+                           '"system", "content": "..."}, oldest first') from e
 
 
 HF_COLUMNS = {"id": "id", "question": "question", "answers": "answers", "context": "context", "title": "title",

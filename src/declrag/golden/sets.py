@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..conversation import Turn
 from ..errors import DeclragError
 from ..types import Document
+
+# the labels of `Example.metadata` that reports break metrics down by (MTRAG's, and any set's that carry them)
+LABELS = ("answerability", "multi_turn", "question_type", "turns")
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +25,22 @@ class Example:
     answerable: bool = True
     answer_starts: tuple[int, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    history: tuple[Turn, ...] = ()  # the conversation before the question (declrag.conversation)
+
+    def labels(self, conversational: bool = False) -> dict[str, Any]:
+        """The example's `LABELS`: its metadata's, and with ``conversational`` (the set has conversations)
+        ``turns``, its earlier user turns: 0, 1, 2 or 3+."""
+        out = {k: self.metadata[k] for k in LABELS if k in self.metadata}
+        if conversational:
+            n = sum(t.role == "user" for t in self.history)
+            out["turns"] = str(n) if n < 3 else "3+"
+        return out
+
+
+def labels_of(examples: Sequence[Example]) -> list[dict[str, Any]]:
+    """Each example's labels (see `Example.labels`), ``turns`` included when any example has a history."""
+    conversational = any(e.history for e in examples)
+    return [e.labels(conversational) for e in examples]
 
 
 @dataclass

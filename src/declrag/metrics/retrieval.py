@@ -46,6 +46,7 @@ def ndcg_at_k(ranked: Sequence[str], gold: Mapping[str, int], k: int) -> float:
 
 RETRIEVAL_METRICS = {
     "ndcg@10": lambda r, g: ndcg_at_k(r, g, 10),
+    "recall@5": lambda r, g: recall_at_k(r, g, 5),
     "recall@10": lambda r, g: recall_at_k(r, g, 10),
     "mrr@10": lambda r, g: mrr_at_k(r, g, 10),
     "hit@1": lambda r, g: hit_at_k(r, g, 1),

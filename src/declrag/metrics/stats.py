@@ -60,6 +60,22 @@ def paired_difference(a: Sequence[float | None], b: Sequence[float | None]) -> d
             "significant": bool(lo is not None and (lo > 0 or hi < 0))}
 
 
+def by_label(labels: Sequence[dict[str, Any]], columns: dict[str, Sequence[float | None]], keys: Sequence[str]
+             ) -> dict[str, dict[str, dict[str, Any]]]:
+    """Means of each column broken down by label: ``{key: {label value: {column: mean, "n": count}}}`` for every
+    key in ``keys`` that some row's ``labels`` carry (rows without it count under ``"(none)"``)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for key in keys:
+        if not any(key in row for row in labels):
+            continue
+        groups: dict[str, list[int]] = {}
+        for i, row in enumerate(labels):
+            groups.setdefault(str(row.get(key, "(none)")), []).append(i)
+        out[key] = {value: {**{c: mean_of([vals[i] for i in idx]) for c, vals in columns.items()}, "n": len(idx)}
+                    for value, idx in sorted(groups.items())}
+    return out
+
+
 def confusion(rows: Sequence[tuple[bool | None, bool]]) -> dict[str, int]:
     """The RAG confusion matrix over (gold passage retrieved, answer correct); rows without gold are skipped."""
     out = {"retrieved_correct": 0, "retrieved_wrong": 0, "missed_correct": 0, "missed_wrong": 0}

@@ -122,7 +122,7 @@ class Compiler:
             if not ex.gold:
                 continue
             with metering(meter):
-                pool = prog.retrieve_only(ex.question)
+                pool = prog.retrieve_only(ex.question, history=ex.history)
             case = to_case(ex, {"passages": pool})
             rows.append({m.name: m.score(case).value for m in metrics})
         self._spend(meter.to_dict()["total"])
@@ -130,7 +130,7 @@ class Compiler:
 
     def answer(self, prog: RAGProgram, ex: Example) -> dict:
         self._check_budget()
-        a = prog(question=ex.question)
+        a = prog(question=ex.question, history=ex.history)
         self._spend(a.usage["total"])
         case = to_case(ex, a)
         values, _, _ = score_case(case, self.det)

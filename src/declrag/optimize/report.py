@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from ..eval_report import _html
+from ..eval_report import _html, label_tables
 from .space import tidy, tidy_params
 
 
@@ -188,6 +188,9 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
         lines += ["| test metric | baseline | best |", "|---|---|---|"]
         lines += [f"| {m} | {_f(base['test'].get(m))} | {_f(best['test'].get(m))} |" for m in metric_names]
         lines.append("")
+    if s.get("test_by_label"):
+        lines += ["Test objective per question, by label (baseline against best):"] + \
+            label_tables(s["test_by_label"]) + [""]
     if s.get("legs_test"):
         lines += ["Single legs on test with the best settings otherwise: " + "; ".join(
             f"{leg} {_f(v.get('objective'))}" for leg, v in s["legs_test"].items()), ""]

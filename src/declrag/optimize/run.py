@@ -16,9 +16,9 @@ import optuna
 
 from ..about import versions
 from ..errors import DeclragError
-from ..golden import load_golden
+from ..golden import LABELS, labels_of, load_golden
 from ..memory import MemoryTracker
-from ..metrics.stats import mean_ci, mean_of, paired_difference
+from ..metrics.stats import by_label, mean_ci, mean_of, paired_difference
 from .budget import Budget, trial_counts
 from .compile import Compiler, digest_of, weighted
 from .space import Space, read_space, tidy_params
@@ -327,6 +327,7 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool,
         "best": {"dev": dev_best, "test": test_best, "params": tidy_params(best.params), "trial": best.number,
                  "config": best_prog.config.model_dump(mode="json")},
         "gain_test": gain, "test_ci": {"baseline": mean_ci(q_base), "best": mean_ci(q_best)}, "legs_test": legs,
+        "test_by_label": by_label(labels_of(splits["test"]), {"baseline": q_base, "best": q_best}, LABELS),
         "dev_gain": (dev_best.get("objective") or 0) - (dev_base.get("objective") or 0),
         **trial_counts(study.trials),
         "pareto": [{"trial": t.number, "values": t.values, "params": tidy_params(t.params)} for t in front],

@@ -39,8 +39,8 @@ def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
         keep = set(random.Random(s.seed - 1).sample(range(len(pool)), s.sample))
         pool = [e for i, e in enumerate(pool) if i in keep]
     rng = random.Random(s.seed)
-    order = list(range(len(pool)))
-    rng.shuffle(order)
+    units = _conversations(pool)
+    rng.shuffle(units)
     if test_split:
         fr.pop("test", None)
     total = sum(fr.values())
@@ -49,9 +49,10 @@ def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
     at = 0
     for part in ("train", "dev", "test"):
         if part in fr:
-            n = int(round(len(pool) * fr[part] / total))
-            cuts[part] = order[at:at + n]
-            at += n
+            n, cuts[part] = int(round(len(pool) * fr[part] / total)), []
+            while len(cuts[part]) < n and at < len(units):  # whole conversations: no turn leaks across splits
+                cuts[part] += units[at]
+                at += 1
     for part, idx in cuts.items():
         out[part] = [pool[i] for i in sorted(idx)]
     if test_split:
@@ -64,6 +65,23 @@ def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
         raise DeclragError(f"the split leaves no dev or no test questions ({ {k: len(v) for k, v in out.items()} })",
                            hint="use a larger golden set or other split fractions")
     return out
+
+
+def _conversations(pool: list[Example]) -> list[list[int]]:
+    """The units that are cut: the examples of one conversation (``metadata.conversation_id``) together, every
+    other example alone (so a set without conversations is cut exactly as before)."""
+    units: list[list[int]] = []
+    seen: dict[str, int] = {}
+    for i, e in enumerate(pool):
+        cid = e.metadata.get("conversation_id")
+        if cid is None:
+            units.append([i])
+        elif cid in seen:
+            units[seen[cid]].append(i)
+        else:
+            seen[cid] = len(units)
+            units.append([i])
+    return units
 
 
 def split_note(golden: GoldenSet, space: Space, splits: dict[str, list[Example]]) -> str | None:
