@@ -189,6 +189,33 @@ def _bench_out(result, printer, as_json: Path | None) -> None:
         out.print(f"wrote {as_json}")
 
 
+@bench_app.command("conversation")
+def bench_conversation(
+    dataset: Annotated[str, typer.Option(help="a conversational golden set: mtrag-un, an MTRAG task file or a "
+                                              "JSONL of {history, question, answer, gold}")] = "mtrag-un",
+    model: Annotated[str, typer.Option(help="the LM route of the condense mode and the generation arm")] = "local/smollm2",
+    mode: Annotated[list[str] | None, typer.Option(
+        help="a history mode to measure (repeat it): last, joined, deterministic, condense (default: all)")] = None,
+    generate: Annotated[int, typer.Option(help="tasks sampled for the generation arm (0: retrieval only)")] = 60,
+    as_json: Annotated[Path | None, typer.Option(
+        "--json", help="write the results as JSON here (default: runs/bench/conversation-DATASET.json)")] = None,
+):
+    """Follow-up questions with and without the turns before them: retrieval per history mode and multi-turn label
+    (paired intervals against the last turn alone, extra latency, LM calls), then generation with and without."""
+    from ..bench.conversation import MODES, print_report, run
+
+    for m in mode or []:
+        if m not in MODES:
+            raise DeclragError(f"unknown --mode {m!r}", hint=f"one of: {', '.join(MODES)}")
+    if mode and "last" not in mode:
+        mode = ["last", *mode]  # the reference every interval is against
+    if generate < 0:
+        raise DeclragError(f"--generate must be 0 or more, not {generate}", hint="0 skips the generation arm")
+    result = run(dataset, model, mode, generate)
+    safe = "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in result["dataset"])
+    _bench_out(result, print_report, as_json or Path("runs/bench") / f"conversation-{safe}.json")
+
+
 @bench_app.command("cluster")
 def bench_cluster(
     duration: Annotated[float, typer.Option(help="seconds of load (thirds: before, node down, after restart)")] = 60.0,
