@@ -157,8 +157,8 @@ class HistoryConfig(Strict):
     chars: int = Field(2000, ge=0, le=100_000)  # characters of them, newest kept
     terms: int = Field(12, ge=0, le=100)  # deterministic: salient terms of earlier turns added to the keyword query
     weight: float = Field(0.5, ge=0.0, le=1.0)  # deterministic: the previous user turn's share of the query vector
-    generate_turns: int = Field(6, ge=0, le=50)  # earlier turns (user and assistant) the generate stage reads
-    generate_chars: int = Field(4000, ge=0, le=100_000)
+    generate_turns: int = Field(4, ge=0, le=50)  # earlier turns (user and assistant) the generate stage reads
+    generate_chars: int = Field(1500, ge=0, le=100_000)  # a long prompt costs a small local model dearly
     variant: str = "default"  # condense: the prompt variant
     lm: LMConfig | None = None  # condense: None = the program's LM
     # what a request may send at most (more is refused: 422 over HTTP, exit 2 on the CLI)
