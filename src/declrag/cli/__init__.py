@@ -13,14 +13,14 @@ from typing import Any
 import typer
 
 from ..errors import DeclragError
-from . import bench, data, quality, query, serving  # noqa: F401  (each registers its commands on the app)
+from . import bench, data, mcp_serving, quality, query, serving  # noqa: F401  (each registers its commands on the app)
 from .app import app
 from .common import err
 
 __all__ = ["app", "main", "usage_line"]
 
 # the order `declrag --help` lists the commands in: the order of work, not of the modules that define them
-ORDER = ("version", "index", "synth", "search", "ask", "serve", "eval", "datasets", "init", "compile")
+ORDER = ("version", "index", "synth", "search", "ask", "serve", "mcp", "eval", "datasets", "init", "compile")
 app.registered_commands.sort(key=lambda c: ORDER.index(c.name or c.callback.__name__)  # type: ignore[union-attr]
                              if (c.name or getattr(c.callback, "__name__", "")) in ORDER else len(ORDER))
 

@@ -1,0 +1,265 @@
+"""`declrag mcp`: a program served as Model Context Protocol tools, on the official SDK (``mcp``, its 2.x
+`MCPServer`), over stdio (the default: an MCP client starts ``declrag mcp`` itself) or streamable HTTP.
+
+Two tools, the same program as `declrag serve` and `declrag ask` run (`declrag.program.select_program`):
+
+- ``search(query, history?, where?, k?, alpha?)``: the ranked passages the program would answer from, without
+  generating (`RAGProgram.search`): rank, chunk_id, doc_id, source, title, page, span, text, score.
+- ``ask(question, history?, where?)``: the answer with its citations (as `Answer.to_dict` words them).
+
+A bad argument (an empty query, ``k`` out of 1..50, a bad turn in ``history``, a bad filter) is answered with a
+tool error (``isError``) holding one line that names the argument and the fix; the server keeps serving. The
+program is loaded before the first message is read. On stdio, standard output is the protocol: whatever
+declrag, a library or a native extension writes to it meanwhile goes to standard error instead (while
+loading, `stdout_to_stderr`; while serving, the SDK's own stdio transport does the same).
+
+No ``from __future__ import annotations`` here: the SDK reads the tools' signatures, whose annotations name
+the loaded program's defaults, when they are registered."""
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+
+from .about import package_version
+from .errors import DeclragError
+from .inputs import user_text
+from .program import RAGProgram, select_program
+from .stores.base import FILTER_FIELDS, Filter
+
+MAX_K = 50
+Transport = Literal["stdio", "http"]
+HTTP_PATH = "/mcp"
+
+# -- the tools' results (their output schemas) ---------------------------------------------------------------
+
+
+class SearchHit(BaseModel):
+    rank: int
+    chunk_id: str
+    doc_id: str
+    source: str
+    title: str | None
+    page: int | None
+    span: tuple[int, int] = Field(description="[start, end): character offsets of the text in its document")
+    text: str
+    score: float
+
+
+class SearchResult(BaseModel):
+    hits: list[SearchHit] = Field(description="best first")
+
+
+class Citation(BaseModel):
+    n: int = Field(description="the [n] marker in the answer")
+    chunk_id: str
+    doc_id: str
+    source: str
+    title: str | None
+    page: int | None
+    span: tuple[int, int]
+    snippet: str
+    score: float
+    attributed: bool = Field(description="true: not cited by the model, attributed to its claim afterwards")
+
+
+class AskResult(BaseModel):
+    answer: str
+    abstained: bool = Field(description="true: the program declined to answer from the passages it found")
+    citations: list[Citation]
+    judge: dict[str, Any] = Field(description="the self-judge's verdict ({} or mode off when it is off)")
+    history_turns: int
+
+
+# -- the tools' arguments (their input schemas) --------------------------------------------------------------
+
+History = Annotated[list[dict[str, Any]] | None, Field(
+    description='the conversation before this turn, oldest first: [{"role": "user" | "assistant" | "system", '
+                '"content": "..."}]; the search query is made from it and the question as the program is set up to')]
+Where = Annotated[dict[str, Any] | None, Field(
+    description='a metadata filter, e.g. {"source": "a.pdf"} or {"page": {"$gte": 2}}, on the fields '
+                f'{", ".join(sorted(FILTER_FIELDS))}; operators $eq $ne $gt $gte $lt $lte $in $nin, and $and / $or '
+                'over lists of filters')]
+
+
+class _Server(MCPServer):
+    """The SDK's server; an argument that fails the tool's input schema is answered in one line (the argument,
+    what is wrong, the value sent) instead of pydantic's multi-line report."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            if isinstance(e, UnexpectedToolError) or not isinstance(e.__cause__, ValidationError):
+                raise
+            raise ToolError(f"Error executing tool {name}: {schema_problem(e.__cause__)}") from e.__cause__
+
+
+def schema_problem(e: ValidationError) -> str:
+    """The first problem of a tool's arguments, on one line: ``k: Input should be ... (got 0)``."""
+    first = e.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "arguments"
+    got = "" if first["type"] == "missing" else f" (got {_short(first.get('input'))})"
+    return f"{where}: {first['msg']}{got}"
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def one_line(e: DeclragError) -> str:
+    return f"{e.message} (fix: {e.hint})" if e.hint else e.message
+
+
+@contextlib.contextmanager
+def _tool_errors() -> Iterator[None]:
+    """A `DeclragError` (bad input, an LM that failed) as the tool's error, on one line."""
+    try:
+        yield
+    except DeclragError as e:
+        raise ToolError(one_line(e)) from e
+
+
+def _check_where(where: dict[str, Any] | None) -> None:
+    try:
+        Filter.of(where)
+    except DeclragError as e:
+        raise ToolError("where: " + one_line(e)) from e
+
+
+def build_server(program: RAGProgram, name: str = "declrag") -> MCPServer:
+    """An `MCPServer` whose ``search`` and ``ask`` tools run ``program`` (loaded; see `load_program`)."""
+    server = _Server(name="declrag", title=f"declrag: {name}", version=package_version("declrag"),
+                     instructions=f"Search and question the documents of the declrag program {name!r}. `search` "
+                                  "returns the ranked passages; `ask` answers with citations to them.")
+    limit, too_long = program.config.max_question_chars, "shorten it, or raise max_question_chars in the program config"
+
+    def search(
+        query: Annotated[str, Field(description="what to look for (a question or keywords)")],
+        history: History = None,
+        where: Where = None,
+        k: Annotated[int | None, Field(ge=1, le=MAX_K, description="passages to return (default: the "
+                                       f"program's retrieve.k, {program.config.retrieve.k})")] = None,
+        alpha: Annotated[float | None, Field(ge=0.0, le=1.0, description="hybrid weight of the vector search (1: "
+                                             "vector only, 0: keywords only; default: the program's, "
+                                             f"{program.config.retrieve.alpha})")] = None,
+    ) -> SearchResult:
+        with _tool_errors():
+            text = user_text(query, "query", limit, hint=too_long)
+            _check_where(where)
+            hits = program.search(text, history=history, where=where, k=k, alpha=alpha)
+        return SearchResult(hits=[SearchHit(
+            rank=i, chunk_id=h.chunk.id, doc_id=h.doc_id, source=h.chunk.source, title=h.chunk.title,
+            page=h.chunk.page, span=(h.start, h.end), text=h.text, score=round(float(h.score), 6),
+        ) for i, h in enumerate(hits, 1)])
+
+    def ask(
+        question: Annotated[str, Field(description="the question")],
+        history: History = None,
+        where: Where = None,
+    ) -> AskResult:
+        with _tool_errors():
+            text = user_text(question, "question", limit, hint=too_long)
+            _check_where(where)
+            a = program(question=text, history=history, where=where).to_dict()
+        return AskResult.model_validate({k: a[k] for k in AskResult.model_fields})
+
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                                open_world_hint=False)
+    server.add_tool(search, title="Search the documents", annotations=read_only, description=(
+        "The passages the program would answer from, best first, without generating an answer: its compiled "
+        "retrieval (hybrid keyword + vector search, fusion, reranking). Each hit has its source document, "
+        "character span and text."))
+    server.add_tool(ask, title="Ask the documents", annotations=read_only, description=(
+        "An answer to the question from the documents, with numbered citations ([n] in the answer) to the "
+        "passages it used; abstained is true when the documents do not hold the answer."))
+    return server
+
+
+def load_program(target: str | Path | None = None, *, config: str | Path | None = None,
+                 store: str | Path | None = None, model: str | None = None,
+                 say: Callable[[str], None] = print) -> tuple[str, str, RAGProgram]:
+    """``(name, what, program)``: the program chosen as `declrag serve` chooses it, loaded and warmed up, or a
+    one-line `DeclragError` when it cannot be."""
+    name, _, what, loader = select_program(target, config, store, model)
+    t0 = time.perf_counter()
+    try:
+        program = loader().warm_up()
+    except DeclragError:
+        raise
+    except Exception as e:  # a store or model that does not open: its first line, not a traceback
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        raise DeclragError(f"could not load {what}: {first}",
+                           hint="check the program folder and its store (declrag ask runs the same program)") from e
+    say(f"ready: {name} loaded in {time.perf_counter() - t0:.1f} s")
+    return name, what, program
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Meanwhile, ``sys.stdout`` (print, rich, tqdm) and file descriptor 1 (native code) write to standard error."""
+    sys.stdout.flush()
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            saved = os.dup(1)
+            os.dup2(2, 1)
+        except OSError:  # no usable descriptors (an embedding host): Python's own stdout is diverted all the same
+            yield
+            return
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def run(target: str | Path | None = None, *, config: str | Path | None = None, store: str | Path | None = None,
+        model: str | None = None, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000,
+        say: Callable[[str], None] = print) -> None:
+    """Load the program, then serve its tools until the client disconnects (stdio) or SIGTERM / Ctrl-C (HTTP).
+    ``say`` gets the start-up lines (write them to standard error for stdio)."""
+    protect = stdout_to_stderr() if transport == "stdio" else contextlib.nullcontext()
+    with protect:
+        name, what, program = load_program(target, config=config, store=store, model=model, say=say)
+        server = build_server(program, name)
+    if transport == "stdio":
+        say(f"declrag mcp: {what} as {name!r} over stdio (tools: search, ask)")
+        server.run("stdio")
+        return
+    where = f"[{host}]" if ":" in host else host
+    say(f"declrag mcp: {what} as {name!r} on http://{where}:{port}{HTTP_PATH} (streamable HTTP; tools: search, ask)")
+    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)  # host: DNS-rebinding protection
+    http = _Uvicorn(uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=30))
+    http.run()
+    if http.stopped_by:
+        say("stopped")
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server; a SIGTERM or Ctrl-C that stopped it gracefully ends `run` normally (exit status 0)
+    instead of being raised again once the server is down, as uvicorn does (`declrag serve` does the same)."""
+
+    stopped_by: list[int] = []
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            yield
+            captured = getattr(self, "_captured_signals", [])
+            self.stopped_by = list(captured)
+            captured.clear()
+
+
+__all__ = ["AskResult", "MAX_K", "SearchResult", "build_server", "load_program", "run", "stdout_to_stderr"]
