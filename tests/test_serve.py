@@ -398,7 +398,8 @@ def test_a_cached_answer_streams_as_one_chunk(prog):
     with client(app_for(prog, lm=lm, cache_threshold=0.95)) as c:
         first = ask_events(c.post("/v1/ask", json={"question": Q, "stream": True}).text)
         again = ask_events(c.post("/v1/ask", json={"question": Q, "stream": True}).text)
-        chat = sse_events(c.post("/v1/chat/completions", json=chat_body(stream=True)).text)
+        alone = {"model": "demo", "messages": [{"role": "user", "content": Q}], "stream": True}  # no history
+        chat = sse_events(c.post("/v1/chat/completions", json=alone).text)
         hits = c.get("/metrics").text
     assert len(first) == 8 and first[-1][1]["cache"] == {"hit": False}
     assert [k for k, _ in again] == ["delta", "answer"] and again[0][1] == {"text": ANSWER}
@@ -532,7 +533,8 @@ def test_semantic_cache_serves_near_duplicates(prog):
         again = c.post("/v1/ask", json={"question": "what is the capital of italy"}).json()  # same words
         other = c.post("/v1/ask", json={"question": "Where is the Eiffel Tower?"}).json()
         filtered = c.post("/v1/ask", json={"question": Q, "options": {"where": {"doc_id": "rome"}}}).json()
-        chat = c.post("/v1/chat/completions", json=chat_body()).json()
+        alone = {"model": "demo", "messages": [{"role": "user", "content": Q}]}  # no history: the cache applies
+        chat = c.post("/v1/chat/completions", json=alone).json()
     assert first["cache"] == {"hit": False} and other["cache"] == {"hit": False} and filtered["cache"]["hit"] is False
     assert again["cache"]["hit"] is True and again["cache"]["similarity"] >= 0.95
     assert again["answer"] == first["answer"] and again["citations"] == first["citations"]

@@ -39,18 +39,21 @@ def serve(
         help="semantic answer cache: reuse the answer to a question at least this similar (cosine, e.g. 0.95) "
              "(default: off)")] = None,
     cache_size: Annotated[int, typer.Option(help="answers the semantic cache keeps (LRU)")] = 1024,
+    max_search_k: Annotated[int, typer.Option(
+        help="the most passages one /v1/search request may ask for (k; 422 beyond; at most 100)")] = 50,
     cors_origin: Annotated[list[str] | None, typer.Option(
         "--cors-origin",
         help="let browser pages from this origin call the API; repeatable (default: CORS off)")] = None,
 ):
-    """Serve a program over HTTP: /v1/ask, OpenAI-compatible /v1/chat/completions, a web page, /metrics."""
+    """Serve a program over HTTP: /v1/ask, /v1/search, OpenAI-compatible /v1/chat/completions, a web page,
+    /metrics."""
     from ..serve import ServeSettings
     from ..serve import serve as serve_program
 
     settings = config_from(ServeSettings, host=host, port=port, api_key=_api_key(api_key_file),
                        max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, request_timeout_s=timeout,
                        max_in_flight=max_in_flight, workers=workers, cache_threshold=cache_threshold,
-                       cache_size=cache_size, cors_origins=cors_origin or [])
+                       cache_size=cache_size, cors_origins=cors_origin or [], max_search_k=max_search_k)
     serve_program(target, config=config, store=store, model=model, settings=settings,
                   say=lambda m: out.print(m, markup=False, highlight=False))
 

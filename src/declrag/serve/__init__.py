@@ -61,7 +61,7 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
                                     timeout_graceful_shutdown=int(s.request_timeout_s) + 10))
     host = f"[{s.host}]" if ":" in s.host else s.host
     say(f"declrag serve: {what} as {name!r} on http://{host}:{s.port}/ (web page /, POST /v1/ask, "
-        f"OpenAI-compatible /v1/chat/completions and /v1/models, /healthz, /readyz, /metrics)")
+        f"POST /v1/search, OpenAI-compatible /v1/chat/completions and /v1/models, /healthz, /readyz, /metrics)")
     say("auth: " + ("Bearer API key required" if s.api_key else "none (set DECLRAG_API_KEY or --api-key-file)")
         + f"; limits: {s.max_in_flight} in flight on {s.worker_threads} worker "
         f"threads, {s.request_timeout_s:g} s per request, "

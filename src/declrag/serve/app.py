@@ -1,6 +1,8 @@
 """The HTTP face of a `RAGProgram`: ``create_app(program, name, run, settings)`` returns a FastAPI app:
-``POST /v1/ask``, OpenAI-compatible ``/v1/chat/completions`` and ``/v1/models``, ``/healthz``, ``/readyz``
-(503 until loaded), ``/metrics`` (Prometheus), ``/`` (a web page). Errors are JSON
+``POST /v1/ask`` (a question, with an optional conversation ``history``), ``POST /v1/search`` (the program's
+retrieval alone), OpenAI-compatible ``/v1/chat/completions`` (the earlier messages are the history) and
+``/v1/models``, ``/healthz``, ``/readyz`` (503 until loaded), ``/metrics`` (Prometheus), ``/`` (a web page that
+keeps the conversation). Errors are JSON
 ``{"error": ..., "field": ...}``. The routes are thin: loading, admission, the worker threads, answering and
 failures are `declrag.serve.service.AnswerService`'s (limits and timeouts are described there). ``stream: true``
 (both POST routes) sends the answer's tokens as the LM generates them, as server-sent events
@@ -18,24 +20,26 @@ from http import HTTPStatus
 from importlib.resources import files
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException
+from fastapi import Request as HttpRequest
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, StrictBool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import DeclragError
 from ..program import DEFAULT_NAME
 from . import openai_compat as oai
 from .jsonenc import FastJSONResponse
-from .service import AnswerService, ApiError, Metrics, ServeSettings
+from .schemas import AskRequest, SearchRequest, SearchResponse
+from .service import CHAT_FIELDS, AnswerService, ApiError, Request, ServeSettings
+from .telemetry import Metrics
 
 __all__ = ["ApiError", "AnswerService", "ServeSettings", "create_app", "error_response"]
 
 log = logging.getLogger("declrag.serve")
-ROUTES = ("/", "/healthz", "/readyz", "/metrics", "/v1/ask", "/v1/chat/completions", "/v1/models")
+ROUTES = ("/", "/healthz", "/readyz", "/metrics", "/v1/ask", "/v1/search", "/v1/chat/completions", "/v1/models")
 OPEN_ROUTES = ("/", "/healthz", "/readyz")  # the web page holds no data: it asks for the key and sends it itself
 
 
@@ -48,18 +52,6 @@ def error_response(status: int, message: str, field: str | None = None,
                    headers: dict | None = None) -> FastJSONResponse:
     body = {"error": _sendable(message)} | ({"field": _sendable(field)} if field else {})
     return FastJSONResponse(body, status_code=status, headers=headers)
-
-
-class AskOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    where: dict[str, Any] | None = None  # a metadata filter, as `declrag search --where`
-
-
-class AskRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    question: str
-    options: AskOptions | None = None
-    stream: StrictBool = False  # server-sent events: the answer's tokens as generated, then the whole response
 
 
 class Guard:
@@ -179,31 +171,52 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
 
     @app.post("/v1/ask")
     async def ask(body: AskRequest) -> Response:
-        """Answer a question: ``{question, options: {where}}`` -> answer, citations, judge, usage, ...
+        """Answer a question: ``{question, history, options: {where}}`` -> answer, citations, judge, usage, ...
+        ``history``: the conversation before the question, ``[{role, content}]`` (user, assistant, system).
         With ``stream``: server-sent events ``delta`` ``{"text"}`` as the answer is generated, then ``answer``
         (this same response, plus ``replaced``: the final text is not the streamed one) or ``error``."""
-        where = body.options.where if body.options else None
+        req = Request(body.question, body.options.where if body.options else None, body.history)
         if body.stream:
-            return event_stream(_ask_events(await service.answer_stream(body.question, where, "/v1/ask")))
-        return FastJSONResponse(await service.answer(body.question, where))
+            return event_stream(_ask_events(await service.answer_stream(req)))
+        return FastJSONResponse(await service.answer(req))
+
+    @app.post("/v1/search", response_model=SearchResponse)
+    async def search(body: SearchRequest) -> Response:
+        """The passages the program would answer from, without generating (its compiled retrieval: history,
+        rewrite, hybrid search, rerank, selection): ``{query, history}`` or ``{messages}`` (the last, the user's,
+        is the query), with ``where``, ``k`` and ``alpha`` -> ``{hits: [{rank, chunk_id, doc_id, source, title,
+        page, span, text, score}], query, k, alpha, latency_ms}``."""
+        return FastJSONResponse(await service.search(body.request(), body.k, body.alpha))
 
     @app.post("/v1/chat/completions")
     async def chat(body: oai.ChatRequest) -> Response:
-        """OpenAI-compatible chat completions (the last user message is the question); ``stream`` for SSE."""
+        """OpenAI-compatible chat completions: the last message (the user's) is the question, the earlier ones
+        the history (a system or developer message an instruction to the generate stage); ``stream`` for SSE."""
         if body.model and body.model != name:
             raise ApiError(404, f"unknown model {body.model!r}; this server serves {name!r}", "model",
                            kind="unknown_model")
-        question = oai.last_user_text(body)
-        if question is None:
-            raise ApiError(422, "messages: no user message (the last user message is the question)", "messages")
+        question, history = oai.conversation(body.messages)
+        req = Request(question, None, history, "/v1/chat/completions", CHAT_FIELDS)
         if body.stream:
-            return event_stream(oai.stream(await service.answer_stream(question, None, "/v1/chat/completions",
-                                                                       "messages"), name))
-        return FastJSONResponse(oai.completion(await service.answer(question, None, field="messages"), name))
+            return event_stream(oai.stream(await service.answer_stream(req), name))
+        return FastJSONResponse(oai.completion(await service.answer(req), name))
 
     @app.get("/v1/models")
     async def list_models() -> FastJSONResponse:
         return FastJSONResponse(oai.models(name, service.state.started))
+
+    _operations(app, service)
+    _answer_errors_as_json(app, metrics)
+    app.add_middleware(Guard, key=s.api_key.get_secret_value() if s.api_key else None, max_body=s.max_body_bytes,
+                       metrics=metrics)
+    if s.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=s.cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
+    return app
+
+
+def _operations(app: FastAPI, service: AnswerService) -> None:
+    """The routes that answer no question: the health checks, the metrics and the web page."""
 
     @app.get("/healthz")
     async def healthz() -> FastJSONResponse:
@@ -215,11 +228,12 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
             return FastJSONResponse({"status": "ready"})
         if service.state.error is not None:  # open route: the reason goes to the server's log only
             return error_response(503, "the program failed to load (see the server log)")
-        return error_response(503, "not ready: loading the program", headers={"Retry-After": str(s.retry_after_s)})
+        return error_response(503, "not ready: loading the program",
+                              headers={"Retry-After": str(service.settings.retry_after_s)})
 
     @app.get("/metrics")
     async def prometheus() -> Response:
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     page = files(__package__).joinpath("page.html").read_text(encoding="utf-8")
 
@@ -230,37 +244,29 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
                                        "connect-src 'self'; base-uri 'none'; form-action 'none'",
             "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"})
 
-    _answer_errors_as_json(app, metrics)
-    app.add_middleware(Guard, key=s.api_key.get_secret_value() if s.api_key else None, max_body=s.max_body_bytes,
-                       metrics=metrics)
-    if s.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=s.cors_origins, allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type"])
-    return app
-
 
 def _answer_errors_as_json(app: FastAPI, metrics: Metrics) -> None:
     """Every error a JSON body ``{"error", "field"}`` with its status, counted by route and kind; never a stack
     trace (an unexpected one is logged and answered 500)."""
 
-    def route_of(request: Request) -> str:  # errors: always JSON, never a stack trace
+    def route_of(request: HttpRequest) -> str:  # errors: always JSON, never a stack trace
         return request.url.path if request.url.path in ROUTES else "other"
 
     @app.exception_handler(ApiError)
     @app.exception_handler(DeclragError)
-    async def on_api_error(request: Request, e: ApiError | DeclragError):
+    async def on_api_error(request: HttpRequest, e: ApiError | DeclragError):
         if isinstance(e, DeclragError):
             e = ApiError(400, e.message, kind="bad_request")
         metrics.errors.labels(route_of(request), e.kind).inc()
         return error_response(e.status, e.message, e.field, e.headers)
 
     @app.exception_handler(RequestValidationError)
-    async def on_invalid(request: Request, e: RequestValidationError):
+    async def on_invalid(request: HttpRequest, e: RequestValidationError):
         metrics.errors.labels(route_of(request), "invalid").inc()
         return error_response(422, *_validation_message(e.errors()[0]))
 
     @app.exception_handler(StarletteHTTPException)
-    async def on_http_error(request: Request, e: StarletteHTTPException):
+    async def on_http_error(request: HttpRequest, e: StarletteHTTPException):
         if e.status_code == 400 and (why := _unparsable(e.__cause__)):  # FastAPI's "error parsing the body"
             metrics.errors.labels(route_of(request), "invalid").inc()
             return error_response(422, why, "body")
@@ -271,7 +277,7 @@ def _answer_errors_as_json(app: FastAPI, metrics: Metrics) -> None:
         return error_response(e.status_code, message, headers=getattr(e, "headers", None))
 
     @app.exception_handler(Exception)
-    async def on_crash(request: Request, e: Exception):
+    async def on_crash(request: HttpRequest, e: Exception):
         log.error("unhandled error on %s", request.url.path, exc_info=e)
         metrics.errors.labels(route_of(request), "internal").inc()
         return error_response(500, "internal error")

@@ -1,9 +1,19 @@
 """The OpenAI-compatible face of `declrag serve`: request models for ``/v1/chat/completions`` and the
 response, stream-chunk and model-list shapes.
 
-The last user message is the question (earlier turns are ignored: the program answers one question from
-the documents). OpenAI sampling parameters (temperature, max_tokens, n, ...) are accepted and ignored; the
-program's own settings apply. The answer text carries the ``[n]`` citation markers, and the citations
+The last message is the question and must be the user's (else 422 naming ``messages``); the messages before
+it are the conversation's history (`declrag.conversation`), with the same limits and checks as ``/v1/ask``'s
+``history`` (a 422 names the message, e.g. ``messages[2].content``). ``user`` and ``assistant`` messages are
+turns as they are. A ``system`` message, and OpenAI's newer name for it, ``developer``, is kept as an
+instruction: a turn with role ``system``, which only the generate stage reads, after the program's own
+instructions (cite the passages, abstain when they do not answer), which come first and stay in force; the
+search query is made from the user turns alone. Chat clients such as Open WebUI send a system prompt by default,
+so refusing it would break them, and dropping it silently would ignore what the user configured. Any other role
+(``tool``, ``function``, ...) is refused, 422 naming the message's ``role``: declrag calls no tools. Of a
+message's content parts, the text parts are joined with newlines; others are ignored.
+
+OpenAI sampling parameters (temperature, max_tokens, n, ...) are accepted and ignored; the program's own
+settings apply. The answer text carries the ``[n]`` citation markers, and the citations
 travel as an extra top-level field ``citations`` (on the response, and on the final stream chunk):
 ``[{n, chunk_id, source, span, snippet, score, attributed, ...}]``. ``usage`` is in OpenAI's shape, from
 the program's LM usage (every stage, every call).
@@ -22,10 +32,15 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
+
+from .service import ApiError
+
+# the roles a message may have, and the turn's role each becomes
+ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
 
 class ChatMessage(BaseModel):
@@ -35,7 +50,8 @@ class ChatMessage(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    role: StrictStr
+    # any string is read, and a role declrag does not take is refused naming the message (`conversation`)
+    role: Annotated[StrictStr, WithJsonSchema({"type": "string", "enum": list(ROLES)})]
     content: StrictStr | list[dict[str, Any]] | None = None
 
     @field_validator("content", mode="before")
@@ -64,14 +80,25 @@ class ChatRequest(BaseModel):
     stream: StrictBool | None = False
 
 
-def last_user_text(req: ChatRequest) -> str | None:
-    """The text of the last user message (text parts joined), or None when there is no user message."""
-    for m in reversed(req.messages):
-        if m.role == "user":
-            if isinstance(m.content, list):
-                return "\n".join(p["text"] for p in m.content if p["type"] == "text")
-            return m.content or ""
-    return None
+def text(m: ChatMessage) -> str:
+    """A message's text: the content, or its text parts joined with newlines."""
+    if isinstance(m.content, list):
+        return "\n".join(p["text"] for p in m.content if p["type"] == "text")
+    return m.content or ""
+
+
+def conversation(messages: list[ChatMessage], field: str = "messages") -> tuple[str, list[dict[str, str]]]:
+    """The question (the last message, the user's) and the history (the messages before it, as ``{role,
+    content}`` turns, at the same indexes; ``developer`` is ``system``). Raises `ApiError` 422 for a role declrag
+    does not take (naming ``messages[i].role``) and when the last message is not the user's (naming ``field``)."""
+    for i, m in enumerate(messages):
+        if m.role not in ROLES:
+            raise ApiError(422, f"{field}[{i}].role {m.role!r} is not supported: use user, assistant, system or "
+                                "developer (declrag calls no tools)", f"{field}[{i}].role")
+    if messages[-1].role != "user":
+        raise ApiError(422, f"{field}: the last message must be the user's (it is the question), not "
+                            f"{messages[-1].role!r}", field)
+    return text(messages[-1]), [{"role": ROLES[m.role], "content": text(m)} for m in messages[:-1]]
 
 
 def usage(payload: dict[str, Any]) -> dict[str, int]:

@@ -1,13 +1,21 @@
 """What `declrag serve` does for each question, without HTTP: loading the program, admission (the checks that
 need no program call, then an in-flight slot), the work queue (a pool of worker threads), answering (whole, or
-as a stream of tokens), the semantic answer cache, metrics, and turning failures into `ApiError`s.
+as a stream of tokens), searching, the semantic answer cache, metrics, and turning failures into `ApiError`s.
 
 `declrag.serve.app` puts FastAPI routes over one `AnswerService`; tests and other front ends can use it directly:
 
     service = AnswerService(program, "my-rag", settings=ServeSettings(max_in_flight=4))
     await service.start()                      # worker threads up, the program loading on one of them
-    payload = await service.answer("Who ruled Normandy?", where=None)
+    payload = await service.answer(Request("Who ruled Normandy?"))
+    follow_up = await service.answer(Request("When?", history=[{"role": "user", "content": "Who ruled Normandy?"},
+                                                               {"role": "assistant", "content": payload["answer"]}]))
+    hits = await service.search(Request("Normandy", route="/v1/search", fields=SEARCH_FIELDS), k=10)
     await service.stop()                       # calls in flight finish first
+
+A request's history (the conversation before its question, `declrag.conversation`) is checked at admission
+against the program's limits (``history.max_turns``, ``history.max_chars``): a 422 names the turn at fault, or
+the limit. The semantic cache keys an answer on its filter and its whole history, so a question is only ever
+answered from the cache within the same conversation.
 """
 
 from __future__ import annotations
@@ -15,27 +23,30 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import dspy
 import dspy.utils.exceptions
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from ..conversation import turns
 from ..errors import DeclragError
 from ..inputs import InputError, api_key_problem, user_text
+from ..lm import Meter, metering
 from ..program import DEFAULT_NAME
 from ..stores.base import Filter
 from ..streaming import Done, astream
+from ..types import Hit
+from .cache import SemanticCache
 from .jsonenc import plain
+from .telemetry import Metrics
 
 log = logging.getLogger("declrag.serve")
 
@@ -57,6 +68,7 @@ class ServeSettings(BaseModel):
     cache_threshold: float | None = Field(None, gt=0, le=1)  # None: the semantic answer cache is off
     cache_size: int = Field(1024, ge=1)
     cors_origins: list[str] = []
+    max_search_k: int = Field(50, ge=1, le=100)  # the most passages one /v1/search request may ask for (422 beyond)
 
     @field_validator("api_key")
     @classmethod
@@ -82,54 +94,34 @@ class ApiError(Exception):
         self.status, self.message, self.field, self.kind, self.headers = status, message, field, kind, headers
 
 
-class SemanticCache:
-    """Answers by question embedding: a question whose cosine similarity with an answered one (same filter)
-    is >= ``threshold`` gets that answer. Bounded LRU; safe across threads."""
-
-    def __init__(self, threshold: float, size: int):
-        self.threshold, self.size = threshold, size
-        self.entries: OrderedDict[int, tuple[str, np.ndarray, dict]] = OrderedDict()
-        self.serial = 0
-        self.lock = threading.Lock()
-
-    def get(self, key: str, vec: np.ndarray) -> tuple[dict, float] | None:
-        with self.lock:
-            ids = [i for i, e in self.entries.items() if e[0] == key]
-            if not ids:
-                return None
-            sims = np.stack([self.entries[i][1] for i in ids]) @ (vec / (np.linalg.norm(vec) or 1.0))
-            if sims[best := int(np.argmax(sims))] < self.threshold:
-                return None
-            self.entries.move_to_end(ids[best])
-            return self.entries[ids[best]][2], float(sims[best])
-
-    def put(self, key: str, vec: np.ndarray, payload: dict) -> None:
-        with self.lock:
-            self.serial += 1
-            self.entries[self.serial] = (key, vec / (np.linalg.norm(vec) or 1.0), payload)
-            while len(self.entries) > self.size:
-                self.entries.popitem(last=False)
-
-
-class Metrics:  # one registry per app, so several apps can live in one process
-    def __init__(self):
-        r = self.registry = CollectorRegistry()
-        self.requests = Counter("declrag_requests", "HTTP requests by route and status", ["route", "status"],
-                                registry=r)
-        self.latency = Histogram("declrag_request_seconds", "HTTP request latency by route", ["route"], registry=r,
-                                 buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120))
-        self.program = Histogram("declrag_program_seconds", "time inside the program per answered question",
-                                 registry=r, buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120))
-        self.in_flight = Gauge("declrag_in_flight", "program calls running now", registry=r)
-        self.tokens = Counter("declrag_lm_tokens", "LM tokens by direction (in, out)", ["direction"], registry=r)
-        self.cost = Counter("declrag_lm_cost_usd", "LM cost in USD (LiteLLM's price table)", registry=r)
-        self.abstentions = Counter("declrag_abstentions", "answers that abstained", registry=r)
-        self.errors = Counter("declrag_errors", "error responses by route and kind", ["route", "kind"], registry=r)
-        self.cache_hits = Counter("declrag_cache_hits", "answers served from the semantic cache", registry=r)
-
-
 NO_USAGE = {"total": {"calls": 0, "cached": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "lm_ms": 0.0}}
 Events = AsyncIterator[tuple[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Fields:
+    """The request fields a route's checks name: the question's, the filter's and the history's."""
+
+    question: str = "question"
+    where: str = "options.where"
+    history: str = "history"
+
+
+CHAT_FIELDS = Fields("messages", "options.where", "messages")  # the history is the earlier messages, same indexes
+SEARCH_FIELDS = Fields("query", "where", "history")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One question for the program: its text, filter and history (``[{role, content}]`` as sent; once
+    `AnswerService.admit` has checked them, the text normalized and the history a tuple of `Turn`s), the route
+    it came on (for the metrics) and the fields the checks name."""
+
+    question: Any
+    where: dict | None = None
+    history: Any = None
+    route: str = "/v1/ask"
+    fields: Fields = Fields()
 
 
 @dataclass
@@ -216,16 +208,17 @@ class AnswerService:
 
         return using_lm(o if isinstance(o, dspy.BaseLM) or not callable(o) else o())
 
-    def work(self, question: str, where: dict | None) -> tuple[dict, bool]:
-        """On a worker thread: the cache, else the program. Returns (payload, cache hit)."""
+    def work(self, req: Request) -> tuple[dict, bool]:
+        """On a worker thread: the cache, else the program, for an admitted request. Returns (payload, cache
+        hit). The cache's key is the filter and the whole history: the same conversation, or none."""
         prog, cache = self.state.program, self.cache
-        key = json.dumps(where, sort_keys=True) if where else ""
-        vec = np.asarray(prog.embedder.embed_query(question), dtype=np.float32) if cache else None
+        key = json.dumps([req.where, [[t.role, t.content] for t in req.history]], sort_keys=True) if cache else ""
+        vec = np.asarray(prog.embedder.embed_query(req.question), dtype=np.float32) if cache else None
         if cache and vec is not None and (found := cache.get(key, vec)):
             return {**found[0], "usage": NO_USAGE, "cache": {"hit": True, "similarity": round(found[1], 4)}}, True
         with self._lm_scope():
             t0 = time.perf_counter()
-            a = prog(question=question, where=where)
+            a = prog(question=req.question, where=req.where, **({"history": req.history} if req.history else {}))
             self.metrics.program.observe(time.perf_counter() - t0)
         payload = plain({"answer": a.answer, "abstained": bool(a.abstained), "citations": a.citations,
                          "judge": a.judge, "usage": a.usage, "latency_ms": a.latency_ms,
@@ -234,41 +227,60 @@ class AnswerService:
             cache.put(key, vec, payload)
         return payload, False
 
-    def _done(self, fut: asyncio.Future) -> None:  # on the loop, when the worker thread ends (even after a 504)
-        self.state.in_flight -= 1
-        m = self.metrics
-        m.in_flight.dec()
-        if fut.cancelled() or fut.exception() is not None:
-            return
-        payload, hit = fut.result()
-        total = payload["usage"]["total"]
-        m.cache_hits.inc(hit)
-        m.tokens.labels("in").inc(total["tokens_in"])
-        m.tokens.labels("out").inc(total["tokens_out"])
-        m.cost.inc(total["cost_usd"])
-        m.abstentions.inc(payload["abstained"])
+    def searching(self, req: Request, k: int, alpha: float) -> tuple[list[Hit], dict, float]:
+        """On a worker thread: the program's retrieval for an admitted request. Returns (hits, LM usage: the
+        condense stage's, when the history query is ``condense``, seconds in the program)."""
+        meter = Meter()
+        with self._lm_scope(), metering(meter):
+            t0 = time.perf_counter()
+            hits = self.state.program.search(req.question, history=req.history or None, where=req.where, k=k,
+                                             alpha=alpha)
+            took = time.perf_counter() - t0
+        self.metrics.search.observe(took)
+        return hits, meter.to_dict(), took
 
-    def admit(self, question: str, where: dict | None, field: str) -> str:
-        """Checks that need no program call (422s, 503s); then takes an in-flight slot. Returns the question as
-        `declrag.inputs.user_text` normalizes it (what the program and the semantic cache see)."""
-        s, st = self.settings, self.state
+    def _done(self, count: Callable[[Any], None], fut: asyncio.Future) -> None:
+        """On the loop, when a worker thread ends (even after a 504): the slot freed, the result counted."""
+        self.state.in_flight -= 1
+        self.metrics.in_flight.dec()
+        if not fut.cancelled() and fut.exception() is None:
+            count(fut.result())
+
+    def _answered(self, req: Request, result: tuple[dict, bool]) -> None:
+        payload, hit = result
+        m = self.metrics
+        m.cache_hits.inc(hit)
+        m.usage(payload["usage"])
+        m.abstentions.inc(payload["abstained"])
+        if req.history and not hit and "history" in payload["latency_ms"]:
+            m.history_query.observe(payload["latency_ms"]["history"] / 1000)
+
+    def admit(self, req: Request) -> Request:
+        """Checks that need no program call (422s, 503s); then takes an in-flight slot. Returns the request as
+        the program and the semantic cache see it: the question as `declrag.inputs.user_text` normalizes it, the
+        history as `declrag.conversation.turns` checks it against the program's limits."""
+        s, st, f = self.settings, self.state, req.fields
         retry = {"Retry-After": str(s.retry_after_s)}
         if st.program is None:
             raise ApiError(503, "not ready: the program is loading" if st.error is None else
                            "the program failed to load", kind="not_ready", headers=retry)
+        c = st.program.config
         try:
-            question = user_text(question, field, s.max_question_chars or st.program.config.max_question_chars)
+            question = user_text(req.question, f.question, s.max_question_chars or c.max_question_chars)
+            history = turns(req.history, max_turns=c.history.max_turns, max_chars=c.history.max_chars,
+                            field=f.history)
         except InputError as e:
-            raise ApiError(422, e.message, field) from None
+            raise ApiError(422, e.message, e.field) from None
         try:
-            Filter.of(where)
+            Filter.of(req.where)
         except DeclragError as e:
-            raise ApiError(422, e.message, "options.where") from None
+            raise ApiError(422, e.message, f.where) from None
         if st.in_flight >= s.max_in_flight:
             raise ApiError(503, f"busy: {st.in_flight} requests in flight; retry later", kind="busy", headers=retry)
         st.in_flight += 1
         self.metrics.in_flight.inc()
-        return question
+        self.metrics.history_turns.labels(req.route).observe(len(history))
+        return replace(req, question=question, history=history)
 
     @staticmethod
     def failure(e: BaseException, question: str) -> ApiError:
@@ -286,23 +298,44 @@ class AnswerService:
     def timed_out(self) -> ApiError:
         return ApiError(504, f"no answer within {self.settings.request_timeout_s:g} s", kind="timeout")
 
-    async def answer(self, question: str, where: dict | None, field: str = "question") -> dict:
-        """The whole answer to ``question`` (the response payload), or an `ApiError`."""
-        question = self.admit(question, where, field)
-        fut = asyncio.get_running_loop().run_in_executor(self.state.executor, self.work, question, where)
-        fut.add_done_callback(self._done)
-        t0 = time.perf_counter()
+    async def _run(self, req: Request, call: Callable[[], Any], count: Callable[[Any], None]) -> Any:
+        """``call()`` on a worker thread for an admitted request, within the request's timeout; its result is
+        counted by ``count`` when the thread ends."""
+        fut = asyncio.get_running_loop().run_in_executor(self.state.executor, call)
+        fut.add_done_callback(partial(self._done, count))
         try:
-            payload, hit = await asyncio.wait_for(asyncio.shield(fut), self.settings.request_timeout_s)
+            return await asyncio.wait_for(asyncio.shield(fut), self.settings.request_timeout_s)
         except TimeoutError:
             raise self.timed_out() from None
         except Exception as e:
-            raise self.failure(e, question) from None
+            raise self.failure(e, req.question) from None
+
+    async def answer(self, req: Request) -> dict:
+        """The whole answer to a request (the response payload), or an `ApiError`."""
+        req = self.admit(req)
+        t0 = time.perf_counter()
+        payload, hit = await self._run(req, partial(self.work, req), partial(self._answered, req))
         if hit:
             payload = {**payload, "latency_ms": {"total": round(1000 * (time.perf_counter() - t0), 3)}}
         return payload
 
-    async def answer_stream(self, question: str, where: dict | None, route: str, field: str = "question") -> Events:
+    async def search(self, req: Request, k: int | None = None, alpha: float | None = None) -> dict:
+        """The passages the program would answer a request from (`RAGProgram.search`): ``{hits, query, k,
+        alpha, latency_ms: {total}}`` (the time in the program), ``k`` and ``alpha`` the ones used (by default
+        the program's ``retrieve.k`` and ``.alpha``), or an `ApiError`; a ``k`` above ``settings.max_search_k``
+        is a 422 naming ``k``."""
+        if k is not None and k > self.settings.max_search_k:
+            raise ApiError(422, f"k is {k}; the limit is {self.settings.max_search_k} (declrag serve "
+                                "--max-search-k)", "k")
+        req = self.admit(req)
+        r = self.state.program.config.retrieve
+        k, alpha = k or r.k, r.alpha if alpha is None else alpha
+        hits, _, took = await self._run(req, partial(self.searching, req, k, alpha),
+                                        lambda res: self.metrics.usage(res[1]))
+        return {"hits": [hit_payload(i, h) for i, h in enumerate(hits, 1)], "query": req.question, "k": k,
+                "alpha": alpha, "latency_ms": {"total": round(1000 * took, 3)}}
+
+    async def answer_stream(self, req: Request) -> Events:
         """The answer as events: ``("delta", text)`` as the generate stage's LM produces it (see
         `declrag.streaming`), then ``("done", (payload, replaced))``, or ``("error", ApiError)`` once events
         have begun. Everything up to the first event (admission, retrieval, the first token) fails as an
@@ -312,14 +345,14 @@ class AnswerService:
         semantic cache, or DSPy's) has no tokens to stream: its answer is one delta. ``request_timeout_s``
         bounds the whole stream; a stream cut off (timeout, or the client left) is cancelled: the LM stops at its
         next token and the slot is freed when the program's thread has ended."""
-        question = self.admit(question, where, field)
+        req = self.admit(req)
         loop, prog = asyncio.get_running_loop(), self.state.program
         queue: asyncio.Queue[str | Done | BaseException] = asyncio.Queue()
         deadline, t0 = loop.time() + self.settings.request_timeout_s, time.perf_counter()
 
         async def pump() -> tuple[dict, bool]:
             result = None
-            async for item in astream(prog, lambda: self.work(question, where)):
+            async for item in astream(prog, partial(self.work, req)):
                 queue.put_nowait(item)
                 result = item.result if isinstance(item, Done) else result
             assert result is not None  # astream ends with Done or raises
@@ -330,7 +363,8 @@ class AnswerService:
                 queue.put_nowait(error)
 
         task = asyncio.create_task(pump())
-        task.add_done_callback(self._done)  # the slot is freed and the metrics counted when the thread ends
+        # the slot is freed and the metrics counted when the thread ends
+        task.add_done_callback(partial(self._done, partial(self._answered, req)))
         task.add_done_callback(ended)
 
         async def next_item() -> str | Done:
@@ -340,7 +374,7 @@ class AnswerService:
             except TimeoutError:
                 raise self.timed_out() from None
             if isinstance(item, BaseException):
-                raise self.failure(item, question)
+                raise self.failure(item, req.question)
             return item
 
         try:
@@ -363,10 +397,18 @@ class AnswerService:
                     yield "delta", payload["answer"][len(streamed):]
                 yield "done", (payload, replaced)
             except ApiError as e:  # the response has begun: the error is the last event
-                self.metrics.errors.labels(route, e.kind).inc()
+                self.metrics.errors.labels(req.route, e.kind).inc()
                 yield "error", e
             finally:
                 if not task.done():  # a timeout, or the client went away
                     task.cancel()
 
         return events()
+
+
+def hit_payload(rank: int, h: Hit) -> dict[str, Any]:
+    """One `/v1/search` result: its rank (1 is the best), the chunk it came from, the span and text to show
+    and cite (with a window, wider than the chunk), and its score (as the program ranked it, unrounded)."""
+    c = h.chunk
+    return {"rank": rank, "chunk_id": c.id, "doc_id": c.doc_id, "source": c.source, "title": c.title,
+            "page": c.page, "span": [h.start, h.end], "text": h.text, "score": float(h.score)}

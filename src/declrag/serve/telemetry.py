@@ -1,0 +1,50 @@
+"""What `declrag serve` counts for ``GET /metrics`` (Prometheus): one registry per app, so several apps can live
+in one process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    """The server's Prometheus metrics, in a registry of their own."""
+
+    def __init__(self):
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter("declrag_requests", "HTTP requests by route and status", ["route", "status"],
+                                registry=r)
+        self.latency = Histogram("declrag_request_seconds", "HTTP request latency by route", ["route"], registry=r,
+                                 buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120))
+        self.program = Histogram("declrag_program_seconds", "time inside the program per answered question",
+                                 registry=r, buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120))
+        self.in_flight = Gauge("declrag_in_flight", "program calls running now", registry=r)
+        self.tokens = Counter("declrag_lm_tokens", "LM tokens by direction (in, out)", ["direction"], registry=r)
+        self.cost = Counter("declrag_lm_cost_usd", "LM cost in USD (LiteLLM's price table)", registry=r)
+        self.abstentions = Counter("declrag_abstentions", "answers that abstained", registry=r)
+        self.errors = Counter("declrag_errors", "error responses by route and kind", ["route", "kind"], registry=r)
+        self.cache_hits = Counter("declrag_cache_hits", "answers served from the semantic cache", registry=r)
+        self.history_turns = Histogram("declrag_history_turns", "earlier turns (the history) sent with a request, "
+                                       "by route", ["route"], registry=r, buckets=(0, 1, 2, 4, 8, 16, 32, 64, 128))
+        self.history_query = Histogram("declrag_history_query_seconds", "time making the search query from the "
+                                       "history, per answered question that had one (condense: its LM call)",
+                                       registry=r, buckets=(.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+        self.stage_calls = Counter("declrag_stage_lm_calls", "LM calls by program stage (condense, rewrite, "
+                                   "generate, ...)", ["stage"], registry=r)
+        self.stage_lm = Histogram("declrag_stage_lm_seconds", "time in a stage's LM calls, per request that "
+                                  "called it, by stage", ["stage"], registry=r,
+                                  buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120))
+        self.search = Histogram("declrag_search_seconds", "time inside the program per /v1/search request",
+                                registry=r, buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+
+    def usage(self, usage: dict[str, Any]) -> None:
+        """Count a request's LM usage (the program's ``usage``: by stage, and ``total``)."""
+        total = usage["total"]
+        self.tokens.labels("in").inc(total["tokens_in"])
+        self.tokens.labels("out").inc(total["tokens_out"])
+        self.cost.inc(total["cost_usd"])
+        for name, u in usage.items():
+            if name != "total" and u["calls"]:
+                self.stage_calls.labels(name).inc(u["calls"])
+                self.stage_lm.labels(name).observe(u["lm_ms"] / 1000)
