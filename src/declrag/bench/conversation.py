@@ -81,8 +81,8 @@ def retrieval(examples: list[Example], store, embedder: Embedder, route: str, mo
                 print(f"  {mode}: {i + 1}/{len(examples)} turns", flush=True)
         scores[mode], wall[mode] = rows, ms
         u = meter.to_dict()["total"]
-        cost[mode] = {"latency_ms": percentiles(ms, digits=2), "lm_calls_per_turn": round(u["calls"] / len(examples), 3),
-                      "lm_cached_calls": int(u["cached"])}
+        cost[mode] = {"latency_ms": percentiles(ms, digits=2), "lm_cached_calls": int(u["cached"]),
+                      "lm_calls_per_turn": round(u["calls"] / len(examples), 3)}
     base = wall.get("last")
     for mode in modes:
         if base is not None:

@@ -125,7 +125,8 @@ def bench_program(
 def bench_serve(
     duration: Annotated[float, typer.Option(help="seconds of load per scenario")] = 20.0,
     clients: Annotated[int, typer.Option(help="concurrent HTTP clients")] = 16,
-    scenario: Annotated[list[str] | None, typer.Option(help="retrieval | program; repeatable (default: both)")] = None,
+    scenario: Annotated[list[str] | None, typer.Option(
+        help="retrieval | program | search; repeatable (default: all)")] = None,
     workers: Annotated[str | None, typer.Option(
         help="the server's worker threads, e.g. 4, or 2,4,16 for one server each, side by side "
              "(default: one per client)")] = None,
@@ -193,7 +194,8 @@ def _bench_out(result, printer, as_json: Path | None) -> None:
 def bench_conversation(
     dataset: Annotated[str, typer.Option(help="a conversational golden set: mtrag-un, an MTRAG task file or a "
                                               "JSONL of {history, question, answer, gold}")] = "mtrag-un",
-    model: Annotated[str, typer.Option(help="the LM route of the condense mode and the generation arm")] = "local/smollm2",
+    model: Annotated[str, typer.Option(
+        help="the LM route of the condense mode and the generation arm")] = "local/smollm2",
     mode: Annotated[list[str] | None, typer.Option(
         help="a history mode to measure (repeat it): last, joined, deterministic, condense (default: all)")] = None,
     generate: Annotated[int, typer.Option(help="tasks sampled for the generation arm (0: retrieval only)")] = 60,

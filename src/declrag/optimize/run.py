@@ -263,7 +263,7 @@ def _retry_killed(study: optuna.Study) -> None:
             retry(study, study.trials[t.number])
 
 
-def score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float]]:
+def score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float | None]]:
     """Metrics on ``examples`` and the per-question objective (for paired intervals)."""
     if comp.space.objective.retrieval_only:
         rows = []
@@ -272,7 +272,9 @@ def score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float]]
             rows.append(comp.retrieval_scores(prog, [ex]))
         means = {k: mean_of([r[k] for r in rows]) for k in rows[0]} if rows else {}
         means["objective"] = weighted(means, comp.space.objective.metrics)
-        return means, [weighted(r, comp.space.objective.metrics) for r in rows]
+        # a question without gold passages has no retrieval score (None, left out of intervals), not a 0
+        return means, [weighted(r, comp.space.objective.metrics) if any(v is not None for v in r.values()) else None
+                       for r in rows]
     result, recs = comp.evaluate(prog, examples, desc)
     return result, [weighted(r["metrics"], comp.space.objective.metrics) for r in recs]
 
