@@ -18,8 +18,8 @@ import dspy
 import numpy as np
 from dspy.utils import exceptions as dspy_errors
 
-from .adapters import adapter_for
 from . import conversation as conv
+from .adapters import adapter_for
 from .config import GenerateConfig, HistoryConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
 from .embed import Embedder, resolve_model
 from .lm import lm_error, override_lm, registry, stage

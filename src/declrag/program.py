@@ -26,9 +26,9 @@ from pydantic import ValidationError
 
 from .about import versions
 from .config import ProgramConfig
+from .conversation import Turn, transcript, turns, window
 from .embed import Embedder, folder_sha256
 from .errors import DeclragError
-from .conversation import Turn, transcript, turns, window
 from .inputs import user_text
 from .lm import Meter, check_lm, metering
 from .modules import (
@@ -153,7 +153,7 @@ class RAGProgram(dspy.Module):
         """Answer ``question``; ``history``: the conversation before it (see `declrag.conversation`)."""
         c = self.config
         question, history = self.check(question, history, where)
-        meter, ms = Meter(), {}
+        meter, ms = Meter(), dict[str, float]()
         t_all = time.perf_counter()
         with metering(meter), timing_embeddings() as embed_ms:
             sq, queries = self._queries(question, history, ms)
@@ -216,7 +216,8 @@ class RAGProgram(dspy.Module):
         (default ``retrieve.k``) with ``alpha`` (default ``retrieve.alpha``). What ``POST /v1/search`` and the
         MCP ``search`` tool serve."""
         prog = self
-        if (k is not None and k != self.config.retrieve.k) or (alpha is not None and alpha != self.config.retrieve.alpha):
+        r = self.config.retrieve
+        if (k is not None and k != r.k) or (alpha is not None and alpha != r.alpha):
             prog = self._with_retrieval(k, alpha)
         question, history = prog.check(question, history, where)
         with timing_embeddings():
