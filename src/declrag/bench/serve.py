@@ -2,7 +2,7 @@
 on loopback, driven by N concurrent HTTP clients (threads, keep-alive) for a bounded time; compared with
 calling the same program directly in Python on the same questions.
 
-Two scenarios, over SQuAD v2.0's first 200 paragraphs (real MiniLM index, cached by content):
+Three scenarios, over SQuAD v2.0's first 200 paragraphs (real MiniLM index, cached by content):
 
 - ``retrieval``: the naive program whose LM is an instant scripted one (`declrag.testing.ScriptedLM`,
   through create_app's testing hook): query embedding, hybrid search, prompt building and citation handling
@@ -11,6 +11,10 @@ Two scenarios, over SQuAD v2.0's first 200 paragraphs (real MiniLM index, cached
 - ``program``: the default program on the real local model (``local/smollm2``, in-process), with a cold LM
   cache on both sides. One in-process model answers one prompt at a time, so with N clients a request
   waits for the ones ahead of it: latency is mostly queueing, and ``overhead_ratio`` says how much.
+- ``search``: ``POST /v1/search`` on the same program as ``retrieval``: its compiled retrieval and the hits as
+  JSON, no LM in the path (the direct call is `RAGProgram.search`). Every request asks a question no other
+  request asked (the questions about the indexed paragraphs, then the set's others); the arm ends early, and
+  says so (``questions_exhausted``), when they run out.
 
 Each scenario runs one or two arms on the same server: ``retrieval`` asks plain JSON requests (``/v1/ask``
 without ``stream``, as an application calling the service for search does), then streamed ones
@@ -63,7 +67,7 @@ from rich.table import Table
 
 from ..metrics.stats import percentiles
 
-SCENARIOS = ("retrieval", "program")
+SCENARIOS = ("retrieval", "program", "search")
 SCRIPTED_ANSWER = {"answer": "It is stated in the passage [1]."}
 SERVER_TIMEOUT_S = 600.0
 
@@ -88,9 +92,9 @@ def _program(scenario: str, store: str):
     from ..program import RAGProgram, default_program
     from ..stores import read_meta
 
-    if scenario == "retrieval":
+    if scenario in ("retrieval", "search"):
         if (meta := read_meta(store)) is None:
-            raise ValueError(f"no index at {store}: the retrieval scenario runs on an existing one")
+            raise ValueError(f"no index at {store}: the {scenario} scenario runs on an existing one")
         return RAGProgram(ProgramConfig(ingest=meta.ingest), store=store), _scripted_lm_factory()
     if scenario == "program":
         return default_program(store, model="local/smollm2"), None
@@ -107,13 +111,14 @@ def _direct(scenario: str, store: str, questions: list[str], budget_s: float, lm
 
     use_lm_cache(lm_cache)
     prog, lm = _program(scenario, store)
-    limit = 200 if scenario == "retrieval" else 12
+    limit = 12 if scenario == "program" else 200
+    call = prog.search if scenario == "search" else (lambda q: prog(question=q))
     with using_lm(lm()) if lm else nullcontext():
-        prog(question=questions[-1])  # warm-up: models loaded, not timed
+        call(questions[-1])  # warm-up: models loaded, not timed
         times, t_end = [], time.perf_counter() + budget_s
         for q in questions[:limit]:
             t0 = time.perf_counter()
-            prog(question=q)
+            call(q)
             times.append(1000 * (time.perf_counter() - t0))
             if time.perf_counter() > t_end and len(times) >= 3:
                 break
@@ -160,13 +165,16 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _ask(c: http.client.HTTPConnection, question: str, stream: bool) -> tuple[float | None, dict | None]:
+def _ask(c: http.client.HTTPConnection, question: str, stream: bool,
+         search: bool = False) -> tuple[float | None, dict | None]:
     """One question on a keep-alive connection: (seconds to the first piece of the answer, the final response), or
     (_, None) on an error status. Streamed: the first piece is the first ``delta`` event (or the ``answer``, when
-    nothing streamed); plain JSON: the whole response."""
+    nothing streamed); plain JSON: the whole response. ``search``: ``/v1/search`` (JSON) instead of ``/v1/ask``."""
     t0, first, event, final = time.perf_counter(), None, None, None
-    body = {"question": question, "stream": True} if stream else {"question": question}
-    c.request("POST", "/v1/ask", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    body = {"query": question} if search else {"question": question, "stream": True} if stream else \
+        {"question": question}
+    c.request("POST", "/v1/search" if search else "/v1/ask", json.dumps(body).encode(),
+              {"Content-Type": "application/json"})
     r = c.getresponse()
     if r.status != 200:
         r.read()
@@ -204,8 +212,11 @@ def _proc_cpu_s(pid: int | None) -> float | None:
 
 
 def _load(base: str, questions: list[str], clients: int, duration_s: float, stream: bool = True,
-          server_pid: int | None = None) -> dict[str, Any]:
-    """``clients`` threads asking in a loop until ``duration_s`` has passed; in-flight requests finish."""
+          server_pid: int | None = None, search: bool = False) -> dict[str, Any]:
+    """``clients`` threads asking in a loop until ``duration_s`` has passed; in-flight requests finish. With
+    ``search``, ``/v1/search`` (JSON, never streamed) and every question once at most: the arm also ends when
+    they run out."""
+    stream = stream and not search
     host, port = base.removeprefix("http://").rsplit(":", 1)
     counter, lock = itertools.count(), threading.Lock()
     rows: list[tuple[float, float | None, float]] = []  # (client ms, server program ms, first piece ms) of successes
@@ -219,10 +230,13 @@ def _load(base: str, questions: list[str], clients: int, duration_s: float, stre
         try:
             while time.perf_counter() < stop_at:
                 with lock:
-                    q = questions[next(counter) % len(questions)]
+                    i = next(counter)
+                if search and i >= len(questions):
+                    return  # every question asked once: no repeats
+                q = questions[i % len(questions)]
                 t0 = time.perf_counter()
                 try:
-                    first, final = _ask(c, q, stream)
+                    first, final = _ask(c, q, stream, search)
                 except (OSError, http.client.HTTPException, ValueError):
                     first, final = None, None
                     c.close()  # a fresh connection for the next request
@@ -246,7 +260,9 @@ def _load(base: str, questions: list[str], clients: int, duration_s: float, stre
     n = len(rows) + errors[0]
     lat, first = [a for a, _, _ in rows], [f for _, _, f in rows]
     prog_ms = [b for _, b, _ in rows if b is not None]
-    return {"clients": clients, "stream": stream, "requests": n, "p50_ms": _pct(lat, 50), "p95_ms": _pct(lat, 95),
+    return {"clients": clients, "stream": stream, "requests": n,
+            "questions_exhausted": search and next(counter) > len(questions),
+            "p50_ms": _pct(lat, 50), "p95_ms": _pct(lat, 95),
             "p99_ms": _pct(lat, 99), "first_token_p50_ms": _pct(first, 50), "first_token_p95_ms": _pct(first, 95),
             "rps": round(len(rows) / wall, 2) if wall > 0 else 0.0, "errors": errors[0],
             "wall_s": round(wall, 1), "server_program_p50_ms": _pct(prog_ms, 50),
@@ -287,25 +303,31 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
     ids = {d.id for d in docs}
     questions = list(dict.fromkeys(e.question for split in gs.splits.values() for e in split
                                    if e.gold and set(e.gold) <= ids))
-    Embedder(IngestConfig().embedder).embed_queries(questions)  # both sides find every query embedding cached
+    # search asks each question once: those about the indexed paragraphs first, then the set's others
+    distinct = list(dict.fromkeys([*questions, *(e.question for split in gs.splits.values() for e in split)])) \
+        if "search" in scenarios else questions
+    Embedder(IngestConfig().embedder).embed_queries(distinct)  # both sides find every query embedding cached
     out: dict[str, Any] = {"dataset": gs.name, "documents": len(docs), "chunks": store.count(),
-                           "questions": len(questions), "duration_s": duration_s, "server": _server_stack(),
+                           "questions": len(questions), "search_questions": len(distinct), "duration_s": duration_s,
+                           "server": _server_stack(),
                            "load_average": [round(x, 2) for x in os.getloadavg()], "scenarios": {}}
     path = store.uri
     try:
         with tempfile.TemporaryDirectory(prefix="declrag-bench-serve-") as tmp:
             for sc in scenarios:
-                direct = _direct(sc, path, questions, duration_s, Path(tmp) / f"{sc}-direct")
+                asked = distinct if sc == "search" else questions
+                direct = _direct(sc, path, asked, duration_s, Path(tmp) / f"{sc}-direct")
                 results = {}
                 for w in workers:  # one server per worker-thread count, measured back to back
                     proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server", w)
                     tag = f" workers={w}" if len(workers) > 1 else ""
                     try:
                         # retrieval: plain JSON requests (what a search client sends), then streamed ones
-                        arms = {sc: False, f"{sc}/stream": True} if sc == "retrieval" else {sc: True}
+                        arms = {sc: False, f"{sc}/stream": True} if sc == "retrieval" else \
+                            {sc: False} if sc == "search" else {sc: True}
                         for arm, stream in arms.items():
-                            results[arm + tag] = {**_load(base, questions, clients, duration_s, stream, proc.pid),
-                                                  "workers": w or clients}
+                            results[arm + tag] = {**_load(base, asked, clients, duration_s, stream, proc.pid,
+                                                          search=sc == "search"), "workers": w or clients}
                     finally:
                         _stop(proc)
                 d50 = direct["p50_ms"]
@@ -342,7 +364,11 @@ def print_report(r: dict[str, Any], console: Console) -> None:
                   f(s["server_program_p50_ms"]), f(s["http_overhead_p50_ms"]), f(s.get("server_cpu_ms"), "{:.2f}"),
                   f(s.get("client_cpu_ms"), "{:.2f}"))
     console.print(t)
-    console.print("'retrieval' asks plain JSON requests, 'retrieval/stream' and 'program' stream: 'first token' is the "
+    if exhausted := [n for n, s in r["scenarios"].items() if s.get("questions_exhausted")]:
+        console.print(f"{', '.join(exhausted)}: every question was asked once before the duration ended; the arm "
+                      "stopped there (no repeats).", style="dim")
+    console.print("'retrieval' and 'search' (/v1/search, no LM) ask plain JSON requests, 'retrieval/stream' and "
+                  "'program' stream: 'first token' is the "
                   "time to the first piece of the answer (the whole response for JSON), p50/p95/p99 the time to the "
                   "whole answer. overhead ratio = server adds (client latency - time in the program) / direct p50: "
                   "the cost of HTTP and serialization. With many clients on two cores, latency is mostly waiting for "
@@ -378,7 +404,7 @@ def _serve_main(argv: list[str] | None = None) -> None:
 
     holder: dict[str, Any] = {}
     app = create_app(load, f"bench-{a.scenario}", settings=settings,
-                     lm_override=(lambda: holder["lm"]()) if a.scenario == "retrieval" else None)
+                     lm_override=(lambda: holder["lm"]()) if a.scenario in ("retrieval", "search") else None)
     uvicorn.run(app, host="127.0.0.1", port=a.port, log_level="warning", access_log=False)
 
 
