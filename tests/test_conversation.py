@@ -114,6 +114,14 @@ def test_each_history_mode_makes_its_search_query_and_generate_reads_the_turns(s
         assert a.passages[0].doc_id == "rome"
 
 
+def test_generate_keeps_every_system_turn_however_long_the_conversation(store):
+    long = [{"role": "system", "content": "Answer in French."}] + \
+        [{"role": r, "content": f"turn {i}"} for i in range(10) for r in ("user", "assistant")]
+    a, lm = ask(make(store, history={"generate_turns": 2}), [{"answer": "Rome [1]."}], history=long)
+    said = lm.history[-1]["messages"][-1]["content"].split("Question:")[0]
+    assert "System: Answer in French.\nUser: turn 9\nAssistant: turn 9" in said and "turn 8" not in said
+
+
 def test_condense_asks_the_lm_once_with_the_conversation_and_searches_its_question(store):
     prog = make(store, history={"query": "condense"})
     a, lm = ask(prog, [{"standalone": "What is the capital city of Italy?"}, {"answer": "Rome [1]."}], history=H)

@@ -15,9 +15,8 @@ import os
 import shutil
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import dspy
 import numpy as np
@@ -168,7 +167,7 @@ class RAGProgram(dspy.Module):
             ms["select"] = _since(t)
             gen_question = question if not queries.sub_questions else \
                 question + "\n(Sub-questions: " + "; ".join(queries.sub_questions) + ")"
-            said = transcript(window(history, c.history.generate_turns, c.history.generate_chars)) or None
+            said = self._said(history)
             t = time.perf_counter()
             below = self._below_threshold(queries, passages)
             draft = Draft(c.generate.abstain_phrase, True, []) if below else \
@@ -261,6 +260,15 @@ class RAGProgram(dspy.Module):
             sims = (self.embedder.embed_documents([h.chunk.text for h in passages])
                     @ self.embedder.embed_query(queries.texts[0]))
         return float(np.max(sims)) < thr
+
+    def _said(self, history: tuple[Turn, ...]) -> str | None:
+        """What the generate stage reads of the conversation: every system turn (an instruction that stays in
+        force however long the conversation grows), then the most recent user and assistant turns, within
+        ``history.generate_turns`` turns and ``history.generate_chars`` characters for each of the two parts."""
+        h = self.config.history
+        system = window([t for t in history if t.role == "system"], 1_000, h.generate_chars)
+        recent = window(history, h.generate_turns, h.generate_chars, roles=("user", "assistant"))
+        return transcript([*system, *recent]) or None
 
     def _lm_stages(self) -> list[str]:
         c = self.config
@@ -402,76 +410,4 @@ def default_program(store: Store | str | Path | None = None, model: str | None =
     return RAGProgram(with_model(config, model) if model else config, store=store)
 
 
-DEFAULT_NAME = "declrag-default"
-
-
-def model_route(model: str | None) -> str | None:
-    """The route every LM call goes to: ``model`` (``--model``), else $DECLRAG_MODEL, else None (the
-    config's own routes). The one place that reads $DECLRAG_MODEL."""
-    return model or os.environ.get("DECLRAG_MODEL") or None
-
-
-class ProgramChoice(NamedTuple):
-    """Which program runs: its served ``name``, the ``run`` folder it came from (or None), a description
-    (``what``) for messages, and ``load()``, which builds it."""
-
-    name: str
-    run: str | None
-    what: str
-    load: Callable[[], RAGProgram]
-
-
-def select_program(program: str | Path | None = None, config: str | Path | None = None,
-                   store: Store | str | Path | None = None, model: str | None = None,
-                   corpus: Any = None, progress: bool = False) -> ProgramChoice:
-    """The one decision of which program `declrag ask`, `eval` and `serve` run. Everything cheap is checked
-    now (paths, config syntax, the store's presence), so mistakes fail before any model loads.
-
-    ``program``: a run folder (``runs/NAME``: its ``best`` program, named NAME) or a program folder (with
-    ``program.json``). Else ``config`` (named after the file). Else the default program (`default_program`).
-    ``model`` (else $DECLRAG_MODEL, see `model_route`) routes every LM call. The store: ``store``, else the
-    config's, else ``corpus``'s documents (a `GoldenSet`, indexed once into a cached store, as eval does),
-    else the default store."""
-    route = model_route(model)
-    if program is not None and config is not None:
-        raise DeclragError("give a program folder or a config, not both", hint="a saved program already has its config")
-    if program is not None:
-        folder = Path(program)
-        if (folder / "program.json").is_file():
-            name = folder.resolve().parent.name if folder.resolve().name == "best" else folder.resolve().name
-        elif (folder / "best" / "program.json").is_file():
-            name, folder = folder.resolve().name, folder / "best"
-        else:
-            raise DeclragError(f"{program} is neither a run folder (with best/program.json) nor a program folder "
-                               "(with program.json)",
-                               hint="point at runs/NAME or runs/NAME/best, as declrag compile writes them")
-        return ProgramChoice(name, str(folder), f"program {folder}", lambda: load(folder, store=store, model=route))
-    cfg = read_config(config) if config is not None else None
-    name, what = ((Path(config).stem, f"config {config}") if config is not None
-                  else (DEFAULT_NAME, "the default program"))
-    if store is None and (cfg is None or cfg.store is None) and corpus is not None:
-        from .api import corpus_store
-
-        def over_corpus() -> RAGProgram:
-            c = cfg or ProgramConfig()
-            st, _ = corpus_store(corpus.documents, c.ingest, corpus.name, progress=progress)
-            return RAGProgram(with_model(c, route) if route else c, store=st)
-
-        return ProgramChoice(name, None, f"{what} over the documents of {corpus.name}", over_corpus)
-    if cfg is not None:
-        cfg = with_model(cfg, route) if route else cfg
-        return ProgramChoice(name, None, what, lambda: RAGProgram(cfg, store=store))
-    if store is None or not isinstance(store, Store):
-        from .api import default_store
-
-        where = str(store or default_store())
-        if read_meta(where) is None:
-            raise DeclragError(f"no declrag store at {where}", hint="index documents first (declrag index PATH "
-                               "--store ...), or pass --store, a program folder or a config")
-        store = where
-    return ProgramChoice(name, None, f"{what} over {store if isinstance(store, str) else store.uri}",
-                         lambda: default_program(store, model=route))
-
-
-__all__ = ["DEFAULT_NAME", "Answer", "ProgramChoice", "RAGProgram", "default_program", "load", "model_route",
-           "read_config", "select_program", "with_model"]
+__all__ = ["Answer", "RAGProgram", "default_program", "load", "read_config", "with_model"]

@@ -78,8 +78,8 @@ def synth(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
     """Make a golden set from your own documents: questions, reference answers, gold documents, train/dev/test."""
+    from ..choice import model_route
     from ..config import DEFAULT_ROUTE
-    from ..program import model_route
     from ..synth import from_sources
 
     route = model_route(model) or DEFAULT_ROUTE

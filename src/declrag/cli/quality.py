@@ -52,8 +52,8 @@ def eval_(
         return
     if not dataset:
         raise DeclragError("--dataset is required", hint="e.g. declrag eval --dataset squad-v2.0 --limit 50")
+    from ..choice import select_program
     from ..golden import load_golden
-    from ..program import select_program
 
     golden = load_golden(dataset)
     split = split or next((s for s in ("dev", "test") if s in golden.splits), next(iter(golden.splits)))
@@ -132,10 +132,10 @@ def compile_(
 ):
     """Search the declared space for the best program on a golden set; write runs/NAME/best. With --storage,
     workers on other machines join the same study with --join NAME."""
+    from ..choice import model_route
     from ..memory import describe
     from ..optimize.compile import Budget
     from ..optimize.run import compile_run
-    from ..program import model_route
 
     budget = Budget(max_trials=max_trials, timeout_s=timeout, max_cost_usd=max_cost_usd, max_lm_calls=max_lm_calls)
     if heartbeat < 1 or patience < 0:

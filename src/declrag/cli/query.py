@@ -90,8 +90,8 @@ def ask(
 ):
     """Answer a question with citations (the default program, a saved one, or a config), optionally as the next
     turn of a conversation (--history)."""
+    from ..choice import select_program
     from ..inputs import user_text
-    from ..program import select_program
 
     question = user_text(question, "question")  # fails before any model loads; the program checks it again
     filt = json_option(where, "--where")

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import uvicorn
 
+from ..choice import DEFAULT_NAME, ProgramChoice, select_program
 from ..errors import DeclragError
-from ..program import DEFAULT_NAME, ProgramChoice, select_program
 from .app import ServeSettings, create_app
 
 
 def resolve(target: str | Path | None = None, config: str | Path | None = None, store: str | Path | None = None,
             model: str | None = None) -> ProgramChoice:
     """What to serve: ``(name, run, description, loader)``, decided as `declrag ask` and `eval` decide it
-    (`declrag.program.select_program`): ``target`` is a run folder (``runs/NAME``: its ``best`` program,
+    (`declrag.choice.select_program`): ``target`` is a run folder (``runs/NAME``: its ``best`` program,
     named NAME) or a program folder; with none, ``config`` (named after the file) or the default program over
     ``store``. Everything cheap is checked up front so mistakes fail before the server starts."""
     return select_program(target, config, store, model)

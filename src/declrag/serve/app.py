@@ -28,8 +28,8 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..choice import DEFAULT_NAME
 from ..errors import DeclragError
-from ..program import DEFAULT_NAME
 from . import openai_compat as oai
 from .jsonenc import FastJSONResponse
 from .schemas import AskRequest, SearchRequest, SearchResponse

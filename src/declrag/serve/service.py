@@ -36,11 +36,11 @@ import dspy.utils.exceptions
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from ..choice import DEFAULT_NAME
 from ..conversation import turns
 from ..errors import DeclragError
 from ..inputs import InputError, api_key_problem, user_text
 from ..lm import Meter, metering
-from ..program import DEFAULT_NAME
 from ..stores.base import Filter
 from ..streaming import Done, astream
 from ..types import Hit
