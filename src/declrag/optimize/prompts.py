@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 
 
 def _examples(exs) -> list[dspy.Example]:
-    return [dspy.Example(id=e.id, question=e.question, answers=list(e.answers), answerable=e.answerable, gold=e.gold,
-                         answer_starts=list(e.answer_starts)).with_inputs("question") for e in exs]
+    return [dspy.Example(id=e.id, question=e.question, history=[t.to_dict() for t in e.history],
+                         answers=list(e.answers), answerable=e.answerable, gold=e.gold,
+                         answer_starts=list(e.answer_starts)).with_inputs("question", "history") for e in exs]
 
 
 def objective_metric(comp: Compiler, threshold: float = 0.5):
@@ -96,7 +97,7 @@ def knn_pool(prog, train) -> list[dict[str, str]]:
     pool = []
     phrase = prog.config.generate.abstain_phrase
     for ex in train:
-        pool_hits = prog.retrieve_only(ex.question)[: prog.config.retrieve.k]
+        pool_hits = prog.retrieve_only(ex.question, history=ex.history)[: prog.config.retrieve.k]
         answer = (ex.answers[0] if ex.answers else phrase) if ex.answerable or not ex.answers else phrase
         pool.append({"question": ex.question, "context": prog.generate.context(pool_hits), "answer": answer})
     return pool
