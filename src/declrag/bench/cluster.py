@@ -169,9 +169,11 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
         written += events["index_while_down"]["chunks"]
     expected = written
     all_uri = uri.replace("consistency=QUORUM", "consistency=ALL")
-    check = open_store(all_uri, create=False)[0]
-    time.sleep(2.0)  # let the restarted node catch up (async replication / read repair)
-    counted_all = check.count()
+    check = open_store(all_uri, create=False)[0]  # on node 0 (the first of the URI), which may be the one back
+    t = time.perf_counter()  # the restarted node catches up by async replication: wait for it, and say how long
+    while (counted_all := check.count()) != expected and time.perf_counter() - t < 180:
+        time.sleep(1.0)
+    events["caught_up_s"] = round(time.perf_counter() - t, 1)
     docs_all = check.documents()
     ids_back = len({h.chunk.id for h in check.vector_search(vecs[0], 10000)})
     check.close()
@@ -241,7 +243,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         f"{r['events']['restarted_at_s']} s)" if w["ok"]
         else f"refused ({w['error']}); indexed again after the restart"))
     o = r["objects"]
-    console.print(f"after the restart, at consistency ALL: {o['counted_at_all']} of {o['expected']} chunks, "
+    console.print(f"after the restart (node 0's count complete {e.get('caught_up_s')} s after the load stopped), at "
+                  f"consistency ALL: {o['counted_at_all']} of {o['expected']} chunks, "
                   f"{o['documents_at_all']} of {o['documents_expected']} documents, {o['read_back_by_vector']} read "
                   f"back; lost: {o['lost']}")
     for name in PHASES:

@@ -51,6 +51,7 @@ import os
 import re
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -235,8 +236,12 @@ class WeaviateStore(Store):
                             index_filterable=filterable, tokenization=(Tokenization.WORD if searchable else
                                                                        Tokenization.FIELD) if text else None)
 
-        common = dict(replication_config=Configure.replication(factor=t.replicas),
-                      sharding_config=Configure.sharding(desired_count=t.shards))
+        with warnings.catch_warnings():  # async_enabled: deprecated by the client for servers >= 1.38, which
+            warnings.simplefilter("ignore")  # replicate asynchronously by default; on older ones it is needed
+            # with more than one replica, a node that was down catches up with the writes it missed by itself
+            # (async replication) instead of only object by object as reads repair them
+            replication = Configure.replication(factor=t.replicas, async_enabled=True if t.replicas > 1 else None)
+        common = dict(replication_config=replication, sharding_config=Configure.sharding(desired_count=t.shards))
         if not self._call("schema read", lambda: self._client.collections.exists(self.docs_name)):
             self._call("collection create", lambda: self._client.collections.create(
                 self.docs_name, description=f"declrag documents of {self.name}",
