@@ -114,3 +114,25 @@ def test_losing_the_connected_node_fails_over_with_the_same_results(tmp_path):
         store.close()
     finally:
         stop_weaviate(folder)
+
+
+def test_only_a_node_that_does_not_answer_counts_as_down():
+    import grpc
+
+    from declrag.stores.weaviate_target import Unreachable
+    from declrag.stores.weaviate_wire import _node_down
+
+    class Rpc(grpc.RpcError):
+        def __init__(self, code):
+            self._code = code
+
+        def code(self):
+            return self._code
+
+    assert _node_down(Rpc(grpc.StatusCode.UNAVAILABLE)) and _node_down(Rpc(grpc.StatusCode.DEADLINE_EXCEEDED))
+    assert _node_down(Unreachable("cannot reach a Weaviate server at weaviate://h:1"))
+    wrapped = RuntimeError("batch failed")
+    wrapped.__cause__ = ConnectionRefusedError("[Errno 111] Connection refused")
+    assert _node_down(wrapped)
+    assert not _node_down(Rpc(grpc.StatusCode.INVALID_ARGUMENT))
+    assert not _node_down(ValueError("vector lengths don't match"))
