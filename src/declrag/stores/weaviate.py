@@ -10,6 +10,9 @@ scores as the embedded store), ``consistency`` (``ONE``, ``QUORUM``, ``ALL``; th
 server's default when absent), ``retries`` (a failed request is retried this many times with backoff,
 default 3), ``timeout`` (seconds per request, default 60), ``settle`` (seconds `settle` waits after the last
 write, default 65; see below), ``metrics`` (the server's Prometheus port; only the retrieval bench reads it).
+A cluster's nodes go in the address, comma-separated (``weaviate://h1:8080,h2:8080,h3:8080/Docs``; ``nodes=``
+adds more), ``grpc`` then one port for the first node (the others at the same distance from their REST port)
+or one per node; a handle talks to one node and, when it stops answering, goes on with the next (`_call`).
 Creation-time options apply when the store is created. The vector index settings are kept by the server in
 the collection's config; those the URI names are compared with it before a handle's first search or write,
 and a collection built otherwise is refused by name (`WeaviateStore.index_settings` reads them back).
