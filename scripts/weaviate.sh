@@ -8,6 +8,7 @@
 #   bash scripts/weaviate.sh status [--dir DIR]
 #   bash scripts/weaviate.sh kill-node N [--dir DIR]     # SIGKILL node N (fault tests)
 #   bash scripts/weaviate.sh start-node N [--dir DIR]    # start node N again, same settings, wait until ready
+#                                                        # (it joins the cluster through a node that is running)
 #
 # Version: WEAVIATE_VERSION (default below), built with CGO_ENABLED=0 -tags netgo as upstream does, into
 # ${DECLRAG_CACHE:-~/.cache/declrag}/weaviate/VERSION/. Exit status 3: the server cannot be had here (no Go).
@@ -18,6 +19,8 @@
 #   REST P+N, gRPC P+100+N, gossip P+200+10N, data P+201+10N, RAFT P+300+10N, RAFT RPC P+301+10N,
 #   Prometheus metrics P+400+N (/metrics; `declrag bench retrieval` reads the server's own query times there)
 # (in localhost mode Weaviate takes a remote node's RAFT RPC port as its RAFT port + 1).
+# The URI printed for three nodes names them all (weaviate://127.0.0.1:P,127.0.0.1:P+1,127.0.0.1:P+2/?grpc=P+100):
+# a store handle goes on with another node when the one it talks to stops answering.
 set -euo pipefail
 
 VERSION=${WEAVIATE_VERSION:-v1.33.18}
@@ -26,7 +29,7 @@ BIN_DIR=$CACHE/$VERSION
 BIN=$BIN_DIR/weaviate-server
 LAST=$CACHE/last-dir
 
-usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 say() { echo "weaviate.sh: $*" >&2; }
 
 build() {
@@ -86,11 +89,12 @@ write_env() {  # node nodes port apikey dir
   chmod 600 "$dir/node-$n.env"
 }
 
-launch() {  # node dir
-  local n=$1 dir=$2
+launch() {  # node dir [join]: join, the gossip address of a running node to join (a restarted node)
+  local n=$1 dir=$2 join=${3:-}
   (
     # shellcheck disable=SC1090
     . "$dir/node-$n.env"
+    [ -n "$join" ] && export CLUSTER_JOIN=$join
     mkdir -p "$PERSISTENCE_DATA_PATH"
     setsid "$BIN" --scheme http --host 127.0.0.1 --port "$REST_PORT" >> "$dir/node-$n.log" 2>&1 < /dev/null &
     echo $! > "$dir/node-$n.pid"
@@ -116,9 +120,9 @@ wait_ready() {  # dir node...
   done
 }
 
-wait_healthy() {  # dir nodes
+wait_healthy() {  # dir nodes [node]: asked of node (default 0)
   local dir=$1 nodes=$2 deadline=$((SECONDS + 180)) port
-  port=$(rest_port "$dir" 0)
+  port=$(rest_port "$dir" "${3:-0}")
   until [ "$(curl -sf --max-time 2 "http://127.0.0.1:$port/v1/nodes" | grep -o '"status":"HEALTHY"' | wc -l)" -ge "$nodes" ]; do
     if [ $SECONDS -ge $deadline ]; then say "the cluster did not report $nodes healthy nodes"; return 1; fi
     sleep 0.5
@@ -186,7 +190,9 @@ case $cmd in
     if ! wait_ready "$dir" $(seq 0 $((nodes - 1))) || { [ "$nodes" -gt 1 ] && ! wait_healthy "$dir" "$nodes"; }; then
       stop_dir "$dir"; exit 1
     fi
-    uri="weaviate://127.0.0.1:$port/?grpc=$((port + 100))&metrics=$((port + 400))"
+    hosts=127.0.0.1:$port  # every node, so that a client fails over when the one it talks to is lost
+    for ((n = 1; n < nodes; n++)); do hosts+=,127.0.0.1:$((port + n)); done
+    uri="weaviate://$hosts/?grpc=$((port + 100))&metrics=$((port + 400))"
     echo "$uri" > "$dir/uri"
     say "$nodes node(s) of Weaviate ${VERSION#v} ready in $((SECONDS - t0)) s; data and logs in $dir"
     echo "$uri"
@@ -213,10 +219,17 @@ case $cmd in
     [ -f "$dir/node-$node.env" ] || { say "no node $node in $dir"; exit 2; }
     alive "$dir" "$node" && { say "node $node is running"; exit 2; }
     t0=$SECONDS
-    launch "$node" "$dir"
+    n_all=$(nodes_of "$dir") join=""
+    # a restarted node joins through a running one (node 0 started first, with nobody to join, and the
+    # others only through node 0: without this, node 0 back after a kill would stay outside the cluster)
+    for ((m = 0; m < n_all; m++)); do
+      if [ "$m" != "$node" ] && alive "$dir" "$m"; then
+        join=127.0.0.1:$(. "$dir/node-$m.env"; echo "$CLUSTER_GOSSIP_BIND_PORT"); break
+      fi
+    done
+    launch "$node" "$dir" "$join"
     wait_ready "$dir" "$node" || exit 1
-    n_all=$(nodes_of "$dir")
-    [ "$n_all" -gt 1 ] && { wait_healthy "$dir" "$n_all" || exit 1; }
+    [ "$n_all" -gt 1 ] && { wait_healthy "$dir" "$n_all" "$node" || exit 1; }
     say "node $node ready again in $((SECONDS - t0)) s"
     ;;
   *) usage ;;

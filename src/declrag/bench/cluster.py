@@ -1,13 +1,16 @@
 """`declrag bench cluster`: a three-node Weaviate cluster on loopback (replication factor 3) under concurrent
 searches while one node is killed with SIGKILL and later restarted.
 
-Three phases of a third of the duration each: before (all nodes up), during (node 2 killed; meanwhile new
+Three phases of a third of the duration each: before (all nodes up), during (a node killed; meanwhile new
 documents are indexed at QUORUM, and the node stays down until that indexing has ended, which can stretch
-this phase), after (node 2 restarted and rejoined). Every search is a hybrid query of a SciFact question
-through `WeaviateStore` (consistency QUORUM, client retries); the clients talk to node 0, which stays up:
-a client reaches the cluster through one address, so losing that node is a load balancer's job, not
-the store's. Reported: requests and failures per phase, latency p50/p95/p99 per phase, and whether every
-object is there after the restart (counted at consistency ALL, and read back by id).
+this phase), after (the node restarted and rejoined). Every search is a hybrid query of a SciFact question
+through `WeaviateStore` (consistency QUORUM, client retries) on a store URI naming all three nodes; the
+clients start on node 0. ``kill="connected"`` (the default) kills node 0, the node the clients (and the
+writer) talk to, so that they fail over to another; ``kill="other"`` kills node 2, a replica they do not
+talk to. Reported: requests and failures per phase, latency p50/p95/p99 per phase, the failover window
+(from the kill to the first successful search through another node, and until every client has had
+one) with the failures outside it, and whether every object is there after the restart (counted at
+consistency ALL, and read back by id).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ..golden import load_golden
 from ..indexer import Indexer
 from ..metrics.stats import percentiles
 from ..stores import child_uri, open_store
+from ..stores.weaviate_target import Target
 from ..types import Document
 from .servers import run_script
 
@@ -39,24 +43,31 @@ def _script(*args: str, timeout: float = 1800) -> str:
     return run_script("weaviate.sh", *args, timeout=timeout, hint="see the node logs in the cluster folder")
 
 
+KILLS = {"connected": 0, "other": 2}  # which node is killed: the one the clients talk to, or a replica
+
+
 def run(duration_s: float = 60.0, clients: int = 16, dataset: str = "scifact", folder: str | Path | None = None,
-        port: int = 28080, progress: bool = True) -> dict[str, Any]:
+        port: int = 28080, progress: bool = True, kill: str = "connected") -> dict[str, Any]:
     """Start the cluster (in ``folder``, a temporary one by default), run the scenario, stop the cluster."""
     if duration_s <= 0 or clients < 1:
         raise DeclragError("--duration must be positive and --clients at least 1")
+    if kill not in KILLS:
+        raise DeclragError(f"--kill must be one of {', '.join(KILLS)}, not {kill!r}",
+                           hint="connected: the node the clients talk to; other: a replica they do not")
     own = folder is None
     folder = Path(folder or tempfile.mkdtemp(prefix="declrag-cluster-"))
     t0 = time.perf_counter()
     base = _script("start", "--nodes", "3", "--dir", str(folder), "--port", str(port))
     started_s = time.perf_counter() - t0
     try:
-        return {**_scenario(base, folder, duration_s, clients, dataset, progress),
+        return {**_scenario(base, folder, duration_s, clients, dataset, progress, KILLS[kill]),
                 "cluster_start_s": round(started_s, 1)}
     finally:
         _script("stop", "--dir", str(folder), *(["--clean"] if own else []), timeout=300)
 
 
-def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset: str, progress: bool) -> dict[str, Any]:
+def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset: str, progress: bool,
+              victim: int) -> dict[str, Any]:
     sep = "&" if "?" in base else "?"
     uri = child_uri(base + f"{sep}replicas=3&consistency=QUORUM&retries=5", "cluster-bench")
     gs = load_golden(dataset)
@@ -71,12 +82,12 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
     questions = [e.question for split in gs.splits.values() for e in split][:500]
     vecs = embedder.embed_queries(questions)
 
-    extra = [Document(id=f"cluster-extra-{i}", text=f"Extra document {i} written while node 2 was down. " * 8,
+    extra = [Document(id=f"cluster-extra-{i}", text=f"Extra document {i} written while a node was down. " * 8,
                       source="cluster-bench", title=f"extra {i}") for i in range(50)]
     extra_indexer = Indexer(store, meta.ingest, embedder, progress=False)
     embedder.embed_documents([c.text for d in extra for c in extra_indexer.chunker(d)])  # into the embedding cache
 
-    records: list[tuple[float, float, bool, str]] = []  # (start offset, seconds, ok, error)
+    records: list[tuple[float, float, bool, str, int, str]] = []  # (start offset, seconds, ok, error, client, node)
     lock = threading.Lock()
     stop = threading.Event()
     t_start = time.perf_counter()
@@ -95,7 +106,7 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
                 except Exception as e:  # counted, not raised: the scenario measures failures
                     ok, err = False, f"{type(e).__name__}: {str(e)[:200]}"
                 with lock:
-                    records.append((t - t_start, time.perf_counter() - t, ok, err))
+                    records.append((t - t_start, time.perf_counter() - t, ok, err, i, getattr(st, "node", "")))
         finally:
             st.close()
 
@@ -113,8 +124,12 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
             bar.refresh()
 
     wait_until(third)
-    _script("kill-node", "2", "--dir", str(folder))
-    events["killed_at_s"] = round(time.perf_counter() - t_start, 2)
+    victim_addr = Target.parse(uri).nodes[victim]
+    victim_node = f"{victim_addr[0]}:{victim_addr[1]}"
+    kill_at = time.perf_counter() - t_start  # just before the SIGKILL: the window is measured from here
+    _script("kill-node", str(victim), "--dir", str(folder))
+    events["killed_node"] = victim
+    events["killed_at_s"] = round(kill_at, 2)
     # indexing while the node is down: new documents at QUORUM (two of three replicas up), in the background so
     # that the phases keep their length whatever the writes cost (their vectors are computed before the load
     # starts, so what runs while the node is down is the writes)
@@ -136,7 +151,7 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
     wait_until(2 * third)
     writer.join()  # the node comes back only once the indexing that started without it has ended
     t = time.perf_counter()
-    _script("start-node", "2", "--dir", str(folder))
+    _script("start-node", str(victim), "--dir", str(folder))
     events["restarted_at_s"] = round(time.perf_counter() - t_start, 2)
     events["restart_s"] = round(time.perf_counter() - t, 1)
     bar.total = round(events["restarted_at_s"] + third)
@@ -154,9 +169,11 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
         written += events["index_while_down"]["chunks"]
     expected = written
     all_uri = uri.replace("consistency=QUORUM", "consistency=ALL")
-    check = open_store(all_uri, create=False)[0]
-    time.sleep(2.0)  # let the restarted node catch up (async replication / read repair)
-    counted_all = check.count()
+    check = open_store(all_uri, create=False)[0]  # on node 0 (the first of the URI), which may be the one back
+    t = time.perf_counter()  # the restarted node catches up by async replication: wait for it, and say how long
+    while (counted_all := check.count()) != expected and time.perf_counter() - t < 180:
+        time.sleep(1.0)
+    events["caught_up_s"] = round(time.perf_counter() - t, 1)
     docs_all = check.documents()
     ids_back = len({h.chunk.id for h in check.vector_search(vecs[0], 10000)})
     check.close()
@@ -173,6 +190,7 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
                         **percentiles(lat, (50, 95, 99), suffix="_ms"),
                         "errors": sorted({r[3] for r in rows if not r[2]})[:5]}
     return {
+        "failover": _failover(records, kill_at, victim_node, clients, victim),
         "store": uri, "clients": clients, "duration_s": duration_s, "dataset": gs.name, "chunks_written": written0,
         "chunks_counted": n0,
         "index_s": round(index_s, 1), "phases": phases, "events": events,
@@ -182,10 +200,30 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
     }
 
 
+def _failover(records: list, kill_at: float, victim: str, clients: int, victim_index: int) -> dict[str, Any]:
+    """The failover window: from the kill to the first successful search through another node than the
+    killed one (``first_s``) and until every client has had one (``window_s``); failed searches (by the
+    time they ended) inside and outside it."""
+    firsts: dict[int, float] = {}
+    for start, secs, ok, _, client, node in sorted(records, key=lambda r: r[0] + r[1]):
+        if ok and node != victim and start + secs >= kill_at and client not in firsts:
+            firsts[client] = start + secs - kill_at
+    connected = victim_index == 0  # the clients start on node 0
+    window = max(firsts.values()) if connected and len(firsts) == clients else None
+    end = kill_at + (window or 0.0)
+    failed = [r[0] + r[1] for r in records if not r[2]]
+    return {"killed": victim, "connected_node_killed": connected,
+            "first_s": round(min(firsts.values()), 3) if connected and firsts else None,
+            "window_s": None if window is None else round(window, 3),
+            "failed_in_window": sum(kill_at <= t <= end for t in failed) if connected else 0,
+            "failed_outside_window": sum(not kill_at <= t <= end for t in failed) if connected else len(failed),
+            "clients_moved": len(firsts) if connected else 0}
+
+
 def print_report(r: dict[str, Any], console: Console) -> None:
     e = r["events"]
     t = Table(title=f"3-node Weaviate, replication 3, {r['clients']} clients for {e['stopped_at_s']:g} s: "
-                    f"node 2 SIGKILLed at {e['killed_at_s']} s, restarted at {e['restarted_at_s']} s")
+                    f"node {e['killed_node']} SIGKILLed at {e['killed_at_s']} s, restarted at {e['restarted_at_s']} s")
     for col in ("phase", "requests", "failed", "p50 ms", "p95 ms", "p99 ms"):
         t.add_column(col, justify="left" if col == "phase" else "right")
     for name in PHASES:
@@ -193,13 +231,20 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         t.add_row(name, str(p["requests"]), str(p["failed"]), str(p["p50_ms"]), str(p["p95_ms"]), str(p["p99_ms"]))
     console.print(t)
     w = r["events"]["index_while_down"]
-    console.print("indexing while node 2 was down: " + (
+    f = r["failover"]
+    if f["connected_node_killed"]:
+        console.print(f"failover: the clients' node {f['killed']} was killed; first search through another node "
+                      f"{f['first_s']} s after the kill, every client moved after {f['window_s']} s "
+                      f"({f['clients_moved']} of {r['clients']}); failed searches in the window "
+                      f"{f['failed_in_window']}, outside it {f['failed_outside_window']}")
+    console.print(f"indexing while node {e['killed_node']} was down: " + (
         f"{w['documents']} documents ({w['chunks']} chunks) written at QUORUM in {w['seconds']} s "
-        f"({w['write_s']} s of writes; done {w['finished_at_s']} s into the run, node 2 restarted at "
+        f"({w['write_s']} s of writes; done {w['finished_at_s']} s into the run, node {e['killed_node']} restarted at "
         f"{r['events']['restarted_at_s']} s)" if w["ok"]
         else f"refused ({w['error']}); indexed again after the restart"))
     o = r["objects"]
-    console.print(f"after the restart, at consistency ALL: {o['counted_at_all']} of {o['expected']} chunks, "
+    console.print(f"after the restart (node 0's count complete {e.get('caught_up_s')} s after the load stopped), at "
+                  f"consistency ALL: {o['counted_at_all']} of {o['expected']} chunks, "
                   f"{o['documents_at_all']} of {o['documents_expected']} documents, {o['read_back_by_vector']} read "
                   f"back; lost: {o['lost']}")
     for name in PHASES:

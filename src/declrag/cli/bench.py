@@ -224,12 +224,16 @@ def bench_cluster(
     clients: Annotated[int, typer.Option(help="concurrent searching clients")] = 16,
     dataset: Annotated[str, typer.Option(help="golden set whose corpus and questions are used")] = "scifact",
     port: Annotated[int, typer.Option(help="first port of the cluster (see scripts/weaviate.sh)")] = 28080,
+    kill: Annotated[str, typer.Option(
+        help="connected: kill the node the clients talk to (they fail over); other: a replica they do not"
+    )] = "connected",
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """A 3-node Weaviate cluster (replication 3) under concurrent search while a node is SIGKILLed and restarted."""
     from ..bench.cluster import print_report, run
 
-    _bench_out(run(duration_s=duration, clients=clients, dataset=dataset, port=port), print_report, as_json)
+    _bench_out(run(duration_s=duration, clients=clients, dataset=dataset, port=port, kill=kill), print_report,
+               as_json)
 
 
 @bench_app.command("workers")

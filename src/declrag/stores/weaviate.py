@@ -10,6 +10,9 @@ scores as the embedded store), ``consistency`` (``ONE``, ``QUORUM``, ``ALL``; th
 server's default when absent), ``retries`` (a failed request is retried this many times with backoff,
 default 3), ``timeout`` (seconds per request, default 60), ``settle`` (seconds `settle` waits after the last
 write, default 65; see below), ``metrics`` (the server's Prometheus port; only the retrieval bench reads it).
+A cluster's nodes go in the address, comma-separated (``weaviate://h1:8080,h2:8080,h3:8080/Docs``; ``nodes=``
+adds more), ``grpc`` then one port for the first node (the others at the same distance from their REST port)
+or one per node; a handle talks to one node and, when it stops answering, goes on with the next (`_call`).
 Creation-time options apply when the store is created. The vector index settings are kept by the server in
 the collection's config; those the URI names are compared with it before a handle's first search or write,
 and a collection built otherwise is refused by name (`WeaviateStore.index_settings` reads them back).
@@ -51,6 +54,7 @@ import os
 import re
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -64,15 +68,18 @@ from ..types import Chunk, Document, Hit
 from .base import DocRecord, Filter, Store, StoreMeta, Where, check_upsert
 from .bm25 import K1, B, query_terms
 from .fusion import object_uuid
-from .weaviate_target import DEFAULT_COLLECTION, DOCS_SUFFIX, Target, _auth, _connect, _status
+from .weaviate_target import DEFAULT_COLLECTION, DOCS_SUFFIX, Target, _auth, _connect, _connect_any, _status
 from .weaviate_wire import (
     CHUNK_INTS,
     CHUNK_TEXTS,
+    NO_CLIENT_RETRY,
     _chunk,
     _chunk_props,
     _detail,
     _filter_pb,
     _index_config,
+    _node_down,
+    _one_try_when_failing_over,
     _pb,
     _transient,
     _translate,
@@ -100,7 +107,11 @@ class WeaviateStore(Store):
         self.target = Target.parse(uri)
         self.uri = self.target.uri()
         self.name, self.docs_name = self.target.collection, self.target.collection + DOCS_SUFFIX
-        self._client = _connect(self.target)
+        if len(self.target.nodes) > 1:
+            _one_try_when_failing_over()
+        self._client_, self._node = _connect_any(self.target)  # the first node of the URI's that answers
+        self._gen = 0  # how many times this handle has failed over (see _call)
+        self._retired: list[Any] = []  # clients and channels of nodes left behind, closed by close()
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}
         self.metric: Metric = metric or "cosine"
@@ -118,6 +129,36 @@ class WeaviateStore(Store):
         return cls(uri)
 
     # -- plumbing -------------------------------------------------------------------------------------
+    @property
+    def node(self) -> str:
+        """The node this handle talks to now (``host:port``)."""
+        h, p, _ = self.target.nodes[self._node]
+        return f"{h}:{p}"
+
+    @property
+    def _client(self):
+        c = self._client_
+        if c is None:  # failed over: connect to the node now current (Unreachable if it does not answer)
+            with self._lock:
+                if self._client_ is None:
+                    self._client_ = _connect(self.target, self._node)
+                c = self._client_
+        return c
+
+    def _failover(self, gen: int, why: str) -> None:
+        """The node this handle talks to stopped answering: move to the next node of the URI (once per
+        failure, however many threads saw it: ``gen`` is the failover count they saw before their call)."""
+        with self._lock:
+            if gen != self._gen or len(self.target.nodes) < 2:
+                return
+            old, self._node = self._node, (self._node + 1) % len(self.target.nodes)
+            self._gen += 1
+            # other threads may still be using these: they are closed with the handle, not now
+            self._retired += [x for x in (self._client_, self._grpc[0] if self._grpc else None) if x is not None]
+            self._client_, self._grpc, self._handles = None, None, {}
+        log.warning("Weaviate node %s stopped answering (%s); going on with %s", self.target.node(old), why,
+                    self.target.node(self._node))
+
     def _coll(self, name: str):
         if name not in self._handles:
             from weaviate.classes.config import ConsistencyLevel
@@ -129,9 +170,15 @@ class WeaviateStore(Store):
         return self._handles[name]
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        """Run one request, retrying transient failures (a node down, a timeout) with backoff."""
-        transient = _transient()
-        for attempt in range(self.target.retries + 1):
+        """Run one request, retrying transient failures (a node down, a timeout) with backoff. With several
+        nodes in the URI, a failure of the node itself (refused, reset, unavailable, timed out) moves the
+        handle to the next node, and the request is sent there at once while its timeout lasts."""
+        transient, nodes = _transient(), len(self.target.nodes)
+        deadline = time.monotonic() + self.target.timeout
+        attempt = switched = 0
+        while True:
+            gen = self._gen
+            token = NO_CLIENT_RETRY.set(True) if nodes > 1 else None
             try:
                 return fn()
             except transient as e:
@@ -142,13 +189,21 @@ class WeaviateStore(Store):
                 if "vector lengths don't match" in detail or "dimension" in detail:  # no retry can help
                     raise DeclragError(f"Weaviate {what} on {self.uri} failed: {detail.splitlines()[0][:300]}",
                                        hint="search with a vector of the store's embedding model") from e
-                if (status is not None and status < 500) or attempt == self.target.retries:
+                if nodes > 1 and _node_down(e):
+                    self._failover(gen, type(e).__name__)
+                    if switched < nodes - 1 and time.monotonic() < deadline:
+                        switched += 1  # every other node once, without waiting
+                        continue
+                if (status is not None and status < 500) or attempt >= self.target.retries:
                     raise DeclragError(f"Weaviate {what} on {self.uri} failed: {detail.splitlines()[0][:300]}",
                                        hint="check the server (its log, /v1/nodes); everything committed before "
                                             "is kept, and re-running the command continues") from e
                 log.warning("Weaviate %s failed (%s); retrying", what, type(e).__name__)
                 time.sleep(min(0.25 * 2 ** attempt, 2.0))
-        raise AssertionError("unreachable")
+                attempt += 1
+            finally:
+                if token is not None:
+                    NO_CLIENT_RETRY.reset(token)
 
     # -- the store itself -----------------------------------------------------------------------------
     def read_meta(self) -> StoreMeta | None:
@@ -184,8 +239,12 @@ class WeaviateStore(Store):
                             index_filterable=filterable, tokenization=(Tokenization.WORD if searchable else
                                                                        Tokenization.FIELD) if text else None)
 
-        common = dict(replication_config=Configure.replication(factor=t.replicas),
-                      sharding_config=Configure.sharding(desired_count=t.shards))
+        with warnings.catch_warnings():  # async_enabled: deprecated by the client for servers >= 1.38, which
+            warnings.simplefilter("ignore")  # replicate asynchronously by default; on older ones it is needed
+            # with more than one replica, a node that was down catches up with the writes it missed by itself
+            # (async replication) instead of only object by object as reads repair them
+            replication = Configure.replication(factor=t.replicas, async_enabled=True if t.replicas > 1 else None)
+        common = dict(replication_config=replication, sharding_config=Configure.sharding(desired_count=t.shards))
         if not self._call("schema read", lambda: self._client.collections.exists(self.docs_name)):
             self._call("collection create", lambda: self._client.collections.create(
                 self.docs_name, description=f"declrag documents of {self.name}",
@@ -471,30 +530,34 @@ class WeaviateStore(Store):
         return req
 
     def _stub(self):
-        if self._grpc is None:
+        g = self._grpc
+        if g is None:
             with self._lock:
                 if self._grpc is None:
                     import grpc
 
                     t = self.target
                     opts = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
-                    addr = f"{t.host}:{t.grpc}"
+                    host, _, port = t.nodes[self._node]
+                    addr = f"{host}:{port}"
                     channel = (grpc.secure_channel(addr, grpc.ssl_channel_credentials(), options=opts) if t.secure
                                else grpc.insecure_channel(addr, options=opts))
                     key = os.environ.get(t.api_key_env) or None
                     self._grpc_md = (("authorization", f"Bearer {key}"),) if key else ()
                     self._grpc = (channel, _pb().weaviate_pb2_grpc.WeaviateStub(channel))
-        return self._grpc[1]
+                g = self._grpc
+        return g[1]
 
     def _search(self, what: str, req, key: str) -> list[tuple[Chunk, float]]:
         """Run one Search request: the chunks of the reply, in order, with their score or distance."""
         if not self._checked:
             self._check_index()
-        stub, timeout, timings = self._stub(), self.target.timeout, self.timings
+        end, timings = time.monotonic() + self.target.timeout, self.timings
 
-        def call():
+        def call():  # on the node current at each attempt, within what is left of the request's timeout
+            stub = self._stub()
             t0 = time.perf_counter()
-            reply = stub.Search(req, metadata=self._grpc_md, timeout=timeout)
+            reply = stub.Search(req, metadata=self._grpc_md, timeout=max(end - time.monotonic(), 0.5))
             if timings is not None:
                 timings.append(time.perf_counter() - t0)
             return reply
@@ -520,11 +583,17 @@ class WeaviateStore(Store):
         self._stub()
 
     def close(self) -> None:
-        self._handles.clear()
+        self._handles = {}
         if self._grpc is not None:
             self._grpc[0].close()
             self._grpc = None
-        self._client.close()
+        for x in self._retired + [self._client_]:
+            if x is not None:
+                try:
+                    x.close()
+                except Exception:  # a node that is gone: nothing to close there
+                    pass
+        self._retired, self._client_ = [], None
 
     def __deepcopy__(self, memo):  # a handle on shared data: copies of a program share their store
         return self

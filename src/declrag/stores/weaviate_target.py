@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from ..errors import DeclragError
@@ -14,8 +15,8 @@ DEFAULT_COLLECTION = "Declrag"
 DOCS_SUFFIX = "_docs"
 MIN_SERVER = (1, 27, 0)
 _NAME = re.compile(r"^[A-Z][_0-9A-Za-z]*$")
-OPTIONS = ("grpc", "api_key_env", "index", "ef", "ef_construction", "max_connections", "compression", "replicas",
-           "shards", "consistency", "retries", "timeout", "settle", "metrics")
+OPTIONS = ("grpc", "nodes", "api_key_env", "index", "ef", "ef_construction", "max_connections", "compression",
+           "replicas", "shards", "consistency", "retries", "timeout", "settle", "metrics")
 HNSW_ONLY = ("ef", "ef_construction", "max_connections")
 # the vector index settings a store URI may ask for: (lowest, highest) as the server accepts them, Weaviate's
 # own limits where it has them (maxConnections 4..2047, efConstruction >= 4); the upper bounds of ef and
@@ -46,11 +47,16 @@ class Target:
     timeout: float = 60.0
     settle: float = 65.0
     metrics: int | None = None  # the server's Prometheus port (read by the retrieval bench's breakdown only)
+    #: every node the URI names, (host, REST port, gRPC port), the first being host/port/grpc above; a handle
+    #: fails over from one to the next when the one it talks to stops answering (see WeaviateStore._call)
+    nodes: tuple[tuple[str, int, int], ...] = ()
 
     @classmethod
     def parse(cls, uri: str) -> Target:
         u = urlsplit(uri)
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
+        nodes = _nodes(uri, u.scheme.lower() == "weaviates", u.netloc.rpartition("@")[2], q)
+        q["grpc"] = str(nodes[0][2])
         known = set(OPTIONS)
         if bad := sorted(set(q) - known):
             raise DeclragError(f"store {uri}: unknown option {bad[0]!r}", hint=f"options: {', '.join(sorted(known))}")
@@ -64,15 +70,15 @@ class Target:
                                hint=f"letters, digits and _, starting with a letter, not ending in {DOCS_SUFFIX}")
         ints = {k: _int(uri, k, q[k]) for k in ("ef", "ef_construction", "max_connections", "metrics") if k in q}
         try:
-            t = cls(secure=u.scheme.lower() == "weaviates", host=u.hostname or "localhost",
-                    port=u.port or (443 if u.scheme.lower() == "weaviates" else 8080), collection=name,
+            t = cls(secure=u.scheme.lower() == "weaviates", host=nodes[0][0], port=nodes[0][1], collection=name,
                     grpc=int(q.get("grpc", 50051)), api_key_env=q.get("api_key_env", "WEAVIATE_API_KEY"),
                     index=q["index"].lower() if "index" in q else None, ef=ints.get("ef"),
                     ef_construction=ints.get("ef_construction"), max_connections=ints.get("max_connections"),
                     compression=q["compression"].lower() if "compression" in q else None,
                     replicas=int(q.get("replicas", 1)), shards=int(q.get("shards", 1)),
                     consistency=q.get("consistency", "").upper() or None, retries=int(q.get("retries", 3)),
-                    timeout=float(q.get("timeout", 60)), settle=float(q.get("settle", 65)), metrics=ints.get("metrics"))
+                    timeout=float(q.get("timeout", 60)), settle=float(q.get("settle", 65)), metrics=ints.get("metrics"),
+                    nodes=nodes)
         except ValueError as e:
             raise DeclragError(f"store {uri}: {e}", hint="ports, replicas, shards and retries are integers") from e
         if t.index not in (None, "flat", "hnsw"):
@@ -102,14 +108,57 @@ class Target:
 
     @property
     def base(self) -> str:
-        return f"{'weaviates' if self.secure else 'weaviate'}://{self.host}:{self.port}"
+        hosts = ",".join(f"{h}:{p}" for h, p, _ in self.nodes) or f"{self.host}:{self.port}"
+        return f"{'weaviates' if self.secure else 'weaviate'}://{hosts}"
+
+    def node(self, i: int) -> str:
+        """Node ``i`` as a URI base (for messages)."""
+        h, p, g = self.nodes[i]
+        return f"{'weaviates' if self.secure else 'weaviate'}://{h}:{p} (gRPC port {g})"
 
     def uri(self, collection: str | None = None) -> str:
         d = Target.__dataclass_fields__
-        q = {k: getattr(self, k) for k in OPTIONS if getattr(self, k) != d[k].default}
-        if self.grpc != 50051 or "grpc" in q:
+        q: dict[str, Any] = {k: getattr(self, k) for k in OPTIONS if k not in ("grpc", "nodes")
+                             and getattr(self, k) != d[k].default}
+        grpcs = [g for _, _, g in self.nodes] or [self.grpc]
+        if len(grpcs) > 1 and grpcs != [self.grpc + p - self.port for _, p, _ in self.nodes]:
+            q["grpc"] = ",".join(map(str, grpcs))
+        elif self.grpc != 50051:
             q["grpc"] = self.grpc
-        return f"{self.base}/{collection or self.collection}" + (f"?{urlencode(q)}" if q else "")
+        q = {"grpc": q.pop("grpc"), **q} if "grpc" in q else q
+        return f"{self.base}/{collection or self.collection}" + (f"?{urlencode(q, safe=',')}" if q else "")
+
+
+def _nodes(uri: str, secure: bool, netloc: str, q: dict[str, str]) -> tuple[tuple[str, int, int], ...]:
+    """The nodes a URI names: ``host:port`` entries separated by commas in its address, then those of the
+    ``nodes=`` option; their gRPC ports from ``grpc=``, one per node or one for the first, the others at the
+    same distance from their REST port (as scripts/weaviate.sh numbers a cluster's ports)."""
+    entries = [e for e in netloc.split(",") + q.get("nodes", "").split(",") if e.strip()] or ["localhost"]
+    out: list[tuple[str, int]] = []
+    for e in entries:
+        e = e.strip()
+        host, _, port = e.rpartition(":") if not e.endswith("]") else (e, "", "")
+        if not host or "]" in port:
+            host, port = e, ""
+        try:
+            n = int(port) if port else (443 if secure else 8080)
+        except ValueError:
+            raise DeclragError(f"store {uri}: {e!r} is not a host:port",
+                               hint="name the nodes as weaviate://host1:port1,host2:port2/Collection") from None
+        if (host.strip("[]"), n) not in out:
+            out.append((host.strip("[]"), n))
+    raw = [g.strip() for g in q.get("grpc", "50051").split(",")]
+    try:
+        grpcs = [int(g) for g in raw]
+    except ValueError:
+        raise DeclragError(f"store {uri}: grpc ports are integers (one, or one per node), not {q['grpc']!r}") from None
+    if len(grpcs) == 1:
+        grpcs = [grpcs[0] + p - out[0][1] for _, p in out]
+    if len(grpcs) != len(out) or not all(0 < g < 65536 for g in grpcs) or not all(0 < p < 65536 for _, p in out):
+        raise DeclragError(f"store {uri}: {len(out)} node(s) and {len(raw)} gRPC port(s), or a port out of range",
+                           hint="give grpc= one port (the first node's; the others' follow their REST ports) "
+                                "or one port per node, in the nodes' order")
+    return tuple((h, p, g) for (h, p), g in zip(out, grpcs))
 
 
 def _int(uri: str, key: str, value: str) -> int:
@@ -119,15 +168,21 @@ def _int(uri: str, key: str, value: str) -> int:
         raise DeclragError(f"store {uri}: {key} must be an integer, not {value!r}") from None
 
 
-def _connect(t: Target):
+class Unreachable(DeclragError):
+    """No answer from a Weaviate node (refused, reset, timed out): the one error a handle fails over on."""
+
+
+def _connect(t: Target, node: int = 0):
+    """A client of node ``node`` of the target, checked ready and new enough."""
     import weaviate
     from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 
+    host, port, grpc_port = t.nodes[node] if t.nodes else (t.host, t.port, t.grpc)
     key = os.environ.get(t.api_key_env) or None
-    where = f"{t.base} (gRPC port {t.grpc})"
+    where = f"{'weaviates' if t.secure else 'weaviate'}://{host}:{port} (gRPC port {grpc_port})"
     try:
         client = weaviate.connect_to_custom(
-            http_host=t.host, http_port=t.port, http_secure=t.secure, grpc_host=t.host, grpc_port=t.grpc,
+            http_host=host, http_port=port, http_secure=t.secure, grpc_host=host, grpc_port=grpc_port,
             grpc_secure=t.secure, auth_credentials=Auth.api_key(key) if key else None, skip_init_checks=True,
             additional_config=AdditionalConfig(timeout=Timeout(init=10, query=t.timeout, insert=max(t.timeout, 120))))
     except Exception as e:  # the client raises several kinds here: refused credentials, or not reachable
@@ -149,16 +204,32 @@ def _connect(t: Target):
     parts = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
     if parts < MIN_SERVER:
         client.close()
-        raise DeclragError(f"the Weaviate server at {t.base} is version {version}; declrag needs "
+        raise DeclragError(f"the Weaviate server at {where} is version {version}; declrag needs "
                            f"{'.'.join(map(str, MIN_SERVER))} or newer", hint="upgrade the server")
     return client
 
 
+def _connect_any(t: Target, first: int = 0):
+    """(client, node): the first node, from ``first`` on round the list, that answers; `Unreachable` naming
+    them all when none does."""
+    n = max(len(t.nodes), 1)
+    errors: list[Unreachable] = []
+    for k in range(n):
+        try:
+            return _connect(t, (first + k) % n), (first + k) % n
+        except Unreachable as e:
+            errors.append(e)
+    if n == 1:
+        raise errors[0]
+    raise Unreachable(f"cannot reach any of the {n} Weaviate nodes of {t.base}: {errors[0].message}",
+                      hint=errors[0].hint)
+
+
 def _unreachable(where: str, e: Exception | None) -> DeclragError:
     why = f": {str(e).splitlines()[0][:200]}" if e is not None and str(e) else ""
-    return DeclragError(f"cannot reach a Weaviate server at {where}{why}",
-                        hint="start one (bash scripts/weaviate.sh start, or the official container image "
-                             "cr.weaviate.io/semitechnologies/weaviate) or fix the host/port in the store URI")
+    return Unreachable(f"cannot reach a Weaviate server at {where}{why}",
+                       hint="start one (bash scripts/weaviate.sh start, or the official container image "
+                            "cr.weaviate.io/semitechnologies/weaviate) or fix the host/port in the store URI")
 
 
 def _auth(t: Target, e: BaseException) -> DeclragError:

@@ -4,6 +4,7 @@ for the search requests declrag sends itself, one and/or folding for both), and 
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -53,16 +54,74 @@ def _int(v) -> int | None:
 @cache
 def _transient() -> tuple[type[BaseException], ...]:
     from grpc import RpcError
+    from httpx import TransportError
     from weaviate.exceptions import (
         UnexpectedStatusCodeError,
+        WeaviateBatchError,
         WeaviateConnectionError,
+        WeaviateDeleteManyError,
         WeaviateGRPCUnavailableError,
         WeaviateQueryError,
+        WeaviateRetryError,
         WeaviateTimeoutError,
     )
 
+    from .weaviate_target import Unreachable
+
     return (WeaviateConnectionError, WeaviateGRPCUnavailableError, WeaviateQueryError, WeaviateTimeoutError,
-            UnexpectedStatusCodeError, RpcError)
+            UnexpectedStatusCodeError, RpcError, TransportError, Unreachable, WeaviateRetryError, WeaviateBatchError,
+            WeaviateDeleteManyError)
+
+
+#: set while a handle with several nodes runs a request: the client library then sends each gRPC call once
+#: instead of retrying an unavailable node for up to a minute (1, 2, 4 ... 32 s), so that the handle can go
+#: on with another node at once; everywhere else the library behaves as it always does
+NO_CLIENT_RETRY = contextvars.ContextVar("declrag_no_client_retry", default=False)
+
+
+@cache
+def _one_try_when_failing_over() -> None:
+    """Teach the client library's gRPC retry helper to step aside while `NO_CLIENT_RETRY` is set (once per
+    process; the helper is looked up by name at each call)."""
+    try:
+        import weaviate.connect.v4 as v4
+    except ImportError:  # another layout of the library: its own retries stay, failover is only slower
+        return
+    base = getattr(v4, "_Retry", None)
+    if base is None:
+        return
+
+    class _Retry(base):  # type: ignore[misc, valid-type]
+        def with_exponential_backoff(self, count, error, f, *args, **kwargs):
+            if NO_CLIENT_RETRY.get():
+                return f(*args, **kwargs)
+            return super().with_exponential_backoff(count, error, f, *args, **kwargs)
+
+    v4._Retry = _Retry  # type: ignore[misc]
+
+
+_DOWN_TYPES = {"Unreachable", "WeaviateConnectionError", "WeaviateGRPCUnavailableError", "WeaviateTimeoutError",
+               "ConnectError", "ConnectTimeout", "ReadTimeout", "ReadError", "RemoteProtocolError", "WriteError"}
+_DOWN_TEXT = ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED", "onnection refused", "onnection reset",
+              "failed to connect", "Socket closed", "Deadline Exceeded")
+
+
+def _node_down(e: BaseException | None) -> bool:
+    """Whether a failure says that the node itself did not answer (refused, reset, unavailable, timed out),
+    looking through the exceptions it wraps; not an error the node answered with."""
+    seen = 0
+    while e is not None and seen < 10:
+        if type(e).__name__ in _DOWN_TYPES or any(s in str(e) for s in _DOWN_TEXT):
+            return True
+        if callable(code := getattr(e, "code", None)):  # a gRPC call's error: its status
+            try:
+                name = getattr(code(), "name", "")
+            except Exception:
+                name = ""
+            if name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+                return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
 
 
 def _detail(e: BaseException) -> str:
