@@ -241,7 +241,8 @@ def _served_model(base: str) -> str:
 
 def _warm_up_question(base: str, model: str) -> None:
     """One chat request before the clock starts: the program's lazy parts (the embedding model) are loaded."""
-    c = http.client.HTTPConnection(*base.removeprefix("http://").rsplit(":", 1), timeout=300)
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=300)
     _send(c, "/v1/ask", json.dumps({"question": "What is this about?"}).encode(),
           {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
     c.close()
