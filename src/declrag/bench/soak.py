@@ -40,7 +40,8 @@ SAMPLE_S = 10.0
 
 class Questions:
     """Questions that never repeat: the sets' own, then seeded recombinations (the first half of one with the
-    second half of another), each checked against every one given out before. Safe across threads."""
+    second half of another), each checked against every one given out before (a numbered variant when 100
+    tries find nothing new). Safe across threads."""
 
     def __init__(self, base: list[str], seed: int = 0):
         self.base, self.rng, self.seen = base, random.Random(seed), set(base)
@@ -51,12 +52,15 @@ class Questions:
             self.i += 1
             if self.i <= len(self.base):
                 return self.base[self.i - 1]
-            while True:
+            for _ in range(100):
                 a, b = self.rng.choice(self.base).split(), self.rng.choice(self.base).split()
                 q = " ".join(a[: max(1, len(a) // 2)] + b[len(b) // 2:])
                 if q not in self.seen:
-                    self.seen.add(q)
-                    return q
+                    break
+            else:  # a base too uniform to recombine into anything new: numbered variants
+                q = f"{self.rng.choice(self.base)} ({self.i})"
+            self.seen.add(q)
+            return q
 
 
 def load_questions(datasets: tuple[str, ...] = ("squad-v1.1", "squad-v2.0", "scifact")) -> list[str]:
@@ -250,14 +254,18 @@ def _warm_up_question(base: str, model: str) -> None:
 
 def run(duration_s: float = 1200.0, clients: int = 16, model: str | None = None, n_docs: int = 200,
         max_in_flight: int = 8, seed: int = 0, serve_args: tuple[str, ...] = (),
-        questions: list[str] | None = None, progress: bool = True) -> dict[str, Any]:
-    from ..api import corpus_store
-    from ..config import IngestConfig
-    from ..golden import load_golden
+        questions: list[str] | None = None, store: str | None = None, progress: bool = True) -> dict[str, Any]:
+    """The soak (see the module docstring); ``store`` (default: SQuAD v2.0's first ``n_docs`` paragraphs, indexed
+    once) and ``questions`` (default: `load_questions`) are for tests."""
     from . import standin
 
-    gs = load_golden("squad-v2.0")
-    store, _ = corpus_store(gs.documents[:n_docs], IngestConfig(), f"{gs.name}-head", progress=progress)
+    if store is None:
+        from ..api import corpus_store
+        from ..config import IngestConfig
+        from ..golden import load_golden
+
+        gs = load_golden("squad-v2.0")
+        store = corpus_store(gs.documents[:n_docs], IngestConfig(), f"{gs.name}-head", progress=progress)[0].uri
     qs = Questions(questions if questions is not None else load_questions(), seed)
     warmup_s = 300.0 if duration_s >= 1200 else duration_s / 4
     with tempfile.TemporaryDirectory(prefix="declrag-soak-") as tmp:
@@ -265,7 +273,7 @@ def run(duration_s: float = 1200.0, clients: int = 16, model: str | None = None,
         lm_port = _free_port()
         lm = standin.start(lm_port)
         try:
-            proc, base = _serve(folder, store.uri, _program_file(folder, lm_port), model, max_in_flight,
+            proc, base = _serve(folder, store, _program_file(folder, lm_port), model, max_in_flight,
                                 list(serve_args))
             try:
                 served = _served_model(base)
