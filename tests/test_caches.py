@@ -61,6 +61,9 @@ def test_lm_cache_and_history_keep_their_bounds_and_metering_still_counts(lm_ser
     sizes = cache_sizes()
     assert sizes["lm_memory"] == {"entries": 10} and sizes["lm_history_global"]["entries"] <= 5
     assert 0 < sizes["lm_disk"]["bytes"] <= 4 * 2**20  # diskcache culls to its limit (plus SQLite's own pages)
+    # each connection to it (one per shard per thread) has a small page cache and no memory map
+    assert dspy.cache.disk_cache.reset("sqlite_cache_size") == 256
+    assert dspy.cache.disk_cache.reset("sqlite_mmap_size") == 0
 
 
 def test_no_history_kept_at_zero_and_no_disk_cache_at_zero(lm_server, limited, monkeypatch):

@@ -76,6 +76,7 @@ class Registry:
 
 registry = Registry()
 _CACHE_LOCK = threading.Lock()
+LM_DISK_PAGE_CACHE = 256  # pages (4 KiB each) of SQLite page cache per connection to DSPy's disk cache
 
 
 def use_lm_cache(folder: Path | None = None) -> None:
@@ -90,6 +91,13 @@ def use_lm_cache(folder: Path | None = None) -> None:
     with _CACHE_LOCK:
         dspy.configure_cache(**{"enable_disk_cache": True, "enable_memory_cache": True,
                                 "disk_cache_dir": str(folder or cache_dir() / "dspy"), **bounds})
+        disk = getattr(dspy.cache, "disk_cache", None)
+        if limits is not None and hasattr(disk, "reset"):
+            # diskcache opens one SQLite connection per shard per thread, each with a 32 MiB page cache and a
+            # 64 MiB memory map by default: with a server's threads that grows with the cached pages, so each
+            # connection gets a small page cache and no map (settings kept in the folder, read by new connections)
+            disk.reset("sqlite_cache_size", LM_DISK_PAGE_CACHE)
+            disk.reset("sqlite_mmap_size", 0)
 
 
 def use_cache_limits(limits: CacheLimits | None = None, folder: Path | None = None) -> CacheLimits:
