@@ -91,7 +91,7 @@ def use_lm_cache(folder: Path | None = None) -> None:
     with _CACHE_LOCK:
         dspy.configure_cache(**{"enable_disk_cache": True, "enable_memory_cache": True,
                                 "disk_cache_dir": str(folder or cache_dir() / "dspy"), **bounds})
-        disk = getattr(dspy.cache, "disk_cache", None)
+        disk: Any = getattr(dspy.cache, "disk_cache", None)
         if limits is not None and hasattr(disk, "reset"):
             # diskcache opens one SQLite connection per shard per thread, each with a 32 MiB page cache and a
             # 64 MiB memory map by default: with a server's threads that grows with the cached pages, so each
