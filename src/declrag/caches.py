@@ -29,13 +29,14 @@ WAL_BYTES = 64 * 2**20  # the embedding cache's write-ahead log is truncated to 
 
 class CacheLimits(BaseModel):
     """The bound of each process-wide cache (see the module docstring). Defaults fit a 2-core / 24 GB machine
-    serving for weeks: about 0.1-0.2 GB of memory and 3.5 GB of disk at most, whatever the questions."""
+    serving for weeks: whatever the questions, about 6 GB of disk at most (1 GiB of DSPy's disk cache, about 5 GB of
+    embeddings: a 384-d vector takes about 5 kB on disk, its row overflowing a 4 KiB page)."""
 
     model_config = ConfigDict(extra="forbid")
     lm_cache_entries: int = Field(2000, ge=1)  # DSPy's in-memory response cache (LRU), responses
     lm_cache_disk_mb: int = Field(1024, ge=0)  # DSPy's disk cache, MiB (0: off)
     lm_history: int = Field(100, ge=0)  # LM calls kept in each DSPy history list (0: none)
-    embedding_rows: int = Field(2_000_000, ge=1)  # vectors in the embedding SQLite file (about 1.7 kB each at 384-d)
+    embedding_rows: int = Field(1_000_000, ge=1)  # vectors in the embedding file (about 5 kB each at 384-d)
 
 
 _CURRENT: list[CacheLimits | None] = [None]  # None: a library process; declrag bounds nothing of DSPy's

@@ -59,7 +59,7 @@ LmCacheDiskOpt = Annotated[int | None, typer.Option(
 LmHistoryOpt = Annotated[int | None, typer.Option(
     help="LM calls kept in each of DSPy's history lists; 0: none (default: 100)")]
 EmbeddingRowsOpt = Annotated[int | None, typer.Option(
-    help="vectors the embedding cache file keeps, oldest deleted beyond (default: 2000000, about 3.4 GB)")]
+    help="vectors the embedding cache file keeps, oldest deleted beyond (default: 1000000, about 5 GB at 384-d)")]
 
 
 def apply_cache_limits(lm_cache_entries: int | None, lm_cache_disk_mb: int | None, lm_history: int | None,
