@@ -195,3 +195,22 @@ def test_a_short_soak_writes_its_json_and_png_with_no_5xx(tmp_path, minilm):
     assert gauges['declrag_cache_entries{cache="embeddings"}'] <= 50
     js, png = write(r, tmp_path / "out")
     assert json.loads(js.read_text())["summary"] == s and png.stat().st_size > 1000
+
+
+def test_an_older_declrag_still_writes_a_bounded_cache_file(tmp_path):
+    """The write order lives in a table of its own: the `vectors` table keeps the layout older versions insert
+    into positionally, so a cache folder shared by two versions keeps working for both."""
+    import sqlite3
+
+    from declrag.embed import EmbeddingCache
+
+    path = tmp_path / "e.sqlite3"
+    cache = EmbeddingCache(path, max_rows=5)
+    cache.put("m", [(f"h{i}", _vec(i)) for i in range(3)])
+    db = sqlite3.connect(path)
+    db.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", ("m", "from-old", _vec(9).tobytes()))  # as 0.x did
+    db.commit()
+    assert [r[1] for r in db.execute("PRAGMA table_info(vectors)")] == ["model", "hash", "vec"]
+    cache.put("m", [(f"n{i}", _vec(i)) for i in range(4)])
+    kept = {h for (h,) in db.execute("SELECT hash FROM vectors")}
+    assert len(kept) == 5 and "from-old" not in kept and {"n0", "n1", "n2", "n3"} <= kept

@@ -107,14 +107,15 @@ class EmbeddingCache:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(f"PRAGMA journal_size_limit={WAL_BYTES}")
-        with self._db:
+        with self._db:  # `vectors` keeps the layout every declrag writes; the write order is a table of its own,
+            # so that an older declrag sharing the cache folder still reads and writes this file
             self._db.execute(
-                "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vec BLOB, seq INTEGER,"
-                " PRIMARY KEY (model, hash)) WITHOUT ROWID")
-            if "seq" not in {r[1] for r in self._db.execute("PRAGMA table_info(vectors)")}:
-                self._db.execute("ALTER TABLE vectors ADD COLUMN seq INTEGER")  # a file from before the bound
-            self._db.execute("CREATE INDEX IF NOT EXISTS vectors_seq ON vectors (seq)")
-        self._seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM vectors").fetchone()[0]
+                "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vec BLOB, PRIMARY KEY (model, hash))"
+                " WITHOUT ROWID")
+            self._db.execute("CREATE TABLE IF NOT EXISTS written (model TEXT, hash TEXT, seq INTEGER,"
+                             " PRIMARY KEY (model, hash)) WITHOUT ROWID")
+            self._db.execute("CREATE INDEX IF NOT EXISTS written_seq ON written (seq)")
+        self._seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM written").fetchone()[0]
         self._since_check, self.rows = 0, None  # rows: as of the last bound check (None: not counted yet)
         self.evicted = 0
 
@@ -136,7 +137,8 @@ class EmbeddingCache:
             for h, v in items:
                 self._seq += 1
                 rows.append((model, h, np.asarray(v, dtype=np.float32).tobytes(), self._seq))
-            self._db.executemany("INSERT OR REPLACE INTO vectors (model, hash, vec, seq) VALUES (?, ?, ?, ?)", rows)
+            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", [r[:3] for r in rows])
+            self._db.executemany("INSERT OR REPLACE INTO written VALUES (?, ?, ?)", [(m, h, q) for m, h, _, q in rows])
             self._since_check += len(rows)
             if self.max_rows is not None and self._since_check >= max(1, min(1000, self.max_rows // 10)):
                 self._bound()
@@ -146,8 +148,11 @@ class EmbeddingCache:
         self._since_check = 0
         n = self._db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
         if self.max_rows is not None and n > self.max_rows:
-            self._db.execute("DELETE FROM vectors WHERE (model, hash) IN (SELECT model, hash FROM vectors "
-                             "ORDER BY seq LIMIT ?)", [n - self.max_rows])
+            # rows without a write order (written by a declrag from before the bound) count as oldest
+            old = self._db.execute("SELECT v.model, v.hash FROM vectors v LEFT JOIN written w USING (model, hash) "
+                                   "ORDER BY COALESCE(w.seq, 0) LIMIT ?", [n - self.max_rows]).fetchall()
+            self._db.executemany("DELETE FROM vectors WHERE model = ? AND hash = ?", old)
+            self._db.executemany("DELETE FROM written WHERE model = ? AND hash = ?", old)
             self.evicted += n - self.max_rows
             n = self.max_rows
         self.rows = n
