@@ -89,19 +89,35 @@ def folder_sha256(folder: str | Path) -> str:
 
 
 class EmbeddingCache:
-    """Vectors by (model key, text hash) in one SQLite file. Safe across threads and processes."""
+    """Vectors by (model key, text hash) in one SQLite file. Safe across threads and processes.
 
-    def __init__(self, path: Path | None = None):
+    ``max_rows`` bounds the file (default: the process's `declrag.caches.CacheLimits.embedding_rows`, none in a
+    library process): every ``max(1, min(1000, max_rows // 10))`` rows written, the rows beyond it are deleted,
+    oldest written first (rows from before the bound existed count as oldest), and SQLite reuses their pages."""
+
+    def __init__(self, path: Path | None = None, max_rows: int | None = None):
+        from .caches import WAL_BYTES, current
+
+        limits = current()
+        self.max_rows = max_rows if max_rows is not None else limits.embedding_rows if limits else None
         self.path = path or cache_dir() / "embeddings.sqlite3"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vec BLOB, PRIMARY KEY (model, hash))"
-            " WITHOUT ROWID"
-        )
+        self._db.execute(f"PRAGMA journal_size_limit={WAL_BYTES}")
+        with self._db:  # `vectors` keeps the layout every declrag writes; the write order is a table of its own,
+            # so that an older declrag sharing the cache folder still reads and writes this file
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vec BLOB, PRIMARY KEY (model, hash))"
+                " WITHOUT ROWID")
+            self._db.execute("CREATE TABLE IF NOT EXISTS written (model TEXT, hash TEXT, seq INTEGER,"
+                             " PRIMARY KEY (model, hash)) WITHOUT ROWID")
+            self._db.execute("CREATE INDEX IF NOT EXISTS written_seq ON written (seq)")
+        self._seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM written").fetchone()[0]
+        self._since_check, self.rows = 0, None  # rows: as of the last bound check (None: not counted yet)
+        self.evicted = 0
 
     def get(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
@@ -117,16 +133,43 @@ class EmbeddingCache:
 
     def put(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
         with self._lock, self._db:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items],
-            )
+            rows = []
+            for h, v in items:
+                self._seq += 1
+                rows.append((model, h, np.asarray(v, dtype=np.float32).tobytes(), self._seq))
+            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", [r[:3] for r in rows])
+            self._db.executemany("INSERT OR REPLACE INTO written VALUES (?, ?, ?)", [(m, h, q) for m, h, _, q in rows])
+            self._since_check += len(rows)
+            if self.max_rows is not None and self._since_check >= max(1, min(1000, self.max_rows // 10)):
+                self._bound()
+
+    def _bound(self) -> None:
+        """Delete the oldest rows beyond ``max_rows`` (the caller holds the lock, in a transaction)."""
+        self._since_check = 0
+        n = self._db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+        if self.max_rows is not None and n > self.max_rows:
+            # rows without a write order (written by a declrag from before the bound) count as oldest
+            old = self._db.execute("SELECT v.model, v.hash FROM vectors v LEFT JOIN written w USING (model, hash) "
+                                   "ORDER BY COALESCE(w.seq, 0) LIMIT ?", [n - self.max_rows]).fetchall()
+            self._db.executemany("DELETE FROM vectors WHERE model = ? AND hash = ?", old)
+            self._db.executemany("DELETE FROM written WHERE model = ? AND hash = ?", old)
+            self.evicted += n - self.max_rows
+            n = self.max_rows
+        self.rows = n
 
     def count(self, model: str | None = None) -> int:
         with self._lock:
             q, args = ("SELECT COUNT(*) FROM vectors", []) if model is None else (
                 "SELECT COUNT(*) FROM vectors WHERE model = ?", [model])
-            return self._db.execute(q, args).fetchone()[0]
+            n = self._db.execute(q, args).fetchone()[0]
+            if model is None:
+                self.rows = n
+            return n
+
+    def disk_bytes(self) -> int:
+        """The bytes of the file and its write-ahead log."""
+        return sum(p.stat().st_size for p in (self.path, self.path.with_name(self.path.name + "-wal"))
+                   if p.exists())
 
 
 class Embedder:

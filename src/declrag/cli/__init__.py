@@ -27,13 +27,15 @@ app.registered_commands.sort(key=lambda c: ORDER.index(c.name or c.callback.__na
 
 def _own_process() -> None:
     """The settings the `declrag` command makes for its whole process (a library import makes none): DSPy's
-    response cache under declrag's cache folder, and LiteLLM's feedback banner off (errors are ours to word)."""
+    response cache under declrag's cache folder, every process-wide cache bounded by `declrag.caches.CacheLimits`'
+    defaults (serve, compile and eval take flags for each), and LiteLLM's feedback banner off (errors are ours
+    to word)."""
     import litellm
 
-    from ..lm import use_lm_cache
+    from ..lm import use_cache_limits
 
     litellm.suppress_debug_info = True
-    use_lm_cache()
+    use_cache_limits()
 
 
 INTERRUPTED = 130  # Ctrl-C: typer >= 0.2x turns KeyboardInterrupt into Exit(130) itself, older ones into Abort

@@ -182,6 +182,32 @@ def _positive_ints(text: str, option: str, example: str) -> list[int]:
     return values
 
 
+@bench_app.command("soak")
+def bench_soak(
+    duration: Annotated[float, typer.Option(help="seconds of load")] = 1200.0,
+    clients: Annotated[int, typer.Option(help="concurrent keep-alive HTTP clients")] = 16,
+    model: Annotated[str | None, typer.Option(
+        help="the served program's LM, e.g. local/smollm2 (default: an instant OpenAI-compatible stand-in on "
+             "loopback, so that the server is what is measured)")] = None,
+    max_in_flight: Annotated[int, typer.Option(help="the server's --max-in-flight")] = 8,
+    serve_arg: Annotated[list[str] | None, typer.Option(
+        "--serve-arg", help="an extra argument for `declrag serve`, e.g. --serve-arg=--lm-cache-entries=10; "
+                            "repeatable")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="folder for soak-<time>.json and .png")] = Path("runs/bench"),
+):
+    """`declrag serve` for a long time under distinct questions on every route (and hostile requests): RSS, file
+    descriptors, threads and cache bytes every 10 s, growth per 10,000 questions, status counts."""
+    from ..bench.soak import print_report, run, write
+
+    if duration <= 0 or clients < 1 or max_in_flight < 1:
+        raise DeclragError("--duration must be positive, --clients and --max-in-flight at least 1")
+    result = run(duration_s=duration, clients=clients, model=model, max_in_flight=max_in_flight,
+                 serve_args=tuple(serve_arg or ()))
+    print_report(result, out)
+    for path in write(result, out_dir):
+        out.print(f"wrote {path}")
+
+
 def _bench_out(result, printer, as_json: Path | None) -> None:
     printer(result, out)
     if as_json:

@@ -49,3 +49,25 @@ def json_option(value: str | None, name: str):
     except json.JSONDecodeError as e:
         raise DeclragError(f"{name} is not valid JSON: {e}",
                            hint=f"write e.g. {name} '{{\"source\": \"a.pdf\"}}'") from e
+
+
+# the bounds of the process-wide caches (declrag.caches.CacheLimits), on serve, compile and eval
+LmCacheEntriesOpt = Annotated[int | None, typer.Option(
+    help="LM responses DSPy's in-memory cache keeps (LRU) (default: 2000)")]
+LmCacheDiskOpt = Annotated[int | None, typer.Option(
+    "--lm-cache-disk-mb", help="MiB DSPy's disk cache may take, culled beyond; 0: no disk cache (default: 1024)")]
+LmHistoryOpt = Annotated[int | None, typer.Option(
+    help="LM calls kept in each of DSPy's history lists; 0: none (default: 100)")]
+EmbeddingRowsOpt = Annotated[int | None, typer.Option(
+    help="vectors the embedding cache file keeps, oldest deleted beyond (default: 1000000, about 5 GB at 384-d)")]
+
+
+def apply_cache_limits(lm_cache_entries: int | None, lm_cache_disk_mb: int | None, lm_history: int | None,
+                       embedding_rows: int | None):
+    """Bound this process's caches by the flags given (the others at their defaults); returns the limits."""
+    from ..caches import CacheLimits
+    from ..lm import use_cache_limits
+
+    return use_cache_limits(config_from(CacheLimits, lm_cache_entries=lm_cache_entries,
+                                        lm_cache_disk_mb=lm_cache_disk_mb, lm_history=lm_history,
+                                        embedding_rows=embedding_rows))

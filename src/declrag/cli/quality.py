@@ -11,7 +11,17 @@ from rich.table import Table
 
 from ..errors import DeclragError
 from .app import app
-from .common import ConfigOpt, ProgramOpt, StoreOpt, out
+from .common import (
+    ConfigOpt,
+    EmbeddingRowsOpt,
+    LmCacheDiskOpt,
+    LmCacheEntriesOpt,
+    LmHistoryOpt,
+    ProgramOpt,
+    StoreOpt,
+    apply_cache_limits,
+    out,
+)
 
 
 @app.command("eval")
@@ -42,11 +52,16 @@ def eval_(
     compare: Annotated[tuple[Path, Path] | None, typer.Option(
         help="compare two eval runs: --compare RUN_A RUN_B")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    lm_cache_entries: LmCacheEntriesOpt = None,
+    lm_cache_disk_mb: LmCacheDiskOpt = None,
+    lm_history: LmHistoryOpt = None,
+    embedding_rows: EmbeddingRowsOpt = None,
 ):
     """Evaluate a program on a golden set: per-question records, a summary with 95% CIs, a report."""
     from ..evaluate import DEFAULT_JUDGE_METRICS, DEFAULT_METRICS, EvalSpec, Evaluation
     from ..evaluate import compare as compare_runs
 
+    apply_cache_limits(lm_cache_entries, lm_cache_disk_mb, lm_history, embedding_rows)
     if compare:
         _print_compare(compare_runs(*compare))
         return
@@ -129,6 +144,10 @@ def compile_(
     patience: Annotated[float, typer.Option(
         help="with --storage: seconds a worker retries a lost database (with backoff) before it stops")] = 120.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    lm_cache_entries: LmCacheEntriesOpt = None,
+    lm_cache_disk_mb: LmCacheDiskOpt = None,
+    lm_history: LmHistoryOpt = None,
+    embedding_rows: EmbeddingRowsOpt = None,
 ):
     """Search the declared space for the best program on a golden set; write runs/NAME/best. With --storage,
     workers on other machines join the same study with --join NAME."""
@@ -137,6 +156,7 @@ def compile_(
     from ..optimize.compile import Budget
     from ..optimize.run import compile_run
 
+    apply_cache_limits(lm_cache_entries, lm_cache_disk_mb, lm_history, embedding_rows)
     budget = Budget(max_trials=max_trials, timeout_s=timeout, max_cost_usd=max_cost_usd, max_lm_calls=max_lm_calls)
     if heartbeat < 1 or patience < 0:
         raise DeclragError("--heartbeat is a whole number of seconds >= 1 and --patience >= 0",

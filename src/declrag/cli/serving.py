@@ -9,7 +9,17 @@ import typer
 
 from ..errors import DeclragError
 from .app import app
-from .common import ModelOpt, StoreOpt, config_from, out
+from .common import (
+    EmbeddingRowsOpt,
+    LmCacheDiskOpt,
+    LmCacheEntriesOpt,
+    LmHistoryOpt,
+    ModelOpt,
+    StoreOpt,
+    apply_cache_limits,
+    config_from,
+    out,
+)
 
 
 @app.command()
@@ -44,13 +54,18 @@ def serve(
     cors_origin: Annotated[list[str] | None, typer.Option(
         "--cors-origin",
         help="let browser pages from this origin call the API; repeatable (default: CORS off)")] = None,
+    lm_cache_entries: LmCacheEntriesOpt = None,
+    lm_cache_disk_mb: LmCacheDiskOpt = None,
+    lm_history: LmHistoryOpt = None,
+    embedding_rows: EmbeddingRowsOpt = None,
 ):
     """Serve a program over HTTP: /v1/ask, /v1/search, OpenAI-compatible /v1/chat/completions, a web page,
     /metrics."""
     from ..serve import ServeSettings
     from ..serve import serve as serve_program
 
-    settings = config_from(ServeSettings, host=host, port=port, api_key=_api_key(api_key_file),
+    limits = apply_cache_limits(lm_cache_entries, lm_cache_disk_mb, lm_history, embedding_rows)
+    settings = config_from(ServeSettings, cache_limits=limits, host=host, port=port, api_key=_api_key(api_key_file),
                        max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, request_timeout_s=timeout,
                        max_in_flight=max_in_flight, workers=workers, cache_threshold=cache_threshold,
                        cache_size=cache_size, cors_origins=cors_origin or [], max_search_k=max_search_k)

@@ -10,7 +10,8 @@
 - DSPy's response cache is on for every declrag LM; its key holds the model, the messages (so the
   instructions, demos and adapter), temperature and every other setting, and here the api_base too. Where
   that cache lives is the process's choice: the `declrag` command puts it under declrag's cache folder
-  (`use_lm_cache`); as a library, declrag uses whatever DSPy cache the caller configured.
+  (`use_lm_cache`), bounded by `declrag.caches.CacheLimits` (`use_cache_limits`); as a library, declrag uses
+  whatever DSPy cache the caller configured.
 - Nothing here changes LiteLLM's or DSPy's global settings on import: settings a provider does not take
   (e.g. seed) are dropped per call (``drop_params``), not by flipping ``litellm.drop_params``. The one thing
   added to LiteLLM, when the first declrag LM is made, is the ``local`` provider.
@@ -23,10 +24,10 @@ checks, errors).
 
 from .local import LOCAL_MODELS, LocalModels, LocalProvider, _cut_at_stop, local_backend, resolve_local, setup
 from .metering import Meter, RoutedLM, StageUsage, meter_call, metering, override_lm, stage, using_lm
-from .registry import Registry, registry, use_lm_cache
+from .registry import Registry, cache_sizes, registry, use_cache_limits, use_lm_cache
 from .routing import check_lm, is_small_local, lm_error, make_lm, provider_of
 
 __all__ = ["LOCAL_MODELS", "LocalModels", "LocalProvider", "Meter", "Registry", "RoutedLM", "StageUsage",
-           "_cut_at_stop", "check_lm", "is_small_local", "local_backend", "lm_error", "make_lm", "meter_call",
-           "metering", "override_lm", "provider_of", "registry", "resolve_local", "setup", "stage",
-           "use_lm_cache", "using_lm"]
+           "_cut_at_stop", "cache_sizes", "check_lm", "is_small_local", "local_backend", "lm_error", "make_lm",
+           "meter_call", "metering", "override_lm", "provider_of", "registry", "resolve_local", "setup", "stage",
+           "use_cache_limits", "use_lm_cache", "using_lm"]

@@ -13,6 +13,8 @@ from typing import Any
 
 import dspy
 
+from ..caches import current
+
 
 @dataclass
 class StageUsage:
@@ -125,7 +127,22 @@ class RoutedLM(dspy.LM):
             _ENTRY.reset(token)
 
     def update_history(self, entry):
+        """Meter the call (``entry``), and keep it in DSPy's histories (this LM's, its calling modules', the
+        global one) up to the process's ``CacheLimits.lm_history`` (DSPy's own bounds when none are set)."""
         _ENTRY.set(entry)
+        limits = current()
+        if limits is None:
+            super().update_history(entry)
+            return
+        if limits.lm_history == 0:
+            return
         super().update_history(entry)
+        from dspy.clients import base_lm
+
+        for owner in (self, *(dspy.settings.caller_modules or [])):
+            if len(history := getattr(owner, "history", [])) > limits.lm_history:
+                del history[:-limits.lm_history]
+        if len(base_lm.GLOBAL_HISTORY) > limits.lm_history:
+            del base_lm.GLOBAL_HISTORY[:-limits.lm_history]
 
 

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import dspy
 
+from ..caches import CacheLimits, current, set_current
 from ..config import LMConfig
 from ..embed import cache_dir
 from .local import local_models
@@ -75,14 +76,55 @@ class Registry:
 
 registry = Registry()
 _CACHE_LOCK = threading.Lock()
+LM_DISK_PAGE_CACHE = 256  # pages (4 KiB each) of SQLite page cache per connection to DSPy's disk cache
 
 
 def use_lm_cache(folder: Path | None = None) -> None:
     """Point DSPy's response cache at ``folder`` (default: declrag's cache folder, ``<cache>/dspy``), memory
-    cache emptied. This changes DSPy's cache for the whole process, so only a process's owner calls it: the
-    `declrag` command at start-up, benchmarks that need a cold cache; never a library import."""
+    cache emptied, bounded by the process's `CacheLimits` (DSPy's defaults when none are set). This changes
+    DSPy's cache for the whole process, so only a process's owner calls it: the `declrag` command at start-up,
+    benchmarks that need a cold cache; never a library import."""
+    limits = current()
+    bounds: dict[str, Any] = {} if limits is None else {
+        "memory_max_entries": limits.lm_cache_entries, "enable_disk_cache": limits.lm_cache_disk_mb > 0,
+        "disk_size_limit_bytes": limits.lm_cache_disk_mb * 2**20}
     with _CACHE_LOCK:
-        dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True,
-                             disk_cache_dir=str(folder or cache_dir() / "dspy"))
+        dspy.configure_cache(**{"enable_disk_cache": True, "enable_memory_cache": True,
+                                "disk_cache_dir": str(folder or cache_dir() / "dspy"), **bounds})
+        disk: Any = getattr(dspy.cache, "disk_cache", None)
+        if limits is not None and hasattr(disk, "reset"):
+            # diskcache opens one SQLite connection per shard per thread, each with a 32 MiB page cache and a
+            # 64 MiB memory map by default: with a server's threads that grows with the cached pages, so each
+            # connection gets a small page cache and no map (settings kept in the folder, read by new connections)
+            disk.reset("sqlite_cache_size", LM_DISK_PAGE_CACHE)
+            disk.reset("sqlite_mmap_size", 0)
 
 
+def use_cache_limits(limits: CacheLimits | None = None, folder: Path | None = None) -> CacheLimits:
+    """Bound every process-wide cache by ``limits`` (default: `CacheLimits()`'s defaults), DSPy's response cache
+    (re-made, under ``folder``) included: the caches are listed in `declrag.caches`. For a process's owner only
+    (the `declrag` command; a library user who wants declrag's bounds); returns the limits in force."""
+    set_current(limits := limits or CacheLimits())
+    use_lm_cache(folder)
+    return limits
+
+
+def cache_sizes() -> dict[str, dict[str, float]]:
+    """DSPy's response cache now: ``{"lm_memory": {"entries": n}, "lm_disk": {"bytes": n}}`` (absent parts left
+    out), and the LM histories' lengths (``lm_history_global``, and the longest of the loaded LMs')."""
+    from dspy.clients import base_lm
+
+    out: dict[str, dict[str, float]] = {}
+    cache = dspy.cache
+    if getattr(cache, "enable_memory_cache", False):
+        out["lm_memory"] = {"entries": len(cache.memory_cache)}
+    if getattr(cache, "enable_disk_cache", False):
+        try:
+            out["lm_disk"] = {"bytes": float(cache.disk_cache.volume())}
+        except Exception:  # a cache folder gone or locked: the gauge is left out, the server keeps answering
+            pass
+    out["lm_history_global"] = {"entries": len(base_lm.GLOBAL_HISTORY)}
+    with registry._lock:
+        lms = list(registry._lms.values())
+    out["lm_history"] = {"entries": max((len(lm.history) for lm in lms), default=0)}
+    return out

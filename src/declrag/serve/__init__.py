@@ -45,6 +45,10 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
           log_level: str = "info") -> None:
     """Serve until stopped. Raises `DeclragError` when the program cannot be loaded (the server stops)."""
     s = settings or ServeSettings()
+    if s.cache_limits is not None:
+        from ..lm import use_cache_limits
+
+        use_cache_limits(s.cache_limits)
     name, run, what, loader = resolve(target, config, store, model)
     failed: list[BaseException] = []
     t0 = time.perf_counter()
@@ -66,7 +70,10 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
         + f"; limits: {s.max_in_flight} in flight on {s.worker_threads} worker "
         f"threads, {s.request_timeout_s:g} s per request, "
         f"{s.max_body_bytes} bytes per body; semantic cache: "
-        + (f"on (cosine >= {s.cache_threshold})" if s.cache_threshold else "off"))
+        + (f"on (cosine >= {s.cache_threshold}, {s.cache_size} answers)" if s.cache_threshold else "off"))
+    if (c := s.cache_limits) is not None:
+        say(f"caches: LM responses {c.lm_cache_entries} in memory, {c.lm_cache_disk_mb} MiB on disk; LM history "
+            f"{c.lm_history} calls; embedding cache {c.embedding_rows} vectors")
     server.run()
     if server.stopped_by:
         say("stopped; requests in flight were answered first")

@@ -10,6 +10,7 @@ failures are `declrag.serve.service.AnswerService`'s (limits and timeouts are de
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -233,6 +234,7 @@ def _operations(app: FastAPI, service: AnswerService) -> None:
 
     @app.get("/metrics")
     async def prometheus() -> Response:
+        await asyncio.to_thread(service.measure_caches)
         return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     page = files(__package__).joinpath("page.html").read_text(encoding="utf-8")

@@ -36,6 +36,7 @@ import dspy.utils.exceptions
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from ..caches import CacheLimits
 from ..choice import DEFAULT_NAME
 from ..conversation import turns
 from ..errors import DeclragError
@@ -69,6 +70,9 @@ class ServeSettings(BaseModel):
     cache_size: int = Field(1024, ge=1)
     cors_origins: list[str] = []
     max_search_k: int = Field(50, ge=1, le=100)  # the most passages one /v1/search request may ask for (422 beyond)
+    # the process-wide caches' bounds (declrag.caches), applied by `declrag.serve.serve` before the program loads;
+    # None: left as the process has them (create_app never changes them)
+    cache_limits: CacheLimits | None = None
 
     @field_validator("api_key")
     @classmethod
@@ -156,6 +160,27 @@ class AnswerService:
         self.cache = SemanticCache(s.cache_threshold, s.cache_size) if s.cache_threshold else None
         self.state = ServiceState()
         self._program, self._lm_override, self._on_load = program, lm_override, on_load
+
+    def measure_caches(self) -> None:
+        """Set the metrics' cache gauges: DSPy's response cache and histories, the embedding cache of the
+        program's embedder, the semantic answer cache; with their bounds (`declrag.caches.current`)."""
+        from ..caches import current
+        from ..lm import cache_sizes
+
+        sizes = cache_sizes()
+        emb = getattr(getattr(self.state.program, "embedder", None), "cache", None)
+        if emb is not None and hasattr(emb, "disk_bytes"):
+            sizes["embeddings"] = {"entries": emb.rows if emb.rows is not None else emb.count(),
+                                   "bytes": emb.disk_bytes()}
+        if self.cache is not None:
+            sizes["answers"] = {"entries": len(self.cache.entries)}
+        c = current()
+        limits = {} if c is None else {"lm_memory": c.lm_cache_entries, "lm_disk": c.lm_cache_disk_mb * 2**20,
+                                       "lm_history": c.lm_history, "lm_history_global": c.lm_history,
+                                       "embeddings": c.embedding_rows}
+        if self.cache is not None:
+            limits["answers"] = self.cache.size
+        self.metrics.caches(sizes, limits)
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     @property

@@ -3,6 +3,7 @@ in one process."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -35,8 +36,27 @@ class Metrics:
         self.stage_lm = Histogram("declrag_stage_lm_seconds", "time in a stage's LM calls, per request that "
                                   "called it, by stage", ["stage"], registry=r,
                                   buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120))
+        self.cache_entries = Gauge("declrag_cache_entries", "entries each process-wide cache holds, at the last "
+                                   "scrape (lm_memory: DSPy's response LRU; lm_history, lm_history_global: DSPy's "
+                                   "call histories; embeddings: vectors in the embedding file; answers: the "
+                                   "semantic answer cache)", ["cache"], registry=r)
+        self.cache_bytes = Gauge("declrag_cache_bytes", "bytes each on-disk cache takes, at the last scrape "
+                                 "(lm_disk: DSPy's disk cache; embeddings: the embedding file and its WAL)", ["cache"],
+                                 registry=r)
+        self.cache_limit = Gauge("declrag_cache_limit", "the bound of each cache, in its unit (entries, or bytes "
+                                 "for lm_disk)", ["cache"], registry=r)
         self.search = Histogram("declrag_search_seconds", "time inside the program per /v1/search request",
                                 registry=r, buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+
+    def caches(self, sizes: Mapping[str, Mapping[str, float]], limits: Mapping[str, float]) -> None:
+        """Set the cache gauges: ``sizes`` by cache (``{"entries": n}`` and/or ``{"bytes": n}``), their bounds."""
+        for name, size in sizes.items():
+            if "entries" in size:
+                self.cache_entries.labels(name).set(size["entries"])
+            if "bytes" in size:
+                self.cache_bytes.labels(name).set(size["bytes"])
+        for name, bound in limits.items():
+            self.cache_limit.labels(name).set(bound)
 
     def usage(self, usage: dict[str, Any]) -> None:
         """Count a request's LM usage (the program's ``usage``: by stage, and ``total``)."""
