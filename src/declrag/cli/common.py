@@ -49,3 +49,9 @@ def json_option(value: str | None, name: str):
     except json.JSONDecodeError as e:
         raise DeclragError(f"{name} is not valid JSON: {e}",
                            hint=f"write e.g. {name} '{{\"source\": \"a.pdf\"}}'") from e
+
+TargetArg = Annotated[Path | None, typer.Argument(
+    help="a run folder (runs/NAME serves runs/NAME/best) or a program folder (with program.json) "
+         "(default: the default program over --store)")]
+ProgramFileOpt = Annotated[Path | None, typer.Option(
+    "--config", help="a program config file (YAML or JSON) instead of a saved program")]
