@@ -182,10 +182,14 @@ class Retriever(dspy.Module):
         c = self.cfg
         pool = max(self.pool, depth or 0)
         filt = Filter.of(where if where is not None else c.where)
-        vecs = self._embed([queries.vector_text or queries.texts[0], *queries.texts[1:]]) if c.alpha > 0 \
-            else [None] * len(queries.texts)
-        if queries.vector is not None and queries.vector_text is None and c.alpha > 0:
-            vecs = [queries.vector, *vecs[1:]]
+        given = queries.vector if queries.vector_text is None else None  # a conversation's mixed vector
+        vecs: list[Any]
+        if c.alpha == 0:
+            vecs = [None] * len(queries.texts)
+        elif given is not None:  # not embedded again: only the other queries are
+            vecs = [given, *(list(self._embed(queries.texts[1:])) if len(queries.texts) > 1 else [])]
+        else:
+            vecs = list(self._embed([queries.vector_text or queries.texts[0], *queries.texts[1:]]))
         lists = [self.store.hybrid_search(q, v, pool, c.alpha, c.fusion, c.candidates, filt, c.ann)
                  for q, v in zip(queries.texts, vecs)]
         hits = rrf(lists)

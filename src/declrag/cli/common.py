@@ -71,3 +71,10 @@ def apply_cache_limits(lm_cache_entries: int | None, lm_cache_disk_mb: int | Non
     return use_cache_limits(config_from(CacheLimits, lm_cache_entries=lm_cache_entries,
                                         lm_cache_disk_mb=lm_cache_disk_mb, lm_history=lm_history,
                                         embedding_rows=embedding_rows))
+
+
+TargetArg = Annotated[Path | None, typer.Argument(
+    help="a run folder (runs/NAME serves runs/NAME/best) or a program folder (with program.json) "
+         "(default: the default program over --store)")]
+ProgramFileOpt = Annotated[Path | None, typer.Option(
+    "--config", help="a program config file (YAML or JSON) instead of a saved program")]

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from .app import app
-from .common import ModelOpt, StoreOpt, err
+from .common import ModelOpt, ProgramFileOpt, StoreOpt, TargetArg, err
 
 
 class McpTransport(StrEnum):
@@ -19,11 +18,8 @@ class McpTransport(StrEnum):
 
 @app.command()
 def mcp(
-    target: Annotated[Path | None, typer.Argument(
-        help="a run folder (runs/NAME serves runs/NAME/best) or a program folder (with program.json) "
-             "(default: the default program over --store)")] = None,
-    config: Annotated[Path | None, typer.Option(
-        help="a program config file (YAML or JSON) instead of a saved program")] = None,
+    target: TargetArg = None,
+    config: ProgramFileOpt = None,
     store: StoreOpt = None,
     model: ModelOpt = None,
     transport: Annotated[McpTransport, typer.Option(

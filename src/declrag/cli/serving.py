@@ -15,7 +15,9 @@ from .common import (
     LmCacheEntriesOpt,
     LmHistoryOpt,
     ModelOpt,
+    ProgramFileOpt,
     StoreOpt,
+    TargetArg,
     apply_cache_limits,
     config_from,
     out,
@@ -24,11 +26,8 @@ from .common import (
 
 @app.command()
 def serve(
-    target: Annotated[Path | None, typer.Argument(
-        help="a run folder (runs/NAME serves runs/NAME/best) or a program folder (with program.json) "
-             "(default: the default program over --store)")] = None,
-    config: Annotated[Path | None, typer.Option(
-        help="a program config file (YAML or JSON) instead of a saved program")] = None,
+    target: TargetArg = None,
+    config: ProgramFileOpt = None,
     store: StoreOpt = None,
     model: ModelOpt = None,
     host: Annotated[str, typer.Option(help="address to listen on (0.0.0.0: every interface)")] = "127.0.0.1",
