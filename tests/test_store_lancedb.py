@@ -215,3 +215,19 @@ def test_top_k_is_exact_with_its_sampled_threshold(n):
                 if len(vals):
                     above = vals > vals[-1]
                     assert np.array_equal(rows[above], ref[above])
+
+
+def test_a_store_missing_chunks_its_records_count_is_refused_before_anyone_measures_on_it(tmp_path):
+    from declrag.api import checked
+
+    store, _ = open_store(str(tmp_path / "s"), IngestConfig())
+    docs, chunks, vecs = corpus(HashEmbedder())
+    store.upsert(docs, chunks, vecs)
+    assert checked(store).ok
+    store._table("chunks").delete("doc_id = 'rome'")  # a lost write: the chunks gone, the record still there
+    check = store.verify()
+    assert not check.ok and check.expected == 10 and check.copies == {store.uri: 7}
+    with pytest.raises(DeclragError) as e:
+        checked(store)
+    assert f"store {store.uri} is incomplete" in e.value.message and "holds 7 chunks" in e.value.message
+    assert "declrag indexes rm" in e.value.hint

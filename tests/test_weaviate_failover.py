@@ -71,16 +71,20 @@ def _corpus(n: int = 30, dim: int = 16):
 
 
 @pytest.mark.weaviate
-def test_losing_the_connected_node_fails_over_with_the_same_results(tmp_path):
+def test_losing_the_connected_node_fails_over_with_the_same_results(tmp_path, monkeypatch):
+    # this cluster flushes its memtables after 2 s (60 by default): settle() then waits 3 s, not 65, for keyword
+    # search on every node to see a write (the nodes answer alike only once it has)
+    monkeypatch.setenv("PERSISTENCE_MEMTABLES_FLUSH_DIRTY_AFTER_SECONDS", "2")
     folder = tmp_path / "cluster"
     base = start_weaviate(folder, nodes=3)
     try:
         t = Target.parse(base)
         assert len(t.nodes) == 3, base  # weaviate.sh names every node of a cluster
-        uri = child_uri(base + "&replicas=3&consistency=QUORUM&timeout=20", "failover")
+        uri = child_uri(base + "&replicas=3&consistency=QUORUM&timeout=20&settle=3", "failover")
         docs, chunks, vecs = _corpus()
         store, _ = open_store(uri, IngestConfig())
         store.upsert(docs, chunks, vecs)
+        store.settle()
         first = f"{t.nodes[0][0]}:{t.nodes[0][1]}"
         assert store.node == first
         queries = [(f"solar panel {i}", vecs[i]) for i in range(0, 30, 3)]
@@ -102,14 +106,17 @@ def test_losing_the_connected_node_fails_over_with_the_same_results(tmp_path):
         _script("start-node", "0", "--dir", str(folder))
         assert results(store) == before and results(other) == before
         other.close()
-        # node 0 back: once async replication has brought it up to date (the objects written again while it was
-        # down; until then a search it answers itself can differ), it has every object and the same results
+        # node 0 back: killed right after a write, it can come back with every object but some vectors lost (its
+        # vector index's log unflushed; nothing on the server repairs that) and without the objects written
+        # while it was down. verify finds both on node 0's own copy and writes them again; then node 0 answers
+        # as before (once its keyword index has taken what was written again: settle)
         back, _ = open_store(uri.replace("consistency=QUORUM", "consistency=ALL"), create=False)
         assert back.node == first
-        deadline = time.monotonic() + 120
-        while (back.count() != 30 or results(back) != before) and time.monotonic() < deadline:
-            time.sleep(1)
-        assert back.count() == 30 and results(back) == before
+        check = back.verify()
+        assert check.ok and check.expected == 30 and check.copies == {f"{h}:{p}": 30 for h, p, _ in t.nodes}, check
+        assert back.verify().repaired == 0  # nothing left to repair
+        back.settle()
+        assert results(back) == before
         back.close()
         store.drop()
         store.close()
@@ -137,3 +144,30 @@ def test_only_a_node_that_does_not_answer_counts_as_down():
     assert _node_down(wrapped)
     assert not _node_down(Rpc(grpc.StatusCode.INVALID_ARGUMENT))
     assert not _node_down(ValueError("vector lengths don't match"))
+
+
+@pytest.mark.weaviate
+def test_a_node_killed_right_after_a_write_is_checked_and_repaired(tmp_path):
+    """Weaviate 1.33 killed within a second of a write comes back with every object but (usually) without their
+    vectors, and answers hybrid searches from the keyword leg alone; verify finds that on the node's own copy
+    and writes the objects again, after which the results are those from before the kill."""
+    folder = tmp_path / "one"
+    base = start_weaviate(folder)
+    try:
+        uri = child_uri(base + "&settle=0", "crash")
+        docs, chunks, vecs = _corpus()
+        store, _ = open_store(uri, IngestConfig())
+        store.upsert(docs, chunks, vecs)
+        q = [(f"solar panel {i}", vecs[i]) for i in range(0, 30, 5)]
+        before = [[h.chunk.id for h in store.hybrid_search(s, v, 5, 0.5)] for s, v in q]
+        store.close()
+        _script("kill-node", "0", "--dir", str(folder))
+        _script("start-node", "0", "--dir", str(folder))
+        back, _ = open_store(uri, create=False)
+        check = back.verify()
+        assert check.ok and check.copies == {back.node: 30}, check
+        assert [[h.chunk.id for h in back.hybrid_search(s, v, 5, 0.5)] for s, v in q] == before, check.repaired
+        assert len(back.vector_search(vecs[0], 100)) == 30  # every vector is in the index again
+        back.close()
+    finally:
+        stop_weaviate(folder)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Sequence
@@ -13,8 +14,10 @@ from .errors import DeclragError
 from .indexer import Indexer, IndexReport
 from .inputs import user_text
 from .search import search as _search
-from .stores import Store, child_uri, connect, local_folder, open_store, read_meta
+from .stores import Store, StoreCheck, child_uri, connect, local_folder, open_store, read_meta
 from .types import Document, Hit, content_hash
+
+log = logging.getLogger(__name__)
 
 
 def default_store() -> str:
@@ -142,7 +145,24 @@ def corpus_store(documents: Sequence[Document], ingest: IngestConfig, label: str
         if report.indexed:
             st.optimize()
             st.settle()  # callers measure on it next
+        report.check = checked(st)
     return st, report
+
+
+def checked(st: Store) -> StoreCheck:
+    """`Store.verify` before a caller measures on ``st``: a copy missing chunks (or their vectors) that could not
+    be written again stops here with a message naming it, rather than scoring against an incomplete index; a
+    copy that did not answer is logged (a replicated store is checked again by the next call)."""
+    check = st.verify()
+    if check.repaired:
+        log.warning("store %s: %d chunks a copy had lost were written again", st.uri, check.repaired)
+    if down := [k for k, v in check.copies.items() if v is None]:
+        log.warning("store %s: %s did not answer; checked when it is back", st.uri, ", ".join(down))
+    if not check.ok:
+        raise DeclragError(f"store {st.uri} is incomplete: {'; '.join(check.problems)}",
+                           hint="check the server's nodes (their logs), or remove the index (declrag indexes rm) "
+                                "and run again")
+    return check
 
 
 def _building(uri: str):

@@ -24,7 +24,7 @@ from .config import IngestConfig
 from .embed import Embedder
 from .ingest.chunkers import Chunker
 from .ingest.loaders import LoadError, Skipped, iter_files, load_file
-from .stores.base import DocRecord, Store
+from .stores.base import DocRecord, Store, StoreCheck
 from .types import Chunk, Document
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ class IndexReport:
     embedded: int = 0  # texts that reached the model (cache misses)
     skipped: list[Skipped] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=lambda: {"load": 0.0, "chunk": 0.0, "embed": 0.0, "write": 0.0})
+    check: StoreCheck | None = None  # the store verified after the run (`declrag.api.corpus_store` does)
 
     @property
     def indexed(self) -> int:

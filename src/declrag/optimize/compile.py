@@ -35,7 +35,7 @@ import numpy as np
 import optuna
 from tqdm.auto import tqdm
 
-from ..api import corpus_store
+from ..api import checked, corpus_store
 from ..config import ProgramConfig
 from ..embed import Embedder
 from ..errors import DeclragError
@@ -46,7 +46,7 @@ from ..metrics.base import to_case
 from ..metrics.catalog import get_metrics
 from ..metrics.stats import mean_of
 from ..program import RAGProgram
-from ..stores import Store
+from ..stores import Store, StoreCheck
 from ..types import content_hash
 from .space import Space, apply, grid, sample
 
@@ -86,6 +86,7 @@ class Compiler:
         self._lock = threading.Lock()
         self._embedders: dict[str, Embedder] = {}
         self._stores: dict[str, Store] = {}
+        self._checks: dict[str, tuple[float, StoreCheck | None]] = {}  # store URI -> (when, its last check)
         self._grid: set[str] | None = None  # the grid sampler's programs, as `_program_key`s
         self.searching = True
 
@@ -103,11 +104,26 @@ class Compiler:
             emb = self._embedders.setdefault(key, Embedder(cfg.ingest.embedder))
             store = self._stores.get(cfg.ingest.digest())
         if store is None:  # built (or found) once per ingest setting; trials share the open store
-            store, _ = corpus_store(self.golden.documents, cfg.ingest, self.golden.name, embedder=emb,
-                                    progress=self.progress, home=self.store_home)
+            store, report = corpus_store(self.golden.documents, cfg.ingest, self.golden.name, embedder=emb,
+                                         progress=self.progress, home=self.store_home)
             with self._lock:
                 store = self._stores.setdefault(cfg.ingest.digest(), store)
+                self._checks[store.uri] = (time.monotonic(), report.check)
+        else:
+            self._check_again(store)
         return RAGProgram(cfg, store=store, embedder=emb)
+
+    def _check_again(self, store: Store) -> None:
+        """A store one of whose copies (a replicated server's node) did not answer at its last check is checked
+        again, at most every 30 s, so that a node back from a crash is repaired before trials read it."""
+        with self._lock:
+            at, check = self._checks.get(store.uri, (0.0, None))
+            if check is None or all(v is not None for v in check.copies.values()) or time.monotonic() - at < 30:
+                return
+            self._checks[store.uri] = (time.monotonic(), check)  # one thread checks; the others go on
+        again = checked(store)
+        with self._lock:
+            self._checks[store.uri] = (time.monotonic(), again)
 
     # -- scoring -------------------------------------------------------------------------------------------
     def retrieval_scores(self, prog: RAGProgram, examples: list[Example]) -> dict[str, float | None]:

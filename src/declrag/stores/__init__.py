@@ -18,10 +18,10 @@ from pathlib import Path
 
 from ..config import IngestConfig, Metric
 from ..errors import DeclragError
-from .base import BACKENDS, DocRecord, Filter, Store, StoreMeta
+from .base import BACKENDS, DocRecord, Filter, Store, StoreCheck, StoreMeta
 
-__all__ = ["DocRecord", "Filter", "Store", "StoreMeta", "check_ingest", "child_uri", "connect", "list_stores",
-           "local_folder", "open_store", "read_meta", "store_uri"]
+__all__ = ["DocRecord", "Filter", "Store", "StoreCheck", "StoreMeta", "check_ingest", "child_uri", "connect",
+           "list_stores", "local_folder", "open_store", "read_meta", "store_uri"]
 
 def store_uri(where: str | Path) -> str:
     """The URI naming a store: paths as given, URIs as written."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -204,6 +204,21 @@ def check_upsert(documents: Sequence[Document], chunks: Sequence[Chunk],
     return vectors, doc_ids
 
 
+@dataclass
+class StoreCheck:
+    """What `Store.verify` found: the chunks the document records count, and each copy's chunk count."""
+
+    expected: int
+    #: each copy of the store (one, or a replicated server's nodes) -> the chunks it holds; None: it did not answer
+    copies: dict[str, int | None] = field(default_factory=dict)
+    repaired: int = 0  #: chunks written again because a copy had lost them (or their vectors)
+    problems: list[str] = field(default_factory=list)  #: what is still wrong, one line each
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
 @runtime_checkable
 class Store(Protocol):
     """A chunk store with keyword, vector and hybrid search: the contract a backend implements.
@@ -322,6 +337,18 @@ class Store(Protocol):
         """Return once every write made through this handle is visible to every kind of search (Weaviate's
         keyword index lags writes by up to a minute); at once where writes are visible on commit, or when
         this handle has written nothing since the last call. Callers settle before they measure."""
+
+    def verify(self) -> StoreCheck:
+        """Check that the store holds exactly the chunks its document records count, on every copy where the
+        backend keeps several (a replicated server checks each node and writes again what a node lost), before
+        a caller measures on it. A copy that does not answer is reported, not failed; what cannot be repaired
+        is in ``problems``. Reads every document record: run it after building, not per query."""
+        expected = sum(r.chunks for r in self.documents().values())
+        have = self.count()
+        out = StoreCheck(expected=expected, copies={self.uri: have})
+        if have != expected:
+            out.problems.append(f"{self.uri} holds {have} chunks; its document records count {expected}")
+        return out
 
     # -- reads -----------------------------------------------------------------------------------------
     def count(self, where: Where = None) -> int:

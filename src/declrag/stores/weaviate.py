@@ -65,7 +65,7 @@ import numpy as np
 from ..config import AnnConfig, Fusion, Metric
 from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
-from .base import DocRecord, Filter, Store, StoreMeta, Where, check_upsert
+from .base import DocRecord, Filter, Store, StoreCheck, StoreMeta, Where, check_upsert
 from .bm25 import K1, B, query_terms
 from .fusion import object_uuid
 from .weaviate_target import DEFAULT_COLLECTION, DOCS_SUFFIX, Target, _auth, _connect, _connect_any, _status
@@ -442,6 +442,12 @@ class WeaviateStore(Store):
                         left)
             time.sleep(left)
         self._written_at = None
+
+    def verify(self) -> StoreCheck:
+        """Every node's copy checked, and what a node lost written again (see `weaviate_replicas`)."""
+        from .weaviate_replicas import verify
+
+        return verify(self)
 
     # -- reads ----------------------------------------------------------------------------------------
     def count(self, where: Where = None) -> int:

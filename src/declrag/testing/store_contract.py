@@ -103,6 +103,11 @@ class StoreContract:
         assert store.get(["rome#2"]) == []
         assert store.documents()["rome"].hash == doc.hash
 
+    def test_verify_finds_every_chunk_on_every_copy(self, store):
+        check = store.verify()
+        assert check.ok and check.expected == 10 and check.repaired == 0, check
+        assert check.copies and set(check.copies.values()) == {10}, check
+
     def test_metadata_lives_in_the_store(self, make_store):
         s = make_store()
         assert s.read_meta() is None
