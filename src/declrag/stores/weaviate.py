@@ -447,7 +447,7 @@ class WeaviateStore(Store):
         """Every node's copy checked, and what a node lost written again (see `weaviate_replicas`)."""
         from .weaviate_replicas import verify
 
-        return verify(self)
+        return verify(self, type(self))
 
     # -- reads ----------------------------------------------------------------------------------------
     def count(self, where: Where = None) -> int:

@@ -20,25 +20,26 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ..errors import DeclragError
 from .base import StoreCheck
 
-if TYPE_CHECKING:
-    from .weaviate import WeaviateStore
+# a WeaviateStore (not imported: it imports this module); open_node opens a handle on one node's URI
+WeaviateStore = Any
 
 log = logging.getLogger(__name__)
 
 PAGE = 1000  # object ids per vector-coverage request
 
 
-def verify(store: WeaviateStore) -> StoreCheck:
+def verify(store: WeaviateStore, open_node: Callable[[str], WeaviateStore]) -> StoreCheck:
     expected = sum(r.chunks for r in store.documents().values())
     out = StoreCheck(expected=expected)
-    copies = _copies(store)
+    copies = _copies(store, open_node)
     lacking: set[str] = set()  # object UUIDs some node does not hold
     no_vector: set[str] = set()  # object UUIDs some node holds without their vector
     every = set().union(*(c[0] for c in copies.values() if c is not None))
@@ -52,7 +53,7 @@ def verify(store: WeaviateStore) -> StoreCheck:
                             f"count {expected}")
     if lacking or no_vector:
         out.repaired = _write_again(store, lacking, no_vector - lacking)
-        copies = _copies(store)
+        copies = _copies(store, open_node)
     for node, copy in copies.items():
         out.copies[node] = None if copy is None else len(copy[0])
         if copy is None:
@@ -64,16 +65,15 @@ def verify(store: WeaviateStore) -> StoreCheck:
     return out
 
 
-def _copies(store: WeaviateStore) -> dict[str, tuple[set[str], set[str]] | None]:
+def _copies(store: WeaviateStore, open_node: Callable[[str], WeaviateStore]
+            ) -> dict[str, tuple[set[str], set[str]] | None]:
     """Each node -> (the object UUIDs it holds, those its vector index finds); None: the node did not answer."""
-    from .weaviate import WeaviateStore
-
     t = store.target
     out: dict[str, tuple[set[str], set[str]] | None] = {}
     for i, (h, p, g) in enumerate(t.nodes or ((t.host, t.port, t.grpc),)):
         one = dataclasses.replace(t, host=h, port=p, grpc=g, nodes=((h, p, g),), consistency="ONE", retries=0)
         try:
-            node = WeaviateStore(one.uri())
+            node = open_node(one.uri())
         except DeclragError:
             out[f"{h}:{p}"] = None
             continue
