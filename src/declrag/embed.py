@@ -101,75 +101,135 @@ class EmbeddingCache:
         limits = current()
         self.max_rows = max_rows if max_rows is not None else limits.embedding_rows if limits else None
         self.path = path or cache_dir() / "embeddings.sqlite3"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(f"PRAGMA journal_size_limit={WAL_BYTES}")
-        with self._db:  # `vectors` keeps the layout every declrag writes; the write order is a table of its own,
-            # so that an older declrag sharing the cache folder still reads and writes this file
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vec BLOB, PRIMARY KEY (model, hash))"
-                " WITHOUT ROWID")
-            self._db.execute("CREATE TABLE IF NOT EXISTS written (model TEXT, hash TEXT, seq INTEGER,"
-                             " PRIMARY KEY (model, hash)) WITHOUT ROWID")
-            self._db.execute("CREATE INDEX IF NOT EXISTS written_seq ON written (seq)")
-        self._seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM written").fetchone()[0]
-        self._since_check, self.rows = 0, None  # rows: as of the last bound check (None: not counted yet)
+        self._since_check, self.rows, self._seq = 0, None, 0  # rows: as of the last bound check (None: not counted)
         self.evicted = 0
+        #: what went wrong with the file, if anything (full disk, read-only, locked, corrupt): the cache then
+        #: reads what it can and writes nothing (``"writes off: ..."``), or is off (``"off: ..."``); vectors are
+        #: computed as without a cache, and the log says so once
+        self.fault: str | None = None
+        self._db: sqlite3.Connection | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # a short busy timeout: another process holding the file locked costs a question 5 s, not a minute
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=5)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA journal_size_limit={WAL_BYTES}")
+            with self._db:  # `vectors` keeps the layout every declrag writes; the write order is a table of its
+                # own, so that an older declrag sharing the cache folder still reads and writes this file
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vec BLOB, PRIMARY KEY (model, hash))"
+                    " WITHOUT ROWID")
+                self._db.execute("CREATE TABLE IF NOT EXISTS written (model TEXT, hash TEXT, seq INTEGER,"
+                                 " PRIMARY KEY (model, hash)) WITHOUT ROWID")
+                self._db.execute("CREATE INDEX IF NOT EXISTS written_seq ON written (seq)")
+            self._seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM written").fetchone()[0]
+        except (sqlite3.Error, OSError) as e:
+            self._fail("open", e, off=True)
+
+    def _fail(self, doing: str, e: BaseException, off: bool) -> None:
+        """The file failed: its writes (or, ``off``, every use) stop for this process, said once in the log."""
+        first = self.fault is None
+        self.fault = f"{'off' if off else 'writes off'}: {doing} failed: {e}"
+        if off and self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+            self._db = None
+        if first or off:
+            log.warning("embedding cache %s: %s failed (%s); going on %s: vectors are computed as without a cache "
+                        "(free space, make the folder writable, or remove a corrupt file; $DECLRAG_CACHE moves it)",
+                        self.path, doing, e, "without it" if off else "without writing to it")
 
     def get(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         with self._lock:
-            for i in range(0, len(hashes), 500):
-                part = hashes[i : i + 500]
-                rows = self._db.execute(
-                    f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({','.join('?' * len(part))})",
-                    [model, *part],
-                ).fetchall()
-                out.update((h, np.frombuffer(v, dtype=np.float32)) for h, v in rows)
+            if self._db is None:
+                return out
+            try:
+                for i in range(0, len(hashes), 500):
+                    part = hashes[i : i + 500]
+                    rows = self._db.execute(
+                        f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({','.join('?' * len(part))})",
+                        [model, *part],
+                    ).fetchall()
+                    out.update((h, np.frombuffer(v, dtype=np.float32)) for h, v in rows)
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e):  # locked by another process: a miss this time; anything else: off
+                    self._fail("a read", e, off=True)
+            except sqlite3.DatabaseError as e:  # not a database, malformed
+                self._fail("a read", e, off=True)
         return out
 
     def put(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        with self._lock, self._db:
+        with self._lock:
+            if self._db is None or self.fault is not None:
+                return
             rows = []
             for h, v in items:
                 self._seq += 1
                 rows.append((model, h, np.asarray(v, dtype=np.float32).tobytes(), self._seq))
-            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", [r[:3] for r in rows])
-            self._db.executemany("INSERT OR REPLACE INTO written VALUES (?, ?, ?)", [(m, h, q) for m, h, _, q in rows])
-            self._since_check += len(rows)
-            if self.max_rows is not None and self._since_check >= max(1, min(1000, self.max_rows // 10)):
-                self._bound()
+            try:
+                with self._db:
+                    self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", [r[:3] for r in rows])
+                    self._db.executemany("INSERT OR REPLACE INTO written VALUES (?, ?, ?)",
+                                         [(m, h, q) for m, h, _, q in rows])
+                    self._since_check += len(rows)
+                    if self.max_rows is not None and self._since_check >= max(1, min(1000, self.max_rows // 10)):
+                        self._bound()
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e):  # full, read-only, I/O error: writes stop; locked: this write skipped
+                    self._fail("a write", e, off=False)
+            except sqlite3.DatabaseError as e:
+                self._fail("a write", e, off=True)
 
     def _bound(self) -> None:
         """Delete the oldest rows beyond ``max_rows`` (the caller holds the lock, in a transaction)."""
-        self._since_check = 0
-        n = self._db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+        self._since_check, db = 0, self._db
+        assert db is not None
+        n = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
         if self.max_rows is not None and n > self.max_rows:
             # rows without a write order (written by a declrag from before the bound) count as oldest
-            old = self._db.execute("SELECT v.model, v.hash FROM vectors v LEFT JOIN written w USING (model, hash) "
+            old = db.execute("SELECT v.model, v.hash FROM vectors v LEFT JOIN written w USING (model, hash) "
                                    "ORDER BY COALESCE(w.seq, 0) LIMIT ?", [n - self.max_rows]).fetchall()
-            self._db.executemany("DELETE FROM vectors WHERE model = ? AND hash = ?", old)
-            self._db.executemany("DELETE FROM written WHERE model = ? AND hash = ?", old)
+            db.executemany("DELETE FROM vectors WHERE model = ? AND hash = ?", old)
+            db.executemany("DELETE FROM written WHERE model = ? AND hash = ?", old)
             self.evicted += n - self.max_rows
             n = self.max_rows
         self.rows = n
 
     def count(self, model: str | None = None) -> int:
         with self._lock:
+            if self._db is None:
+                return 0
             q, args = ("SELECT COUNT(*) FROM vectors", []) if model is None else (
                 "SELECT COUNT(*) FROM vectors WHERE model = ?", [model])
-            n = self._db.execute(q, args).fetchone()[0]
+            try:
+                n = self._db.execute(q, args).fetchone()[0]
+            except sqlite3.Error as e:
+                if "locked" in str(e):
+                    return self.rows or 0
+                self._fail("a count", e, off=True)
+                return 0
             if model is None:
                 self.rows = n
             return n
 
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
     def disk_bytes(self) -> int:
         """The bytes of the file and its write-ahead log."""
-        return sum(p.stat().st_size for p in (self.path, self.path.with_name(self.path.name + "-wal"))
-                   if p.exists())
+        try:
+            return sum(p.stat().st_size for p in (self.path, self.path.with_name(self.path.name + "-wal"))
+                       if p.exists())
+        except OSError:
+            return 0
 
 
 class Embedder:

@@ -172,6 +172,7 @@ class AnswerService:
         if emb is not None and hasattr(emb, "disk_bytes"):
             sizes["embeddings"] = {"entries": emb.rows if emb.rows is not None else emb.count(),
                                    "bytes": emb.disk_bytes()}
+            self.metrics.cache_fault.labels(cache="embeddings").set(1 if getattr(emb, "fault", None) else 0)
         if self.cache is not None:
             sizes["answers"] = {"entries": len(self.cache.entries)}
         c = current()

@@ -43,6 +43,9 @@ class Metrics:
         self.cache_bytes = Gauge("declrag_cache_bytes", "bytes each on-disk cache takes, at the last scrape "
                                  "(lm_disk: DSPy's disk cache; embeddings: the embedding file and its WAL)", ["cache"],
                                  registry=r)
+        self.cache_fault = Gauge("declrag_cache_fault", "1 when a cache's file failed (disk full, read-only, locked "
+                                 "or corrupt) and the cache went on without writing to it or without it (the log "
+                                 "says which, once); 0 otherwise", ["cache"], registry=r)
         self.cache_limit = Gauge("declrag_cache_limit", "the bound of each cache, in its unit (entries, or bytes "
                                  "for lm_disk)", ["cache"], registry=r)
         self.search = Histogram("declrag_search_seconds", "time inside the program per /v1/search request",

@@ -1,0 +1,124 @@
+"""Faults of the machine itself under the embedding cache: its folder full or read-only, its file locked by
+another process or corrupt. The cache then writes nothing (or is off), says so once, and the vectors are
+those of no cache at all; nothing raises. Full and read-only are real: a small tmpfs mounted, and remounted
+read-only, by the test itself (as root; skipped otherwise, saying why)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from declrag.embed import EmbeddingCache
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs (a disk that fills up, or goes "
+                                                         "read-only) needs root; run the tests as root to include it")
+
+
+def _vec(i: int) -> np.ndarray:
+    v = np.random.default_rng(i).normal(size=384).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    where = tmp_path / "disk"
+    where.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(where)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip()}): the disk-fault tests need one")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+@needs_root
+def test_a_full_disk_turns_the_cache_writes_off_and_nothing_fails(small_disk, caplog):
+    cache = EmbeddingCache(small_disk / "e.sqlite3")
+    with caplog.at_level(logging.WARNING, logger="declrag.embed"):
+        for i in range(0, 400, 10):  # 400 vectors of 1.5 kB cannot fit in 160 kB
+            cache.put("m", [(f"h{j}", _vec(j)) for j in range(i, i + 10)])
+    assert cache.fault is not None and cache.fault.startswith("writes off") and "full" in cache.fault
+    said = [r for r in caplog.records if "embedding cache" in r.getMessage()]
+    assert len(said) == 1 and "free space" in said[0].getMessage()  # once, with the fix
+    got = cache.get("m", ["h0", "h1", "h399"])
+    assert set(got) == {"h0", "h1"} and np.array_equal(got["h0"], _vec(0))  # what was written is still read
+
+
+@needs_root
+def test_a_read_only_cache_folder_is_read_and_never_written(small_disk):
+    EmbeddingCache(small_disk / "e.sqlite3").put("m", [("a", _vec(1))])
+    view = small_disk.parent / "read-only"  # the same files, through a read-only bind mount
+    view.mkdir()
+    assert subprocess.run(["mount", "--bind", str(small_disk), str(view)]).returncode == 0
+    try:
+        assert subprocess.run(["mount", "-o", "remount,ro,bind", str(view)]).returncode == 0
+        _read_only(view)
+    finally:
+        subprocess.run(["umount", "-l", str(view)], capture_output=True)
+
+
+def _read_only(small_disk):
+    cache = EmbeddingCache(small_disk / "e.sqlite3")
+    assert np.array_equal(cache.get("m", ["a"]).get("a"), _vec(1)) or cache.fault is not None
+    cache.put("m", [("b", _vec(2))])
+    assert cache.fault is not None and cache.get("m", ["b"]) == {}
+    # a folder that cannot even be created: the cache is off from the start
+    off = EmbeddingCache(small_disk / "sub" / "e.sqlite3")
+    assert off.fault is not None and off.fault.startswith("off") and off.get("m", ["a"]) == {}
+    off.put("m", [("a", _vec(1))])
+    assert off.count() == 0 and off.disk_bytes() == 0
+
+
+def test_a_file_locked_by_another_process_is_a_miss_not_a_stall_of_a_minute(tmp_path):
+    path = tmp_path / "e.sqlite3"
+    writer = EmbeddingCache(path)
+    writer.put("m", [("a", _vec(1))])
+    writer.close()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys, time\n"
+        f"db = sqlite3.connect({str(path)!r}, isolation_level=None, timeout=30)\n"
+        "db.execute('PRAGMA locking_mode=EXCLUSIVE'); db.execute('BEGIN EXCLUSIVE')\n"
+        "print('locked', flush=True); time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        cache = EmbeddingCache(path)
+        t0 = time.monotonic()
+        assert cache.get("m", ["a"]) == {}  # a miss: the vector is computed, as without a cache
+        cache.put("m", [("b", _vec(2))])  # skipped
+        assert time.monotonic() - t0 < 20  # the busy timeout (5 s) per call, not a minute
+        assert cache.fault is None or "locked" in cache.fault
+    finally:
+        holder.kill()
+        holder.wait()
+    cache = EmbeddingCache(path)  # the lock gone: read and written again
+    assert np.array_equal(cache.get("m", ["a"])["a"], _vec(1))
+    cache.put("m", [("b", _vec(2))])
+    assert "b" in cache.get("m", ["b"]) and cache.fault is None
+
+
+def test_a_corrupt_file_turns_the_cache_off_and_is_left_as_it_was(tmp_path, caplog):
+    path = tmp_path / "e.sqlite3"
+    path.write_bytes(b"this is not a database " * 200)
+    with caplog.at_level(logging.WARNING, logger="declrag.embed"):
+        cache = EmbeddingCache(path)
+        assert cache.get("m", ["a"]) == {}
+        cache.put("m", [("a", _vec(1))])
+    assert cache.fault is not None and cache.fault.startswith("off") and cache.count() == 0
+    assert any(str(path) in r.getMessage() and "remove a corrupt file" in r.getMessage() for r in caplog.records)
+    assert path.read_bytes() == b"this is not a database " * 200  # nothing overwritten: the user decides
+
+
+def test_an_embedder_over_a_failed_cache_gives_the_vectors_of_a_working_one(tmp_path):
+    from declrag.embed import Embedder
+
+    bad = tmp_path / "bad.sqlite3"
+    bad.write_bytes(b"garbage" * 1000)
+    texts = ["Where is the Eiffel Tower?", "Who wrote Hamlet?"]
+    broken = Embedder(cache=EmbeddingCache(bad)).embed_queries(texts)
+    fine = Embedder(cache=EmbeddingCache(tmp_path / "good.sqlite3")).embed_queries(texts)
+    assert np.allclose(broken, fine, atol=1e-6)
