@@ -156,6 +156,7 @@ def test_metrics_report_every_cache_with_its_bound(limited, tmp_path):
     assert lines['declrag_cache_entries{cache="answers"}'] == 1
     assert 'declrag_cache_entries{cache="lm_memory"}' in lines and 'declrag_cache_bytes{cache="lm_disk"}' in lines
     assert 'declrag_cache_entries{cache="embeddings"}' in lines and 'declrag_cache_bytes{cache="embeddings"}' in lines
+    assert lines['declrag_cache_fault{cache="embeddings"}'] == 0 and lines['declrag_cache_fault{cache="lm_disk"}'] == 0
 
 
 def test_questions_never_repeat_even_from_a_uniform_base():

@@ -9,6 +9,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -122,3 +123,83 @@ def test_an_embedder_over_a_failed_cache_gives_the_vectors_of_a_working_one(tmp_
     broken = Embedder(cache=EmbeddingCache(bad)).embed_queries(texts)
     fine = Embedder(cache=EmbeddingCache(tmp_path / "good.sqlite3")).embed_queries(texts)
     assert np.allclose(broken, fine, atol=1e-6)
+
+
+# -- DSPy's response cache on disk ---------------------------------------------------------------------------
+@pytest.fixture
+def lm_cache_at():
+    """Point DSPy's cache at a folder for one test; the process's cache and limits are restored afterwards."""
+    import dspy
+
+    from declrag.caches import CacheLimits, current, set_current
+    from declrag.lm import use_cache_limits
+    from declrag.lm.registry import LM_DISK_FAULT
+
+    before_cache, before_limits = dspy.cache, current()
+    LM_DISK_FAULT.clear()
+    yield lambda folder: use_cache_limits(CacheLimits(), folder=folder)
+    set_current(before_limits)
+    dspy.cache = before_cache
+    LM_DISK_FAULT.clear()
+
+
+@pytest.fixture
+def answer(monkeypatch):
+    """An LM call to an instant OpenAI-compatible stand-in on loopback: ``answer(question)``."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from declrag.bench import standin
+    from declrag.config import LMConfig
+    from declrag.lm import make_lm
+
+    monkeypatch.setenv("OPENAI_API_KEY", "standin")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), standin.Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    lm = make_lm(LMConfig(route="openai/standin", api_base=f"http://127.0.0.1:{server.server_address[1]}/v1",
+                          num_retries=0, adapter="plain"))
+    yield lambda q: lm(messages=[{"role": "user", "content": q}])
+    server.shutdown()
+
+
+@needs_root
+def test_a_read_only_lm_cache_folder_leaves_the_memory_cache(tmp_path, lm_cache_at, answer, caplog):
+    import dspy
+
+    from declrag.bench import standin
+    from declrag.lm.registry import LM_DISK_FAULT
+
+    src, view = tmp_path / "src", tmp_path / "view"
+    src.mkdir()
+    view.mkdir()
+    assert subprocess.run(["mount", "--bind", str(src), str(view)]).returncode == 0
+    try:
+        assert subprocess.run(["mount", "-o", "remount,ro,bind", str(view)]).returncode == 0
+        with caplog.at_level(logging.WARNING, logger="declrag.lm.registry"):
+            lm_cache_at(view / "dspy")
+        assert not dspy.cache.enable_disk_cache and dspy.cache.enable_memory_cache and LM_DISK_FAULT
+        assert any("memory cache only" in r.getMessage() for r in caplog.records)
+        assert answer("a question") == [standin.ANSWER] and len(dspy.cache.memory_cache) == 1
+    finally:
+        subprocess.run(["umount", "-l", str(view)], capture_output=True)
+
+
+def test_a_corrupt_lm_cache_file_is_a_miss_and_the_call_is_answered(tmp_path, lm_cache_at, answer):
+    import dspy
+
+    from declrag.bench import standin
+    from declrag.lm.registry import LM_DISK_FAULT
+
+    lm_cache_at(tmp_path / "dspy")
+    assert answer("first question") == [standin.ANSWER] and dspy.cache.enable_disk_cache
+    dspy.cache.reset_memory_cache()
+    for db in (tmp_path / "dspy").rglob("cache.db"):
+        db.write_bytes(b"not a database " * 4096)
+    got = []  # a thread of its own: diskcache opens each thread's connection on first use, on the corrupt file
+    t = threading.Thread(target=lambda: got.append(answer("first question")))
+    t.start()
+    t.join()
+    assert got == [[standin.ANSWER]]  # the read failed: asked again, not raised
+    assert LM_DISK_FAULT and "a read failed" in LM_DISK_FAULT[0] and not dspy.cache.enable_disk_cache
+    lm_cache_at(tmp_path / "dspy")  # a process starting on the corrupt folder: memory only from the start
+    assert not dspy.cache.enable_disk_cache and answer("second question") == [standin.ANSWER]

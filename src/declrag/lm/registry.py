@@ -3,6 +3,8 @@ models), the ``local`` provider's registration with LiteLLM, and where DSPy's re
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +18,8 @@ from ..embed import cache_dir
 from .local import local_models
 from .metering import RoutedLM
 from .routing import make_lm
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -88,16 +92,61 @@ def use_lm_cache(folder: Path | None = None) -> None:
     bounds: dict[str, Any] = {} if limits is None else {
         "memory_max_entries": limits.lm_cache_entries, "enable_disk_cache": limits.lm_cache_disk_mb > 0,
         "disk_size_limit_bytes": limits.lm_cache_disk_mb * 2**20}
+    where = folder or cache_dir() / "dspy"
+    kw: dict[str, Any] = {"enable_disk_cache": True, "enable_memory_cache": True, "disk_cache_dir": str(where),
+                          **bounds}
     with _CACHE_LOCK:
-        dspy.configure_cache(**{"enable_disk_cache": True, "enable_memory_cache": True,
-                                "disk_cache_dir": str(folder or cache_dir() / "dspy"), **bounds})
-        disk: Any = getattr(dspy.cache, "disk_cache", None)
-        if limits is not None and hasattr(disk, "reset"):
-            # diskcache opens one SQLite connection per shard per thread, each with a 32 MiB page cache and a
-            # 64 MiB memory map by default: with a server's threads that grows with the cached pages, so each
-            # connection gets a small page cache and no map (settings kept in the folder, read by new connections)
-            disk.reset("sqlite_cache_size", LM_DISK_PAGE_CACHE)
-            disk.reset("sqlite_mmap_size", 0)
+        try:
+            dspy.configure_cache(**kw)
+            disk: Any = getattr(dspy.cache, "disk_cache", None)
+            if limits is not None and hasattr(disk, "reset"):
+                # diskcache opens one SQLite connection per shard per thread, each with a 32 MiB page cache and a
+                # 64 MiB memory map by default: with a server's threads that grows with the cached pages, so each
+                # connection gets a small page cache and no map (settings kept in the folder, read by new ones)
+                disk.reset("sqlite_cache_size", LM_DISK_PAGE_CACHE)
+                disk.reset("sqlite_mmap_size", 0)
+        except (OSError, sqlite3.Error) as e:  # a folder read-only, full or corrupt: memory only, said once
+            lm_disk_failed(where, "open", e)
+            dspy.configure_cache(**{**kw, "enable_disk_cache": False})
+            return
+        if disk is not None:
+            dspy.cache.disk_cache = _GuardedDisk(disk, where)
+
+
+#: why DSPy's disk cache was turned off in this process (None: it was not); /metrics reports it
+LM_DISK_FAULT: list[str] = []
+
+
+def lm_disk_failed(where: Path, doing: str, e: BaseException) -> None:
+    if not LM_DISK_FAULT:
+        log.warning("DSPy's response cache in %s: %s failed (%s); going on with the memory cache only (free "
+                    "space, make the folder writable, or remove it; $DECLRAG_CACHE moves it)", where, doing, e)
+    LM_DISK_FAULT[:] = [f"{doing} failed: {e}"]
+
+
+class _GuardedDisk:
+    """DSPy's disk cache, whose reads cannot fail a call: a file locked, corrupt or gone is a miss, and the
+    disk cache is turned off for the process (DSPy itself already ignores failed writes)."""
+
+    def __init__(self, disk: Any, where: Path):
+        self._disk, self._where = disk, where
+
+    def get(self, key: Any, *args: Any, **kw: Any) -> Any:
+        try:
+            return self._disk.get(key, *args, **kw)
+        except (OSError, sqlite3.Error) as e:
+            lm_disk_failed(self._where, "a read", e)
+            dspy.cache.enable_disk_cache = False
+            return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._disk, name)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._disk[key] = value
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._disk
 
 
 def use_cache_limits(limits: CacheLimits | None = None, folder: Path | None = None) -> CacheLimits:

@@ -166,8 +166,10 @@ class AnswerService:
         program's embedder, the semantic answer cache; with their bounds (`declrag.caches.current`)."""
         from ..caches import current
         from ..lm import cache_sizes
+        from ..lm.registry import LM_DISK_FAULT
 
         sizes = cache_sizes()
+        self.metrics.cache_fault.labels(cache="lm_disk").set(1 if LM_DISK_FAULT else 0)
         emb = getattr(getattr(self.state.program, "embedder", None), "cache", None)
         if emb is not None and hasattr(emb, "disk_bytes"):
             sizes["embeddings"] = {"entries": emb.rows if emb.rows is not None else emb.count(),
