@@ -203,3 +203,38 @@ def test_a_corrupt_lm_cache_file_is_a_miss_and_the_call_is_answered(tmp_path, lm
     assert LM_DISK_FAULT and "a read failed" in LM_DISK_FAULT[0] and not dspy.cache.enable_disk_cache
     lm_cache_at(tmp_path / "dspy")  # a process starting on the corrupt folder: memory only from the start
     assert not dspy.cache.enable_disk_cache and answer("second question") == [standin.ANSWER]
+
+
+# -- the run folder's disk full during a compile -------------------------------------------------------------
+@needs_root
+@pytest.mark.parametrize("free_kb", [40, 90], ids=["full-during-the-search", "full-while-writing-the-artifact"])
+def test_a_compile_stops_on_a_full_run_disk_and_resumes_once_space_is_freed(small_disk, tmp_path, free_kb):
+    import json
+
+    from declrag.errors import DeclragError
+    from declrag.lm import using_lm
+    from declrag.optimize.compile import Budget
+    from declrag.optimize.run import compile_run
+
+    from .test_compile import GOLD, SPACE, answers_by_prompt
+
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    runs, filler = small_disk / "runs", small_disk / "filler"
+    filler.write_bytes(b"x" * (os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize - free_kb * 1024))
+    with using_lm(answers_by_prompt()), pytest.raises(DeclragError) as e:
+        compile_run(space, str(GOLD), "full", runs, Budget(max_trials=12), progress=False)
+    run = runs / "full"
+    assert f"compile stopped: the run folder {run} cannot be written" in e.value.message
+    assert "\n" not in e.value.message and f"declrag compile --resume {run}" in e.value.hint
+    trials = run / "trials.jsonl"
+    before = [json.loads(x) for x in trials.read_text().splitlines()] if trials.exists() else []
+    filler.unlink()  # space freed
+    with using_lm(answers_by_prompt()):
+        s = compile_run(resume=run, progress=False)
+    after = [json.loads(x) for x in trials.read_text().splitlines()]
+    numbers = [r["number"] for r in after]
+    assert len(numbers) == len(set(numbers)) and s["trials"] == 12  # none lost, none run twice
+    for r in before:  # every trial finished before the disk filled is there, unchanged
+        assert next(a for a in after if a["number"] == r["number"]) == r
+    assert (run / "best" / "program.json").exists()

@@ -269,7 +269,8 @@ class Ledger:
             if is_db_error(e) and self.url:
                 raise
             if is_db_error(e):
-                raise DeclragError(f"the run folder's budget ledger failed while {doing}: {e}",
+                why = str(getattr(e, "orig", None) or e).splitlines()[0]
+                raise DeclragError(f"the run folder's budget ledger failed while {doing}: {why}",
                                    hint="check the disk and the folder's permissions") from None
             raise
 
