@@ -246,20 +246,36 @@ def bench_conversation(
 
 @bench_app.command("cluster")
 def bench_cluster(
-    duration: Annotated[float, typer.Option(help="seconds of load (thirds: before, node down, after restart)")] = 60.0,
-    clients: Annotated[int, typer.Option(help="concurrent searching clients")] = 16,
-    dataset: Annotated[str, typer.Option(help="golden set whose corpus and questions are used")] = "scifact",
+    scenario: Annotated[str, typer.Option(
+        help="search: concurrent searches while a node is lost; compile: a retrieval compile that loses a node "
+             "while a trial writes a new index, against the same compile with no fault")] = "search",
+    duration: Annotated[float, typer.Option(help="search: seconds of load (thirds: before, node down, after "
+                                                 "restart)")] = 60.0,
+    clients: Annotated[int, typer.Option(help="search: concurrent searching clients")] = 16,
+    dataset: Annotated[str | None, typer.Option(
+        help="golden set (default: scifact for search, squad-v1.1 for compile)")] = None,
+    trials: Annotated[int, typer.Option(help="compile: each compile's --max-trials")] = 8,
+    down: Annotated[float, typer.Option(help="compile: seconds the killed node stays down")] = 30.0,
     port: Annotated[int, typer.Option(help="first port of the cluster (see scripts/weaviate.sh)")] = 28080,
     kill: Annotated[str, typer.Option(
         help="connected: kill the node the clients talk to (they fail over); other: a replica they do not"
     )] = "connected",
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
-    """A 3-node Weaviate cluster (replication 3) under concurrent search while a node is SIGKILLed and restarted."""
+    """A 3-node Weaviate cluster (replication 3) losing a node (SIGKILL, then restarted): under concurrent
+    search, or during a compile."""
+    if scenario == "compile":
+        from ..bench import cluster_compile
+
+        _bench_out(cluster_compile.run(dataset=dataset or "squad-v1.1", trials=trials, port=port, kill=kill,
+                                       down_s=down), cluster_compile.print_report, as_json)
+        return
+    if scenario != "search":
+        raise DeclragError(f"--scenario must be search or compile, not {scenario!r}")
     from ..bench.cluster import print_report, run
 
-    _bench_out(run(duration_s=duration, clients=clients, dataset=dataset, port=port, kill=kill), print_report,
-               as_json)
+    _bench_out(run(duration_s=duration, clients=clients, dataset=dataset or "scifact", port=port, kill=kill),
+               print_report, as_json)
 
 
 @bench_app.command("workers")

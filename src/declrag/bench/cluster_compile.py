@@ -1,0 +1,195 @@
+"""`declrag bench cluster --scenario compile`: a retrieval compile on a three-node Weaviate cluster (replication
+3) that loses a node while a trial writes a new index, against the same compile with no fault.
+
+Both compiles run the same space, dataset, seed and trial budget on the same cluster, each on collections of
+its own (``Nofault_*`` and ``Fault_*``), so that the faulted one builds every index afresh. While it runs, a
+watcher polls the cluster: once a ``Fault_`` collection holds some but not all of its chunks (a trial is
+writing a new index), the victim node is SIGKILLed (``connected``: node 0, the one the compile's handles talk
+to, which then fail over; ``other``: node 2, a replica they do not talk to), and started again ``down_s``
+seconds later while the compile goes on. Reported: whether the compile finished, each trial's score in
+both runs (they must be equal), the trials that failed, and every ``Fault_`` collection checked node by node
+after the restart (`Store.verify`: chunks per node against the document records, so a duplicated or missing
+object shows, and how many chunks a node had lost and were written again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import DeclragError
+from ..stores import open_store
+from ..stores.weaviate import WeaviateStore
+from ..stores.weaviate_target import Target
+from .servers import run_script
+
+KILLS = {"connected": 0, "other": 2}
+
+
+def _script(*args: str) -> str:
+    return run_script("weaviate.sh", *args, timeout=1800, hint="see the node logs in the cluster folder")
+
+
+def run(dataset: str = "squad-v1.1", space: str = "optimizers/retrieval.yaml", trials: int = 8, port: int = 28080,
+        kill: str = "connected", down_s: float = 30.0, folder: str | Path | None = None,
+        progress: bool = True) -> dict[str, Any]:
+    if kill not in KILLS:
+        raise DeclragError(f"--kill must be one of {', '.join(KILLS)}, not {kill!r}",
+                           hint="connected: the node the compile talks to; other: a replica it does not")
+    if trials < 1 or down_s < 0:
+        raise DeclragError("--trials must be at least 1 and --down at least 0")
+    own = folder is None
+    folder = Path(folder or tempfile.mkdtemp(prefix="declrag-cluster-compile-"))
+    # memtables flushed after 2 s (60 by default), so that a store settles in seconds (settle=4 below)
+    os.environ.setdefault("PERSISTENCE_MEMTABLES_FLUSH_DIRTY_AFTER_SECONDS", "2")
+    base = _script("start", "--nodes", "3", "--dir", str(folder / "cluster"), "--port", str(port))
+    try:
+        return _scenario(Target.parse(base), folder, dataset, space, trials, KILLS[kill], down_s, progress)
+    finally:
+        _script("stop", "--dir", str(folder / "cluster"), *(["--clean"] if own else []))
+
+
+def _uri(t: Target, stem: str) -> str:
+    return t.uri(stem).split("?")[0] + f"?grpc={t.grpc}&replicas=3&consistency=QUORUM&settle=4&timeout=30"
+
+
+def _scenario(t: Target, folder: Path, dataset: str, space: str, trials: int, victim: int, down_s: float,
+              progress: bool) -> dict[str, Any]:
+    from ..optimize.budget import Budget
+    from ..optimize.run import compile_run
+
+    runs = folder / "runs"
+    t0 = time.perf_counter()
+    clean = compile_run(space, dataset, "nofault", runs, Budget(max_trials=trials), store=_uri(t, "Nofault"),
+                        progress=progress)
+    clean_s = time.perf_counter() - t0
+    events: dict[str, Any] = {}
+    watcher = threading.Thread(target=_kill_while_writing, args=(t, folder, victim, down_s, events), daemon=True)
+    watcher.start()
+    t0 = time.perf_counter()
+    try:
+        faulted: dict[str, Any] | None = compile_run(space, dataset, "fault", runs, Budget(max_trials=trials),
+                                                     store=_uri(t, "Fault"), progress=progress)
+        error = None
+    except DeclragError as e:
+        faulted, error = None, e.message
+    fault_s = time.perf_counter() - t0
+    events["stop"] = True
+    watcher.join(timeout=down_s + 600)
+    a, b = _trials(runs / "nofault"), _trials(runs / "fault")
+    done_b = [r for r in b if r["state"] != "fail"]  # a failed trial is retried as a new one
+    pairs = [{"number": x["number"], "params": x["params"], "no_fault": x["metrics"].get("objective"),
+              "fault": y["metrics"].get("objective") if y["params"] == x["params"] else None}
+             for x, y in zip(a, done_b + [{"params": None, "metrics": {}}] * (len(a) - len(done_b)))]
+    checks = _check_collections(t)
+    return {
+        "dataset": dataset, "space": space, "trials": trials, "killed_node": victim, "down_s": down_s,
+        "events": {k: v for k, v in events.items() if k != "stop"},
+        "finished": faulted is not None, "error": error,
+        "same_best": faulted is not None
+        and faulted.get("best", {}).get("params") == clean.get("best", {}).get("params"),
+        "no_fault_s": round(clean_s, 1), "fault_s": round(fault_s, 1),
+        "trial_scores": pairs,
+        "scores_equal": bool(pairs) and all(p["fault"] is not None and p["no_fault"] is not None
+                                            and abs(p["fault"] - p["no_fault"]) < 1e-9 for p in pairs),
+        "failed_trials": len(b) - len(done_b),
+        "collections": checks,
+        "duplicated_or_missing": sum(abs(c - x["expected"]) for x in checks for c in x["copies"].values()
+                                     if c is not None),
+        "repaired_chunks": sum(x["repaired"] for x in checks),
+    }
+
+
+def _kill_while_writing(t: Target, folder: Path, victim: int, down_s: float, events: dict[str, Any]) -> None:
+    """Once a ``Fault_`` collection holds some chunks but not yet all its records count, kill the victim; start
+    it again ``down_s`` seconds later."""
+    cluster = str(folder / "cluster")
+    while not events.get("stop"):
+        seen = _writing(t)
+        if seen is not None:
+            events["killed_during"] = seen
+            events["killed_at"] = time.time()
+            _script("kill-node", str(victim), "--dir", cluster)
+            deadline = time.monotonic() + down_s
+            while time.monotonic() < deadline:
+                time.sleep(0.5)
+            _script("start-node", str(victim), "--dir", cluster)
+            events["restarted_at"] = time.time()
+            return
+        time.sleep(0.2)
+
+
+def _writing(t: Target) -> dict[str, Any] | None:
+    """A ``Fault_`` collection being written now (chunks in, its document records not yet), if any."""
+    try:
+        probe = WeaviateStore(_uri(t, "Fault"))
+    except DeclragError:
+        return None
+    try:
+        for name in probe._call("schema read", lambda: probe._client.collections.list_all(simple=True)):
+            if name.startswith("Fault_") and not name.endswith("_docs"):
+                st = WeaviateStore(_uri(t, name))
+                try:
+                    n = st.count()
+                    if n > 0 and not st.documents():
+                        return {"collection": name, "chunks_in": n}
+                finally:
+                    st.close()
+    except DeclragError:
+        return None
+    finally:
+        probe.close()
+    return None
+
+
+def _trials(run: Path) -> list[dict[str, Any]]:
+    """The run's trial records in the order they finished."""
+    f = run / "trials.jsonl"
+    return [json.loads(x) for x in f.read_text().splitlines()] if f.exists() else []
+
+
+def _check_collections(t: Target) -> list[dict[str, Any]]:
+    probe = WeaviateStore(_uri(t, "Fault"))
+    try:
+        names = sorted(n for n in probe._call("schema read", lambda: probe._client.collections.list_all(simple=True))
+                       if n.startswith("Fault_") and not n.endswith("_docs"))
+    finally:
+        probe.close()
+    out = []
+    for name in names:
+        st, _ = open_store(_uri(t, name), create=False)
+        try:
+            c = st.verify()
+            out.append({"collection": name, "expected": c.expected, "copies": c.copies, "repaired": c.repaired,
+                        "problems": c.problems})
+        finally:
+            st.close()
+    return out
+
+
+def print_report(r: dict[str, Any], console: Console) -> None:
+    ev = r["events"]
+    console.print(f"node {r['killed_node']} killed while {ev.get('killed_during', {}).get('collection', '?')} was "
+                  f"being written ({ev.get('killed_during', {}).get('chunks_in', '?')} chunks in), started again "
+                  f"{r['down_s']:.0f} s later")
+    console.print(f"compile with the fault: {'finished' if r['finished'] else 'stopped: ' + str(r['error'])}; "
+                  f"{r['failed_trials']} trials failed; {r['fault_s']} s (no fault: {r['no_fault_s']} s)")
+    tab = Table(title="trial scores, no fault against fault")
+    for col in ("trial", "params", "no fault", "fault"):
+        tab.add_column(col)
+    for p in r["trial_scores"]:
+        tab.add_row(str(p["number"]), json.dumps(p["params"])[:70], f"{p['no_fault']}", f"{p['fault']}")
+    console.print(tab)
+    console.print(f"every score equal: {r['scores_equal']}; chunks duplicated or missing on any node: "
+                  f"{r['duplicated_or_missing']}; chunks a node had lost, written again: {r['repaired_chunks']}")
+    for c in r["collections"]:
+        console.print(f"  {c['collection']}: {c['expected']} chunks expected, per node {c['copies']}"
+                      + (f"; {'; '.join(c['problems'])}" if c["problems"] else ""))
