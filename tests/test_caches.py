@@ -19,6 +19,7 @@ from declrag.caches import CacheLimits, current, set_current
 from declrag.config import LMConfig
 from declrag.embed import EmbeddingCache
 from declrag.lm import Meter, cache_sizes, make_lm, metering, use_cache_limits
+from declrag.lm.registry import LM_DISK_PAGE_CACHE
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ def test_lm_cache_and_history_keep_their_bounds_and_metering_still_counts(lm_ser
     assert sizes["lm_memory"] == {"entries": 10} and sizes["lm_history_global"]["entries"] <= 5
     assert 0 < sizes["lm_disk"]["bytes"] <= 4 * 2**20  # diskcache culls to its limit (plus SQLite's own pages)
     # each connection to it (one per shard per thread) has a small page cache and no memory map
-    assert dspy.cache.disk_cache.reset("sqlite_cache_size") == 256
+    assert dspy.cache.disk_cache.reset("sqlite_cache_size") == LM_DISK_PAGE_CACHE == 32
     assert dspy.cache.disk_cache.reset("sqlite_mmap_size") == 0
 
 

@@ -81,16 +81,48 @@ def reset_hwm() -> bool:
     return True
 
 
-def release_memory() -> None:
-    """Hand freed memory back to the OS: collect garbage, then ask glibc to return the free parts of its heaps
-    (``malloc_trim``); elsewhere only the collection."""
-    gc.collect()
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            libc.malloc_trim(0)
-        except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
-            pass
+def _glibc():
+    """glibc's C library, or None (another OS, or musl: no malloc_trim, no mallopt arenas)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim, libc.mallopt  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def release_memory(collect: bool = True) -> None:
+    """Hand freed memory back to the OS: collect garbage (``collect``), then ask glibc to return the free parts
+    of its heaps (``malloc_trim``); elsewhere only the collection."""
+    if collect:
+        gc.collect()
+    if (libc := _glibc()) is not None:
+        libc.malloc_trim(0)
+
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def bound_allocator(arenas: int = 2) -> bool:
+    """Let glibc's malloc keep at most ``arenas`` heaps (its default is 8 per core: a server's dozens of
+    threads each get one, and memory freed in one cannot serve another, so RSS creeps up with the traffic).
+    Call it before the threads start. False where not glibc."""
+    libc = _glibc()
+    return bool(libc is not None and libc.mallopt(M_ARENA_MAX, arenas))
+
+
+def trim_periodically(every_s: float, stop: threading.Event) -> threading.Thread:
+    """A daemon thread that calls `release_memory` (without a collection) every ``every_s`` seconds until
+    ``stop`` is set: the free parts of the heaps go back to the OS instead of staying resident."""
+    def loop() -> None:
+        while not stop.wait(every_s):
+            release_memory(collect=False)
+
+    th = threading.Thread(target=loop, name="declrag-trim", daemon=True)
+    th.start()
+    return th
 
 
 @dataclass

@@ -80,7 +80,7 @@ class Registry:
 
 registry = Registry()
 _CACHE_LOCK = threading.Lock()
-LM_DISK_PAGE_CACHE = 256  # pages (4 KiB each) of SQLite page cache per connection to DSPy's disk cache
+LM_DISK_PAGE_CACHE = 32  # pages (4 KiB each) of SQLite page cache per connection to DSPy's disk cache
 
 
 def use_lm_cache(folder: Path | None = None) -> None:

@@ -5,6 +5,7 @@ runs it under uvicorn until SIGTERM / Ctrl-C (requests in flight finish first)."
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,10 @@ import uvicorn
 
 from ..choice import DEFAULT_NAME, ProgramChoice, select_program
 from ..errors import DeclragError
+from ..memory import bound_allocator, trim_periodically
 from .app import ServeSettings, create_app
+
+MALLOC_ARENAS = 2  # glibc heaps a server's threads share (see `serve`)
 
 
 def resolve(target: str | Path | None = None, config: str | Path | None = None, store: str | Path | None = None,
@@ -49,6 +53,11 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
         from ..lm import use_cache_limits
 
         use_cache_limits(s.cache_limits)
+    # a server runs for weeks: few malloc heaps, and their free parts handed back every minute (see
+    # `declrag bench soak`); before the worker threads start
+    bound_allocator(MALLOC_ARENAS)
+    trimming = threading.Event()
+    trim_periodically(60.0, trimming)
     name, run, what, loader = resolve(target, config, store, model)
     failed: list[BaseException] = []
     t0 = time.perf_counter()
@@ -74,7 +83,10 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
     if (c := s.cache_limits) is not None:
         say(f"caches: LM responses {c.lm_cache_entries} in memory, {c.lm_cache_disk_mb} MiB on disk; LM history "
             f"{c.lm_history} calls; embedding cache {c.embedding_rows} vectors")
-    server.run()
+    try:
+        server.run()
+    finally:
+        trimming.set()
     if server.stopped_by:
         say("stopped; requests in flight were answered first")
     if failed and isinstance(failed[0], DeclragError):
