@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import DeclragError
+from ..golden import load_golden
 from ..stores import open_store
 from ..stores.weaviate import WeaviateStore
 from ..stores.weaviate_target import Target
@@ -72,7 +73,9 @@ def _scenario(t: Target, folder: Path, dataset: str, space: str, trials: int, vi
                         progress=progress)
     clean_s = time.perf_counter() - t0
     events: dict[str, Any] = {}
-    watcher = threading.Thread(target=_kill_while_writing, args=(t, folder, victim, down_s, events), daemon=True)
+    n_docs = len(load_golden(dataset).documents)
+    watcher = threading.Thread(target=_kill_while_writing, args=(t, folder, victim, down_s, n_docs, events),
+                               daemon=True)
     watcher.start()
     t0 = time.perf_counter()
     try:
@@ -108,12 +111,13 @@ def _scenario(t: Target, folder: Path, dataset: str, space: str, trials: int, vi
     }
 
 
-def _kill_while_writing(t: Target, folder: Path, victim: int, down_s: float, events: dict[str, Any]) -> None:
-    """Once a ``Fault_`` collection holds some chunks but not yet all its records count, kill the victim; start
-    it again ``down_s`` seconds later."""
+def _kill_while_writing(t: Target, folder: Path, victim: int, down_s: float, n_docs: int,
+                        events: dict[str, Any]) -> None:
+    """Once a ``Fault_`` collection holds some chunks but not yet the records of all ``n_docs`` documents (a
+    trial is writing it), kill the victim; start it again ``down_s`` seconds later."""
     cluster = str(folder / "cluster")
     while not events.get("stop"):
-        seen = _writing(t)
+        seen = _writing(t, n_docs)
         if seen is not None:
             events["killed_during"] = seen
             events["killed_at"] = time.time()
@@ -127,8 +131,8 @@ def _kill_while_writing(t: Target, folder: Path, victim: int, down_s: float, eve
         time.sleep(0.2)
 
 
-def _writing(t: Target) -> dict[str, Any] | None:
-    """A ``Fault_`` collection being written now (chunks in, its document records not yet), if any."""
+def _writing(t: Target, n_docs: int) -> dict[str, Any] | None:
+    """A ``Fault_`` collection being written now (chunks in, not every document's record yet), if any."""
     try:
         probe = WeaviateStore(_uri(t, "Fault"))
     except DeclragError:
@@ -139,8 +143,8 @@ def _writing(t: Target) -> dict[str, Any] | None:
                 st = WeaviateStore(_uri(t, name))
                 try:
                     n = st.count()
-                    if n > 0 and not st.documents():
-                        return {"collection": name, "chunks_in": n}
+                    if n > 0 and (docs := len(st.documents())) < n_docs:
+                        return {"collection": name, "chunks_in": n, "documents_in": docs, "documents": n_docs}
                 finally:
                     st.close()
     except DeclragError:
