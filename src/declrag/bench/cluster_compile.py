@@ -40,7 +40,7 @@ def _script(*args: str) -> str:
 
 
 def run(dataset: str = "squad-v1.1", space: str = "optimizers/retrieval.yaml", trials: int = 8, port: int = 28080,
-        kill: str = "connected", down_s: float = 30.0, folder: str | Path | None = None,
+        kill: str = "connected", down_s: float = 30.0, folder: str | Path | None = None, max_dev: int = 300,
         progress: bool = True) -> dict[str, Any]:
     if kill not in KILLS:
         raise DeclragError(f"--kill must be one of {', '.join(KILLS)}, not {kill!r}",
@@ -49,6 +49,7 @@ def run(dataset: str = "squad-v1.1", space: str = "optimizers/retrieval.yaml", t
         raise DeclragError("--trials must be at least 1 and --down at least 0")
     own = folder is None
     folder = Path(folder or tempfile.mkdtemp(prefix="declrag-cluster-compile-"))
+    space = str(_capped(space, max_dev, folder))
     # memtables flushed after 2 s (60 by default), so that a store settles in seconds (settle=4 below)
     os.environ.setdefault("PERSISTENCE_MEMTABLES_FLUSH_DIRTY_AFTER_SECONDS", "2")
     base = _script("start", "--nodes", "3", "--dir", str(folder / "cluster"), "--port", str(port))
@@ -56,6 +57,20 @@ def run(dataset: str = "squad-v1.1", space: str = "optimizers/retrieval.yaml", t
         return _scenario(Target.parse(base), folder, dataset, space, trials, KILLS[kill], down_s, progress)
     finally:
         _script("stop", "--dir", str(folder / "cluster"), *(["--clean"] if own else []))
+
+
+def _capped(space: str, max_dev: int, folder: Path) -> Path:
+    """The space with its dev set capped at ``max_dev`` questions (a seeded sample; each trial scores them all
+    through the cluster), written beside the runs."""
+    import yaml
+
+    from ..optimize.space import read_space
+
+    sp = read_space(space).model_dump(mode="json", exclude_none=True)
+    sp["split"]["max_dev"] = min(max_dev, sp["split"].get("max_dev") or max_dev)
+    out = folder / "space.yaml"
+    out.write_text(yaml.safe_dump(sp, sort_keys=False))
+    return out
 
 
 def _uri(t: Target, stem: str) -> str:

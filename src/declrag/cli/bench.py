@@ -256,6 +256,7 @@ def bench_cluster(
         help="golden set (default: scifact for search, squad-v1.1 for compile)")] = None,
     trials: Annotated[int, typer.Option(help="compile: each compile's --max-trials")] = 8,
     down: Annotated[float, typer.Option(help="compile: seconds the killed node stays down")] = 30.0,
+    max_dev: Annotated[int, typer.Option(help="compile: dev questions each trial scores (a seeded sample)")] = 300,
     port: Annotated[int, typer.Option(help="first port of the cluster (see scripts/weaviate.sh)")] = 28080,
     kill: Annotated[str, typer.Option(
         help="connected: kill the node the clients talk to (they fail over); other: a replica they do not"
@@ -268,7 +269,7 @@ def bench_cluster(
         from ..bench import cluster_compile
 
         _bench_out(cluster_compile.run(dataset=dataset or "squad-v1.1", trials=trials, port=port, kill=kill,
-                                       down_s=down), cluster_compile.print_report, as_json)
+                                       down_s=down, max_dev=max_dev), cluster_compile.print_report, as_json)
         return
     if scenario != "search":
         raise DeclragError(f"--scenario must be search or compile, not {scenario!r}")
