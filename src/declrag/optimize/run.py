@@ -3,7 +3,6 @@ held-out test once, write the artifact, the manifest, the summary and the report
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import subprocess
@@ -64,39 +63,28 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
     study) search, then stop and say so; ``finalize`` makes a worker finalize too (when the creator's machine
     is gone). ``heartbeat_s``: a trial whose worker stops beating for 3x this is retried elsewhere;
     ``patience_s``: how long a worker retries a lost database before it stops."""
-    from .study import db_error, is_db_error
+    from .study import DISK_ERRNOS, DISK_WORDS, db_error, disk_stop, is_db_error
 
     folder = Path(resume) if resume else Path(runs) / name if name else None
     try:
         plan = plan_compile(space, dataset, name, runs, budget, resume, model, store, storage, join, heartbeat_s)
         return _compile_run(plan, jobs, progress, finalize, patience_s)
     except DeclragError as e:
-        if folder is not None and any(w in e.message for w in _DISK_WORDS):
-            raise _disk_stop(e.message, folder) from None
+        if folder is not None and any(w in e.message for w in DISK_WORDS):
+            raise disk_stop(e.message, folder) from None
         raise
     except OSError as e:  # the run folder's disk full or read-only while writing
-        if folder is None or e.errno not in _DISK_ERRNOS:
+        if folder is None or e.errno not in DISK_ERRNOS:
             raise
-        raise _disk_stop(f"{e.strerror} writing {e.filename or folder}", folder) from None
+        raise disk_stop(f"{e.strerror} writing {e.filename or folder}", folder) from None
     except Exception as e:  # a database error outside the search loop (which rides them out): one clear message
         if not is_db_error(e):
             raise
-        if folder is not None and any(w in str(e) for w in _DISK_WORDS):
-            raise _disk_stop(str(getattr(e, "orig", None) or e).splitlines()[0], folder) from None
+        if folder is not None and any(w in str(e) for w in DISK_WORDS):
+            raise disk_stop(str(getattr(e, "orig", None) or e).splitlines()[0], folder) from None
         saved = None if storage or not resume or not (Path(resume) / "compile.json").exists() else \
             json.loads((Path(resume) / "compile.json").read_text()).get("storage")
         raise db_error(e, storage or saved or "", "compiling") from None
-
-
-_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
-_DISK_WORDS = ("disk is full", "No space left", "readonly database", "Read-only file system", "Disk quota")
-
-
-def _disk_stop(why: str, folder: Path) -> DeclragError:
-    """The compile stopped because its run folder's disk is full or read-only: what was written stays."""
-    return DeclragError(f"compile stopped: the run folder {folder} cannot be written ({why})",
-                        hint=f"every finished trial is kept: free space on its disk (or make it writable), then "
-                             f"continue with declrag compile --resume {folder}")
 
 
 @dataclass

@@ -21,6 +21,7 @@ workers overspend by at most what the trials in flight spend between two checks.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import time
@@ -88,6 +89,17 @@ def db_error(e: BaseException, url: str, doing: str = "opening the study databas
                             hint=f"check that the server runs and the host and port are right; {HINT_START}")
     return DeclragError(f"the study database at {where} failed while {doing}: {text}",
                         hint="check the URL and the server's log")
+
+
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+DISK_WORDS = ("disk is full", "No space left", "readonly database", "Read-only file system", "Disk quota")
+
+
+def disk_stop(why: str, folder: Path) -> DeclragError:
+    """The compile stopped because its run folder's disk is full or read-only: what was written stays."""
+    return DeclragError(f"compile stopped: the run folder {folder} cannot be written ({why})",
+                        hint=f"every finished trial is kept: free space on its disk (or make it writable), then "
+                             f"continue with declrag compile --resume {folder}")
 
 
 def is_db_error(e: BaseException | None) -> bool:
