@@ -156,6 +156,7 @@ def checked(st: Store) -> StoreCheck:
     check = st.verify()
     if check.repaired:
         log.warning("store %s: %d chunks a copy had lost were written again", st.uri, check.repaired)
+        st.settle()  # keyword search sees what was written again before anyone measures
     if down := [k for k, v in check.copies.items() if v is None]:
         log.warning("store %s: %s did not answer; checked when it is back", st.uri, ", ".join(down))
     if not check.ok:

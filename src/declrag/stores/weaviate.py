@@ -159,15 +159,17 @@ class WeaviateStore(Store):
         log.warning("Weaviate node %s stopped answering (%s); going on with %s", self.target.node(old), why,
                     self.target.node(self._node))
 
-    def _coll(self, name: str):
-        if name not in self._handles:
+    def _coll(self, name: str, consistency: str | None = None):
+        level = consistency or self.target.consistency
+        key = f"{name}@{level}"
+        if key not in self._handles:
             from weaviate.classes.config import ConsistencyLevel
 
             c = self._client.collections.get(name)
-            if self.target.consistency:
-                c = c.with_consistency_level(getattr(ConsistencyLevel, self.target.consistency))
-            self._handles[name] = c
-        return self._handles[name]
+            if level:
+                c = c.with_consistency_level(getattr(ConsistencyLevel, level))
+            self._handles[key] = c
+        return self._handles[key]
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """Run one request, retrying transient failures (a node down, a timeout) with backoff. With several
@@ -397,9 +399,10 @@ class WeaviateStore(Store):
             out.extend(res.objects)
         return out
 
-    def _insert(self, name: str, objs: list) -> None:
+    def _insert(self, name: str, objs: list, consistency: str | None = None) -> None:
+        """Write ``objs``; ``consistency`` overrides the URI's for this write (``ALL``: every replica has them)."""
         self._written_at = time.monotonic()
-        res = self._call("insert", lambda: self._coll(name).data.insert_many(objs))
+        res = self._call("insert", lambda: self._coll(name, consistency).data.insert_many(objs))
         if res.has_errors:
             first = next(iter(res.errors.values()))
             msg = getattr(first, "message", str(first))
@@ -409,10 +412,10 @@ class WeaviateStore(Store):
             raise DeclragError(f"Weaviate refused {len(res.errors)} of {len(objs)} objects in {self.uri}: {msg}",
                                hint="check the server's log; re-running the command redoes what failed")
 
-    def _delete_all(self, name: str, where) -> int:
+    def _delete_all(self, name: str, where, consistency: str | None = None) -> int:
         self._written_at, n = time.monotonic(), 0
         while True:  # the server deletes at most QUERY_MAXIMUM_RESULTS objects per request
-            res = self._call("delete", lambda: self._coll(name).data.delete_many(where=where))
+            res = self._call("delete", lambda: self._coll(name, consistency).data.delete_many(where=where))
             n += res.successful
             if res.failed:
                 raise DeclragError(f"Weaviate could not delete {res.failed} objects in {self.uri}",

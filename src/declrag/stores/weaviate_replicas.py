@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -36,24 +37,29 @@ log = logging.getLogger(__name__)
 PAGE = 1000  # object ids per vector-coverage request
 
 
-def verify(store: WeaviateStore, open_node: Callable[[str], WeaviateStore]) -> StoreCheck:
+def verify(store: WeaviateStore, open_node: Callable[[str], WeaviateStore], rounds: int = 6) -> StoreCheck:
     expected = sum(r.chunks for r in store.documents().values())
     out = StoreCheck(expected=expected)
-    copies = _copies(store, open_node)
-    lacking: set[str] = set()  # object UUIDs some node does not hold
-    no_vector: set[str] = set()  # object UUIDs some node holds without their vector
-    every = set().union(*(c[0] for c in copies.values() if c is not None))
-    for copy in copies.values():
-        if copy is not None:
-            held, indexed = copy
-            lacking |= every - held
-            no_vector |= held - indexed
+    for attempt in range(rounds):
+        copies = _copies(store, open_node)
+        lacking: set[str] = set()  # object UUIDs some node does not hold
+        no_vector: set[str] = set()  # object UUIDs some node holds without their vector
+        every = set().union(*(c[0] for c in copies.values() if c is not None))
+        for copy in copies.values():
+            if copy is not None:
+                held, indexed = copy
+                lacking |= every - held
+                no_vector |= held - indexed
+        if not (lacking or no_vector) or attempt == rounds - 1:
+            break
+        # written again at consistency ALL when every node answered (each replica has them when the write
+        # returns); then checked again, after a pause for a node still applying writes or replicating
+        everyone = all(c is not None for c in copies.values())
+        out.repaired += _write_again(store, lacking, no_vector - lacking, "ALL" if everyone else None)
+        time.sleep(min(2.0 * (attempt + 1), 8.0))
     if len(every) != expected:
         out.problems.append(f"{store.uri}: the nodes hold {len(every)} distinct chunks; the document records "
                             f"count {expected}")
-    if lacking or no_vector:
-        out.repaired = _write_again(store, lacking, no_vector - lacking)
-        copies = _copies(store, open_node)
     for node, copy in copies.items():
         out.copies[node] = None if copy is None else len(copy[0])
         if copy is None:
@@ -109,7 +115,7 @@ def _copy(node: WeaviateStore) -> tuple[set[str], set[str]]:
     return held, indexed
 
 
-def _write_again(store: WeaviateStore, lacking: set[str], no_vector: set[str]) -> int:
+def _write_again(store: WeaviateStore, lacking: set[str], no_vector: set[str], consistency: str | None) -> int:
     """Write again, through the store's handle, the objects some node lacks or holds without their vector."""
     from weaviate.classes.data import DataObject
     from weaviate.classes.query import Filter as W
@@ -123,9 +129,9 @@ def _write_again(store: WeaviateStore, lacking: set[str], no_vector: set[str]) -
             objs = [DataObject(uuid=o.uuid, properties=o.properties, vector=o.vector.get("default"))
                     for o in res.objects if o.vector.get("default") is not None]
             if delete:
-                store._delete_all(store.name, W.by_id().contains_any([str(o.uuid) for o in objs]))
+                store._delete_all(store.name, W.by_id().contains_any([str(o.uuid) for o in objs]), consistency)
             if objs:
-                store._insert(store.name, objs)
+                store._insert(store.name, objs, consistency)
             n += len(objs)
     if n:
         log.warning("Weaviate %s: %d chunks written again (%d missing on a node, %d without their vector on one)",
