@@ -118,7 +118,8 @@ def _scenario(t: Target, folder: Path, dataset: str, space: str, trials: int, vi
         "trial_scores": pairs,
         "scores_equal": bool(pairs) and all(p["fault"] is not None and p["no_fault"] is not None
                                             and abs(p["fault"] - p["no_fault"]) < 1e-9 for p in pairs),
-        "failed_trials": len(b) - len(done_b),
+        # a failed trial is not in trials.jsonl: its number is the gap
+        "failed_trials": len(b) - len(done_b) + (max((r["number"] for r in b), default=-1) + 1 - len(b)),
         "collections": checks,
         "duplicated_or_missing": sum(abs(c - x["expected"]) for x in checks for c in x["copies"].values()
                                      if c is not None),
