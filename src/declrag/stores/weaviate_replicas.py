@@ -12,8 +12,9 @@ How: each node that answers is asked, on a handle of its own at consistency ONE 
 node's own replica), for its chunk count and, a page of object ids at a time, which of those ids its vector
 index finds (a vector search restricted to the page's ids). Objects a node lacks are written again through
 the store's own handle (an unchanged object written again reaches every replica); objects whose vectors a
-node lost are deleted and inserted again (read back with their vector from the objects store first). A node
-that does not answer is reported, not failed, and checked on the next call.
+node lost are written with the vector nudged, then as it was (see `_write_again`), read back with their vector
+from the objects store first. A node that does not answer is reported, not failed, and checked on the next
+call.
 """
 
 from __future__ import annotations
@@ -116,24 +117,37 @@ def _copy(node: WeaviateStore) -> tuple[set[str], set[str]]:
 
 
 def _write_again(store: WeaviateStore, lacking: set[str], no_vector: set[str], consistency: str | None) -> int:
-    """Write again, through the store's handle, the objects some node lacks or holds without their vector."""
+    """Write again, through the store's handle, the objects some node lacks or holds without their vector.
+
+    An object a node lacks is written as it is. An object whose vector a node lost is written twice: with its
+    vector nudged by one float step, then as it was. Weaviate indexes a vector again only when it changed,
+    and leaves the keyword index alone when the text did not. (Deleting and inserting would also restore
+    the vector, but a delete shifts BM25's statistics until the server compacts, so scores would drift.)"""
     from weaviate.classes.data import DataObject
     from weaviate.classes.query import Filter as W
 
     coll, n = store._coll(store.name), 0
-    for ids, delete in ((sorted(lacking), False), (sorted(no_vector), True)):
+    for ids, nudge in ((sorted(lacking), False), (sorted(no_vector), True)):
         for i in range(0, len(ids), PAGE):
             part = ids[i:i + PAGE]
             res = store._call("read", lambda: coll.query.fetch_objects(  # noqa: B023
                 filters=W.by_id().contains_any(part), limit=len(part), include_vector=True))  # noqa: B023
-            objs = [DataObject(uuid=o.uuid, properties=o.properties, vector=o.vector.get("default"))
-                    for o in res.objects if o.vector.get("default") is not None]
-            if delete:
-                store._delete_all(store.name, W.by_id().contains_any([str(o.uuid) for o in objs]), consistency)
-            if objs:
-                store._insert(store.name, objs, consistency)
-            n += len(objs)
+            found = [(o, o.vector.get("default")) for o in res.objects if o.vector.get("default") is not None]
+            if nudge and found:
+                store._insert(store.name, [DataObject(uuid=o.uuid, properties=o.properties, vector=_nudged(v))
+                                           for o, v in found], consistency)
+            if found:
+                store._insert(store.name, [DataObject(uuid=o.uuid, properties=o.properties, vector=v)
+                                           for o, v in found], consistency)
+            n += len(found)
     if n:
         log.warning("Weaviate %s: %d chunks written again (%d missing on a node, %d without their vector on one)",
                     store.uri, n, len(lacking), len(no_vector))
     return n
+
+
+def _nudged(v: list[float]) -> list[float]:
+    """``v`` with its first component one float32 step away (a vector Weaviate sees as changed)."""
+    out = np.asarray(v, np.float32).copy()
+    out[0] = np.nextafter(out[0], np.float32(np.inf))
+    return out.tolist()
