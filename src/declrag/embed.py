@@ -193,7 +193,7 @@ class EmbeddingCache:
         if self.max_rows is not None and n > self.max_rows:
             # rows without a write order (written by a declrag from before the bound) count as oldest
             old = db.execute("SELECT v.model, v.hash FROM vectors v LEFT JOIN written w USING (model, hash) "
-                                   "ORDER BY COALESCE(w.seq, 0) LIMIT ?", [n - self.max_rows]).fetchall()
+                             "ORDER BY COALESCE(w.seq, 0) LIMIT ?", [n - self.max_rows]).fetchall()
             db.executemany("DELETE FROM vectors WHERE model = ? AND hash = ?", old)
             db.executemany("DELETE FROM written WHERE model = ? AND hash = ?", old)
             self.evicted += n - self.max_rows

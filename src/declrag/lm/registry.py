@@ -113,7 +113,7 @@ def use_lm_cache(folder: Path | None = None) -> None:
             dspy.cache.disk_cache = _GuardedDisk(disk, where)
 
 
-#: why DSPy's disk cache was turned off in this process (None: it was not); /metrics reports it
+#: why DSPy's disk cache was turned off in this process (empty: it was not); /metrics reports it
 LM_DISK_FAULT: list[str] = []
 
 
