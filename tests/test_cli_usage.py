@@ -79,6 +79,9 @@ def test_no_arguments_show_the_help():
     (["bench", "serve", "--workers", "4,zero"], "--workers"),
     (["serve", "--workers", "0", "--store", "never-made"], "workers"),
     (["bench", "embed", "--backend", "onnx-fp16"], "--backend"),
+    (["bench", "cluster", "--scenario", "soak"], "--scenario"),
+    (["bench", "cluster", "--scenario", "compile", "--kill", "node0"], "--kill"),
+    (["bench", "cluster", "--scenario", "compile", "--trials", "0"], "--trials"),
 ])
 def test_a_bad_value_checked_by_declrag_is_an_error_and_a_fix(tmp_path, args, names):
     p = declrag(*args, cwd=tmp_path)
