@@ -120,9 +120,9 @@ def _write_again(store: WeaviateStore, lacking: set[str], no_vector: set[str], c
     """Write again, through the store's handle, the objects some node lacks or holds without their vector.
 
     An object a node lacks is written as it is. An object whose vector a node lost is written twice: with its
-    vector nudged by one float step, then as it was. Weaviate indexes a vector again only when it changed,
-    and leaves the keyword index alone when the text did not. (Deleting and inserting would also restore
-    the vector, but a delete shifts BM25's statistics until the server compacts, so scores would drift.)"""
+    vector nudged by one float step, then as it was (Weaviate indexes a vector again only when it changed).
+    Deleting and inserting would restore the vector too, but searches running meanwhile would miss the chunk.
+    Either way Weaviate 1.33 moves BM25 scores slightly for objects written again, until it compacts."""
     from weaviate.classes.data import DataObject
     from weaviate.classes.query import Filter as W
 
