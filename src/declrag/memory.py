@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import re
 import sys
@@ -81,6 +82,7 @@ def reset_hwm() -> bool:
     return True
 
 
+@functools.cache
 def _glibc():
     """glibc's C library, or None (another OS, or musl: no malloc_trim, no mallopt arenas)."""
     if not sys.platform.startswith("linux"):

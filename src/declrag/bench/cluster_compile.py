@@ -14,6 +14,7 @@ object shows, and how many chunks a node had lost and were written again).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -74,7 +75,7 @@ def _capped(space: str, max_dev: int, folder: Path) -> Path:
 
 
 def _uri(t: Target, stem: str) -> str:
-    return t.uri(stem).split("?")[0] + f"?grpc={t.grpc}&replicas=3&consistency=QUORUM&settle=4&timeout=30"
+    return dataclasses.replace(t, replicas=3, consistency="QUORUM", settle=4.0, timeout=30.0).uri(stem)
 
 
 def _scenario(t: Target, folder: Path, dataset: str, space: str, trials: int, victim: int, down_s: float,
@@ -147,26 +148,25 @@ def _kill_while_writing(t: Target, folder: Path, victim: int, down_s: float, n_d
         time.sleep(0.2)
 
 
+def _fault_stores(t: Target) -> list[tuple[str, int]]:
+    """The faulted compile's stores on the cluster (their URIs and chunk counts), by `WeaviateStore.list_stores`."""
+    return [(uri, n) for uri, _, n in WeaviateStore.list_stores(_uri(t, "Fault"))
+            if Target.parse(uri).collection.startswith("Fault_")]
+
+
 def _writing(t: Target, n_docs: int) -> dict[str, Any] | None:
     """A ``Fault_`` collection being written now (chunks in, not every document's record yet), if any."""
     try:
-        probe = WeaviateStore(_uri(t, "Fault"))
-    except DeclragError:
-        return None
-    try:
-        for name in probe._call("schema read", lambda: probe._client.collections.list_all(simple=True)):
-            if name.startswith("Fault_") and not name.endswith("_docs"):
-                st = WeaviateStore(_uri(t, name))
+        for uri, n in _fault_stores(t):
+            if n > 0:
+                st = WeaviateStore(uri)
                 try:
-                    n = st.count()
-                    if n > 0 and (docs := len(st.documents())) < n_docs:
-                        return {"collection": name, "chunks_in": n, "documents_in": docs, "documents": n_docs}
+                    if (docs := len(st.documents())) < n_docs:
+                        return {"collection": st.name, "chunks_in": n, "documents_in": docs, "documents": n_docs}
                 finally:
                     st.close()
-    except DeclragError:
+    except DeclragError:  # a node going down under the probe: try again at the next poll
         return None
-    finally:
-        probe.close()
     return None
 
 
@@ -177,19 +177,13 @@ def _trials(run: Path) -> list[dict[str, Any]]:
 
 
 def _check_collections(t: Target) -> list[dict[str, Any]]:
-    probe = WeaviateStore(_uri(t, "Fault"))
-    try:
-        names = sorted(n for n in probe._call("schema read", lambda: probe._client.collections.list_all(simple=True))
-                       if n.startswith("Fault_") and not n.endswith("_docs"))
-    finally:
-        probe.close()
     out = []
-    for name in names:
-        st, _ = open_store(_uri(t, name), create=False)
+    for uri, _ in _fault_stores(t):
+        st, _ = open_store(uri, create=False)
         try:
             c = st.verify()
-            out.append({"collection": name, "expected": c.expected, "copies": c.copies, "repaired": c.repaired,
-                        "problems": c.problems})
+            out.append({"collection": Target.parse(uri).collection, "expected": c.expected, "copies": c.copies,
+                        "repaired": c.repaired, "problems": c.problems})
         finally:
             st.close()
     return out
