@@ -231,3 +231,32 @@ def test_a_store_missing_chunks_its_records_count_is_refused_before_anyone_measu
         checked(store)
     assert f"store {store.uri} is incomplete" in e.value.message and "holds 7 chunks" in e.value.message
     assert "declrag indexes rm" in e.value.hint
+
+
+def test_a_store_a_copy_lost_chunks_of_while_it_was_written_is_built_again(tmp_path, monkeypatch):
+    """corpus_store: when the check right after writing a store had to write chunks again (a replicated server's
+    node killed mid-write), the store is dropped and built from scratch, so that it scores as a clean build does
+    (chunks written again move Weaviate's keyword statistics); a store found built is not built again."""
+    from pathlib import Path
+
+    from declrag.api import corpus_store
+    from declrag.golden import load_golden
+
+    real, checks = LanceStore.verify, []
+
+    def lossy(self):
+        check = real(self)
+        checks.append(check)
+        if len(checks) == 1:  # the check after the first build: a copy had lost 3 chunks, written again
+            check.repaired = 3
+        return check
+
+    monkeypatch.setattr(LanceStore, "verify", lossy)
+    docs = load_golden(Path(__file__).parent / "data" / "tiny" / "gold.jsonl").documents
+    st, report = corpus_store(docs, IngestConfig(), "tiny", embedder=HashEmbedder(), progress=False, home=tmp_path)
+    # built again from nothing (every document indexed anew, not found unchanged) and checked again
+    assert report.rebuilt and report.indexed == len(docs) and report.unchanged == 0, report
+    assert len(checks) == 2 and report.check is checks[1] and report.check.ok and report.check.repaired == 0
+    assert st.count() == report.check.expected == report.chunks
+    again, found = corpus_store(docs, IngestConfig(), "tiny", embedder=HashEmbedder(), progress=False, home=tmp_path)
+    assert not found.rebuilt and found.indexed == 0 and again.count() == st.count()

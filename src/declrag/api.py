@@ -133,19 +133,36 @@ def corpus_store(documents: Sequence[Document], ingest: IngestConfig, label: str
     folder (default: the cache folder's ``indexes``, one sub-folder per store) or a Weaviate server (one
     collection per store). Every benchmark, evaluation and compile trial with the same corpus and settings
     shares one index, and an interrupted build resumes where it stopped. `declrag indexes` lists and
-    removes them.
+    removes them. Every copy is verified before it is returned (`checked`); a store this call wrote that a copy
+    lost chunks of meanwhile is built again from scratch, so that it scores as a clean build does.
     """
     digest = content_hash(ingest.digest(), *sorted(d.hash for d in documents))
     safe = "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in label)
     uri = child_uri(home or index_home(), f"{safe}-{digest[:16]}")
+    embedder = embedder or Embedder(ingest.embedder)
     with _building(uri):  # two processes on one machine (compile workers): one builds, the other then finds it built
-        st, meta = open_store(uri, ingest)
-        indexer = Indexer(st, meta.ingest, embedder or Embedder(ingest.embedder), progress=progress)
-        report = indexer.index_documents(documents)
-        if report.indexed:
-            st.optimize()
-            st.settle()  # callers measure on it next
+        st, report = _build(uri, documents, ingest, embedder, progress)
         report.check = checked(st)
+        if report.check.repaired and report.indexed:
+            # a copy lost chunks while this call wrote them (a replicated server's node killed mid-write): written
+            # again, they move Weaviate's keyword statistics a little, so a score on this index would differ from
+            # one on a clean build. Nobody reads it yet: it is built again from scratch (its embeddings cached)
+            log.warning("store %s: built again from its documents, so that every copy is a clean build", st.uri)
+            st.drop()
+            st.close()
+            st, report = _build(uri, documents, ingest, embedder, progress)
+            report.rebuilt = True
+            report.check = checked(st)
+    return st, report
+
+
+def _build(uri: str, documents: Sequence[Document], ingest: IngestConfig, embedder: Embedder,
+           progress: bool) -> tuple[Store, IndexReport]:
+    st, meta = open_store(uri, ingest)
+    report = Indexer(st, meta.ingest, embedder, progress=progress).index_documents(documents)
+    if report.indexed:
+        st.optimize()
+        st.settle()  # callers measure on it next
     return st, report
 
 

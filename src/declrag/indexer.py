@@ -41,6 +41,7 @@ class IndexReport:
     skipped: list[Skipped] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=lambda: {"load": 0.0, "chunk": 0.0, "embed": 0.0, "write": 0.0})
     check: StoreCheck | None = None  # the store verified after the run (`declrag.api.corpus_store` does)
+    rebuilt: bool = False  # built again from scratch after a copy lost chunks while it was written
 
     @property
     def indexed(self) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -94,13 +95,18 @@ def _scenario(t: Target, folder: Path, dataset: str, space: str, trials: int, vi
                                daemon=True)
     watcher.start()
     t0 = time.perf_counter()
+    repairs = _Repairs()  # what verify and corpus_store did during the compile: stores built again, chunks written
+    logging.getLogger("declrag").addHandler(repairs)
     try:
         faulted: dict[str, Any] | None = compile_run(space, dataset, "fault", runs, Budget(max_trials=trials),
                                                      store=_uri(t, "Fault"), progress=progress)
         error = None
     except DeclragError as e:
         faulted, error = None, e.message
+    finally:
+        logging.getLogger("declrag").removeHandler(repairs)
     fault_s = time.perf_counter() - t0
+    events["during_compile"] = repairs.lines
     events["stop"] = True
     watcher.join(timeout=down_s + 600)
     a, b = _trials(runs / "nofault"), _trials(runs / "fault")
@@ -126,6 +132,19 @@ def _scenario(t: Target, folder: Path, dataset: str, space: str, trials: int, vi
                                      if c is not None),
         "repaired_chunks": sum(x["repaired"] for x in checks),
     }
+
+
+class _Repairs(logging.Handler):
+    """Keeps the log lines that say a store was built again or chunks were written again."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if any(w in msg for w in ("built again", "written again", "waiting for async replication", "did not answer")):
+            self.lines.append(f"{time.strftime('%H:%M:%S', time.localtime(record.created))} {msg}")
 
 
 def _kill_while_writing(t: Target, folder: Path, victim: int, down_s: float, n_docs: int,
@@ -202,6 +221,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
     for p in r["trial_scores"]:
         tab.add_row(str(p["number"]), json.dumps(p["params"])[:70], f"{p['no_fault']}", f"{p['fault']}")
     console.print(tab)
+    for line in ev.get("during_compile", []):
+        console.print(f"  {line}", markup=False)
     console.print(f"every score equal: {r['scores_equal']}; chunks duplicated or missing on any node: "
                   f"{r['duplicated_or_missing']}; chunks a node had lost, written again: {r['repaired_chunks']}")
     for c in r["collections"]:

@@ -129,9 +129,10 @@ def find_spec(name: str) -> DatasetSpec:
     return _read_spec(known[name])
 
 
-def load_golden(name_or_path: str, *, split: str | None = None) -> GoldenSet:
+def load_golden(name_or_path: str | os.PathLike[str], *, split: str | None = None) -> GoldenSet:
     """Load a golden set by registered name, YAML declaration, path or ``hf:<id>`` (format detected for
     paths). ``split`` limits the examples; documents are always the full corpus."""
+    name_or_path = os.fspath(name_or_path)
     if name_or_path.startswith("hf:"):
         return _load(DatasetSpec(name=name_or_path[3:], format="hf", hf=HFSpec(id=name_or_path[3:])), split)
     known = known_datasets()

@@ -212,6 +212,7 @@ class StoreCheck:
     #: each copy of the store (one, or a replicated server's nodes) -> the chunks it holds; None: it did not answer
     copies: dict[str, int | None] = field(default_factory=dict)
     repaired: int = 0  #: chunks written again because a copy had lost them (or their vectors)
+    replicated: int = 0  #: chunks a copy lacked that the server's own replication brought while verify waited
     problems: list[str] = field(default_factory=list)  #: what is still wrong, one line each
 
     @property

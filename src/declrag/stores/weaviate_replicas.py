@@ -10,11 +10,14 @@ can also lack objects written while it was down, until async replication brings 
 
 How: each node that answers is asked, on a handle of its own at consistency ONE (a search is served by the
 node's own replica), for its chunk count and, a page of object ids at a time, which of those ids its vector
-index finds (a vector search restricted to the page's ids). Objects a node lacks are written again through
+index finds (a vector search restricted to the page's ids). Objects a node lacks are left to async
+replication for up to `REPLICATION_WAIT_S` (it writes them to that node alone), then written again through
 the store's own handle (an unchanged object written again reaches every replica); objects whose vectors a
-node lost are written with the vector nudged, then as it was (see `_write_again`), read back with their vector
-from the objects store first. A node that does not answer is reported, not failed, and checked on the next
-call.
+node lost are written at once with the vector nudged, then as it was (see `_write_again`), each read with its
+vector from a node whose vector index has it. A node that does not answer is reported, not failed, and checked
+on the next call. Anything written again moves Weaviate 1.33's BM25 scores slightly (`_write_again`): a caller
+that needs a copy exactly like a clean build rebuilds it (`declrag.api.corpus_store` does when it has just
+written the store).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import DeclragError
-from .base import StoreCheck
+from .base import DocRecord, StoreCheck
+from .weaviate_target import Target
 
 # a WeaviateStore (not imported: it imports this module); open_node opens a handle on one node's URI
 WeaviateStore = Any
@@ -36,51 +40,92 @@ WeaviateStore = Any
 log = logging.getLogger(__name__)
 
 PAGE = 1000  # object ids per vector-coverage request
+REPLICATION_WAIT_S = 180.0  # how long objects a node lacks are left to async replication before they are written
+REPLICATION_POLL_S = 5.0  # how often a copy waiting for async replication is checked again
 
 
-def verify(store: WeaviateStore, open_node: Callable[[str], WeaviateStore], rounds: int = 6) -> StoreCheck:
-    expected = sum(r.chunks for r in store.documents().values())
-    out = StoreCheck(expected=expected)
-    for attempt in range(rounds):
+@dataclasses.dataclass
+class _Copy:
+    """One node's copy: the object UUIDs it holds, those its vector index finds, and its document records."""
+
+    held: set[str]
+    indexed: set[str]
+    records: dict[str, DocRecord]
+
+
+def verify(store: WeaviateStore, open_node: Callable[[str], WeaviateStore], rounds: int = 6,
+           replication_wait_s: float = REPLICATION_WAIT_S) -> StoreCheck:
+    left_to_replication = time.monotonic() + replication_wait_s
+    repaired = 0
+    writes = 0
+    missed: set[str] = set()  # every object a node was seen to lack
+    written: set[str] = set()  # those of them written again
+    told = False
+    while True:
         copies = _copies(store, open_node)
+        up = [c for c in copies.values() if c is not None]
         lacking: set[str] = set()  # object UUIDs some node does not hold
         no_vector: set[str] = set()  # object UUIDs some node holds without their vector
-        every = set().union(*(c[0] for c in copies.values() if c is not None))
-        for copy in copies.values():
-            if copy is not None:
-                held, indexed = copy
-                lacking |= every - held
-                no_vector |= held - indexed
-        if not (lacking or no_vector) or attempt == rounds - 1:
+        every = set().union(*(c.held for c in up))
+        for c in up:
+            lacking |= every - c.held
+            no_vector |= c.held - c.indexed
+        # document records a node lacks (written while it was down): replication brings those too
+        records = {k: v for c in up for k, v in c.records.items()}
+        stale = any(c.records.keys() != records.keys() for c in up)
+        missed |= lacking
+        waiting = time.monotonic() < left_to_replication
+        if not (lacking or no_vector or (stale and waiting)) or writes == rounds:
             break
-        # written again at consistency ALL when every node answered (each replica has them when the write
-        # returns); then checked again, after a pause for a node still applying writes or replicating
-        everyone = all(c is not None for c in copies.values())
-        out.repaired += _write_again(store, lacking, no_vector - lacking, "ALL" if everyone else None)
-        time.sleep(min(2.0 * (attempt + 1), 8.0))
-    if len(every) != expected:
-        out.problems.append(f"{store.uri}: the nodes hold {len(every)} distinct chunks; the document records "
-                            f"count {expected}")
-    for node, copy in copies.items():
-        out.copies[node] = None if copy is None else len(copy[0])
-        if copy is None:
-            continue
-        held, indexed = copy
-        if len(held) != expected or held - indexed:
-            out.problems.append(f"node {node} holds {len(held)} of {expected} chunks, "
-                                f"{len(held - indexed)} of them without their vector")
+        # objects a node lacks are async replication's to bring for a while: it writes them to that node alone,
+        # where writing them again through the handle reaches every replica (and moves their BM25 scores). Lost
+        # vectors are written again at once: nothing else restores them
+        if no_vector - lacking or (lacking and not waiting):
+            # at consistency ALL when every node answered (each replica has them when the write returns); then
+            # checked again, after a pause for a node still applying writes or replicating
+            again = set() if waiting else lacking
+            repaired += _write_again(store, open_node, copies, again, no_vector - lacking,
+                                     "ALL" if len(up) == len(copies) else None)
+            written |= again
+            writes += 1
+            time.sleep(min(2.0 * writes, 8.0))
+        else:
+            if not told:
+                log.warning("Weaviate %s: %d chunks (or document records) missing on a node; waiting up to %.0f s "
+                            "for async replication to bring them", store.uri, len(lacking), replication_wait_s)
+                told = True
+            time.sleep(REPLICATION_POLL_S)
+    out = _report(store.uri, copies, records or store.documents(), every)
+    out.repaired, out.replicated = repaired, len(missed - written - lacking)
     return out
 
 
-def _copies(store: WeaviateStore, open_node: Callable[[str], WeaviateStore]
-            ) -> dict[str, tuple[set[str], set[str]] | None]:
-    """Each node -> (the object UUIDs it holds, those its vector index finds); None: the node did not answer."""
+def _report(uri: str, copies: dict[str, _Copy | None], records: dict[str, DocRecord], every: set[str]
+            ) -> StoreCheck:
+    expected = sum(r.chunks for r in records.values())
+    out = StoreCheck(expected=expected)
+    if len(every) != expected:
+        out.problems.append(f"{uri}: the nodes hold {len(every)} distinct chunks; the document records "
+                            f"count {expected}")
+    for node, c in copies.items():
+        out.copies[node] = None if c is None else len(c.held)
+        if c is None:
+            continue
+        if len(c.held) != expected or c.held - c.indexed:
+            out.problems.append(f"node {node} holds {len(c.held)} of {expected} chunks, "
+                                f"{len(c.held - c.indexed)} of them without their vector")
+        if c.records.keys() != records.keys():
+            out.problems.append(f"node {node} holds {len(c.records)} of {len(records)} document records")
+    return out
+
+
+def _copies(store: WeaviateStore, open_node: Callable[[str], WeaviateStore]) -> dict[str, _Copy | None]:
+    """Each node -> its copy; None: the node did not answer."""
     t = store.target
-    out: dict[str, tuple[set[str], set[str]] | None] = {}
-    for i, (h, p, g) in enumerate(t.nodes or ((t.host, t.port, t.grpc),)):
-        one = dataclasses.replace(t, host=h, port=p, grpc=g, nodes=((h, p, g),), consistency="ONE", retries=0)
+    out: dict[str, _Copy | None] = {}
+    for i, (h, p, _) in enumerate(t.nodes or ((t.host, t.port, t.grpc),)):
         try:
-            node = open_node(one.uri())
+            node = open_node(_node_uri(t, f"{h}:{p}"))
         except DeclragError:
             out[f"{h}:{p}"] = None
             continue
@@ -94,7 +139,13 @@ def _copies(store: WeaviateStore, open_node: Callable[[str], WeaviateStore]
     return out
 
 
-def _copy(node: WeaviateStore) -> tuple[set[str], set[str]]:
+def _node_uri(t: Target, node: str) -> str:
+    """A URI for one node (``host:port``) of ``t`` alone, at consistency ONE: a read there is served by its copy."""
+    h, p, g = next(n for n in (t.nodes or ((t.host, t.port, t.grpc),)) if f"{n[0]}:{n[1]}" == node)
+    return dataclasses.replace(t, host=h, port=p, grpc=g, nodes=((h, p, g),), consistency="ONE", retries=0).uri()
+
+
+def _copy(node: WeaviateStore) -> _Copy:
     from weaviate.classes.query import Filter as W
 
     coll = node._coll(node.name)
@@ -113,11 +164,15 @@ def _copy(node: WeaviateStore) -> tuple[set[str], set[str]]:
         res = node._call("vector check", lambda: coll.query.near_vector(  # noqa: B023
             probe, filters=W.by_id().contains_any(part), limit=len(part), return_properties=[]))  # noqa: B023
         indexed |= {str(o.uuid) for o in res.objects}
-    return held, indexed
+    return _Copy(held, indexed, node.documents())
 
 
-def _write_again(store: WeaviateStore, lacking: set[str], no_vector: set[str], consistency: str | None) -> int:
-    """Write again, through the store's handle, the objects some node lacks or holds without their vector.
+def _write_again(store: WeaviateStore, open_node: Callable[[str], WeaviateStore], copies: dict[str, _Copy | None],
+                 lacking: set[str], no_vector: set[str], consistency: str | None) -> int:
+    """Write again, through the store's handle, the objects some node lacks or holds without their vector, each
+    read (with its vector) from a node whose vector index has it: a node may hold an object without its vector
+    in its object store too (async replication brought it so, measured on 1.33.18), and a read through the
+    handle may be served by that node.
 
     An object a node lacks is written as it is. An object whose vector a node lost is written twice: with its
     vector nudged by one float step, then as it was (Weaviate indexes a vector again only when it changed).
@@ -126,20 +181,30 @@ def _write_again(store: WeaviateStore, lacking: set[str], no_vector: set[str], c
     from weaviate.classes.data import DataObject
     from weaviate.classes.query import Filter as W
 
-    coll, n = store._coll(store.name), 0
-    for ids, nudge in ((sorted(lacking), False), (sorted(no_vector), True)):
-        for i in range(0, len(ids), PAGE):
-            part = ids[i:i + PAGE]
-            res = store._call("read", lambda: coll.query.fetch_objects(  # noqa: B023
-                filters=W.by_id().contains_any(part), limit=len(part), include_vector=True))  # noqa: B023
-            found = [(o, o.vector.get("default")) for o in res.objects if o.vector.get("default") is not None]
-            if nudge and found:
-                store._insert(store.name, [DataObject(uuid=o.uuid, properties=o.properties, vector=_nudged(v))
-                                           for o, v in found], consistency)
-            if found:
-                store._insert(store.name, [DataObject(uuid=o.uuid, properties=o.properties, vector=v)
-                                           for o, v in found], consistency)
-            n += len(found)
+    sources: dict[str, list[str]] = {}  # node -> the ids read from it
+    for uid in sorted(lacking | no_vector):
+        if node := next((k for k, c in copies.items() if c is not None and uid in c.indexed), None):
+            sources.setdefault(node, []).append(uid)
+    n = 0
+    for name, ids in sources.items():
+        src = open_node(_node_uri(store.target, name))
+        try:
+            coll = src._coll(src.name)
+            for i in range(0, len(ids), PAGE):
+                part = ids[i:i + PAGE]
+                res = src._call("read", lambda: coll.query.fetch_objects(  # noqa: B023
+                    filters=W.by_id().contains_any(part), limit=len(part), include_vector=True))  # noqa: B023
+                found = [(o, o.vector.get("default")) for o in res.objects if o.vector.get("default") is not None]
+                nudge = [DataObject(uuid=o.uuid, properties=o.properties, vector=_nudged(v))
+                         for o, v in found if str(o.uuid) in no_vector]
+                if nudge:
+                    store._insert(store.name, nudge, consistency)
+                if found:
+                    store._insert(store.name, [DataObject(uuid=o.uuid, properties=o.properties, vector=v)
+                                               for o, v in found], consistency)
+                n += len(found)
+        finally:
+            src.close()
     if n:
         log.warning("Weaviate %s: %d chunks written again (%d missing on a node, %d without their vector on one)",
                     store.uri, n, len(lacking), len(no_vector))
