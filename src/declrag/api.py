@@ -142,11 +142,18 @@ def corpus_store(documents: Sequence[Document], ingest: IngestConfig, label: str
     embedder = embedder or Embedder(ingest.embedder)
     with _building(uri):  # two processes on one machine (compile workers): one builds, the other then finds it built
         st, report = _build(uri, documents, ingest, embedder, progress)
-        report.check = checked(st)
-        if report.check.repaired and report.indexed:
+        try:
+            report.check = checked(st)
+            lost = report.check.repaired > 0
+        except DeclragError:  # a copy that could not be repaired: one this call wrote is built again below
+            if not report.indexed:
+                raise
+            lost = True
+        if lost and report.indexed:
             # a copy lost chunks while this call wrote them (a replicated server's node killed mid-write): written
             # again, they move Weaviate's keyword statistics a little, so a score on this index would differ from
-            # one on a clean build. Nobody reads it yet: it is built again from scratch (its embeddings cached)
+            # one on a clean build (and what could not be written again is lost). Nobody reads it yet: it is
+            # built again from scratch (its embeddings cached)
             log.warning("store %s: built again from its documents, so that every copy is a clean build", st.uri)
             st.drop()
             st.close()

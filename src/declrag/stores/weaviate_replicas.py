@@ -170,9 +170,9 @@ def _copy(node: WeaviateStore) -> _Copy:
 def _write_again(store: WeaviateStore, open_node: Callable[[str], WeaviateStore], copies: dict[str, _Copy | None],
                  lacking: set[str], no_vector: set[str], consistency: str | None) -> int:
     """Write again, through the store's handle, the objects some node lacks or holds without their vector, each
-    read (with its vector) from a node whose vector index has it: a node may hold an object without its vector
-    in its object store too (async replication brought it so, measured on 1.33.18), and a read through the
-    handle may be served by that node.
+    read (with its vector) from a node whose vector index has it, else from any node whose object still carries
+    it: a node may hold an object without its vector in its object store too (measured on 1.33.18), and a read
+    through the handle may be served by that node.
 
     An object a node lacks is written as it is. An object whose vector a node lost is written twice: with its
     vector nudged by one float step, then as it was (Weaviate indexes a vector again only when it changed).
@@ -181,30 +181,32 @@ def _write_again(store: WeaviateStore, open_node: Callable[[str], WeaviateStore]
     from weaviate.classes.data import DataObject
     from weaviate.classes.query import Filter as W
 
-    sources: dict[str, list[str]] = {}  # node -> the ids read from it
-    for uid in sorted(lacking | no_vector):
-        if node := next((k for k, c in copies.items() if c is not None and uid in c.indexed), None):
-            sources.setdefault(node, []).append(uid)
-    n = 0
-    for name, ids in sources.items():
-        src = open_node(_node_uri(store.target, name))
-        try:
-            coll = src._coll(src.name)
-            for i in range(0, len(ids), PAGE):
-                part = ids[i:i + PAGE]
-                res = src._call("read", lambda: coll.query.fetch_objects(  # noqa: B023
-                    filters=W.by_id().contains_any(part), limit=len(part), include_vector=True))  # noqa: B023
-                found = [(o, o.vector.get("default")) for o in res.objects if o.vector.get("default") is not None]
-                nudge = [DataObject(uuid=o.uuid, properties=o.properties, vector=_nudged(v))
-                         for o, v in found if str(o.uuid) in no_vector]
-                if nudge:
-                    store._insert(store.name, nudge, consistency)
-                if found:
-                    store._insert(store.name, [DataObject(uuid=o.uuid, properties=o.properties, vector=v)
-                                               for o, v in found], consistency)
-                n += len(found)
-        finally:
-            src.close()
+    todo, n = lacking | no_vector, 0
+    # first from nodes whose vector index has them, then from any node holding them: every copy's vector index
+    # can lack a chunk whose object still carries its vector (a batch whose coordinator died, measured)
+    for where in ("indexed", "held"):
+        for name, c in copies.items():
+            if c is None or not (ids := sorted(todo & getattr(c, where))):
+                continue
+            src = open_node(_node_uri(store.target, name))
+            try:
+                coll = src._coll(src.name)
+                for i in range(0, len(ids), PAGE):
+                    part = ids[i:i + PAGE]
+                    res = src._call("read", lambda: coll.query.fetch_objects(  # noqa: B023
+                        filters=W.by_id().contains_any(part), limit=len(part), include_vector=True))  # noqa: B023
+                    found = [(o, v) for o in res.objects if (v := o.vector.get("default")) is not None]
+                    nudge = [DataObject(uuid=o.uuid, properties=o.properties, vector=_nudged(v))
+                             for o, v in found if str(o.uuid) in no_vector]
+                    if nudge:
+                        store._insert(store.name, nudge, consistency)
+                    if found:
+                        store._insert(store.name, [DataObject(uuid=o.uuid, properties=o.properties, vector=v)
+                                                   for o, v in found], consistency)
+                    n += len(found)
+                    todo -= {str(o.uuid) for o, _ in found}
+            finally:
+                src.close()
     if n:
         log.warning("Weaviate %s: %d chunks written again (%d missing on a node, %d without their vector on one)",
                     store.uri, n, len(lacking), len(no_vector))
