@@ -188,7 +188,10 @@ def _write_again(store: WeaviateStore, open_node: Callable[[str], WeaviateStore]
         for name, c in copies.items():
             if c is None or not (ids := sorted(todo & getattr(c, where))):
                 continue
-            src = open_node(_node_uri(store.target, name))
+            try:
+                src = open_node(_node_uri(store.target, name))
+            except DeclragError:  # gone since it was checked: the next node, or the next round
+                continue
             try:
                 coll = src._coll(src.name)
                 for i in range(0, len(ids), PAGE):
