@@ -135,16 +135,18 @@ def _scenario(t: Target, folder: Path, dataset: str, space: str, trials: int, vi
 
 
 class _Repairs(logging.Handler):
-    """Keeps the log lines that say a store was built again or chunks were written again."""
+    """Keeps what the store checks said: `declrag.api.checked` and `corpus_store` (nodes that did not answer,
+    chunks written again, stores built again) and `verify` (repairs, waits for replication)."""
+
+    SOURCES = ("declrag.api", "declrag.stores.weaviate_replicas")
 
     def __init__(self) -> None:
-        super().__init__(logging.INFO)
+        super().__init__(logging.WARNING)
         self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        msg = record.getMessage()
-        if any(w in msg for w in ("built again", "written again", "waiting for async replication", "did not answer")):
-            self.lines.append(f"{time.strftime('%H:%M:%S', time.localtime(record.created))} {msg}")
+        if record.name in self.SOURCES:
+            self.lines.append(f"{time.strftime('%H:%M:%S', time.localtime(record.created))} {record.getMessage()}")
 
 
 def _kill_while_writing(t: Target, folder: Path, victim: int, down_s: float, n_docs: int,
