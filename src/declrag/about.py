@@ -2,18 +2,20 @@
 
 `versions()` is what a saved program records (and compares when it is loaded again); `report()` is what a bug
 report needs (`declrag --version`, `declrag version --json`): those, the platform, the libraries around them,
-and the default local model's file with its hash. Versions come from the installed packages' metadata, so
+the default local model's file with its hash, and what the installed llama.cpp was built for beside what this CPU
+has. Versions come from the installed packages' metadata, so
 nothing heavy is imported to read them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import platform
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import Any
+
+from .errors import DeclragError
+from .gguf import DEFAULT_ROUTE, file_sha256, instruction_sets, resolve_local, system_info
 
 # the libraries whose versions change what a saved program does (an artifact records them; loading it warns on drift)
 RUNTIME = ("dspy", "litellm", "optuna", "lancedb", "weaviate-client", "sentence-transformers")
@@ -35,16 +37,9 @@ def versions(packages: tuple[str, ...] = RUNTIME) -> dict[str, str]:
             **{p: package_version(p) for p in packages}}
 
 
-def file_sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def local_model(route: str) -> dict[str, Any]:
-    """The GGUF file behind a ``local/<name>`` route: path, size and SHA-256, or why there is none."""
-    from .errors import DeclragError
-    from .lm import resolve_local
-
+    """The GGUF file behind a ``local/<name>`` route: path, size and SHA-256 (read once per file version), or why
+    there is none."""
     try:
         path = resolve_local(route.removeprefix("local/"))
     except DeclragError as e:
@@ -54,14 +49,13 @@ def local_model(route: str) -> dict[str, Any]:
 
 def report() -> dict[str, Any]:
     """Everything a bug report needs about this install (reads the local model's file once to hash it)."""
-    from .config import DEFAULT_ROUTE
-
     return {"versions": versions(REPORT),
             "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                        "executable": sys.executable},
             "platform": {"system": platform.system(), "release": platform.release(), "machine": platform.machine()},
             "typer_click": _typer_click(),
-            "local_model": local_model(DEFAULT_ROUTE)}
+            "local_model": local_model(DEFAULT_ROUTE),
+            "llama_cpp": {**system_info(), "cpu": instruction_sets()}}
 
 
 def _typer_click() -> str:

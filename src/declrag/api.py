@@ -13,7 +13,7 @@ from .embed import Embedder, cache_dir
 from .errors import DeclragError
 from .indexer import Indexer, IndexReport
 from .inputs import user_text
-from .search import search as _search
+from .searching import search as _search
 from .stores import Store, StoreCheck, child_uri, connect, local_folder, open_store, read_meta
 from .types import Document, Hit, content_hash
 

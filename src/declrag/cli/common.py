@@ -5,22 +5,36 @@ take (one alias each). `declrag.cli` builds the command tree from the command mo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 
 from ..errors import DeclragError
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+LOG_WIDTH = 1000  # columns a table may take when printed to a pipe or a file (a log keeps every number whole)
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console for the terminal's width; printed to a pipe or a file (no terminal, no $COLUMNS), tables are laid
+    out whole instead of cut to Rich's 80 columns ("Follow-…")."""
+    c = Console(stderr=stderr, soft_wrap=True)
+    if not c.is_terminal and not os.environ.get("COLUMNS"):
+        c.width = LOG_WIDTH
+    return c
+
+
+out = _console()
+err = _console(stderr=True)
 
 
 def config_from(cls, **fields):
     """Build a pydantic config from CLI options (None: not given), turning validation errors into
     DeclragErrors."""
+    from pydantic import ValidationError
+
     try:
         return cls(**{k: v for k, v in fields.items() if v is not None})
     except ValidationError as e:

@@ -8,7 +8,6 @@ from typing import Annotated, cast, get_args
 import typer
 from rich.table import Table
 
-from ..config import ChunkerConfig, EmbedderConfig, IngestConfig, Metric
 from ..errors import DeclragError
 from .app import app
 from .common import HomeOpt, StoreOpt, config_from, err, out
@@ -34,6 +33,7 @@ def index(
 ):
     """Index files, folders and golden-set corpora into a store (incrementally)."""
     from .. import api
+    from ..config import ChunkerConfig, EmbedderConfig, IngestConfig, Metric
     from ..stores import read_meta
 
     target = store or api.default_store()

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..config import SearchParams
 from .app import app
 from .common import ConfigOpt, ModelOpt, ProgramOpt, StoreOpt, config_from, json_option, out
 
@@ -27,6 +26,7 @@ def search(
 ):
     """Search a store: ranked chunks with source, span and score."""
     from .. import api
+    from ..config import SearchParams
 
     filt = json_option(where, "--where")
     params = config_from(SearchParams, limit=k, alpha=alpha, fusion=fusion, mode=mode, window=window, where=filt)

@@ -22,12 +22,13 @@ LiteLLM provider), `registry` (what the process holds, LiteLLM set-up, the DSPy 
 checks, errors).
 """
 
-from .local import LOCAL_MODELS, LocalModels, LocalProvider, _cut_at_stop, local_backend, resolve_local, setup
+from ..gguf import LOCAL_MODELS, LocalModelCrash, resolve_local
+from .local import LocalModels, LocalProvider, _cut_at_stop, local_backend, setup
 from .metering import Meter, RoutedLM, StageUsage, meter_call, metering, override_lm, stage, using_lm
 from .registry import Registry, cache_sizes, registry, use_cache_limits, use_lm_cache
 from .routing import check_lm, is_small_local, lm_error, make_lm, provider_of
 
-__all__ = ["LOCAL_MODELS", "LocalModels", "LocalProvider", "Meter", "Registry", "RoutedLM", "StageUsage",
-           "_cut_at_stop", "cache_sizes", "check_lm", "is_small_local", "local_backend", "lm_error", "make_lm",
-           "meter_call", "metering", "override_lm", "provider_of", "registry", "resolve_local", "setup", "stage",
-           "use_cache_limits", "use_lm_cache", "using_lm"]
+__all__ = ["LOCAL_MODELS", "LocalModelCrash", "LocalModels", "LocalProvider", "Meter", "Registry", "RoutedLM",
+           "StageUsage", "_cut_at_stop", "cache_sizes", "check_lm", "is_small_local", "local_backend", "lm_error",
+           "make_lm", "meter_call", "metering", "override_lm", "provider_of", "registry", "resolve_local", "setup",
+           "stage", "use_cache_limits", "use_lm_cache", "using_lm"]

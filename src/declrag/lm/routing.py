@@ -10,6 +10,7 @@ import litellm
 
 from ..config import LMConfig
 from ..errors import DeclragError
+from ..gguf import crash_in
 from .local import setup
 from .metering import RoutedLM
 
@@ -81,6 +82,8 @@ def lm_error(e: Exception, cfg: LMConfig) -> DeclragError:
     """A clear message for a failed LM call, naming the route (and server) and the likely fix."""
     from dspy.utils import exceptions as ex
 
+    if (crash := crash_in(e)) is not None:  # the local model cannot run on this CPU: its own message and fix
+        return crash
     where = cfg.route + (f" at {cfg.api_base}" if cfg.api_base else "")
     first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
     if isinstance(e, ex.LMAuthError):

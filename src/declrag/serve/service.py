@@ -40,6 +40,7 @@ from ..caches import CacheLimits
 from ..choice import DEFAULT_NAME
 from ..conversation import turns
 from ..errors import DeclragError
+from ..gguf import LocalModelCrash, crash_in
 from ..inputs import InputError, api_key_problem, user_text
 from ..lm import Meter, metering
 from ..stores.base import Filter
@@ -210,7 +211,11 @@ class AnswerService:
         p = self._program
         prog = p if isinstance(p, dspy.Module) or not callable(p) else p()
         if hasattr(prog, "warm_up"):  # ready means warmed up
-            prog.warm_up(lms=self._lm_override is None)
+            try:
+                prog.warm_up(lms=self._lm_override is None)
+            except LocalModelCrash as e:  # the server stays up: search answers, questions get 503 with this
+                log.error("the local model cannot run here; questions will get 503 until it is rebuilt: %s", e)
+                prog.warm_up(lms=False)
         return prog
 
     async def _load_in_background(self) -> None:
@@ -291,6 +296,7 @@ class AnswerService:
         retry = {"Retry-After": str(s.retry_after_s)}
         if st.program is None:
             raise ApiError(503, "not ready: the program is loading" if st.error is None else
+                           f"the program failed to load: {st.error}" if isinstance(st.error, DeclragError) else
                            "the program failed to load", kind="not_ready", headers=retry)
         c = st.program.config
         try:
@@ -317,6 +323,8 @@ class AnswerService:
             return e
         if isinstance(e, InputError):
             return ApiError(422, e.message, e.field)
+        if (crash := crash_in(e)) is not None:  # the local model cannot run on this CPU: the server stays up
+            return ApiError(503, str(crash), kind="local_model")
         if isinstance(e, DeclragError):
             upstream = isinstance(e.__cause__, dspy.utils.exceptions.LMError)  # the model's server failed
             return ApiError(502 if upstream else 400, e.message, kind="upstream" if upstream else "bad_request")
