@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .config import IngestConfig, Metric, SearchParams
 from .embed import Embedder, cache_dir
+from .folders import default_store
 from .errors import DeclragError
 from .indexer import Indexer, IndexReport
 from .inputs import user_text
@@ -18,11 +19,6 @@ from .stores import Store, StoreCheck, child_uri, connect, local_folder, open_st
 from .types import Document, Hit, content_hash
 
 log = logging.getLogger(__name__)
-
-
-def default_store() -> str:
-    """$DECLRAG_STORE, else .declrag/store in the current folder (a store URI: a folder or weaviate://...)."""
-    return os.environ.get("DECLRAG_STORE") or ".declrag/store"
 
 
 def index_home() -> str:

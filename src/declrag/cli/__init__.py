@@ -26,12 +26,18 @@ app.registered_commands.sort(key=lambda c: ORDER.index(c.name or c.callback.__na
                              if (c.name or getattr(c.callback, "__name__", "")) in ORDER else len(ORDER))
 
 
-def _own_process() -> None:
-    """The settings the `declrag` command makes for its whole process (a library import makes none): DSPy's
-    response cache under declrag's cache folder, every process-wide cache bounded by `declrag.caches.CacheLimits`'
-    defaults (serve, compile and eval take flags for each), and LiteLLM's feedback banner off (errors are ours
-    to word). Made when a command starts to run, after its arguments parsed: `--help`, `--version` and usage
-    errors import none of DSPy, LiteLLM or torch and answer at once."""
+def _own_process(lms: bool = True) -> None:
+    """The settings the `declrag` command makes for its whole process (a library import makes none): every
+    process-wide cache bounded by `declrag.caches.CacheLimits`' defaults (serve, compile and eval take flags for
+    each), and, for commands that call LMs, DSPy's response cache under declrag's cache folder and LiteLLM's
+    feedback banner off (errors are ours to word). Made when a command starts to run, after its arguments parsed:
+    `--help`, `--version` and usage errors import none of DSPy, LiteLLM or torch and answer at once, and commands
+    that call no LM never import DSPy."""
+    if not lms:
+        from ..caches import CacheLimits, set_current
+
+        set_current(CacheLimits())
+        return
     import litellm
 
     from ..lm import use_cache_limits
@@ -41,6 +47,7 @@ def _own_process() -> None:
 
 
 LIGHT = ("version", "datasets", "init")  # commands that touch no LM, embedding or cache: nothing to set up
+NO_LM = ("index", "search", "indexes")  # commands that call no LM: the embedding cache's bound only
 
 
 def _command_tree() -> Any:
@@ -53,7 +60,7 @@ def _command_tree() -> Any:
         for name, sub in getattr(cmd, "commands", {}).items():
             wrap(sub, (*path, name))
         if path and path[0] not in LIGHT and not getattr(cmd, "commands", None) and cmd.callback is not None:
-            cmd.callback = functools.partial(_set_up_then, cmd.callback)
+            cmd.callback = functools.partial(_set_up_then, cmd.callback, path[0] not in NO_LM)
         # a flag takes no value: its help shows none (typer's rich help would show "<bool>")
         help_option = cmd.get_help_option(cmd.context_class(cmd, info_name=path[-1] if path else "declrag"))
         for param in [*cmd.params, *([help_option] if help_option is not None else [])]:
@@ -64,8 +71,8 @@ def _command_tree() -> Any:
     return root
 
 
-def _set_up_then(callback: Any, *args: Any, **kwargs: Any) -> Any:
-    _own_process()
+def _set_up_then(callback: Any, lms: bool, *args: Any, **kwargs: Any) -> Any:
+    _own_process(lms)
     return callback(*args, **kwargs)
 
 

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from ..errors import DeclragError
+from ..folders import default_store
 from .app import app
 from .common import HomeOpt, StoreOpt, config_from, err, out
 
@@ -32,11 +33,10 @@ def index(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
     """Index files, folders and golden-set corpora into a store (incrementally)."""
-    from .. import api
     from ..config import ChunkerConfig, EmbedderConfig, IngestConfig, Metric
     from ..stores import read_meta
 
-    target = store or api.default_store()
+    target = store or default_store()
     meta = read_meta(target)
     base = meta.ingest if meta else IngestConfig()
     ingest = None
@@ -48,6 +48,13 @@ def index(
         ingest = IngestConfig(chunker=ck, embedder=em)
     if metric is not None and metric not in get_args(Metric):
         raise DeclragError(f"unknown metric {metric!r}", hint="use cosine, dot or l2")
+    what = [*(str(p) for p in paths or []), *(f"dataset {d}" for d in dataset or [])]
+    if what and not quiet:  # said before the libraries that index load (seconds): the first thing a newcomer sees
+        what_s = ", ".join(what[:3]) + (f" and {len(what) - 3} more" if len(what) > 3 else "")
+        err.print(f"indexing {what_s} into {target}: loading the embedder and the store", markup=False,
+                  highlight=False)
+    from .. import api
+
     report = api.index(paths or [], dataset or [], target, ingest, cast("Metric | None", metric), prune, rebuild,
                        progress=not quiet)
     for s in report.skipped:
