@@ -183,3 +183,28 @@ def test_ctrl_c_is_exit_status_130_and_a_line_and_the_rerun_completes(tmp_path):
     assert done.returncode == 0, done.stderr
     m = re.search(r"(\d+) documents indexed .*?(\d+) unchanged", done.stdout)
     assert m and int(m[1]) + int(m[2]) == 400, done.stdout  # what the interrupted run committed is kept
+
+
+def test_flags_show_no_value_type_in_help():
+    """A flag takes no value: `--json`, `--help`, `--quiet` show none (typer's help would show "<bool>")."""
+    for args in (["ask", "--help"], ["index", "--help"], ["--help"], ["bench", "conversation", "--help"]):
+        p = declrag(*args)
+        no_traceback(p)
+        assert p.returncode == 0 and "--help" in p.stdout, p.stderr
+        assert "<bool>" not in p.stdout, p.stdout
+
+
+def test_a_table_printed_to_a_pipe_is_whole():
+    """A log keeps every header and number: Rich lays tables out for 80 columns when there is no terminal, which cut
+    `bench conversation`'s headers to "Follow-…"; printed to a pipe (no $COLUMNS) they are whole."""
+    code = ("from rich.table import Table\nfrom declrag.cli.common import out\n"
+            "t = Table()\n"
+            "for i in range(8):\n    t.add_column(f'Follow-up turns, deterministic history query {i}')\n"
+            "t.add_row(*[f'{0.123456 * i:.6f}' for i in range(8)])\nout.print(t)\n")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    for i in range(8):
+        assert f"Follow-up turns, deterministic history query {i}" in p.stdout, p.stdout
+        assert f"{0.123456 * i:.6f}" in p.stdout
+    assert "…" not in p.stdout

@@ -202,6 +202,16 @@ def test_save_and_load_round_trip(store, tmp_path, monkeypatch):
     assert run(again, [{"answer": "Rome [1]."}]).answer == "Rome [1]."
 
 
+def test_load_takes_a_run_folder_as_the_commands_do(store, tmp_path):
+    """`declrag serve runs/NAME` serves runs/NAME/best; `declrag.load("runs/NAME")` loads the same program."""
+    prog = make(store, retrieve={"k": 2, "alpha": 0.7})
+    prog.save(tmp_path / "runs" / "mine" / "best")
+    again = load(tmp_path / "runs" / "mine", store=store, embedder=HashEmbedder())
+    assert again.config == prog.config
+    with pytest.raises(DeclragError, match="runs/<name> or runs/<name>/best"):
+        load(tmp_path / "runs", store=store, embedder=HashEmbedder())
+
+
 def test_load_warns_on_version_drift_and_refuses_other_ingest_settings(store, tmp_path):
     from declrag.config import IngestConfig
     from declrag.stores import open_store

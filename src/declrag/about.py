@@ -3,8 +3,8 @@
 `versions()` is what a saved program records (and compares when it is loaded again); `report()` is what a bug
 report needs (`declrag --version`, `declrag version --json`): those, the platform, the libraries around them,
 the default local model's file with its hash, and what the installed llama.cpp was built for beside what this CPU
-has. Versions come from the installed packages' metadata, so
-nothing heavy is imported to read them.
+has. Versions come from the installed packages' metadata and llama.cpp's build from a child process
+(`declrag.gguf`), so nothing heavy is imported to read them.
 """
 
 from __future__ import annotations

@@ -240,11 +240,11 @@ def check_load(path: Path) -> None:
     known = _read()["loads"].get(key)
     if not isinstance(known, dict):
         done = _child(["--load", str(path), str(_threads())], timeout=CHILD_TIMEOUT_S)
-        if done is None or (done.returncode > 0 and "ok" not in done.stdout.split()):
-            return  # not a crash: the load here says what is wrong, or works
+        ok = done is not None and (done.returncode == 0 or "ok" in done.stdout.split())  # a token came out
+        if done is None or (not ok and done.returncode > 0):
+            return  # not a crash (a Python error: a corrupt file, say; or slow): the load here says what, or works
         info = _lines(done.stdout, "system_info:") or "unknown (the child died before it could say)"
-        known = {"ok": done.returncode == 0, "died": "" if done.returncode == 0 else _died(done.returncode),
-                 "library_info": info, "model": str(path)}
+        known = {"ok": ok, "died": "" if ok else _died(done.returncode), "library_info": info, "model": str(path)}
         _write({"loads": {key: known}})
     if known.get("ok"):
         _checked.add(key)

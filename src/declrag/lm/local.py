@@ -33,7 +33,6 @@ CLOSE_WAIT_S = 10.0  # how long closing a local model waits for the call in prog
 REPEAT_PENALTY = 1.1  # small models loop at temperature 0 without it
 
 
-
 class _LlamaCpp:
     def __init__(self, path: Path):
         from llama_cpp import Llama
