@@ -24,4 +24,12 @@ if [ -n "${DECLRAG_LLAMA_CMAKE_ARGS:-}" ]; then
   LLAMA_CMAKE_ARGS="$DECLRAG_LLAMA_CMAKE_ARGS"
 fi
 LLAMA_VERSION=$(sed -n 's/^llama-cpp-python==//p' requirements.lock)
-LLAMA_KEY="$LLAMA_VERSION-$LLAMA_TARGET-$(printf '%s|%s|%s' "$os/$arch" "$LLAMA_VERSION" "$LLAMA_CMAKE_ARGS" | sha256sum | cut -c1-12)"
+# a build for this very CPU (-DGGML_NATIVE=ON, or no GGML_NATIVE=OFF) is keyed by the CPU's flags too, so that a
+# checkout copied to another machine builds again instead of installing a wheel that may not run there
+cpu=""
+case " $LLAMA_CMAKE_ARGS " in
+  *"GGML_NATIVE=OFF"*) ;;
+  *) cpu=$( (grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null || sysctl -n machdep.cpu.features 2>/dev/null \
+             || uname -a) | sha256sum | cut -c1-12) ;;
+esac
+LLAMA_KEY="$LLAMA_VERSION-$LLAMA_TARGET-$(printf '%s|%s|%s' "$os/$arch" "$LLAMA_VERSION" "$LLAMA_CMAKE_ARGS${cpu:+|$cpu}" | sha256sum | cut -c1-12)"
