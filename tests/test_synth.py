@@ -12,6 +12,7 @@ import pytest
 from declrag.cli import main
 from declrag.golden import load_golden
 from declrag.synth import Candidate, cloze_query, split_by_document
+from declrag.types import GoldSpan
 
 from .conftest import shared
 
@@ -69,6 +70,9 @@ def test_a_folder_becomes_a_golden_set(capsys, tmp_path, folder, minilm):
             a, b = m["span"]
             sentence = corpus[m["source_doc"]].text[a:b]
             assert e.question != sentence and all(w in sentence for w in e.question.split())
+            assert e.gold_spans() == (GoldSpan(m["source_doc"], a, b),)  # scored on the passages covering it
+        else:  # a title question is about its whole document
+            assert e.gold_spans() == ()
     from declrag.synth import normalize
 
     assert len({normalize(e.question) for e in examples}) == len(examples)
@@ -202,6 +206,7 @@ def test_an_lm_writes_typed_questions_with_checked_answers_and_a_killed_run_resu
         if e.metadata["kind"] == "factoid":  # an exact span of its source document, offset kept
             (a,), (s,) = e.answers, e.answer_starts
             assert text[e.metadata["source_doc"]][s:s + len(a)].lower() == a.lower()
+            assert e.gold_spans() == (GoldSpan(e.metadata["source_doc"], s, s + len(a), 1, a),)
         if e.metadata["kind"] == "unanswerable":
             assert not e.answerable and not e.gold and not e.answers
         if e.metadata["kind"] == "multi":

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from .config import IngestConfig, Metric, SearchParams
 from .embed import Embedder, cache_dir
-from .folders import default_store
 from .errors import DeclragError
+from .folders import default_store
 from .indexer import Indexer, IndexReport
 from .inputs import user_text
 from .searching import search as _search
