@@ -277,7 +277,18 @@ def test_own_files_to_synth_to_compile_to_serve_with_no_golden_set_given(capsys,
     summary = json.loads((runs / "mine" / "summary.json").read_text())
     assert summary["best"]["test"]["objective"] > 0.3, summary["best"]  # nDCG@10 on the synthetic test split
     assert summary["synthetic"]["questions"] == summary["synthetic"]["of"] > 0
-    assert "Synthetic set" in (runs / "mine" / "report.md").read_text()
+    report = (runs / "mine" / "report.md").read_text()
+    assert "Synthetic set" in report
+    guard = summary["guard"]  # the best trial ships only if its gain holds on a second synthetic set
+    if summary["best"]["trial"] == summary["baseline"]["trial"]:
+        assert not guard["applied"] and summary["shipped"] == "best"
+    else:
+        assert guard["applied"] and guard["check_set"]["seed"] == 14 and guard["check_set"]["questions"] > 0
+        assert guard["accepted"] == (guard["gain"]["ci95"][0] > 0) == (summary["shipped"] == "best")
+        assert f"Shipped in `best/`: the {summary['shipped']} program" in report
+        kept = summary["best"]["params"] if guard["accepted"] else summary["baseline"]["params"]
+        alpha = next(v for k, v in kept.items() if "alpha" in k)
+        assert declrag.load(runs / "mine").config.retrieve.alpha == pytest.approx(alpha)
     prog = declrag.load(runs / "mine" / "best")
     question = load_golden(str(out)).splits["test"][0]
     app = create_app(prog, "mine", str(runs / "mine"), ServeSettings(),
@@ -293,6 +304,38 @@ def test_own_files_to_synth_to_compile_to_serve_with_no_golden_set_given(capsys,
     assert r.status_code == 200, r.text
     sources = {cite["source"] for cite in r.json()["citations"]}
     assert sources and all(s.startswith(str(folder.resolve())) for s in sources), sources
+
+
+@pytest.mark.slow
+def test_the_second_set_check_ships_the_best_only_when_its_gain_holds(tmp_path, folder, minilm):
+    """The guard's decision on a real second set drawn from the documents: a gain whose interval lies above 0 ships
+    the best program; no gain, or a noisy one, ships the baseline and says why."""
+    from types import SimpleNamespace
+
+    from declrag.api import load_documents
+    from declrag.optimize.guard import second_set_check
+    from declrag.synth import synthesize
+
+    synthesize(load_documents([folder])[0], tmp_path / "set", 30, model=None, seed=5, progress=False)
+    comp = SimpleNamespace(golden=load_golden(str(tmp_path / "set")),
+                           space=SimpleNamespace(objective=SimpleNamespace(retrieval_only=True)))
+    seen: list[tuple[str, int]] = []
+
+    def scorer(gain: float, noise: float):
+        def score(c, prog, questions, desc):
+            seen.append((prog, len(questions)))
+            return {}, [0.5 + (gain + noise * (-1) ** i if prog == "best" else 0.0) for i in range(len(questions))]
+        return score
+
+    held = second_set_check(comp, "base", "best", False, scorer(0.1, 0.0))
+    assert held["applied"] and held["accepted"] and held["check_set"]["seed"] == 6  # another seed than the set's
+    n = held["check_set"]["questions"]
+    assert n > 10 and seen == [("base", n), ("best", n)] and "holds on a second synthetic set" in held["why"]
+    noisy = second_set_check(comp, "base", "best", False, scorer(0.01, 0.5))
+    assert noisy["applied"] and not noisy["accepted"] and "the baseline ships instead" in noisy["why"]
+    assert not second_set_check(comp, "base", "best", True, scorer(0.1, 0.0))["applied"]  # best is the baseline
+    comp.space.objective.retrieval_only = False
+    assert "reads answers" in second_set_check(comp, "base", "best", False, scorer(0.1, 0.0))["why"]
 
 
 def test_kendall_tau_and_its_interval_follow_the_orderings():

@@ -97,10 +97,10 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
         vecs = embedder.embed_queries([e.question for e in qs])
         kw, vec, seen = [], [], []
         for e, v in tqdm(list(zip(qs, vecs)), desc=f"searching ({name})", disable=not progress, unit="q"):
-            hits = (st.keyword_search(e.question, k), st.vector_search(v, k))
-            kw.append([(h.chunk.id, h.score) for h in hits[0]])
-            vec.append([(h.chunk.id, h.score) for h in hits[1]])
-            seen.append({h.chunk.id: passage(h) for h in (*hits[0], *hits[1])})
+            by_kw, by_vec = st.keyword_search(e.question, k), st.vector_search(v, k)
+            kw.append([(h.chunk.id, h.score) for h in by_kw])
+            vec.append([(h.chunk.id, h.score) for h in by_vec])
+            seen.append({h.chunk.id: passage(h) for h in (*by_kw, *by_vec)})
         legs[name] = {"kw": kw, "vec": vec, "vecs": vecs, "q": qs, "seen": seen}
 
     def score(name: str, ranked_lists: list[list[str]]) -> dict[str, float]:
@@ -108,7 +108,8 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
         return _mean([scores_of([seen[c] for c in r], e) for r, e, seen in zip(ranked_lists, leg["q"], leg["seen"])])
 
     def hybrid_lists(name: str, alpha: float, fusion: Fusion) -> list[list[str]]:
-        return [[c for c, _ in fuse(kw, vec, alpha, fusion)] for kw, vec in zip(legs[name]["kw"], legs[name]["vec"])]
+        return [[str(c) for c, _ in fuse(kw, vec, alpha, fusion)]
+                for kw, vec in zip(legs[name]["kw"], legs[name]["vec"])]
 
     sweep: list[dict[str, Any]] = []
     for fusion in FUSIONS:
@@ -124,8 +125,8 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
         t = time.perf_counter()
         hits = st.hybrid_search(e.question, v, k, best["alpha"], best["fusion"])
         lat.append(time.perf_counter() - t)
-        ranked.append([h.chunk.id for h in hits])
-    hybrid = score("report", ranked)
+        ranked.append(scores_of([passage(h) for h in hits], e))
+    hybrid = _mean(ranked)
     if abs(hybrid[SELECT_BY] - best["report"]) > 1e-3:
         raise AssertionError(f"store hybrid ({hybrid[SELECT_BY]}) disagrees with the sweep ({best['report']})")
     modes = {

@@ -186,6 +186,8 @@ def compile_(
     out.print(f"test gain {g['diff']:+.4f} [{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] "
               f"({'holds' if g['significant'] else 'not distinguishable from noise'}); "
               f"best params: {json.dumps(s['best']['params'])}")
+    if (guard := s.get("guard", {})).get("applied"):
+        out.print(f"shipped in best/: the {s['shipped']} program: {guard['why']}", markup=False, highlight=False)
     out.print(describe(s["memory"]), markup=False, highlight=False)
     folder = resume or runs / cast(str, join or name)  # compile_run has refused a new run without --name
     out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
