@@ -411,3 +411,65 @@ def test_a_filter_switched_off_removes_nothing_and_the_set_says_so(tmp_path, fol
     assert off.kept >= on.kept and "switched off: round_trip" in load_golden(str(tmp_path / "off")).description
     with pytest.raises(DeclragError, match="no filter named spelling"):
         synthesize(docs, tmp_path / "bad", 40, skip=("spelling",), progress=False)
+
+
+@pytest.mark.slow
+def test_long_markdown_and_pdf_files_to_synth_to_compile_to_serve_scored_on_passages(capsys, tmp_path):
+    """A user's few long files (whole Wikipedia articles as Markdown, one as a PDF) -> synth -> compile -> serve:
+    retrieval is scored on the passages covering each question's sentence, not on the (few) documents."""
+    from fastapi.testclient import TestClient
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    import declrag
+    from declrag.serve import ServeSettings, create_app
+
+    data = json.loads(shared("squad-v1.1", "dev-v1.1.json").read_text())
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, art in enumerate(data["data"][:3]):
+        text = "\n\n".join(p["context"] for p in art["paragraphs"])
+        if i < 2:
+            (docs / f"{art['title']}.md").write_text(f"# {art['title'].replace('_', ' ')}\n\n{text}\n")
+            continue
+        c = canvas.Canvas(str(docs / f"{art['title']}.pdf"), pagesize=A4)
+        words, lines = text.split(), []
+        while words:
+            line = []
+            while words and len(" ".join([*line, words[0]])) < 95:
+                line.append(words.pop(0))
+            lines.append(" ".join(line or [words.pop(0)]))
+        for start in range(0, len(lines), 50):
+            t = c.beginText(40, 800)
+            t.setFont("Helvetica", 8)
+            for line in lines[start:start + 50]:
+                t.textLine(line)
+            c.drawText(t)
+            c.showPage()
+        c.save()
+    out, runs = tmp_path / "set", tmp_path / "runs"
+    code, _, err = run(capsys, "synth", str(docs), "--out", str(out), "--n", "60", "--model", "none", "-q")
+    assert code == 0, err
+    golden = load_golden(str(out))
+    md = [d for d in golden.documents if d.source.endswith(".md")]
+    pages = [d for d in golden.documents if d.source.endswith(".pdf")]  # a PDF is a document per page
+    assert len(md) == 2 and min(len(d.text) for d in md) > 20_000 and len(pages) >= 3  # long files
+    code, stdout, err = run(capsys, "compile", "--space", "retrieval", "--dataset", str(out), "--name", "long",
+                            "--runs", str(runs), "--max-trials", "3", "-q")
+    assert code == 0, err
+    summary = json.loads((runs / "long" / "summary.json").read_text())
+    assert summary["retrieval_unit"].get("span", 0) > 0  # cloze questions: scored on passages
+    assert set(summary["retrieval_unit"]) <= {"span", "document"}
+    assert 0 < summary["best"]["test"]["objective"] <= 1 and summary["splits"]["test"] > 0
+    assert "passages covering the gold spans" in (runs / "long" / "report.md").read_text()
+    app = create_app(declrag.load(runs / "long"), "long", str(runs / "long"), ServeSettings())
+    with TestClient(app) as client:
+        for _ in range(300):
+            if client.get("/readyz").status_code == 200:
+                break
+            import time
+
+            time.sleep(0.05)
+        r = client.post("/v1/search", json={"query": golden.splits["test"][0].question, "k": 3})
+    assert r.status_code == 200, r.text
+    assert {h["source"] for h in r.json()["hits"]} <= {str(p.resolve()) for p in docs.iterdir()}

@@ -8,6 +8,7 @@ import logging
 import subprocess
 import time
 import warnings
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +19,7 @@ from ..about import versions
 from ..errors import DeclragError
 from ..golden import LABELS, labels_of, load_golden
 from ..memory import MemoryTracker
+from ..metrics.passages import unit_of
 from ..metrics.stats import by_label, mean_ci, mean_of, paired_difference
 from .budget import Budget, trial_counts
 from .compile import Compiler, digest_of, weighted
@@ -347,7 +349,8 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool,
         "prompt_optimization": prompt_info, "splits": {k: len(v) for k, v in splits.items()},
         "synthetic": comp.golden.synthetic(),
         "split_note": comp.split_note, "finetune": finetune_info,
-        "shipped": "best" if guard["accepted"] else "baseline", "guard": guard,
+        "shipped": "best" if guard["accepted"] else "baseline", "guard": guard, "retrieval_unit": dict(Counter(
+            str(unit_of(list(e.gold_spans()), e.answers, e.gold)) for e in splits["test"])),
     }
 
 
