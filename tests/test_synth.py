@@ -12,6 +12,7 @@ import pytest
 from declrag.cli import main
 from declrag.golden import load_golden
 from declrag.synth import Candidate, cloze_query, split_by_document
+from declrag.types import GoldSpan
 
 from .conftest import shared
 
@@ -69,6 +70,9 @@ def test_a_folder_becomes_a_golden_set(capsys, tmp_path, folder, minilm):
             a, b = m["span"]
             sentence = corpus[m["source_doc"]].text[a:b]
             assert e.question != sentence and all(w in sentence for w in e.question.split())
+            assert e.gold_spans() == (GoldSpan(m["source_doc"], a, b),)  # scored on the passages covering it
+        else:  # a title question is about its whole document
+            assert e.gold_spans() == ()
     from declrag.synth import normalize
 
     assert len({normalize(e.question) for e in examples}) == len(examples)
@@ -202,6 +206,7 @@ def test_an_lm_writes_typed_questions_with_checked_answers_and_a_killed_run_resu
         if e.metadata["kind"] == "factoid":  # an exact span of its source document, offset kept
             (a,), (s,) = e.answers, e.answer_starts
             assert text[e.metadata["source_doc"]][s:s + len(a)].lower() == a.lower()
+            assert e.gold_spans() == (GoldSpan(e.metadata["source_doc"], s, s + len(a), 1, a),)
         if e.metadata["kind"] == "unanswerable":
             assert not e.answerable and not e.gold and not e.answers
         if e.metadata["kind"] == "multi":
@@ -272,7 +277,18 @@ def test_own_files_to_synth_to_compile_to_serve_with_no_golden_set_given(capsys,
     summary = json.loads((runs / "mine" / "summary.json").read_text())
     assert summary["best"]["test"]["objective"] > 0.3, summary["best"]  # nDCG@10 on the synthetic test split
     assert summary["synthetic"]["questions"] == summary["synthetic"]["of"] > 0
-    assert "Synthetic set" in (runs / "mine" / "report.md").read_text()
+    report = (runs / "mine" / "report.md").read_text()
+    assert "Synthetic set" in report
+    guard = summary["guard"]  # the best trial ships only if its gain holds on a second synthetic set
+    if summary["best"]["trial"] == summary["baseline"]["trial"]:
+        assert not guard["applied"] and summary["shipped"] == "best"
+    else:
+        assert guard["applied"] and guard["check_set"]["seed"] == 14 and guard["check_set"]["questions"] > 0
+        assert guard["accepted"] == (guard["gain"]["ci95"][0] > 0) == (summary["shipped"] == "best")
+        assert f"Shipped in `best/`: the {summary['shipped']} program" in report
+        kept = summary["best"]["params"] if guard["accepted"] else summary["baseline"]["params"]
+        alpha = next(v for k, v in kept.items() if "alpha" in k)
+        assert declrag.load(runs / "mine").config.retrieve.alpha == pytest.approx(alpha)
     prog = declrag.load(runs / "mine" / "best")
     question = load_golden(str(out)).splits["test"][0]
     app = create_app(prog, "mine", str(runs / "mine"), ServeSettings(),
@@ -288,6 +304,38 @@ def test_own_files_to_synth_to_compile_to_serve_with_no_golden_set_given(capsys,
     assert r.status_code == 200, r.text
     sources = {cite["source"] for cite in r.json()["citations"]}
     assert sources and all(s.startswith(str(folder.resolve())) for s in sources), sources
+
+
+@pytest.mark.slow
+def test_the_second_set_check_ships_the_best_only_when_its_gain_holds(tmp_path, folder, minilm):
+    """The guard's decision on a real second set drawn from the documents: a gain whose interval lies above 0 ships
+    the best program; no gain, or a noisy one, ships the baseline and says why."""
+    from types import SimpleNamespace
+
+    from declrag.api import load_documents
+    from declrag.optimize.guard import second_set_check
+    from declrag.synth import synthesize
+
+    synthesize(load_documents([folder])[0], tmp_path / "set", 30, model=None, seed=5, progress=False)
+    comp = SimpleNamespace(golden=load_golden(str(tmp_path / "set")),
+                           space=SimpleNamespace(objective=SimpleNamespace(retrieval_only=True)))
+    seen: list[tuple[str, int]] = []
+
+    def scorer(gain: float, noise: float):
+        def score(c, prog, questions, desc):
+            seen.append((prog, len(questions)))
+            return {}, [0.5 + (gain + noise * (-1) ** i if prog == "best" else 0.0) for i in range(len(questions))]
+        return score
+
+    held = second_set_check(comp, "base", "best", False, scorer(0.1, 0.0))
+    assert held["applied"] and held["accepted"] and held["check_set"]["seed"] == 6  # another seed than the set's
+    n = held["check_set"]["questions"]
+    assert n > 10 and seen == [("base", n), ("best", n)] and "holds on a second synthetic set" in held["why"]
+    noisy = second_set_check(comp, "base", "best", False, scorer(0.01, 0.5))
+    assert noisy["applied"] and not noisy["accepted"] and "the baseline ships instead" in noisy["why"]
+    assert not second_set_check(comp, "base", "best", True, scorer(0.1, 0.0))["applied"]  # best is the baseline
+    comp.space.objective.retrieval_only = False
+    assert "reads answers" in second_set_check(comp, "base", "best", False, scorer(0.1, 0.0))["why"]
 
 
 def test_kendall_tau_and_its_interval_follow_the_orderings():
@@ -363,3 +411,65 @@ def test_a_filter_switched_off_removes_nothing_and_the_set_says_so(tmp_path, fol
     assert off.kept >= on.kept and "switched off: round_trip" in load_golden(str(tmp_path / "off")).description
     with pytest.raises(DeclragError, match="no filter named spelling"):
         synthesize(docs, tmp_path / "bad", 40, skip=("spelling",), progress=False)
+
+
+@pytest.mark.slow
+def test_long_markdown_and_pdf_files_to_synth_to_compile_to_serve_scored_on_passages(capsys, tmp_path):
+    """A user's few long files (whole Wikipedia articles as Markdown, one as a PDF) -> synth -> compile -> serve:
+    retrieval is scored on the passages covering each question's sentence, not on the (few) documents."""
+    from fastapi.testclient import TestClient
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    import declrag
+    from declrag.serve import ServeSettings, create_app
+
+    data = json.loads(shared("squad-v1.1", "dev-v1.1.json").read_text())
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, art in enumerate(data["data"][:3]):
+        text = "\n\n".join(p["context"] for p in art["paragraphs"])
+        if i < 2:
+            (docs / f"{art['title']}.md").write_text(f"# {art['title'].replace('_', ' ')}\n\n{text}\n")
+            continue
+        c = canvas.Canvas(str(docs / f"{art['title']}.pdf"), pagesize=A4)
+        words, lines = text.split(), []
+        while words:
+            line = []
+            while words and len(" ".join([*line, words[0]])) < 95:
+                line.append(words.pop(0))
+            lines.append(" ".join(line or [words.pop(0)]))
+        for start in range(0, len(lines), 50):
+            t = c.beginText(40, 800)
+            t.setFont("Helvetica", 8)
+            for line in lines[start:start + 50]:
+                t.textLine(line)
+            c.drawText(t)
+            c.showPage()
+        c.save()
+    out, runs = tmp_path / "set", tmp_path / "runs"
+    code, _, err = run(capsys, "synth", str(docs), "--out", str(out), "--n", "60", "--model", "none", "-q")
+    assert code == 0, err
+    golden = load_golden(str(out))
+    md = [d for d in golden.documents if d.source.endswith(".md")]
+    pages = [d for d in golden.documents if d.source.endswith(".pdf")]  # a PDF is a document per page
+    assert len(md) == 2 and min(len(d.text) for d in md) > 20_000 and len(pages) >= 3  # long files
+    code, stdout, err = run(capsys, "compile", "--space", "retrieval", "--dataset", str(out), "--name", "long",
+                            "--runs", str(runs), "--max-trials", "3", "-q")
+    assert code == 0, err
+    summary = json.loads((runs / "long" / "summary.json").read_text())
+    assert summary["retrieval_unit"].get("span", 0) > 0  # cloze questions: scored on passages
+    assert set(summary["retrieval_unit"]) <= {"span", "document"}
+    assert 0 < summary["best"]["test"]["objective"] <= 1 and summary["splits"]["test"] > 0
+    assert "passages covering the gold spans" in (runs / "long" / "report.md").read_text()
+    app = create_app(declrag.load(runs / "long"), "long", str(runs / "long"), ServeSettings())
+    with TestClient(app) as client:
+        for _ in range(300):
+            if client.get("/readyz").status_code == 200:
+                break
+            import time
+
+            time.sleep(0.05)
+        r = client.post("/v1/search", json={"query": golden.splits["test"][0].question, "k": 3})
+    assert r.status_code == 200, r.text
+    assert {h["source"] for h in r.json()["hits"]} <= {str(p.resolve()) for p in docs.iterdir()}

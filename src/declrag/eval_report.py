@@ -8,6 +8,8 @@ import html
 from pathlib import Path
 from typing import Any
 
+from .metrics.passages import UNIT_WORDS
+
 
 def _plots(out: Path, summary: dict, records: list[dict]) -> list[tuple[str, Path]]:
     import matplotlib
@@ -103,6 +105,9 @@ def markdown(summary: dict, plots: list[tuple[str, Path]], out: Path) -> str:
     lines += ["| metric | mean | 95% CI | n |", "|---|---|---|---|"]
     for n, v in s["metrics"].items():
         lines.append(f"| {n} | {_fmt(v['mean'])} | [{_fmt(v['ci95'][0])}, {_fmt(v['ci95'][1])}] | {v['n']} |")
+    if units := s.get("retrieval_unit"):
+        lines += ["", "Retrieval metrics scored over " + ", ".join(
+            f"{UNIT_WORDS.get(u, u)} ({n} questions)" for u, n in sorted(units.items())) + "."]
     c = s["confusion"]
     lines += ["", "## RAG confusion matrix (gold passage retrieved x answer correct)", "",
               "| | correct | wrong |", "|---|---|---|",

@@ -18,6 +18,7 @@ import json
 import random
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextvars import copy_context
 from dataclasses import asdict, dataclass, field
@@ -32,10 +33,11 @@ from .lm import Meter, metering
 from .metrics.base import Case, Metric, Passage, to_case
 from .metrics.catalog import get_metrics
 from .metrics.context import passage_is_gold
+from .metrics.passages import unit_of
 from .metrics.stats import by_label, confusion, mean_ci, percentiles
 from .postprocess import is_abstention
 from .program import RAGProgram
-from .types import Chunk, Hit
+from .types import Chunk, GoldSpan, Hit
 
 DEFAULT_METRICS = ["em", "f1", "token_match", "rouge1", "rouge2", "rougeL", "rouge1_recall", "semantic_similarity",
                    "faithfulness", "hallucination", "sia", "answer_relevancy", "context_relevance",
@@ -78,6 +80,7 @@ def case_of(rec: dict, ex: Example | None = None) -> Case:
     return Case(id=rec["id"], question=rec["question"], answer=rec["answer"], references=rec["references"],
                 answerable=rec["answerable"], abstained=rec["abstained"], gold=rec.get("gold", {}),
                 answer_starts=rec.get("answer_starts", []),
+                spans=[GoldSpan.of(s) for s in rec.get("spans", ())],
                 passages=[Passage.of(p) for p in rec["passages"]])
 
 
@@ -139,7 +142,8 @@ class Evaluation:
         ans = self.program(question=ex.question, history=ex.history)
         base = {"id": ex.id, "question": ex.question, "history": [t.to_dict() for t in ex.history],
                 "labels": self._labels[ex.id], "references": list(ex.answers), "answerable": ex.answerable,
-                "gold": ex.gold, "answer_starts": list(ex.answer_starts), "answer": ans.answer,
+                "gold": ex.gold, "answer_starts": list(ex.answer_starts),
+                "spans": [asdict(s) for s in ex.gold_spans()], "answer": ans.answer,
                 "abstained": ans.abstained, "citations": ans.citations, "removed_citations": ans.removed_citations,
                 "passages": _passages(ans), "judge": ans.judge, "stages": ans.stages, "queries": ans.queries,
                 "latency_ms": ans.latency_ms}
@@ -147,6 +151,7 @@ class Evaluation:
         values, flags, judge_usage = score_case(case, self.metrics)
         gold_flags = passage_is_gold(case) if case.gold else []
         base.update(metrics=values, flags=flags, usage={"program": ans.usage, "judges": judge_usage},
+                    unit=unit_of(case.gold_spans(), case.references, case.gold),
                     gold_retrieved=any(ok for _, ok in gold_flags) if case.gold else None, correct=correct(case),
                     wall_ms=round(1000 * (time.perf_counter() - t0), 1))
         return base
@@ -222,6 +227,8 @@ class Evaluation:
             "throughput_qps": round(computed / wall_s, 4) if wall_s and computed else None,
             "latency_ms": percentiles(lat, digits=1),
             "confusion": confusion([(r["gold_retrieved"], r["correct"]) for r in records]),
+            # what retrieval was scored on, questions per unit (declrag.metrics.passages): span, answer, document
+            "retrieval_unit": dict(Counter(str(r.get("unit")) for r in records if r.get("unit"))),
             "abstention": {"all": _rate(records), "answerable": _rate(answerable), "unanswerable": _rate(unanswerable),
                            "n_answerable": len(answerable), "n_unanswerable": len(unanswerable)},
             "by_label": by_label([self._labels.get(r["id"], {}) for r in records],

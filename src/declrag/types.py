@@ -1,4 +1,4 @@
-"""The values that flow through declrag: documents, chunks and search hits.
+"""The values that flow through declrag: documents, chunks, search hits and gold spans.
 
 Plain frozen dataclasses: cheap to create by the hundred thousand, easy to serialise with
 ``dataclasses.asdict``. Character spans are half-open ``[start, end)`` offsets into the document text,
@@ -8,6 +8,7 @@ so ``document.text[chunk.start:chunk.end] == chunk.text`` always holds.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -64,6 +65,38 @@ def chunk_id(doc_id: str, position: int) -> str:
 
 
 Leg = Literal["keyword", "vector", "hybrid"]
+
+
+@dataclass(frozen=True, slots=True)
+class GoldSpan:
+    """A relevant span of a document: characters ``[start, end)`` of document ``doc``, with a grade (how relevant,
+    as qrels grade) and the answer string it holds, when it is an answer's span. Retrieval is scored on the
+    passages that cover it (`declrag.metrics.passages`), whatever the chunking."""
+
+    doc: str
+    start: int
+    end: int
+    grade: int = 1
+    answer: str = ""
+
+    @classmethod
+    def from_answers(cls, gold: dict[str, int], answers: Sequence[str], starts: Sequence[int | None]
+                     ) -> tuple[GoldSpan, ...]:
+        """Each extractive answer's span in the one gold document (SQuAD's answer offsets); () unless there is
+        exactly one gold document and an offset per answer."""
+        docs = [d for d, g in gold.items() if g > 0]
+        if len(docs) != 1 or not starts or len(starts) != len(answers):
+            return ()
+        return tuple(dict.fromkeys(cls(docs[0], s, s + len(a), 1, a) for s, a in zip(starts, answers)
+                                   if s is not None and s >= 0 and a))
+
+    @classmethod
+    def of(cls, raw: Any) -> GoldSpan:
+        """A span from a `GoldSpan` or a record ``{doc, start, end, grade?, answer?}``."""
+        if isinstance(raw, GoldSpan):
+            return raw
+        return cls(str(raw["doc"]), int(raw["start"]), int(raw["end"]), int(raw.get("grade", 1)),
+                   str(raw.get("answer") or ""))
 
 
 @dataclass(frozen=True, slots=True)

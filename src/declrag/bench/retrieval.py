@@ -16,6 +16,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ from ..config import Fusion, IngestConfig
 from ..embed import Embedder
 from ..golden import Example, find_spec, load_golden
 from ..indexer import Indexer
-from ..metrics.retrieval import RETRIEVAL_METRICS, doc_ranking, retrieval_scores
+from ..metrics.passages import UNIT_WORDS, passage_scores, unit_of
+from ..metrics.retrieval import RETRIEVAL_METRICS
 from ..metrics.stats import latency_ms, percentiles
 from ..stores import child_uri, open_store
 from ..stores.fusion import MIN_CANDIDATES, fuse
@@ -48,6 +50,18 @@ def _halves(examples: list[Example], seed: int = 13) -> tuple[list[Example], lis
 
 def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
     return {m: round(float(np.mean([r[m] for r in rows])), 4) for m in RETRIEVAL_METRICS} if rows else {}
+
+
+def passage(h: Hit) -> tuple[str, int, int, str]:
+    """A hit as passage-level scoring reads it: document, character span, text."""
+    return h.doc_id, h.start, h.end, h.text
+
+
+def scores_of(passages: list[tuple[str, int, int, str]], e: Example) -> dict[str, float]:
+    """Every retrieval metric of a ranked list of passages for ``e``, in its unit: over the passages covering its
+    gold spans, or holding its short answer, else over its gold documents (`declrag.metrics.passages`)."""
+    scored = passage_scores(passages, list(e.gold_spans()), e.answers, e.gold)
+    return scored[0] if scored else dict.fromkeys(RETRIEVAL_METRICS, 0.0)
 
 
 def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = None, limit: int | None = None,
@@ -81,22 +95,21 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
     legs: dict[str, dict[str, Any]] = {}
     for name, qs in (("tune", tune_q), ("report", report_q)):
         vecs = embedder.embed_queries([e.question for e in qs])
-        kw, vec = [], []
+        kw, vec, seen = [], [], []
         for e, v in tqdm(list(zip(qs, vecs)), desc=f"searching ({name})", disable=not progress, unit="q"):
-            kw.append([(h.chunk.id, h.score, h.doc_id) for h in st.keyword_search(e.question, k)])
-            vec.append([(h.chunk.id, h.score, h.doc_id) for h in st.vector_search(v, k)])
-        legs[name] = {"kw": kw, "vec": vec, "vecs": vecs, "q": qs}
+            by_kw, by_vec = st.keyword_search(e.question, k), st.vector_search(v, k)
+            kw.append([(h.chunk.id, h.score) for h in by_kw])
+            vec.append([(h.chunk.id, h.score) for h in by_vec])
+            seen.append({h.chunk.id: passage(h) for h in (*by_kw, *by_vec)})
+        legs[name] = {"kw": kw, "vec": vec, "vecs": vecs, "q": qs, "seen": seen}
 
     def score(name: str, ranked_lists: list[list[str]]) -> dict[str, float]:
-        return _mean([retrieval_scores(r, e.gold) for r, e in zip(ranked_lists, legs[name]["q"])])
+        leg = legs[name]
+        return _mean([scores_of([seen[c] for c in r], e) for r, e, seen in zip(ranked_lists, leg["q"], leg["seen"])])
 
     def hybrid_lists(name: str, alpha: float, fusion: Fusion) -> list[list[str]]:
-        out = []
-        for kw, vec in zip(legs[name]["kw"], legs[name]["vec"]):
-            doc_of = {cid: d for cid, _, d in kw + vec}
-            fused = fuse([(c, s) for c, s, _ in kw], [(c, s) for c, s, _ in vec], alpha, fusion)
-            out.append(doc_ranking(doc_of[c] for c, _ in fused))
-        return out
+        return [[str(c) for c, _ in fuse(kw, vec, alpha, fusion)]
+                for kw, vec in zip(legs[name]["kw"], legs[name]["vec"])]
 
     sweep: list[dict[str, Any]] = []
     for fusion in FUSIONS:
@@ -112,19 +125,20 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
         t = time.perf_counter()
         hits = st.hybrid_search(e.question, v, k, best["alpha"], best["fusion"])
         lat.append(time.perf_counter() - t)
-        ranked.append(doc_ranking(h.doc_id for h in hits))
-    hybrid = score("report", ranked)
+        ranked.append(scores_of([passage(h) for h in hits], e))
+    hybrid = _mean(ranked)
     if abs(hybrid[SELECT_BY] - best["report"]) > 1e-3:
         raise AssertionError(f"store hybrid ({hybrid[SELECT_BY]}) disagrees with the sweep ({best['report']})")
     modes = {
-        "keyword": score("report", [doc_ranking(d for *_, d in kw) for kw in legs["report"]["kw"]]),
-        "vector": score("report", [doc_ranking(d for *_, d in vec) for vec in legs["report"]["vec"]]),
+        "keyword": score("report", [[c for c, _ in kw] for kw in legs["report"]["kw"]]),
+        "vector": score("report", [[c for c, _ in vec] for vec in legs["report"]["vec"]]),
         "hybrid": {"alpha": best["alpha"], "fusion": best["fusion"], **hybrid},
     }
     result = {
         "dataset": gs.name, "split": report_split, "queries": len(report_q), "tune_queries": len(tune_q),
         "tuned_on": tuned_on, "documents": len(gs.documents), "chunks": st.count(),
         "ingest": ingest.model_dump(mode="json"), "modes": modes, "sweep": sweep, "reference": reference,
+        "unit": dict(Counter(str(unit_of(list(e.gold_spans()), e.answers, e.gold)) for e in report_q)),
         "hybrid_latency_ms": latency_ms(lat) if lat else {},
         "seconds": {"index": round(t_index, 1), "embedded": report.embedded,
                     "total": round(time.perf_counter() - t_start, 1)},
@@ -177,7 +191,7 @@ def compare(documents, ingest: IngestConfig, embedder: Embedder, report: dict[st
             qv = list(zip(report["q"], report["vecs"]))
             for mode, fn in runs.items():
                 lat: dict[str, list[float]] = {a: [] for a in arms}
-                ranked: dict[str, list[list[str]]] = {a: [] for a in arms}
+                ranked: dict[str, list[dict[str, float]]] = {a: [] for a in arms}
                 top: dict[str, list[list[str]]] = {a: [] for a in arms}
                 for e, v in tqdm(qv, desc=f"{mode}: {' / '.join(arms)}", disable=not progress, unit="q"):
                     for arm, st in arms.items():
@@ -185,11 +199,11 @@ def compare(documents, ingest: IngestConfig, embedder: Embedder, report: dict[st
                         hits = (_client_search(st, mode, e.question, v, k, alpha, fusion) if arm == "client_api"
                                 else fn(st, e, v))
                         lat[arm].append(time.perf_counter() - t)
-                        ranked[arm].append(doc_ranking(h.doc_id for h in hits))
+                        ranked[arm].append(scores_of([passage(h) for h in hits], e))
                         top[arm].append([h.chunk.id for h in hits[:10]])
                 for arm in arms:
                     tops.setdefault(arm, {})[mode] = top[arm]
-                    row = {**_mean([retrieval_scores(r, e.gold) for r, e in zip(ranked[arm], report["q"])]),
+                    row = {**_mean(ranked[arm]),
                            **latency_ms(lat[arm], suffix="_ms")}
                     if arm == "client_api":
                         out["other"].setdefault("client_api", {})[mode] = row
@@ -279,6 +293,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         label = mode if mode != "hybrid" else f"hybrid (alpha {vals['alpha']}, {vals['fusion']})"
         t.add_row(label, *(f"{vals[m]:.4f}" for m in metrics))
     console.print(t)
+    console.print("scored over " + ", ".join(f"{UNIT_WORDS.get(u, u)} ({n} queries)"
+                                             for u, n in sorted(r.get("unit", {}).items())))
     if r["reference"]:
         ref = Table(title="published reference figures (measured elsewhere)")
         ref.add_column("figure")

@@ -60,6 +60,7 @@ def eval_(
     """Evaluate a program on a golden set: per-question records, a summary with 95% CIs, a report."""
     from ..evaluate import DEFAULT_JUDGE_METRICS, DEFAULT_METRICS, EvalSpec, Evaluation
     from ..evaluate import compare as compare_runs
+    from ..metrics.passages import UNIT_WORDS
 
     apply_cache_limits(lm_cache_entries, lm_cache_disk_mb, lm_history, embedding_rows)
     if compare:
@@ -89,6 +90,9 @@ def eval_(
         if v["mean"] is not None:
             t.add_row(n, f"{v['mean']:.4f}", f"[{v['ci95'][0]:.4f}, {v['ci95'][1]:.4f}]", str(v["n"]))
     out.print(t)
+    if units := summary.get("retrieval_unit"):
+        out.print("retrieval scored over " + ", ".join(f"{UNIT_WORDS.get(u, u)} ({n})"
+                                                       for u, n in sorted(units.items())))
     u = summary["usage"]
     out.print(f"program: {int(u['program']['calls'])} LM calls ({int(u['program']['cached'])} cached), "
               f"${u['program']['cost_usd']:.4f}; judges: {int(u['judges']['calls'])} calls "
@@ -182,6 +186,8 @@ def compile_(
     out.print(f"test gain {g['diff']:+.4f} [{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] "
               f"({'holds' if g['significant'] else 'not distinguishable from noise'}); "
               f"best params: {json.dumps(s['best']['params'])}")
+    if (guard := s.get("guard", {})).get("applied"):
+        out.print(f"shipped in best/: the {s['shipped']} program: {guard['why']}", markup=False, highlight=False)
     out.print(describe(s["memory"]), markup=False, highlight=False)
     folder = resume or runs / cast(str, join or name)  # compile_run has refused a new run without --name
     out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")

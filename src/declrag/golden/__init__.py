@@ -67,6 +67,7 @@ class DatasetSpec(BaseModel):
     hf: HFSpec | None = None
     splits: dict[str, str] = {}
     corpus: str | None = None  # jsonl/hf formats: a documents file in the BEIR corpus.jsonl layout
+    documents: Literal["paragraphs", "articles"] = "paragraphs"  # squad format: a paragraph or an article a document
     description: str = ""
     license: str = ""
     reference: dict[str, float] = {}
@@ -113,7 +114,7 @@ def _read_spec(path: Path) -> DatasetSpec:
         problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(top)'}: {err['msg']}" for err in e.errors())
         raise DeclragError(f"{path}: invalid dataset declaration: {problems}",
                            hint="fields: name, format (beir|squad|cmu-qa|jsonl|mtrag|hf), path, hf, splits, corpus, "
-                                "description, license, reference") from e
+                                "documents (squad: paragraphs|articles), description, license, reference") from e
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as e:
         raise DeclragError(f"{path}: cannot read dataset declaration: {e}", hint="see datasets/*.yaml") from e
     spec._file = path.resolve()
@@ -175,7 +176,8 @@ def _load(spec: DatasetSpec, only: str | None) -> GoldenSet:
         local, corpus = local.resolve(), spec._resolve(spec.corpus)
         stamp = (_stamp(local), _stamp(corpus) if corpus and corpus.exists() else None)
         docs, splits = _parse_local(spec.format, str(local), stamp, tuple(spec.splits.items()),
-                                    str(corpus) if corpus else None, json.dumps(spec.hf.columns if spec.hf else {}))
+                                    str(corpus) if corpus else None, json.dumps(spec.hf.columns if spec.hf else {}),
+                                    spec.documents == "articles")
     elif spec.hf is not None:
         mapping = spec.hf.splits or {k: k for k in spec.splits}
         if only is not None and mapping:  # download only the split asked for
@@ -209,7 +211,7 @@ def _stamp(p: Path) -> tuple[int, int, int]:
 
 @lru_cache(maxsize=16)
 def _parse_local(fmt: str, path: str, stamp: object, splits: tuple[tuple[str, str], ...],
-                 corpus: str | None, columns: str) -> Parsed:
+                 corpus: str | None, columns: str, articles: bool = False) -> Parsed:
     p, names = Path(path), dict(splits)
     base = p if p.is_dir() else p.parent
     files = {k: base / v for k, v in names.items()}
@@ -219,7 +221,7 @@ def _parse_local(fmt: str, path: str, stamp: object, splits: tuple[tuple[str, st
         return beir_build(beir_docs(read_jsonl(p / "corpus.jsonl"), str(p / "corpus.jsonl")), queries,
                            {k: read_qrels(f) for k, f in files.items()}, str(p))
     if fmt == "squad":
-        return squad(files or {"train" if "train" in p.stem.lower() else "dev": p})
+        return squad(files or {"train" if "train" in p.stem.lower() else "dev": p}, articles)
     if fmt == "cmu-qa":
         return cmu(p, names or {"all": "."})
     if fmt == "mtrag":

@@ -13,7 +13,7 @@ from typing import Any
 from ..conversation import Turn, turns
 from ..errors import DeclragError
 from ..inputs import InputError
-from ..types import Document, content_hash
+from ..types import Document, GoldSpan, content_hash
 from .sets import Example
 
 log = logging.getLogger(__name__)
@@ -138,8 +138,10 @@ def beir_build(docs: list[Document], queries: dict[str, str], qrels: dict[str, l
     return tuple(docs), splits
 
 
-def squad(files: dict[str, Path]) -> Parsed:
-    """Each paragraph is a Document ``<article title>#<paragraph index>``; each question an Example."""
+def squad(files: dict[str, Path], articles: bool = False) -> Parsed:
+    """Each paragraph is a Document ``<article title>#<paragraph index>``; each question an Example. With
+    ``articles``, each article is one Document ``<article title>`` (its paragraphs joined by a blank line, as a
+    user's long file) and each answer's offset is moved into it."""
     docs: dict[str, Document] = {}
     done: dict[Path, tuple[Example, ...]] = {}
     for f in files.values():
@@ -155,15 +157,21 @@ def squad(files: dict[str, Path]) -> Parsed:
         out = []
         for ai, art in enumerate(data["data"]):
             title = str(art.get("title") or f"article{ai}")
+            offsets = _article(docs, f, title, art) if articles else None
             for pi, para in enumerate(art.get("paragraphs") or []):
                 try:
-                    did = f"{title}#{pi}"
-                    docs.setdefault(did, Document(id=did, text=para["context"], source=str(f),
-                                                  title=title.replace("_", " ")))
+                    did = title if offsets else f"{title}#{pi}"
+                    if not offsets:
+                        docs.setdefault(did, Document(id=did, text=para["context"], source=str(f),
+                                                      title=title.replace("_", " ")))
                     for qa in para.get("qas") or []:
                         impossible, meta = bool(qa.get("is_impossible", False)), {}
                         answers, starts = ((), ()) if impossible else _spans(qa.get("answers"))
+                        if offsets and starts:
+                            starts = tuple(s + offsets[pi] if s is not None and s >= 0 else s for s in starts)
                         plausible, pstarts = _spans(qa.get("plausible_answers"))
+                        if offsets and pstarts:
+                            pstarts = tuple(s + offsets[pi] if s is not None and s >= 0 else s for s in pstarts)
                         if impossible and plausible:
                             meta = {"plausible_answers": list(plausible), "plausible_answer_starts": list(pstarts)}
                         out.append(Example(id=str(qa["id"]), question=qa["question"], answers=answers,
@@ -174,6 +182,21 @@ def squad(files: dict[str, Path]) -> Parsed:
                                        hint="paragraphs need `context` and `qas` with id, question, answers") from e
         done[f] = tuple(out)
     return tuple(docs.values()), {k: done[f] for k, f in files.items()}
+
+
+def _article(docs: dict[str, Document], f: Path, title: str, art: dict) -> list[int]:
+    """One article as one Document (its paragraphs joined by a blank line); each paragraph's offset in it."""
+    try:
+        texts = [str(p["context"]) for p in art.get("paragraphs") or []]
+    except (KeyError, TypeError) as e:
+        raise DeclragError(f"{f}: malformed article {title!r}: a paragraph without `context`",
+                           hint="paragraphs need `context` and `qas`") from e
+    offsets, at = [], 0
+    for t in texts:
+        offsets.append(at)
+        at += len(t) + 2
+    docs.setdefault(title, Document(id=title, text="\n\n".join(texts), source=str(f), title=title.replace("_", " ")))
+    return offsets or [0]
 
 
 def cmu_qa_files(p: Path) -> list[Path]:
@@ -240,9 +263,12 @@ def _cmu_file(qf: Path, docs: dict[str, Document]) -> list[Example]:
 
 def jsonl(files: dict[str, Path], corpus: Path | None) -> Parsed:
     """User golden files: ``question`` plus optional id, answers (strings, or SQuAD's text and answer_start), gold,
-    answerable, metadata, and ``history`` (the conversation before the question: ``[{role, content}, ...]``, as a
-    chat log has it; ``answer`` is accepted for ``answers``)."""
+    answerable, metadata, ``spans`` (gold spans: ``[{doc, start, end, grade?, answer?}]``, character offsets in the
+    corpus's documents; retrieval is then scored on the passages covering them) and ``history`` (the conversation
+    before the question: ``[{role, content}, ...]``, as a chat log has it; ``answer`` is accepted for
+    ``answers``)."""
     docs = beir_docs(read_jsonl(corpus), str(corpus)) if corpus else []
+    by_id = {d.id: d for d in docs}
     out = {}
     for name, f in files.items():
         exs: list[Example] = []
@@ -266,14 +292,73 @@ def jsonl(files: dict[str, Path], corpus: Path | None) -> Parsed:
             seen[rid] = n
             try:
                 texts, starts = _spans(answers)
+                gold, spans = _gold(r.get("gold")), gold_spans(f, n, r.get("spans"), by_id)
+                check_offsets(f, n, gold, texts, starts, by_id)
                 exs.append(Example(id=rid, question=r["question"], answers=texts, answer_starts=starts,
-                                   gold=_gold(r.get("gold")), history=_history(f, n, r.get("history")),
+                                   gold=gold or {s.doc: max(x.grade for x in spans if x.doc == s.doc) for s in spans},
+                                   history=_history(f, n, r.get("history")), spans=spans,
                                    answerable=bool(r.get("answerable", True)), metadata=r.get("metadata") or {}))
             except (TypeError, ValueError) as e:
                 raise DeclragError(f"{f}:{n}: malformed example: {e}",
                                    hint="`answers`: a string or list; `gold`: a list of doc ids or {id: grade}") from e
         out[name] = tuple(exs)
     return tuple(docs), out
+
+
+SPANS_HINT = ('`spans` is a list of {"doc": document id, "start": first character, "end": one past the last, '
+              '"grade": 1 or more (optional), "answer": the answer string inside it (optional)}')
+
+
+def gold_spans(f: Path, n: int, raw: Any, docs: dict[str, Document]) -> tuple[GoldSpan, ...]:
+    """A JSONL line's ``spans``, checked: each inside its document (when the corpus is known), not empty, not
+    overlapping another of the line's spans, its answer string inside it; else an error naming file, line, field."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise DeclragError(f"{f}:{n}: `spans` is not a list", hint=SPANS_HINT)
+    out: list[GoldSpan] = []
+    for i, s in enumerate(raw):
+        where = f"{f}:{n}: spans[{i}]"
+        try:
+            span = GoldSpan.of(s)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise DeclragError(f"{where}: not a span ({e!r})", hint=SPANS_HINT) from e
+        if not 0 <= span.start < span.end or span.grade < 1:
+            raise DeclragError(f"{where}: empty or negative span [{span.start}, {span.end}) or grade {span.grade}",
+                               hint="start < end, both offsets >= 0, grade >= 1")
+        if (doc := docs.get(span.doc)) is None and docs:
+            raise DeclragError(f"{where}: no document {span.doc!r} in the corpus", hint="`doc` is a corpus `_id`")
+        if doc is not None and span.end > len(doc.text):
+            raise DeclragError(f"{where}: ends at {span.end}, past the end of document {span.doc!r} "
+                               f"({len(doc.text)} characters)", hint="offsets count characters of the document text")
+        if doc is not None and span.answer and _norm(span.answer) not in _norm(doc.text[span.start:span.end]):
+            raise DeclragError(f"{where}: the answer {span.answer!r} is not inside the span "
+                               f"({doc.text[span.start:span.end][:80]!r})", hint="fix the offsets or the answer")
+        clash = next((j for j, o in enumerate(out) if o.doc == span.doc and o.start < span.end and span.start < o.end),
+                     None)
+        if clash is not None:
+            raise DeclragError(f"{where}: overlaps spans[{clash}] in document {span.doc!r}",
+                               hint="merge overlapping spans into one (each span is one credit)")
+        out.append(span)
+    return tuple(out)
+
+
+def check_offsets(f: Path, n: int, gold: dict[str, int], answers: tuple[str, ...], starts: tuple[int, ...],
+                  docs: dict[str, Document]) -> None:
+    """SQuAD-style answers with offsets in the one gold document: each answer must be at its offset."""
+    named = [d for d, g in gold.items() if g > 0]
+    if not starts or len(named) != 1 or named[0] not in docs:
+        return
+    text = docs[named[0]].text
+    for i, (a, s) in enumerate(zip(answers, starts)):
+        if s is not None and s >= 0 and _norm(text[s:s + len(a)]) != _norm(a):
+            raise DeclragError(f"{f}:{n}: answers[{i}] {a!r} is not at offset {s} of document {named[0]!r} "
+                               f"(there: {text[s:s + len(a)]!r})", hint="answer_start counts characters of the "
+                               "gold document's text")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
 
 
 def _history(f: Path, n: int, raw: Any) -> tuple[Turn, ...]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..conversation import Turn
 from ..errors import DeclragError
-from ..types import Document
+from ..types import Document, GoldSpan
 
 # the labels of `Example.metadata` that reports break metrics down by (MTRAG's, and any set's that carry them)
 LABELS = ("answerability", "multi_turn", "question_type", "turns")
@@ -26,6 +26,12 @@ class Example:
     answer_starts: tuple[int, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     history: tuple[Turn, ...] = ()  # the conversation before the question (declrag.conversation)
+    spans: tuple[GoldSpan, ...] = ()  # gold spans given by the set (else derived from answer offsets: gold_spans)
+
+    def gold_spans(self) -> tuple[GoldSpan, ...]:
+        """The spans retrieval is scored on: the set's own, else each extractive answer's span in the example's one
+        gold document (SQuAD's answer offsets); () when neither is known."""
+        return self.spans or GoldSpan.from_answers(self.gold, self.answers, self.answer_starts)
 
     def labels(self, conversational: bool = False) -> dict[str, Any]:
         """The example's `LABELS`: its metadata's, and with ``conversational`` (the set has conversations)

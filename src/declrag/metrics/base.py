@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..types import GoldSpan
+
 
 @dataclass(frozen=True)
 class Passage:
@@ -49,10 +51,15 @@ class Case:
     gold: dict[str, int] = field(default_factory=dict)
     answer_starts: list[int] = field(default_factory=list)
     id: str = ""
+    spans: list[GoldSpan] = field(default_factory=list)  # what retrieval is scored on (`declrag.metrics.passages`)
 
     @property
     def context(self) -> str:
         return "\n\n".join(p.text for p in self.passages)
+
+    def gold_spans(self) -> list[GoldSpan]:
+        """The spans retrieval is scored on: the case's own, else its answers' offsets in its one gold document."""
+        return self.spans or list(GoldSpan.from_answers(self.gold, self.references, self.answer_starts))
 
 
 @dataclass
@@ -82,7 +89,15 @@ def to_case(example: Any, prediction: Any) -> Case:
         answerable=bool(_get(example, "answerable", True)), abstained=bool(_get(prediction, "abstained", False)),
         passages=passages, gold=dict(_get(example, "gold", {}) or {}),
         answer_starts=list(_get(example, "answer_starts", ()) or ()),
+        spans=_spans(example),
     )
+
+
+def _spans(example: Any) -> list[GoldSpan]:
+    """The example's own gold spans (a golden `Example`'s, or a record's ``spans``); offsets are read by the case."""
+    if hasattr(example, "gold_spans"):
+        return list(example.gold_spans())
+    return [GoldSpan.of(s) for s in _get(example, "spans", ()) or ()]
 
 
 class Metric:

@@ -15,6 +15,7 @@ import numpy as np
 from .base import Case, FnMetric, Score, register
 from .embedding import shared_embedder
 from .grounding import faithfulness
+from .passages import answer_coverage, coverage, passage_scores, unit_of
 from .retrieval import RETRIEVAL_METRICS
 from .text import squad_normalize, squad_tokens, strip_citations
 
@@ -82,38 +83,24 @@ def triad(agg: str = "mean"):
 
 
 def passage_is_gold(case: Case) -> list[tuple[str, bool]]:
-    """(document, is gold) per passage. With answer offsets known (SQuAD), a passage is gold only when it
-    holds a gold answer span; otherwise when its document is a gold document."""
-    spans = [(s, s + len(a)) for s, a in zip(case.answer_starts, case.references)] \
-        if case.answer_starts and len(case.answer_starts) == len(case.references) else []
-    out = []
-    for p in case.passages:
-        gold = case.gold.get(p.doc_id, 0) > 0
-        if gold and spans:
-            gold = any(p.start <= s and e <= p.end for s, e in spans)
-        out.append((p.doc_id, gold))
-    return out
+    """(document, is gold) per passage, in the question's unit (`declrag.metrics.passages`): a passage that
+    covers a gold span; else one that holds a short reference answer; else one of a gold document."""
+    spans = case.gold_spans()
+    unit = unit_of(spans, case.references, case.gold)
+    if unit in ("span", "answer"):
+        covered, _ = coverage(case.passages, spans) if unit == "span" else \
+            answer_coverage(case.passages, case.references, case.gold)
+        return [(p.doc_id, bool(c)) for p, c in zip(case.passages, covered)]
+    return [(p.doc_id, case.gold.get(p.doc_id, 0) > 0) for p in case.passages]
 
 
 def retrieval(name: str):
-    metric = RETRIEVAL_METRICS[name]
-
     def fn(case: Case) -> Score:
-        if not case.gold:
-            return Score(None, {"rule": "no gold documents"})
-        flags = passage_is_gold(case)
-        if case.answer_starts and len(case.answer_starts) == len(case.references):
-            # span mode: rank passages; a relevant passage counts once per gold document
-            ranked, gold, seen = [], {}, set()
-            for i, (doc, ok) in enumerate(flags):
-                key = f"{doc}#{i}"
-                ranked.append(key)
-                if ok and doc not in seen:
-                    gold[key] = 1
-                    seen.add(doc)
-            return Score(metric(ranked, gold or {"__none__": 1}))
-        ranked = list(dict.fromkeys(doc for doc, _ in flags))
-        return Score(metric(ranked, case.gold))
+        scored = passage_scores(case.passages, case.gold_spans(), case.references, case.gold, [name])
+        if scored is None:
+            return Score(None, {"rule": "no gold spans, short answers or gold documents"})
+        values, unit = scored
+        return Score(values[name], {"unit": unit})
     return fn
 
 
@@ -130,5 +117,6 @@ for agg in AGGREGATES:
              lambda a=agg, s=suffix: FnMetric(f"triad{s}", triad(a),
                                               f"mean of context relevance ({a}), faithfulness, answer relevancy"))
 for name in RETRIEVAL_METRICS:
-    register(name, lambda n=name: FnMetric(n, retrieval(n), f"{n} of the passages against the gold passages"))
+    register(name, lambda n=name: FnMetric(n, retrieval(n), f"{n} of the passages: over gold spans, short answers "
+                                                                 "or gold documents (declrag.metrics.passages)"))
 register("abstained", lambda: FnMetric("abstained", lambda c: Score(float(c.abstained)), "the program abstained"))

@@ -12,6 +12,7 @@ import numpy as np
 import optuna
 
 from ..eval_report import _html, label_tables
+from ..metrics.passages import UNIT_WORDS
 from .space import tidy, tidy_params
 
 
@@ -183,6 +184,14 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
               f"| test objective | {_f(base['test'].get('objective'))} | {_f(best['test'].get('objective'))} | "
               f"{_f(g['diff'])} [{_f(g['ci95'][0])}, {_f(g['ci95'][1])}] |", "",
               f"On test ({g['n']} questions, paired bootstrap 95% interval) the gain " + verdict, ""]
+    if units := s.get("retrieval_unit"):
+        lines += ["Retrieval metrics on test scored over " + ", ".join(
+            f"{UNIT_WORDS.get(u, u)} ({n} questions)" for u, n in sorted(units.items())) + ".", ""]
+    if (guard := s.get("guard", {})).get("applied"):
+        lines += [f"**Shipped in `best/`: the {s['shipped']} program.** A compile on a synthetic set ships its best "
+                  f"program only when the gain holds on a second, independently drawn set: {guard['why']}.", ""]
+    elif s.get("synthetic") and guard:
+        lines += [f"The second-set check of a synthetic compile was not applied: {guard['why']}.", ""]
     metric_names = sorted({k for k in s["best"]["test"] if k != "objective"})
     if metric_names:
         lines += ["| test metric | baseline | best |", "|---|---|---|"]

@@ -8,6 +8,7 @@ import logging
 import subprocess
 import time
 import warnings
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -18,9 +19,11 @@ from ..about import versions
 from ..errors import DeclragError
 from ..golden import LABELS, labels_of, load_golden
 from ..memory import MemoryTracker
+from ..metrics.passages import unit_of
 from ..metrics.stats import by_label, mean_ci, mean_of, paired_difference
 from .budget import Budget, trial_counts
 from .compile import Compiler, digest_of, weighted
+from .guard import second_set_check
 from .space import Space, read_space, tidy_params
 
 log = logging.getLogger(__name__)
@@ -330,7 +333,8 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool,
             for leg, a in (("keyword", 0.0), ("vector", 1.0)):
                 prog = comp.program({**best.params, alpha_param: a})
                 legs[leg] = score(comp, prog, splits["test"], f"test, {leg} leg")[0]
-        best_prog.save(out / "best")
+    guard = second_set_check(comp, base_prog, best_prog, best.number == baseline.number, score, progress)
+    (best_prog if guard["accepted"] else base_prog).save(out / "best")
     dev_base = baseline.user_attrs.get("metrics", {})
     return {
         "objective": {"metrics": comp.space.objective.metrics, "also": comp.space.objective.also},
@@ -345,6 +349,8 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool,
         "prompt_optimization": prompt_info, "splits": {k: len(v) for k, v in splits.items()},
         "synthetic": comp.golden.synthetic(),
         "split_note": comp.split_note, "finetune": finetune_info,
+        "shipped": "best" if guard["accepted"] else "baseline", "guard": guard, "retrieval_unit": dict(Counter(
+            str(unit_of(list(e.gold_spans()), e.answers, e.gold)) for e in splits["test"])),
     }
 
 

@@ -357,6 +357,18 @@ def split_by_document(cands: list[Candidate], seed: int) -> dict[str, list[Candi
 
 
 # --------------------------------------------------------------------------------------------- output
+def gold_spans(c: Candidate) -> list[dict[str, Any]]:
+    """Where a question's answer is, for passage-level scoring: an extractive answer's span, else the sentence a
+    cloze question was made from or the passage an LM question was written from. None for title questions and
+    questions on two documents (scored on documents) and for unanswerable ones."""
+    if not c.answerable or c.kind in ("title", "multi"):
+        return []
+    if c.answer_starts:
+        return [{"doc": c.doc_id, "start": s, "end": s + len(a), "answer": a}
+                for a, s in zip(c.answers, c.answer_starts)][:1]
+    return [{"doc": c.doc_id, "start": c.span[0], "end": c.span[1]}]
+
+
 def _write(work: Path, out: Path, docs: Sequence[Document], splits: dict[str, list[Candidate]],
            report: SynthReport) -> None:
     with (work / "corpus.jsonl").open("w", encoding="utf-8") as f:
@@ -372,7 +384,7 @@ def _write(work: Path, out: Path, docs: Sequence[Document], splits: dict[str, li
                     "id": f"synth-{name}-{i}", "question": c.question,
                     "answers": [{"text": a, "answer_start": s} for a, s in zip(c.answers, c.answer_starts)]
                     if c.answer_starts else list(c.answers),
-                    "gold": c.gold, "answerable": c.answerable,
+                    "gold": c.gold, "answerable": c.answerable, **({"spans": sp} if (sp := gold_spans(c)) else {}),
                     "metadata": {"synthetic": True, "generator": report.generator, "seed": report.seed,
                                  "kind": c.kind, "source_doc": c.doc_id, "span": list(c.span), "filters": c.scores},
                 }, ensure_ascii=False) + "\n")

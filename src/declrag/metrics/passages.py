@@ -1,0 +1,169 @@
+"""Retrieval metrics over passages, independent of chunking: one truth, whatever the chunk size.
+
+A question's truth is one of three units, chosen per question (`unit_of`), the most precise it has:
+
+- ``span``: gold spans ``(document, start, end, grade)`` (`declrag.types.GoldSpan`: given in the set, or an
+  extractive answer's offset in its one gold document, as SQuAD's). A retrieved passage (a chunk's character span
+  in its document) **covers** a gold span when it contains it, or holds at least half of it and the answer string
+  the span carries (normalized; a span without one: half of it is enough). Spans that overlap one another (SQuAD's
+  several annotators marking the same answer) are one credit: covering any of them covers it.
+- ``answer``: reference answers without offsets, each short (at most `SHORT_ANSWER_TOKENS` normalized tokens):
+  a passage is relevant when it holds a reference answer, normalized as SQuAD normalizes (whole tokens), and is
+  in a gold document when the question names any. The question has one credit: the first such passage.
+- ``document``: the gold documents themselves, for corpora whose documents are passages (BEIR, MTRAG) and questions
+  whose answers are free text: the ranking is the documents in the order of their best passage (`doc_ranking`).
+
+Over passages, each credit counts once: hit@k (a credit within the top k), recall@k (the share of credits covered
+within the top k), MRR@k (1 / rank of the first passage that covers a credit), nDCG@k (a passage's gain is the
+grades of the credits it covers first; the ideal puts the grades, highest first, one per rank; capped at 1) and
+precision@k (passages in the top k that cover a credit, over k).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from ..types import GoldSpan
+from .retrieval import RETRIEVAL_METRICS, doc_ranking, hit_at_k, mrr_at_k, ndcg_at_k, precision_at_k, recall_at_k
+from .text import squad_normalize
+
+Unit = Literal["span", "answer", "document"]
+UNITS: tuple[Unit, ...] = ("span", "answer", "document")
+# how each unit reads in a report
+UNIT_WORDS = {"span": "passages covering the gold spans", "answer": "passages holding a reference answer",
+              "document": "gold documents"}
+SHORT_ANSWER_TOKENS = 12  # longer reference answers are free text (MTRAG's), not strings a passage would contain
+
+
+def spans_of(raw: Iterable[Any]) -> list[GoldSpan]:
+    """Gold spans from `GoldSpan`s or their records (``{doc, start, end, grade?, answer?}``)."""
+    return [GoldSpan.of(s) for s in raw or ()]
+
+
+def _short(answers: Iterable[str]) -> list[str]:
+    norm = [squad_normalize(a) for a in answers]
+    norm = [a for a in norm if a]
+    return norm if norm and all(len(a.split()) <= SHORT_ANSWER_TOKENS for a in norm) else []
+
+
+def unit_of(spans: Sequence[GoldSpan], answers: Iterable[str], gold: dict[str, int]) -> Unit | None:
+    """The unit a question is scored in (see the module's docstring); None: no truth to score against."""
+    if spans:
+        return "span"
+    if _short(answers):
+        return "answer"
+    return "document" if any(g > 0 for g in gold.values()) else None
+
+
+def credits(spans: Sequence[GoldSpan]) -> list[tuple[list[GoldSpan], int]]:
+    """The spans grouped into credits: spans of one document that overlap one another are one credit (grade: the
+    highest of them)."""
+    groups: list[list[GoldSpan]] = []
+    for s in sorted(spans, key=lambda s: (s.doc, s.start, s.end)):
+        if groups and groups[-1][0].doc == s.doc and s.start < max(x.end for x in groups[-1]):
+            groups[-1].append(s)
+        else:
+            groups.append([s])
+    return [(g, max(x.grade for x in g)) for g in groups]
+
+
+def covers(doc: str, start: int, end: int, text: str, span: GoldSpan) -> bool:
+    """The declared rule: the passage contains the span, or at least half of it and the span's answer string."""
+    if doc != span.doc or span.end <= span.start:
+        return False
+    if start <= span.start and span.end <= end:
+        return True
+    overlap = min(end, span.end) - max(start, span.start)
+    if overlap * 2 < span.end - span.start:
+        return False
+    answer = squad_normalize(span.answer)
+    return not answer or f" {answer} " in f" {squad_normalize(text)} "
+
+
+def coverage(passages: Sequence[Any], spans: Sequence[GoldSpan]) -> tuple[list[set[int]], list[int]]:
+    """Per passage (in rank order), the credits it covers; and each credit's grade."""
+    groups = credits(spans)
+    out = []
+    for p in passages:
+        doc, start, end, text = _fields(p)
+        out.append({i for i, (members, _) in enumerate(groups) if any(covers(doc, start, end, text, s)
+                                                                        for s in members)})
+    return out, [g for _, g in groups]
+
+
+def answer_coverage(passages: Sequence[Any], answers: Iterable[str], gold: dict[str, int]
+                    ) -> tuple[list[set[int]], list[int]]:
+    """The ``answer`` unit: one credit, covered by a passage (of a gold document, when any is named) that holds a
+    normalized reference answer."""
+    refs = _short(answers)
+    docs = {d for d, g in gold.items() if g > 0}
+    out = []
+    for p in passages:
+        doc, _, _, text = _fields(p)
+        hay = f" {squad_normalize(text)} "
+        out.append({0} if (not docs or doc in docs) and any(f" {r} " in hay for r in refs) else set())
+    return out, [1]
+
+
+def _fields(p: Any) -> tuple[str, int, int, str]:
+    if isinstance(p, tuple):
+        return p[0], p[1], p[2], p[3]
+    return p.doc_id, p.start, p.end, p.text
+
+
+def _at(name: str) -> tuple[str, int]:
+    kind, _, k = name.partition("@")
+    return kind, int(k)
+
+
+def credit_scores(covered: Sequence[set[int]], grades: Sequence[int], names: Iterable[str]) -> dict[str, float]:
+    """Each metric ``kind@k`` over passages whose credits are ``covered`` (rank order), each credit once."""
+    out = {}
+    for name in names:
+        kind, k = _at(name)
+        seen: set[int] = set()
+        first: list[set[int]] = []  # per rank: the credits covered here for the first time
+        for c in covered[:k]:
+            first.append(c - seen)
+            seen |= c
+        if kind == "hit":
+            out[name] = float(bool(seen))
+        elif kind == "recall":
+            out[name] = len(seen) / len(grades) if grades else 0.0
+        elif kind == "precision":
+            out[name] = sum(bool(c) for c in covered[:k]) / k
+        elif kind == "mrr":
+            out[name] = next((1.0 / (i + 1) for i, c in enumerate(covered[:k]) if c), 0.0)
+        elif kind == "ndcg":
+            dcg = sum(sum(grades[j] for j in new) / math.log2(i + 2) for i, new in enumerate(first))
+            ideal = sorted((g for g in grades if g > 0), reverse=True)[:k]
+            idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+            out[name] = min(1.0, dcg / idcg) if idcg else 0.0
+        else:
+            raise KeyError(name)
+    return out
+
+
+def passage_scores(passages: Sequence[Any], spans: Sequence[GoldSpan], answers: Iterable[str], gold: dict[str, int],
+                   names: Iterable[str] | None = None) -> tuple[dict[str, float], Unit] | None:
+    """Every retrieval metric of ``passages`` (rank order: `Passage`s, or ``(doc, start, end, text)`` tuples) in the
+    question's unit, and the unit; None when the question has no truth to score against."""
+    names = list(names) if names is not None else list(RETRIEVAL_METRICS)
+    answers = list(answers)
+    unit = unit_of(spans, answers, gold)
+    if unit is None:
+        return None
+    if unit == "document":
+        ranked = doc_ranking(_fields(p)[0] for p in passages)
+        return {n: RETRIEVAL_METRICS[n](ranked, gold) if n in RETRIEVAL_METRICS else _doc_metric(n, ranked, gold)
+                for n in names}, unit
+    covered, grades = coverage(passages, spans) if unit == "span" else answer_coverage(passages, answers, gold)
+    return credit_scores(covered, grades, names), unit
+
+
+def _doc_metric(name: str, ranked: list[str], gold: dict[str, int]) -> float:
+    kind, k = _at(name)
+    fn = {"hit": hit_at_k, "recall": recall_at_k, "precision": precision_at_k, "mrr": mrr_at_k, "ndcg": ndcg_at_k}
+    return fn[kind](ranked, gold, k)
