@@ -159,6 +159,20 @@ def _memory_lines(memory: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _what_ships(s: dict[str, Any]) -> list[str]:
+    """The unit test retrieval was scored over, and which program ships (the second-set check of a synthetic set)."""
+    lines = []
+    if units := s.get("retrieval_unit"):
+        lines += ["Retrieval metrics on test scored over " + ", ".join(
+            f"{UNIT_WORDS.get(u, u)} ({n} questions)" for u, n in sorted(units.items())) + ".", ""]
+    if (guard := s.get("guard", {})).get("applied"):
+        lines += [f"**Shipped in `best/`: the {s['shipped']} program.** A compile on a synthetic set ships its best "
+                  f"program only when the gain holds on a second, independently drawn set: {guard['why']}.", ""]
+    elif s.get("synthetic") and guard:
+        lines += [f"The second-set check of a synthetic compile was not applied: {guard['why']}.", ""]
+    return lines
+
+
 def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> None:
     s = summary
     obj = " + ".join(f"{w} x {m}" for m, w in s["objective"]["metrics"].items())
@@ -184,14 +198,7 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
               f"| test objective | {_f(base['test'].get('objective'))} | {_f(best['test'].get('objective'))} | "
               f"{_f(g['diff'])} [{_f(g['ci95'][0])}, {_f(g['ci95'][1])}] |", "",
               f"On test ({g['n']} questions, paired bootstrap 95% interval) the gain " + verdict, ""]
-    if units := s.get("retrieval_unit"):
-        lines += ["Retrieval metrics on test scored over " + ", ".join(
-            f"{UNIT_WORDS.get(u, u)} ({n} questions)" for u, n in sorted(units.items())) + ".", ""]
-    if (guard := s.get("guard", {})).get("applied"):
-        lines += [f"**Shipped in `best/`: the {s['shipped']} program.** A compile on a synthetic set ships its best "
-                  f"program only when the gain holds on a second, independently drawn set: {guard['why']}.", ""]
-    elif s.get("synthetic") and guard:
-        lines += [f"The second-set check of a synthetic compile was not applied: {guard['why']}.", ""]
+    lines += _what_ships(s)
     metric_names = sorted({k for k in s["best"]["test"] if k != "objective"})
     if metric_names:
         lines += ["| test metric | baseline | best |", "|---|---|---|"]
