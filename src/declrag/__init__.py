@@ -9,7 +9,7 @@ is in `registry`.
 """
 
 import importlib as _importlib
-import importlib.util
+import importlib.util as _importlib_util
 import os as _os
 import sys as _sys
 from typing import TYPE_CHECKING
@@ -30,7 +30,7 @@ class _LiteLLMOffline:
             return None
         if cls in _sys.meta_path:
             _sys.meta_path.remove(cls)
-        spec = _importlib.util.find_spec(fullname)
+        spec = _importlib_util.find_spec(fullname)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         run = spec.loader.exec_module
