@@ -58,12 +58,28 @@ def test_overlapping_spans_are_one_credit():
 
 def test_the_unit_of_a_question():
     assert unit_of([CAPITAL], ["capital of France"], {"fr": 1}) == "span"
-    assert unit_of([], ["Paris"], {"fr": 1}) == "answer"
+    assert unit_of([], ["Paris"], {"fr": 1}) == "document"  # an answer not found in its gold document when loaded
+    assert unit_of([], ["Paris"], {}) == "answer"  # no gold document: a passage holding the answer
     long_answer = "Paris is the capital and the most populous city of France, on the Seine, in the north of the country"
-    assert unit_of([], [long_answer], {"fr": 1}) == "document"  # free text: scored on documents
+    assert unit_of([], [long_answer], {}) is None  # free text and nothing else: nothing to score against
     assert unit_of([], [], {}) is None
-    s, unit = passage_scores([("de", 0, 10, "Paris is"), ("fr", 0, 31, TEXT[:31])], [], ["Paris"], {"fr": 1})
-    assert unit == "answer" and s["mrr@10"] == 0.5  # the first passage holds "Paris" but is not in a gold document
+    s, unit = passage_scores([("de", 0, 10, "Berlin is"), ("fr", 0, 31, TEXT[:31])], [], ["Paris"], {})
+    assert unit == "answer" and s["mrr@10"] == 0.5
+
+
+def test_short_answers_without_offsets_become_spans_of_one_credit(tmp_path):
+    """A set with answers but no offsets (CMU QA, a user's JSONL): where an answer occurs in its gold document, every
+    occurrence is a span and all of them one credit; a yes/no answer keeps the gold document."""
+    text = "Lyon is big. The Rhone flows through Lyon. Rivers: the rhone  and the Saone."
+    f = _write_set(tmp_path, [{"question": "Which river?", "gold": ["ly"], "answers": ["the Rhone"]},
+                              {"question": "Is Lyon big?", "gold": ["ly"], "answers": ["Yes, it is."]}],
+                   corpus=({"_id": "ly", "text": text},))
+    river, yes = load_golden(f).split("all")
+    assert [text[s.start:s.end] for s in river.gold_spans()] == ["The Rhone", "the rhone"]
+    assert {s.credit for s in river.gold_spans()} == {"answer"} and len(credits(river.gold_spans())) == 1
+    assert yes.gold_spans() == () and unit_of([], yes.answers, yes.gold) == "document"
+    second = [("ly", 13, 42, text[13:42])]  # the first occurrence only: the one credit is covered
+    assert passage_scores(second, list(river.gold_spans()), river.answers, river.gold)[0]["recall@5"] == 1.0
 
 
 def test_a_case_from_squad_offsets_is_scored_on_spans():

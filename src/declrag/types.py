@@ -8,6 +8,7 @@ so ``document.text[chunk.start:chunk.end] == chunk.text`` always holds.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -78,6 +79,7 @@ class GoldSpan:
     end: int
     grade: int = 1
     answer: str = ""
+    credit: str = ""  # spans with the same credit are one (an answer's occurrences: covering any of them covers it)
 
     @classmethod
     def from_answers(cls, gold: dict[str, int], answers: Sequence[str], starts: Sequence[int | None]
@@ -96,7 +98,23 @@ class GoldSpan:
         if isinstance(raw, GoldSpan):
             return raw
         return cls(str(raw["doc"]), int(raw["start"]), int(raw["end"]), int(raw.get("grade", 1)),
-                   str(raw.get("answer") or ""))
+                   str(raw.get("answer") or ""), str(raw.get("credit") or ""))
+
+    @classmethod
+    def occurrences(cls, answers: Sequence[str], docs: dict[str, str], limit: int = 50) -> tuple[GoldSpan, ...]:
+        """Where short answers occur (whole words, any case and spacing) in the gold documents' texts ``{id: text}``:
+        every occurrence, all one credit (a chunk holding any of them holds the answer); () when none occurs."""
+        out: list[GoldSpan] = []
+        for a in answers:
+            words = a.split()
+            if not words or len(words) > 12 or words[0].lower().strip(",.") in ("yes", "no"):
+                continue  # free text, or a yes/no answer: not a string a passage holds
+            pattern = re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, words)) + r"(?!\w)", re.IGNORECASE)
+            for doc, text in docs.items():
+                out += [cls(doc, m.start(), m.end(), 1, a, "answer") for m in pattern.finditer(text)]
+                if len(out) >= limit:
+                    return tuple(out[:limit])
+        return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -19,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 from ..errors import DeclragError
 from ..resources import search_dirs
-from ..types import Document
+from ..types import Document, GoldSpan
 from . import mtrag
 from .formats import (
     HF_COLUMNS,
@@ -198,7 +199,22 @@ def _load(spec: DatasetSpec, only: str | None) -> GoldenSet:
         if only not in splits:
             raise no_split(spec.name, only, splits)
         splits = {only: splits[only]}
-    return GoldenSet(spec.name, list(docs), {k: list(v) for k, v in splits.items()}, spec.description)
+    return with_answer_spans(GoldenSet(spec.name, list(docs), {k: list(v) for k, v in splits.items()},
+                                       spec.description))
+
+
+def with_answer_spans(gs: GoldenSet) -> GoldenSet:
+    """Short answers without offsets (the CMU QA set's, a user's JSONL) located in their gold documents: each
+    question's occurrences become its gold spans, one credit (`GoldSpan.occurrences`), so that retrieval is scored
+    on the passages that hold the answer. A question whose answers occur nowhere there (yes/no, free text) keeps
+    its gold documents."""
+    texts = {d.id: d.text for d in gs.documents}
+    for name, examples in gs.splits.items():
+        gs.splits[name] = [
+            replace(e, spans=found) if not (e.spans or e.answer_starts) and e.answers and e.gold and (found := (
+                GoldSpan.occurrences(e.answers, {d: texts[d] for d, g in e.gold.items() if g > 0 and d in texts})))
+            else e for e in examples]
+    return gs
 
 
 def _stamp(p: Path) -> tuple[int, int, int]:

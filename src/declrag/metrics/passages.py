@@ -2,16 +2,18 @@
 
 A question's truth is one of three units, chosen per question (`unit_of`), the most precise it has:
 
-- ``span``: gold spans ``(document, start, end, grade)`` (`declrag.types.GoldSpan`: given in the set, or an
-  extractive answer's offset in its one gold document, as SQuAD's). A retrieved passage (a chunk's character span
-  in its document) **covers** a gold span when it contains it, or holds at least half of it and the answer string
-  the span carries (normalized; a span without one: half of it is enough). Spans that overlap one another (SQuAD's
-  several annotators marking the same answer) are one credit: covering any of them covers it.
-- ``answer``: reference answers without offsets, each short (at most `SHORT_ANSWER_TOKENS` normalized tokens):
-  a passage is relevant when it holds a reference answer, normalized as SQuAD normalizes (whole tokens), and is
-  in a gold document when the question names any. The question has one credit: the first such passage.
+- ``span``: gold spans ``(document, start, end, grade)`` (`declrag.types.GoldSpan`): given in the set; an
+  extractive answer's offset in its one gold document (SQuAD's); or, for short answers without offsets, where they
+  occur in their gold documents, found when the set is loaded (every occurrence, one credit). A retrieved passage
+  (a chunk's character span in its document) **covers** a gold span when it contains it, or holds at least half of
+  it and the answer string the span carries (normalized; a span without one: half of it is enough). Spans that
+  overlap one another (SQuAD's several annotators marking the same answer) are one credit: covering any covers it.
+- ``answer``: short reference answers (at most `SHORT_ANSWER_TOKENS` normalized tokens) and no gold document: a
+  passage is relevant when it holds a reference answer, normalized as SQuAD normalizes (whole tokens). The question
+  has one credit: the first such passage.
 - ``document``: the gold documents themselves, for corpora whose documents are passages (BEIR, MTRAG) and questions
-  whose answers are free text: the ranking is the documents in the order of their best passage (`doc_ranking`).
+  whose answers occur nowhere in them (yes/no, free text): the ranking is the documents in the order of their best
+  passage (`doc_ranking`).
 
 Over passages, each credit counts once: hit@k (a credit within the top k), recall@k (the share of credits covered
 within the top k), MRR@k (1 / rank of the first passage that covers a credit), nDCG@k (a passage's gain is the
@@ -30,16 +32,10 @@ from .retrieval import RETRIEVAL_METRICS, doc_ranking, hit_at_k, mrr_at_k, ndcg_
 from .text import squad_normalize
 
 Unit = Literal["span", "answer", "document"]
-UNITS: tuple[Unit, ...] = ("span", "answer", "document")
 # how each unit reads in a report
 UNIT_WORDS = {"span": "passages covering the gold spans", "answer": "passages holding a reference answer",
               "document": "gold documents"}
 SHORT_ANSWER_TOKENS = 12  # longer reference answers are free text (MTRAG's), not strings a passage would contain
-
-
-def spans_of(raw: Iterable[Any]) -> list[GoldSpan]:
-    """Gold spans from `GoldSpan`s or their records (``{doc, start, end, grade?, answer?}``)."""
-    return [GoldSpan.of(s) for s in raw or ()]
 
 
 def _short(answers: Iterable[str]) -> list[str]:
@@ -52,21 +48,24 @@ def unit_of(spans: Sequence[GoldSpan], answers: Iterable[str], gold: dict[str, i
     """The unit a question is scored in (see the module's docstring); None: no truth to score against."""
     if spans:
         return "span"
-    if _short(answers):
-        return "answer"
-    return "document" if any(g > 0 for g in gold.values()) else None
+    if any(g > 0 for g in gold.values()):
+        return "document"  # answers that occur in their gold documents were made spans when the set was loaded
+    return "answer" if _short(answers) else None
 
 
 def credits(spans: Sequence[GoldSpan]) -> list[tuple[list[GoldSpan], int]]:
-    """The spans grouped into credits: spans of one document that overlap one another are one credit (grade: the
-    highest of them)."""
+    """The spans grouped into credits: spans that share a ``credit`` (an answer's occurrences) are one, and so are
+    spans of one document that overlap one another (grade: the highest of them)."""
+    shared: dict[str, list[GoldSpan]] = {}
     groups: list[list[GoldSpan]] = []
     for s in sorted(spans, key=lambda s: (s.doc, s.start, s.end)):
-        if groups and groups[-1][0].doc == s.doc and s.start < max(x.end for x in groups[-1]):
+        if s.credit:
+            shared.setdefault(s.credit, []).append(s)
+        elif groups and groups[-1][0].doc == s.doc and s.start < max(x.end for x in groups[-1]):
             groups[-1].append(s)
         else:
             groups.append([s])
-    return [(g, max(x.grade for x in g)) for g in groups]
+    return [(g, max(x.grade for x in g)) for g in [*groups, *shared.values()]]
 
 
 def covers(doc: str, start: int, end: int, text: str, span: GoldSpan) -> bool:
