@@ -36,7 +36,7 @@ def run(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: f
 
 # -- the build ---------------------------------------------------------------------------------------------------
 def test_the_built_library_was_built_for_x86_64_v3_without_amx():
-    if not gguf.library_files():
+    if not gguf.llama_libs():
         pytest.skip("llama-cpp-python is not installed")
     info = gguf.system_info()["info"]
     assert "AMX" not in gguf._features(info).split(), info  # llama.cpp names AMX_INT8 = 1 in a build with AMX
@@ -49,7 +49,7 @@ def test_the_built_library_was_built_for_x86_64_v3_without_amx():
 def test_no_amx_tile_and_no_avx512_instruction_in_the_library():
     """The disassembly itself: no AMX tile instruction anywhere, and (with setup.sh's own flags, on x86-64) no
     AVX-512 register either, so the library runs on an AVX2 CPU (the native build here has 15,648 zmm operands)."""
-    libs = [p for p in gguf.library_files() if p.suffix == ".so" or ".so." in p.name]
+    libs = [p for p in gguf.llama_libs() if p.suffix == ".so" or ".so." in p.name]
     if not libs:
         pytest.skip("llama-cpp-python's shared libraries are not here")
     if shutil.which("objdump") is None:
@@ -118,7 +118,7 @@ def test_a_crash_of_the_local_model_is_one_line_and_exit_2(crashing_llama, small
 def test_a_load_that_works_is_remembered_and_not_tried_again(tmp_path, monkeypatch):
     """The real library and model: the child loads it and makes a token; the outcome is kept per (library, model
     file, CPU flags), so the next process (here: the process memory cleared) reads it instead of starting a child."""
-    if not gguf.library_files():
+    if not gguf.llama_libs():
         pytest.skip("llama-cpp-python is not installed")
     model = gguf.resolve_local("smollm2")
     monkeypatch.setenv("DECLRAG_CACHE", str(tmp_path))
@@ -182,7 +182,7 @@ def test_version_prints_what_llama_cpp_was_built_for():
     p = run("--version")
     assert p.returncode == 0, p.stderr
     assert "llama.cpp built for: " in p.stdout and "this CPU has: " in p.stdout
-    if gguf.library_files():
+    if gguf.llama_libs():
         built = p.stdout.split("llama.cpp built for: ")[1].splitlines()[0]
         assert built.startswith("CPU :"), built  # llama.cpp's own system info, read from the library
         if os.uname().machine == "x86_64" and not os.environ.get("DECLRAG_LLAMA_CMAKE_ARGS"):

@@ -82,6 +82,7 @@ def crash_in(e: BaseException | None) -> LocalModelCrash | None:
 # -- the record file: file hashes, system info, load outcomes ------------------------------------------------------
 _LOCK = threading.Lock()
 _checked: set[str] = set()  # keys this process has seen load fine
+_hashes: dict[tuple[str, str], str] = {}  # (path, size:mtime) -> sha256, this process's (one per file version)
 
 
 def _records_path() -> Path:
@@ -120,17 +121,22 @@ def file_sha256(path: Path) -> str:
     """SHA-256 of a file, remembered per (path, size, modification time) so that a 100 MB model is read once."""
     st = path.stat()
     stamp = f"{st.st_size}:{st.st_mtime_ns}"
+    if (digest := _hashes.get((str(path), stamp))) is not None:
+        return digest
     known = _read()["files"].get(str(path))
     if isinstance(known, dict) and known.get("stamp") == stamp and isinstance(known.get("sha256"), str):
-        return known["sha256"]
-    with path.open("rb") as f:
-        digest = hashlib.file_digest(f, "sha256").hexdigest()
-    _write({"files": {str(path): {"stamp": stamp, "sha256": digest}}})
+        digest = known["sha256"]
+    else:
+        with path.open("rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        _write({"files": {str(path): {"stamp": stamp, "sha256": digest}}})
+    if len(_hashes) < MAX_RECORDS:
+        _hashes[str(path), stamp] = digest
     return digest
 
 
 # -- the library and the CPU ---------------------------------------------------------------------------------------
-def library_files() -> list[Path]:
+def llama_libs() -> list[Path]:
     """llama-cpp-python's shared libraries (llama.cpp, ggml and its back ends); [] when it is not installed. A
     package without them (a stand-in) is represented by its own files."""
     spec = importlib.util.find_spec("llama_cpp")
@@ -142,8 +148,8 @@ def library_files() -> list[Path]:
     return libs or sorted(pkg.glob("*.py"))
 
 
-def library_hash() -> str | None:
-    files = library_files()
+def llama_libs_hash() -> str | None:
+    files = llama_libs()
     if not files:
         return None
     h = hashlib.sha256()
@@ -200,7 +206,7 @@ def system_info() -> dict[str, Any]:
     """What the installed llama.cpp was built for: ``{"library": hash, "info": llama.cpp's system info}``, or
     ``{"library": None, ...}`` when llama-cpp-python is not installed. Read in a child process (remembered per
     library build), so a library this CPU cannot run is reported, not run here."""
-    lib = library_hash()
+    lib = llama_libs_hash()
     if lib is None:
         return {"library": None, "info": "llama-cpp-python is not installed"}
     known = _read()["system_info"].get(lib)
@@ -230,7 +236,7 @@ def check_load(path: Path) -> None:
     (library, model file, CPU), load it in a child process and generate one token there. Returns when it ran;
     raises `LocalModelCrash` when the child died by a signal (now or in an earlier process). A child that fails
     otherwise (a Python error: a corrupt file, say) is not remembered: the load in this process reports it."""
-    lib = library_hash()
+    lib = llama_libs_hash()
     if lib is None:
         return
     flags = cpu_flags()

@@ -199,22 +199,20 @@ def _load(spec: DatasetSpec, only: str | None) -> GoldenSet:
         if only not in splits:
             raise no_split(spec.name, only, splits)
         splits = {only: splits[only]}
-    return with_answer_spans(GoldenSet(spec.name, list(docs), {k: list(v) for k, v in splits.items()},
-                                       spec.description))
+    return GoldenSet(spec.name, list(docs), {k: list(v) for k, v in splits.items()}, spec.description)
 
 
-def with_answer_spans(gs: GoldenSet) -> GoldenSet:
+def with_answer_spans(parsed: Parsed) -> Parsed:
     """Short answers without offsets (the CMU QA set's, a user's JSONL) located in their gold documents: each
     question's occurrences become its gold spans, one credit (`GoldSpan.occurrences`), so that retrieval is scored
     on the passages that hold the answer. A question whose answers occur nowhere there (yes/no, free text) keeps
-    its gold documents."""
-    texts = {d.id: d.text for d in gs.documents}
-    for name, examples in gs.splits.items():
-        gs.splits[name] = [
-            replace(e, spans=found) if not (e.spans or e.answer_starts) and e.answers and e.gold and (found := (
-                GoldSpan.occurrences(e.answers, {d: texts[d] for d, g in e.gold.items() if g > 0 and d in texts})))
-            else e for e in examples]
-    return gs
+    its gold documents. Done once per parsed set (the parsers' caches hold the result)."""
+    docs, splits = parsed
+    texts = {d.id: d.text for d in docs}
+    return docs, {name: tuple(
+        replace(e, spans=found) if not (e.spans or e.answer_starts) and e.answers and e.gold and (found := (
+            GoldSpan.occurrences(e.answers, {d: texts[d] for d, g in e.gold.items() if g > 0 and d in texts})))
+        else e for e in examples) for name, examples in splits.items()}
 
 
 def _stamp(p: Path) -> tuple[int, int, int]:
@@ -228,6 +226,11 @@ def _stamp(p: Path) -> tuple[int, int, int]:
 @lru_cache(maxsize=16)
 def _parse_local(fmt: str, path: str, stamp: object, splits: tuple[tuple[str, str], ...],
                  corpus: str | None, columns: str, articles: bool = False) -> Parsed:
+    return with_answer_spans(_read_local(fmt, path, splits, corpus, columns, articles))
+
+
+def _read_local(fmt: str, path: str, splits: tuple[tuple[str, str], ...], corpus: str | None, columns: str,
+                articles: bool) -> Parsed:
     p, names = Path(path), dict(splits)
     base = p if p.is_dir() else p.parent
     files = {k: base / v for k, v in names.items()}
@@ -264,6 +267,10 @@ def _parse_local(fmt: str, path: str, stamp: object, splits: tuple[tuple[str, st
 
 @lru_cache(maxsize=8)
 def _parse_hf(fmt: str, hf_json: str, mapping: tuple[tuple[str, str], ...]) -> Parsed:
+    return with_answer_spans(_read_hf(fmt, hf_json, mapping))
+
+
+def _read_hf(fmt: str, hf_json: str, mapping: tuple[tuple[str, str], ...]) -> Parsed:
     import datasets
 
     hf, names = HFSpec.model_validate_json(hf_json), dict(mapping)
