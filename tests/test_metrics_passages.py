@@ -139,3 +139,13 @@ def test_squad_articles_are_long_documents_with_exact_spans():
         (doc,) = ex.gold
         for s in ex.gold_spans():
             assert gs.doc(doc).text[s.start:s.end] == s.answer
+
+
+def test_bench_retrieval_on_a_set_too_small_to_tune_is_one_error(tmp_path, capsys):
+    """A tiny set (what a short `declrag synth` run can leave): one error and a fix, not a traceback."""
+    from declrag.cli import main
+
+    f = _write_set(tmp_path, [{"question": "Which city is the capital?", "gold": ["fr"]}])
+    assert main(["bench", "retrieval", "--dataset", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "too few to choose the hybrid setting" in err and "fix:" in err and "Traceback" not in err

@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from ..api import corpus_store
 from ..config import Fusion, IngestConfig
 from ..embed import Embedder
+from ..errors import DeclragError
 from ..golden import Example, find_spec, load_golden
 from ..indexer import Indexer
 from ..metrics.passages import UNIT_WORDS, passage_scores, unit_of
@@ -84,6 +85,10 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
         tuned_on = "a seeded half of the split (seed 13); figures are on the other half"
     if limit:
         tune_q, report_q = tune_q[:limit], report_q[:limit]
+    if not tune_q or not report_q:
+        raise DeclragError(f"{gs.name}: {len(tune_q) + len(report_q)} question(s) with gold documents in "
+                           f"{report_split!r}: too few to choose the hybrid setting on some and report on others",
+                           hint="use a set with at least two questions that have gold (declrag synth --n 50 or more)")
 
     ingest = ingest or IngestConfig()
     embedder = Embedder(ingest.embedder)

@@ -183,9 +183,10 @@ def compile_(
     t.add_row("test objective", f"{s['baseline']['test'].get('objective', 0):.4f}",
               f"{s['best']['test'].get('objective', 0):.4f}")
     out.print(t)
-    out.print(f"test gain {g['diff']:+.4f} [{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] "
-              f"({'holds' if g['significant'] else 'not distinguishable from noise'}); "
-              f"best params: {json.dumps(s['best']['params'])}")
+    gain = (f"test gain {g['diff']:+.4f} [{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] "
+            f"({'holds' if g['significant'] else 'not distinguishable from noise'})" if g["diff"] is not None else
+            "test gain: none (no test question could be scored; a larger set gives one)")
+    out.print(f"{gain}; best params: {json.dumps(s['best']['params'])}")
     if (guard := s.get("guard", {})).get("applied"):
         out.print(f"shipped in best/: the {s['shipped']} program: {guard['why']}", markup=False, highlight=False)
     out.print(describe(s["memory"]), markup=False, highlight=False)
