@@ -123,6 +123,7 @@ def test_a_load_that_works_is_remembered_and_not_tried_again(tmp_path, monkeypat
     model = gguf.resolve_local("smollm2")
     monkeypatch.setenv("DECLRAG_CACHE", str(tmp_path))
     monkeypatch.setattr(gguf, "_checked", set())
+    monkeypatch.setattr(gguf, "_hashes", {})  # a fresh process: nothing hashed yet
     gguf.check_load(model)
     record = json.loads((tmp_path / "local-model.json").read_text())
     (outcome,) = record["loads"].values()
