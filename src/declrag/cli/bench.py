@@ -148,27 +148,32 @@ def bench_serve(
 def bench_synth(
     dataset: Annotated[str, typer.Option(help="a golden set with real questions: squad-v1.1 | scifact | a path")
                        ] = "squad-v1.1",
-    model: Annotated[str, typer.Option(help="the LM route synth writes with, or none (pseudo-queries)")] = "none",
-    n: Annotated[int, typer.Option("--n", help="synthetic questions")] = 300,
-    seed: Annotated[int, typer.Option(help="seed of the synthetic set and the real sample")] = 13,
+    generator: Annotated[list[str] | None, typer.Option(
+        "--generator", help="a question writer: ict | cloze | keywords | inpars:ROUTE | lm:ROUTE; repeatable "
+                            "(default: ict, cloze and keywords)")] = None,
+    n: Annotated[int, typer.Option("--n", help="synthetic questions per generator")] = 300,
+    seed: Annotated[int, typer.Option(help="seed of the synthetic sets and the real sample")] = 13,
     real_limit: Annotated[int, typer.Option(help="real questions scored at most (a seeded sample)")] = 1000,
     skip: Annotated[list[str] | None, typer.Option(
         "--skip", help="leave out an arm: ablations (each filter off), compile, finetune; repeatable")] = None,
     trials: Annotated[int, typer.Option(help="trials of each compile (the compile and fine-tune arms)")] = 30,
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
-    """Whether a synthetic set from the corpus ranks 18 retrieval configurations as the real questions do
-    (Kendall tau with a bootstrap interval: judged and seed-only gold, each filter off in turn), and whether
-    compile and fine-tuning on it do as well on the real test split as on real labels."""
-    from ..bench.synth import ARMS, print_report, run
+    """Per question writer: whether its synthetic set ranks 18 retrieval configurations as the real questions do
+    (Kendall tau with a bootstrap interval, over passages where the questions have spans or answers), what it
+    costs, and whether compile on it does as well on the real test split as compile on real labels."""
+    from ..bench.synth import ARMS, parse_generator, print_report, run
 
     if n < 1 or real_limit < 1 or trials < 1:
         raise DeclragError("--n, --real-limit and --trials must be at least 1",
                            hint="e.g. --n 300 --real-limit 1000 --trials 30")
     if unknown := set(skip or ()) - set(ARMS):
         raise DeclragError(f"--skip {', '.join(sorted(unknown))}: no such arm", hint=f"one of {', '.join(ARMS)}")
-    _bench_out(run(dataset, None if model == "none" else model, n, seed, real_limit=real_limit,
-                   arms=[a for a in ARMS if a not in (skip or ())], trials=trials), print_report, as_json)
+    gens = generator or ["ict", "cloze", "keywords"]
+    for g in gens:
+        parse_generator(g)  # a typo is one error before any work
+    _bench_out(run(dataset, gens, n, seed, real_limit=real_limit, arms=[a for a in ARMS if a not in (skip or ())],
+                   trials=trials), print_report, as_json)
 
 
 def _positive_ints(text: str, option: str, example: str) -> list[int]:

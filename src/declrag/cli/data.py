@@ -71,9 +71,13 @@ def synth(
     out_dir: Annotated[Path, typer.Option(
         "--out", help="the folder to write the golden set to (use it as --dataset OUT)")] = Path("synth"),
     n: Annotated[int, typer.Option("--n", help="questions to keep")] = 300,
+    generator: Annotated[str | None, typer.Option(
+        help="who writes the questions: ict, cloze, keywords (no model, retrieval-only sets), inpars or lm (an LM; "
+             "lm also writes reference answers). Default: lm when --model or $DECLRAG_MODEL names an LM, else ict")
+                         ] = None,
     model: Annotated[str | None, typer.Option(
-        help="the LM route that writes questions and answers (default: $DECLRAG_MODEL, else local/smollm2); "
-             "none: pseudo-queries without a model (a retrieval-only set)")] = None,
+        help="the LM route of --generator lm or inpars (default: $DECLRAG_MODEL, else local/smollm2); none: no "
+             "model")] = None,
     seed: Annotated[int, typer.Option(help="seed of sampling, question types and splits (same seed, same set)")] = 13,
     max_lm_calls: Annotated[int | None, typer.Option(
         help="stop generating after this many (uncached) LM calls")] = None,
@@ -87,11 +91,18 @@ def synth(
     """Make a golden set from your own documents: questions, reference answers, gold documents, train/dev/test."""
     from ..choice import model_route
     from ..config import DEFAULT_ROUTE
-    from ..synth import from_sources
+    from ..synth import GENERATORS, from_sources
 
-    route = model_route(model) or DEFAULT_ROUTE
-    report, skipped = from_sources(paths or [], dataset or [], out_dir, n, model=None if route == "none" else route,
-                                   seed=seed, force=force, resume=resume, max_lm_calls=max_lm_calls,
+    route = model_route(model)
+    if generator is None:  # an LM named: its typed questions and answers; else the best offline generator
+        generator = "lm" if route not in (None, "none") else None
+    elif generator in GENERATORS and GENERATORS[generator].model:
+        route = route or DEFAULT_ROUTE
+    elif model is None:  # $DECLRAG_MODEL does not make a no-model generator an error
+        route = None
+    report, skipped = from_sources(paths or [], dataset or [], out_dir, n,
+                                   model=None if route in (None, "none") else route, generator=generator, seed=seed,
+                                   force=force, resume=resume, max_lm_calls=max_lm_calls,
                                    grader=None if grader == "answer" else grader,
                                    progress=not quiet, say=lambda m: err.print(m, markup=False, highlight=False))
     for s in skipped:

@@ -147,6 +147,9 @@ def compile_(
              "a trial silent for 3x this is retried by another worker")] = 10,
     patience: Annotated[float, typer.Option(
         help="with --storage: seconds a worker retries a lost database (with backoff) before it stops")] = 120.0,
+    check_questions: Annotated[Path | None, typer.Option(
+        help="a JSONL file of your own questions (20 are enough; answers or gold ids): the compile reports how its "
+             "ranking of the trials agrees with theirs (Kendall tau, interval)")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
     lm_cache_entries: LmCacheEntriesOpt = None,
     lm_cache_disk_mb: LmCacheDiskOpt = None,
@@ -167,7 +170,7 @@ def compile_(
                            hint="e.g. --heartbeat 10 --patience 120")
     s = compile_run(space, dataset, name, runs, budget, jobs, resume, model if join else model_route(model),
                     progress=not quiet, store=store, storage=storage, join=join, finalize=finalize,
-                    heartbeat_s=heartbeat, patience_s=patience)
+                    heartbeat_s=heartbeat, patience_s=patience, check_questions=check_questions)
     if s.get("role") == "worker":
         out.print(f"worker done: the study {s['study']!r} in {s['storage']} has {s['complete']} finished and "
                   f"{s['pruned']} pruned trials ({s['mine']} of them run here, in {s['wall_s']} s); the process that "
@@ -189,6 +192,11 @@ def compile_(
     out.print(f"{gain}; best params: {json.dumps(s['best']['params'])}")
     if (guard := s.get("guard", {})).get("applied"):
         out.print(f"shipped in best/: the {s['shipped']} program: {guard['why']}", markup=False, highlight=False)
+    if c := s.get("check_questions"):
+        out.print(f"your {c['questions']} questions: " + (
+            f"the trials' ranking agrees with theirs, Kendall tau {c['tau']:+.3f} [{c['ci95'][0]:+.3f}, "
+            f"{c['ci95'][1]:+.3f}] over {c['trials']} trials" + (f" ({c['note']})" if c.get("note") else "")
+            if c.get("tau") is not None else c.get("why", "no agreement measured")), markup=False, highlight=False)
     out.print(describe(s["memory"]), markup=False, highlight=False)
     folder = resume or runs / cast(str, join or name)  # compile_run has refused a new run without --name
     out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
         ChatCompletionRequestMessage,
         ChatCompletionStreamResponseDelta,
         CreateChatCompletionResponse,
-        CreateChatCompletionStreamResponse,
     )
 
 
@@ -33,12 +32,19 @@ CLOSE_WAIT_S = 10.0  # how long closing a local model waits for the call in prog
 REPEAT_PENALTY = 1.1  # small models loop at temperature 0 without it
 
 
+def as_text(messages: list[dict]) -> str:
+    """A base model's prompt (a model with no chat template has no turns; it continues text): the messages'
+    contents, one after another. A caller that writes for a base model sends its few-shot prompt as one message."""
+    return "\n\n".join(str(m.get("content") or "") for m in messages)
+
+
 class _LlamaCpp:
     def __init__(self, path: Path):
         from llama_cpp import Llama
 
         threads = int(os.environ.get("DECLRAG_LOCAL_THREADS") or os.cpu_count() or 2)  # fewer when sharing the CPU
         self.llm: Any = Llama(model_path=str(path), n_ctx=LOCAL_CONTEXT, n_threads=threads, verbose=False)
+        self.base = "tokenizer.chat_template" not in (self.llm.metadata or {})  # a base model: text completion
 
     def close(self) -> None:
         """Free llama.cpp's model now. (Left to the garbage collector at interpreter exit, llama-cpp-python's
@@ -54,14 +60,20 @@ class _LlamaCpp:
 
     def chat(self, messages: list[dict], temperature: float, max_tokens: int, stop,
              seed: int | None) -> tuple[str, int, int]:
+        args = dict(temperature=temperature, max_tokens=max_tokens, stop=stop, seed=seed if seed is not None else 0,
+                    repeat_penalty=REPEAT_PENALTY)
         try:  # not streamed: one response
-            out = cast("CreateChatCompletionResponse", self._live().create_chat_completion(
-                messages=cast("list[ChatCompletionRequestMessage]", messages), temperature=temperature,
-                max_tokens=max_tokens, stop=stop, seed=seed if seed is not None else 0, repeat_penalty=REPEAT_PENALTY))
+            if self.base:
+                done = self._live().create_completion(as_text(messages), **args)
+                text = done["choices"][0]["text"]
+            else:
+                done = cast("CreateChatCompletionResponse", self._live().create_chat_completion(
+                    messages=cast("list[ChatCompletionRequestMessage]", messages), **args))
+                text = done["choices"][0]["message"]["content"]
         except ValueError as e:  # e.g. the prompt is longer than the context window
             raise CustomLLMError(status_code=400, message=f"local model: {e}") from e
-        u = out["usage"]
-        return out["choices"][0]["message"]["content"] or "", u["prompt_tokens"], u["completion_tokens"]
+        u = done["usage"]
+        return text or "", u["prompt_tokens"], u["completion_tokens"]
 
     def stream_chat(self, messages: list[dict], temperature: float, max_tokens: int, stop,
                     seed: int | None) -> Generator[str, None, tuple[int, int]]:
@@ -70,13 +82,16 @@ class _LlamaCpp:
         n_out, finish = 0, None
         try:
             llm = self._live()
-            chunks = cast("Iterator[CreateChatCompletionStreamResponse]", llm.create_chat_completion(
-                messages=cast("list[ChatCompletionRequestMessage]", messages), temperature=temperature,
-                max_tokens=max_tokens, stop=stop, seed=seed if seed is not None else 0, repeat_penalty=REPEAT_PENALTY,
-                stream=True))
+            args = dict(temperature=temperature, max_tokens=max_tokens, stop=stop,
+                        seed=seed if seed is not None else 0, repeat_penalty=REPEAT_PENALTY, stream=True)
+            chunks: Iterator[Any] = (llm.create_completion(as_text(messages), **args) if self.base else
+                                     llm.create_chat_completion(
+                                         messages=cast("list[ChatCompletionRequestMessage]", messages), **args))
             for ch in chunks:
                 finish = ch["choices"][0]["finish_reason"] or finish
-                if text := cast("ChatCompletionStreamResponseDelta", ch["choices"][0]["delta"]).get("content"):
+                piece = ch["choices"][0].get("text") if self.base else cast(
+                    "ChatCompletionStreamResponseDelta", ch["choices"][0]["delta"]).get("content")
+                if text := piece:
                     n_out += 1  # one piece per token (a multi-byte character may span two)
                     yield text
         except ValueError as e:
@@ -93,6 +108,12 @@ class _Transformers:
         self.tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         self.model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
         self.model.eval()
+        self.base = not getattr(self.tok, "chat_template", None)  # a base model: text completion
+
+    def _ids(self, messages: list[dict]):
+        if self.base:
+            return self.tok(as_text(messages), return_tensors="pt")
+        return self.tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
 
     def close(self) -> None:  # torch frees the weights with the last reference
         pass
@@ -101,7 +122,7 @@ class _Transformers:
              seed: int | None) -> tuple[str, int, int]:
         import torch
 
-        ids = self.tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        ids = self._ids(messages)
         if seed is not None:
             torch.manual_seed(seed)
         sample = temperature > 0
@@ -123,7 +144,7 @@ class _Transformers:
         import torch
         from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
 
-        ids = self.tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        ids = self._ids(messages)
         n_in = ids["input_ids"].shape[1]
         if seed is not None:
             torch.manual_seed(seed)

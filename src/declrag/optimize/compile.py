@@ -408,3 +408,24 @@ def _program_key(values: dict[str, Any]) -> str:
 
 def digest_of(obj: Any) -> str:
     return content_hash(json.dumps(obj, sort_keys=True, default=str))
+
+
+def score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float | None]]:
+    """Metrics on ``examples`` and the per-question objective (for paired intervals)."""
+    if comp.space.objective.retrieval_only:
+        rows = []
+        prog.embedder.embed_queries([ex.question for ex in examples if ex.gold])  # batched, then from the cache
+        for ex in examples:
+            rows.append(comp.retrieval_scores(prog, [ex]))
+        means = {k: mean_of([r[k] for r in rows]) for k in rows[0]} if rows else {}
+        means["objective"] = weighted(means, comp.space.objective.metrics)
+        # a question without gold passages has no retrieval score (None, left out of intervals), not a 0
+        return means, [weighted(r, comp.space.objective.metrics) if any(v is not None for v in r.values()) else None
+                       for r in rows]
+    result, recs = comp.evaluate(prog, examples, desc)
+    return result, [weighted(r["metrics"], comp.space.objective.metrics) for r in recs]
+
+
+def tell(progress: bool, msg: str) -> None:
+    if progress:
+        tqdm.write(msg)

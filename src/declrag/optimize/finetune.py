@@ -32,7 +32,9 @@ from typing import Any
 from ..embed import folder_sha256
 from ..errors import DeclragError
 from ..golden import Example, GoldenSet
-from ..memory import release_memory
+from ..memory import MemoryTracker, release_memory
+from ..metrics.stats import paired_difference
+from .compile import Compiler, score, tell
 
 log = logging.getLogger(__name__)
 
@@ -182,3 +184,78 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
             "loss": "CachedMultipleNegativesRankingLoss" if mini else "MultipleNegativesRankingLoss",
             "mini_batch_size": mini,
             "threads": torch.get_num_threads(), "sha256": folder_sha256(out), "cpu_count": os.cpu_count()}
+
+
+def finetune_stage(comp: Compiler, prog, out: Path, progress: bool,
+                   mem: MemoryTracker | None = None) -> tuple[Any, dict[str, Any]]:
+    """Fine-tune ``prog``'s embedding model on the train split (`declrag.optimize.finetune`), re-embed the
+    corpus into a new index, and keep the tuned model only if dev improves beyond the bootstrap noise (the
+    paired interval of the per-question objective excludes 0). Reports dev and test for both models either
+    way (test is scored for the report only; the decision reads dev). Returns (the program kept, the report).
+    ``mem`` measures the peak RSS of its parts (``finetune.mining``, ``.training``, ``.reembed``, ``.scoring``)."""
+    from ..config import ProgramConfig
+    from .finetune import finetune_model, training_rows
+
+    spec, splits = comp.space.finetune, comp.splits
+    base_cfg: ProgramConfig = prog.config
+    info: dict[str, Any] = {"enabled": True, "base_model": base_cfg.ingest.embedder.model,
+                            "settings": spec.model_dump(mode="json"), "split": "train"}
+    train = splits.get("train") or []
+    if not any(e.gold for e in train):
+        info["skipped"] = ("the train split is empty: give it a share in split.fractions" if not train else
+                           "the golden set has no gold passages (qrels, answer spans or JSONL `gold`) to train on")
+        tell(progress, f"fine-tune skipped: {info['skipped']}")
+        return prog, info
+    mem = mem or MemoryTracker()
+    t0 = t_stage = time.perf_counter()
+    with mem.stage("finetune.mining"):
+        rows, counts = training_rows(prog, comp.golden, train, spec.hard_negatives, spec.seed, progress)
+    info["mining_s"], info["pairs"] = round(time.perf_counter() - t0, 1), counts
+    tuned_dir = out / "finetune" / "embedder"
+    e = base_cfg.ingest.embedder
+    with mem.stage("finetune.training"):
+        trained = finetune_model(prog.embedder.folder, rows, tuned_dir, epochs=spec.epochs,
+                                 learning_rate=spec.learning_rate, batch_size=spec.batch_size,
+                                 max_steps=spec.max_steps,
+                                 max_seconds=spec.max_minutes * 60 if spec.max_minutes else None, seed=spec.seed,
+                                 mini_batch_size=spec.mini_batch_size, query_prefix=e.query_prefix,
+                                 document_prefix=e.document_prefix, progress=progress)
+    info["training"] = trained
+    emb = e.model_copy(update={"model": str(tuned_dir.resolve()), "weights": trained["sha256"]})
+    cfg = base_cfg.model_copy(update={"ingest": base_cfg.ingest.model_copy(update={"embedder": emb})})
+    t0 = time.perf_counter()
+    with mem.stage("finetune.reembed"):
+        tuned = comp.program_for(cfg)  # a new index: its address holds the tuned model's hash
+    info["reembed_s"] = round(time.perf_counter() - t0, 1)
+    with mem.stage("finetune.scoring"):
+        tuned.load_state(prog.dump_state())  # the prompts (instructions, demos) the earlier stages chose
+        if prog.generate.knn_pool:
+            tuned.generate.set_knn_pool(prog.generate.knn_pool, prog.generate.knn_k)
+        tuned.embedder_provenance = {"base_model": e.model, "sha256": trained["sha256"], "split": "train",
+                                     "questions": counts["questions"], "seed": spec.seed, "steps": trained["steps"],
+                                     "loss": trained["loss"], "settings": spec.model_dump(mode="json")}
+        dev_base, q_dev_base = score(comp, prog, splits["dev"], "dev, base embedder")
+        dev_tuned, q_dev_tuned = score(comp, tuned, splits["dev"], "dev, tuned embedder")
+        gain = paired_difference(q_dev_base, q_dev_tuned)
+        keep = bool(gain["significant"] and (gain["diff"] or 0) > 0)
+        test_base, q_test_base = score(comp, prog, splits["test"], "test, base embedder")
+        test_tuned, q_test_tuned = score(comp, tuned, splits["test"], "test, tuned embedder")
+        info.update(dev={"base": dev_base, "tuned": dev_tuned, "gain": gain},
+                    test={"base": test_base, "tuned": test_tuned, "gain": paired_difference(q_test_base, q_test_tuned)},
+                    kept="tuned" if keep else "base")
+        alpha = base_cfg.retrieve.alpha
+        if comp.space.objective.retrieval_only and alpha not in (0.0, 1.0):  # the vector leg alone, both models
+            legs = {}
+            for name, c in (("base", base_cfg), ("tuned", cfg)):
+                leg = comp.program_for(c.model_copy(update={"retrieve": c.retrieve.model_copy(update={"alpha": 1.0})}))
+                legs[name] = score(comp, leg, splits["test"], f"test, vector leg, {name} embedder")[0]
+            info["test"]["vector_leg"] = legs
+    info["stage_s"] = round(time.perf_counter() - t_stage, 1)
+    info["memory"] = {k.split(".", 1)[1]: v for k, v in mem.stages.items() if k.startswith("finetune.")}
+    d = gain["diff"] or 0.0
+    tell(progress, f"fine-tune: {trained['steps']} steps in {trained['seconds']} s, "
+                   f"re-embedding {info['reembed_s']} s; "
+                   f"dev {dev_base['objective']:.4f} -> {dev_tuned['objective']:.4f} ({d:+.4f}, 95% CI "
+                   f"[{gain['ci95'][0] or 0:+.4f}, {gain['ci95'][1] or 0:+.4f}]): keeping the "
+                   + ("tuned model" if keep else "base model (no gain beyond the noise)"))
+    return (tuned if keep else prog), info

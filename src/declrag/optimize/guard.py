@@ -2,7 +2,7 @@
 
 A synthetic set's questions share its generator's habits (a cloze question favours keyword matching), so a best
 trial chosen on them can beat the baseline on that set alone. Before it ships, `second_set_check` draws a second
-set from the same documents, independently (another seed, and no model: another generator than an LM's), scores
+set from the same documents, independently (another seed, and another generator: `CHECK_GENERATORS`), scores
 the baseline and the best program on all of it, and accepts the best program only when the paired 95% interval of
 its gain there lies above 0. Otherwise the compile ships the baseline and its summary and report say why.
 
@@ -22,6 +22,9 @@ from ..metrics.stats import paired_difference
 from .compile import Compiler
 
 CHECK_QUESTIONS = 200  # questions of the second set: enough for a paired interval of a few hundredths
+# the second set's generator: the first of these that did not make the set (no model, and the corpus unchanged, so
+# that the compile's own indexes score it: not the inverse cloze, whose set has its sentences removed)
+CHECK_GENERATORS = ("keywords", "cloze")
 Scorer = Callable[[Compiler, Any, list, str], tuple[dict, list[float | None]]]
 
 
@@ -39,12 +42,14 @@ def second_set_check(comp: Compiler, base_prog: Any, best_prog: Any, same: bool,
                 "why": "the objective reads answers, which a second set drawn with no model does not have"}
     from ..synth import synthesize  # the synth pipeline (its filters search an index): only for synthetic sets
 
-    seeds = [int(e.metadata.get("seed", 13)) for s in comp.golden.splits.values() for e in s
-             if e.metadata.get("synthetic") and str(e.metadata.get("seed", "")).lstrip("-").isdigit()]
+    made = [e.metadata for s in comp.golden.splits.values() for e in s if e.metadata.get("synthetic")]
+    seeds = [int(m.get("seed", 13)) for m in made if str(m.get("seed", "")).lstrip("-").isdigit()]
     seed = max(seeds, default=13) + 1
+    used = {str(m.get("generator", "")).split(" ")[0] for m in made}
+    generator = next(g for g in CHECK_GENERATORS if g not in used or g == CHECK_GENERATORS[-1])
     with tempfile.TemporaryDirectory(prefix="declrag-check-") as tmp:
         report = synthesize(comp.golden.documents, Path(tmp) / "check", CHECK_QUESTIONS, model=None, seed=seed,
-                            progress=progress)
+                            generator=generator, progress=progress)
         check = load_golden(str(Path(tmp) / "check"))
     questions = [e for s in check.splits.values() for e in s]
     _, q_base = score(comp, base_prog, questions, "second synthetic set, baseline")

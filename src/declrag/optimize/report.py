@@ -170,6 +170,12 @@ def _what_ships(s: dict[str, Any]) -> list[str]:
                   f"program only when the gain holds on a second, independently drawn set: {guard['why']}.", ""]
     elif s.get("synthetic") and guard:
         lines += [f"The second-set check of a synthetic compile was not applied: {guard['why']}.", ""]
+    if c := s.get("check_questions"):
+        lines += [f"**Your questions** (`{c['file']}`, {c['questions']}): " + (
+            f"the trials' ranking on dev agrees with theirs with Kendall tau {c['tau']:+.3f} "
+            f"[{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}] over {c['trials']} trials (nDCG@10)"
+            + (f"; {c['note']}" if c.get("note") else "") + "." if c.get("tau") is not None
+            else c.get("why", "no agreement could be measured") + "."), ""]
     return lines
 
 

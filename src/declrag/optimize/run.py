@@ -20,9 +20,11 @@ from ..errors import DeclragError
 from ..golden import LABELS, labels_of, load_golden
 from ..memory import MemoryTracker
 from ..metrics.passages import unit_of
-from ..metrics.stats import by_label, mean_ci, mean_of, paired_difference
+from ..metrics.stats import by_label, mean_ci, paired_difference
+from .agreement import agreement, check_questions
 from .budget import Budget, trial_counts
-from .compile import Compiler, digest_of, weighted
+from .compile import Compiler, digest_of, score, tell
+from .finetune import finetune_stage
 from .guard import second_set_check
 from .space import Space, read_space, tidy_params
 
@@ -54,24 +56,25 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
                 resume: str | Path | None = None, model: str | None = None, progress: bool = True,
                 store: str | None = None, storage: str | None = None, join: str | None = None,
                 finalize: bool = False, heartbeat_s: int = 10,
-                patience_s: float = 120.0) -> dict[str, Any]:
+                patience_s: float = 120.0, check_questions: str | Path | None = None) -> dict[str, Any]:
     """Start (``space``, ``dataset``, ``name``), continue (``resume``) or join (``join`` with ``storage``) a
     compile. Returns the summary, or for a worker that does not finalize, its part of the search.
 
-    ``store`` is where the trials' indexes live (a folder or a Weaviate server, see `declrag.api.corpus_store`;
-    default the cache folder). ``storage`` is the study's database (any SQLAlchemy URL Optuna accepts; default
-    the run folder's journal). Roles: the process that created the study, or ``--resume``s it, finalizes: once
-    the budgets are spent and no trial is running anywhere, it optimizes the best program's prompts, scores the
-    held-out test and writes ``best/`` and the report. Workers (``join``, or a second ``--name`` of the same
-    study) search, then stop and say so; ``finalize`` makes a worker finalize too (when the creator's machine
-    is gone). ``heartbeat_s``: a trial whose worker stops beating for 3x this is retried elsewhere;
-    ``patience_s``: how long a worker retries a lost database before it stops."""
+    ``store``: where the trials' indexes live (a folder or a Weaviate server, see `declrag.api.corpus_store`;
+    default the cache folder). ``storage``: the study's database (any SQLAlchemy URL Optuna accepts; default the
+    run folder's journal). Roles: the process that created the study, or ``--resume``s it, finalizes: once the
+    budgets are spent and no trial is running anywhere, it optimizes the best program's prompts, scores the
+    held-out test and writes ``best/`` and the report. Workers (``join``, or a second ``--name`` of the same study)
+    search, then stop and say so; ``finalize`` makes a worker finalize too (when the creator's machine is gone).
+    ``heartbeat_s``: a trial whose worker stops beating for 3x this is retried elsewhere; ``patience_s``: how long
+    a worker retries a lost database before it stops. ``check_questions``: a golden file of the user's own
+    questions; the summary says how the trials' ranking agrees with them (`agreement`)."""
     from .study import DISK_ERRNOS, DISK_WORDS, db_error, disk_stop, is_db_error
 
     folder = Path(resume) if resume else Path(runs) / name if name else None
     try:
         plan = plan_compile(space, dataset, name, runs, budget, resume, model, store, storage, join, heartbeat_s)
-        return _compile_run(plan, jobs, progress, finalize, patience_s)
+        return _compile_run(plan, jobs, progress, finalize, patience_s, check_questions)
     except DeclragError as e:
         if folder is not None and any(w in e.message for w in DISK_WORDS):
             raise disk_stop(e.message, folder) from None
@@ -159,7 +162,8 @@ def plan_compile(space, dataset, name, runs, budget, resume, model, store, stora
     return Plan("new", sp, dataset, name, out, budget, model, store, storage, place(out, name, storage, heartbeat_s))
 
 
-def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience_s: float) -> dict[str, Any]:
+def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience_s: float,
+                 check: str | Path | None = None) -> dict[str, Any]:
     """Run the plan: open the study, search, then (where this process finalizes) the artifact and the report."""
     from .study import Patience
 
@@ -167,6 +171,7 @@ def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience
     mem = MemoryTracker()  # peak RSS per stage: summary.json's "memory", the compile's closing lines
     with mem.stage("setup"):  # ends once the study is open (a failure on the way ends the run)
         comp, study, creator, manifest = _open(plan, jobs, progress)
+        theirs = check_questions(check, comp.golden.documents) if check else None  # a bad file fails before searching
     finalizes = creator or finalize
     if finalizes:
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
@@ -186,6 +191,9 @@ def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience
     led = p.ledger.state()  # the whole study's search, every worker
     here = (comp.spent.lm_calls, comp.spent.cached, comp.spent.cost_usd)
     summary = finish(comp, study, out, progress, mem)
+    if theirs is not None:
+        with mem.stage("check questions"):
+            summary["check_questions"] = {"file": str(check), **agreement(comp, study.trials, theirs)}
     final = (comp.spent.lm_calls - here[0], comp.spent.cached - here[1], comp.spent.cost_usd - here[2])  # prompts, test
     summary.update(lm_calls=led["lm_calls"] + final[0], cached_calls=led["cached"] + final[1],
                    cost_usd=round(led["cost_usd"] + final[2], 6), lm_calls_search=led["lm_calls"],
@@ -248,13 +256,6 @@ def _open(plan: Plan, jobs: int, progress: bool) -> tuple[Compiler, optuna.Study
     return comp, study, creator, manifest
 
 
-def tell(progress: bool, msg: str) -> None:
-    if progress:
-        from tqdm.auto import tqdm
-
-        tqdm.write(msg)
-
-
 def _spent_before(study: optuna.Study) -> dict[str, Any]:
     """What a study's trials spent before it had a ledger (runs made before budgets lived in one)."""
     done = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
@@ -273,22 +274,6 @@ def _retry_killed(study: optuna.Study) -> None:
         for t in study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
             study.tell(t.number, state=optuna.trial.TrialState.FAIL)
             retry(study, study.trials[t.number])
-
-
-def score(comp: Compiler, prog, examples, desc: str) -> tuple[dict, list[float | None]]:
-    """Metrics on ``examples`` and the per-question objective (for paired intervals)."""
-    if comp.space.objective.retrieval_only:
-        rows = []
-        prog.embedder.embed_queries([ex.question for ex in examples if ex.gold])  # batched, then from the cache
-        for ex in examples:
-            rows.append(comp.retrieval_scores(prog, [ex]))
-        means = {k: mean_of([r[k] for r in rows]) for k in rows[0]} if rows else {}
-        means["objective"] = weighted(means, comp.space.objective.metrics)
-        # a question without gold passages has no retrieval score (None, left out of intervals), not a 0
-        return means, [weighted(r, comp.space.objective.metrics) if any(v is not None for v in r.values()) else None
-                       for r in rows]
-    result, recs = comp.evaluate(prog, examples, desc)
-    return result, [weighted(r["metrics"], comp.space.objective.metrics) for r in recs]
 
 
 def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool,
@@ -338,7 +323,8 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool,
     dev_base = baseline.user_attrs.get("metrics", {})
     return {
         "objective": {"metrics": comp.space.objective.metrics, "also": comp.space.objective.also},
-        "baseline": {"dev": dev_base, "test": test_base, "params": base_values, "trial": baseline.number},
+        "baseline": {"dev": dev_base, "test": test_base, "params": base_values, "trial": baseline.number,
+                     "config": base_prog.config.model_dump(mode="json")},
         "best": {"dev": dev_best, "test": test_best, "params": tidy_params(best.params), "trial": best.number,
                  "config": best_prog.config.model_dump(mode="json")},
         "gain_test": gain, "test_ci": {"baseline": mean_ci(q_base), "best": mean_ci(q_best)}, "legs_test": legs,
@@ -369,78 +355,3 @@ def _prompts(comp: Compiler, best, best_prog, prompt_info: dict[str, Any]):
     else:
         prompt_info["kept"] = "after"
     return best_prog, prompt_info, max(before, after, key=lambda m: m["objective"])
-
-
-def finetune_stage(comp: Compiler, prog, out: Path, progress: bool,
-                   mem: MemoryTracker | None = None) -> tuple[Any, dict[str, Any]]:
-    """Fine-tune ``prog``'s embedding model on the train split (`declrag.optimize.finetune`), re-embed the
-    corpus into a new index, and keep the tuned model only if dev improves beyond the bootstrap noise (the
-    paired interval of the per-question objective excludes 0). Reports dev and test for both models either
-    way (test is scored for the report only; the decision reads dev). Returns (the program kept, the report).
-    ``mem`` measures the peak RSS of its parts (``finetune.mining``, ``.training``, ``.reembed``, ``.scoring``)."""
-    from ..config import ProgramConfig
-    from .finetune import finetune_model, training_rows
-
-    spec, splits = comp.space.finetune, comp.splits
-    base_cfg: ProgramConfig = prog.config
-    info: dict[str, Any] = {"enabled": True, "base_model": base_cfg.ingest.embedder.model,
-                            "settings": spec.model_dump(mode="json"), "split": "train"}
-    train = splits.get("train") or []
-    if not any(e.gold for e in train):
-        info["skipped"] = ("the train split is empty: give it a share in split.fractions" if not train else
-                           "the golden set has no gold passages (qrels, answer spans or JSONL `gold`) to train on")
-        tell(progress, f"fine-tune skipped: {info['skipped']}")
-        return prog, info
-    mem = mem or MemoryTracker()
-    t0 = t_stage = time.perf_counter()
-    with mem.stage("finetune.mining"):
-        rows, counts = training_rows(prog, comp.golden, train, spec.hard_negatives, spec.seed, progress)
-    info["mining_s"], info["pairs"] = round(time.perf_counter() - t0, 1), counts
-    tuned_dir = out / "finetune" / "embedder"
-    e = base_cfg.ingest.embedder
-    with mem.stage("finetune.training"):
-        trained = finetune_model(prog.embedder.folder, rows, tuned_dir, epochs=spec.epochs,
-                                 learning_rate=spec.learning_rate, batch_size=spec.batch_size,
-                                 max_steps=spec.max_steps,
-                                 max_seconds=spec.max_minutes * 60 if spec.max_minutes else None, seed=spec.seed,
-                                 mini_batch_size=spec.mini_batch_size, query_prefix=e.query_prefix,
-                                 document_prefix=e.document_prefix, progress=progress)
-    info["training"] = trained
-    emb = e.model_copy(update={"model": str(tuned_dir.resolve()), "weights": trained["sha256"]})
-    cfg = base_cfg.model_copy(update={"ingest": base_cfg.ingest.model_copy(update={"embedder": emb})})
-    t0 = time.perf_counter()
-    with mem.stage("finetune.reembed"):
-        tuned = comp.program_for(cfg)  # a new index: its address holds the tuned model's hash
-    info["reembed_s"] = round(time.perf_counter() - t0, 1)
-    with mem.stage("finetune.scoring"):
-        tuned.load_state(prog.dump_state())  # the prompts (instructions, demos) the earlier stages chose
-        if prog.generate.knn_pool:
-            tuned.generate.set_knn_pool(prog.generate.knn_pool, prog.generate.knn_k)
-        tuned.embedder_provenance = {"base_model": e.model, "sha256": trained["sha256"], "split": "train",
-                                     "questions": counts["questions"], "seed": spec.seed, "steps": trained["steps"],
-                                     "loss": trained["loss"], "settings": spec.model_dump(mode="json")}
-        dev_base, q_dev_base = score(comp, prog, splits["dev"], "dev, base embedder")
-        dev_tuned, q_dev_tuned = score(comp, tuned, splits["dev"], "dev, tuned embedder")
-        gain = paired_difference(q_dev_base, q_dev_tuned)
-        keep = bool(gain["significant"] and (gain["diff"] or 0) > 0)
-        test_base, q_test_base = score(comp, prog, splits["test"], "test, base embedder")
-        test_tuned, q_test_tuned = score(comp, tuned, splits["test"], "test, tuned embedder")
-        info.update(dev={"base": dev_base, "tuned": dev_tuned, "gain": gain},
-                    test={"base": test_base, "tuned": test_tuned, "gain": paired_difference(q_test_base, q_test_tuned)},
-                    kept="tuned" if keep else "base")
-        alpha = base_cfg.retrieve.alpha
-        if comp.space.objective.retrieval_only and alpha not in (0.0, 1.0):  # the vector leg alone, both models
-            legs = {}
-            for name, c in (("base", base_cfg), ("tuned", cfg)):
-                leg = comp.program_for(c.model_copy(update={"retrieve": c.retrieve.model_copy(update={"alpha": 1.0})}))
-                legs[name] = score(comp, leg, splits["test"], f"test, vector leg, {name} embedder")[0]
-            info["test"]["vector_leg"] = legs
-    info["stage_s"] = round(time.perf_counter() - t_stage, 1)
-    info["memory"] = {k.split(".", 1)[1]: v for k, v in mem.stages.items() if k.startswith("finetune.")}
-    d = gain["diff"] or 0.0
-    tell(progress, f"fine-tune: {trained['steps']} steps in {trained['seconds']} s, "
-                   f"re-embedding {info['reembed_s']} s; "
-                   f"dev {dev_base['objective']:.4f} -> {dev_tuned['objective']:.4f} ({d:+.4f}, 95% CI "
-                   f"[{gain['ci95'][0] or 0:+.4f}, {gain['ci95'][1] or 0:+.4f}]): keeping the "
-                   + ("tuned model" if keep else "base model (no gain beyond the noise)"))
-    return (tuned if keep else prog), info

@@ -38,11 +38,14 @@ from ..embed import Embedder
 from ..errors import DeclragError
 from ..ingest.chunkers import Chunker
 from ..types import Chunk, Document, content_hash
-from . import filters
+from . import filters, queries
 from .filters import normalize
-from .generate import Candidate, LMWriter, answer_problem, cloze_query, lm_kind, off_passage, title_query
+from .generate import Candidate, LMWriter, answer_problem, lm_kind, off_passage
+from .inpars import InParsWriter
+from .queries import DEFAULT_OFFLINE, DEFAULT_WITH_MODEL, GENERATORS, cloze_query, title_query
 
-__all__ = ["Candidate", "SynthReport", "cloze_query", "from_sources", "normalize", "split_by_document", "synthesize"]
+__all__ = ["GENERATORS", "Candidate", "SynthReport", "cloze_query", "from_sources", "normalize", "split_by_document",
+           "synthesize"]
 
 SPLITS = {"train": 0.6, "dev": 0.2, "test": 0.2}
 MIN_PASSAGE_WORDS = 30
@@ -100,14 +103,15 @@ def from_sources(paths: Sequence[str | Path] = (), datasets: Sequence[str] = (),
 
 
 def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model: str | None = None, seed: int = 13,
-               ingest: IngestConfig | None = None, force: bool = False, resume: bool = False,
-               max_lm_calls: int | None = None, grader: str | None = None, embedder: Embedder | None = None,
-               skip: Collection[str] = (), progress: bool = True,
+               generator: str | None = None, ingest: IngestConfig | None = None, force: bool = False,
+               resume: bool = False, max_lm_calls: int | None = None, grader: str | None = None,
+               embedder: Embedder | None = None, skip: Collection[str] = (), progress: bool = True,
                say: Callable[[str], None] = lambda _: None) -> SynthReport:
     """Write a golden set of at most ``n`` questions drawn from ``documents`` to the folder ``out``.
 
-    ``model``: the LM route that writes questions and reference answers; None makes pseudo-queries with no model
-    (a retrieval-only set). ``ingest``: the index the filters search (default: declrag's defaults).
+    ``generator``: one of `GENERATORS` (default: ``lm`` with a model, else `DEFAULT_OFFLINE`). ``model``: the LM
+    route of an LM generator (``lm`` writes questions and reference answers, ``inpars`` queries); the others take
+    none and make a retrieval-only set. ``ingest``: the index the filters search (default: declrag's defaults).
     ``max_lm_calls`` stops generating at that many uncached LM calls (what was made so far is kept and filtered).
     ``grader``: an LM route that grades each question's pooled documents (one call per question); None grades
     deterministically (a pooled document containing the reference answer is relevant). ``skip``: filters switched
@@ -125,8 +129,17 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
     if resume and not (work / "generated.jsonl").is_file():
         raise DeclragError(f"nothing to resume: {work / 'generated.jsonl'} does not exist",
                            hint="run without --resume (only a run with --model writes what --resume continues)")
-    writer = LMWriter(model) if model is not None else None  # checks the routes before any work
-    lm_grader = filters.LMGrader(grader) if grader and model is not None else None
+    generator = generator or (DEFAULT_WITH_MODEL if model is not None else DEFAULT_OFFLINE)
+    if generator not in GENERATORS:
+        raise DeclragError(f"no generator named {generator!r}", hint=f"one of {', '.join(GENERATORS)}")
+    if GENERATORS[generator].model != (model is not None):
+        raise DeclragError(f"--generator {generator} " + ("needs an LM: give --model ROUTE"
+                                                          if GENERATORS[generator].model else "writes without a model"),
+                           hint="e.g. --generator inpars --model local/gemma3-270m" if GENERATORS[generator].model
+                           else "use --model none with it, or --generator lm / inpars with a model")
+    writer = (None if model is None else LMWriter(model) if generator == "lm"  # checks the route before any work
+              else InParsWriter(model))
+    lm_grader = filters.LMGrader(grader) if grader and GENERATORS[generator].answers else None
     docs = [d for d in documents if d.text.strip()]
     if not docs:
         raise DeclragError("no documents with text to draw questions from", hint="check the sources")
@@ -139,13 +152,17 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
     if not passages:
         raise DeclragError(f"no passage of at least {MIN_PASSAGE_WORDS} words in {len(docs)} documents",
                            hint="synth needs documents with running text")
-    report = SynthReport(generator=f"LM {model}" if model else "no model (cloze and title pseudo-queries)",
+    report = SynthReport(generator=f"{generator} on {model}" if model else f"{generator} (no model)",
                          seed=seed, documents=len(docs), passages=len(passages), filters_off=sorted(skip))
+    want = math.ceil(OVERSAMPLE * n)
+    cands: list[Candidate] = []
+    if writer is None:  # made before the index: the inverse cloze removes its sentences from the set's corpus
+        cands, docs = _pseudo_queries(generator, docs, passages, want, seed)
     from ..api import corpus_store
 
     store, _ = corpus_store(docs, ingest, label="synth", embedder=emb, progress=progress)
-    run_args = {"model": model, "seed": seed, "documents": content_hash(*sorted(d.hash for d in docs)),
-                "chunker": SYNTH_CHUNKER.model_dump()}
+    run_args = {"model": model, "generator": generator, "seed": seed,
+                "documents": content_hash(*sorted(d.hash for d in docs)), "chunker": SYNTH_CHUNKER.model_dump()}
     if resume:  # the log's rows are only valid for the run that wrote them
         before = json.loads((work / "run.json").read_text()) if (work / "run.json").is_file() else None
         if before != run_args:
@@ -160,10 +177,7 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     (work / "run.json").write_text(json.dumps(run_args))
-    want = math.ceil(OVERSAMPLE * n)
-    if writer is None:
-        cands = _pseudo_queries(docs, passages, want, seed)
-    else:
+    if writer is not None:
         cands = _lm_questions(writer, passages, want, seed, store, emb, work / "generated.jsonl", report,
                               max_lm_calls, progress, say)
     report.generated = len(cands)
@@ -174,7 +188,7 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
     if "round_trip" not in skip:
         kept = filters.round_trip(kept, store, vectors, report.drop, report.found_by)
     kept = _sample(kept, n, random.Random(seed))
-    if model is not None:
+    if GENERATORS[generator].answers:
         report.judged_gold_added = filters.grade(kept, store, vectors, lambda i: by_id[i].text, lm_grader)
         report.gold = ("seed document, plus the pooled documents (keyword, vector and hybrid top "
                        f"{filters.POOL_K}) " + (f"that {grader} graded relevant" if lm_grader
@@ -200,27 +214,37 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
 
 
 # --------------------------------------------------------------------------------------------- generation
-def _pseudo_queries(docs: Sequence[Document], passages: list[tuple[Document, Chunk]], want: int,
-                    seed: int) -> list[Candidate]:
-    """Title queries from documents with real titles of their own (at most a fifth), then cloze queries from
-    passages drawn uniformly (documents in proportion to their length)."""
-    rng = random.Random(seed)
-    titles = {d.id: t for d in docs if (t := title_query(d))}
-    counts: dict[str, int] = {}
-    for t in titles.values():
-        counts[normalize(t)] = counts.get(normalize(t), 0) + 1
-    # a title names its document only where no other document has it (SQuAD's paragraphs share their article's)
-    titled = [d for d in docs if d.id in titles and counts[normalize(titles[d.id])] == 1]
-    rng.shuffle(titled)
-    out = [Candidate(question=titles[d.id], kind="title", doc_id=d.id, span=(0, len(d.text)))
-           for d in titled[: want // 5]]
-    for i in _order(len(passages), seed):
+def _pseudo_queries(generator: str, docs: Sequence[Document], passages: list[tuple[Document, Chunk]], want: int,
+                    seed: int) -> tuple[list[Candidate], list[Document]]:
+    """Up to ``want`` questions of a no-model generator (see `queries`) from passages drawn uniformly (documents
+    in proportion to their length), and the documents the set is scored against (the inverse cloze's have its
+    sentences removed)."""
+    order = _order(len(passages), seed)
+    if generator == "ict":
+        return queries.ict_queries(docs, passages, order, want, seed)
+    out: list[Candidate] = []
+    if generator == "cloze":  # titles first, where documents have real titles of their own (at most a fifth)
+        rng = random.Random(seed)
+        titles = {d.id: t for d in docs if (t := title_query(d))}
+        counts: dict[str, int] = {}
+        for t in titles.values():
+            counts[normalize(t)] = counts.get(normalize(t), 0) + 1
+        # a title names its document only where no other document has it (SQuAD's paragraphs share their article's)
+        titled = [d for d in docs if d.id in titles and counts[normalize(titles[d.id])] == 1]
+        rng.shuffle(titled)
+        out = [Candidate(question=titles[d.id], kind="title", doc_id=d.id, span=(0, len(d.text)))
+               for d in titled[: want // 5]]
+    salience = queries.Salience([c.text for _, c in passages]) if generator == "keywords" else None
+    for i in order:
         if len(out) >= want:
             break
         doc, chunk = passages[i]
-        if (made := cloze_query(chunk.text, chunk.start, random.Random(f"{seed}:{i}"))) is not None:
-            out.append(Candidate(question=made[0], kind="cloze", doc_id=doc.id, span=made[1]))
-    return out
+        rng = random.Random(f"{seed}:{i}")
+        made = (queries.keyword_query(doc, chunk, salience, rng) if salience is not None
+                else cloze_query(chunk.text, chunk.start, rng))
+        if made is not None:
+            out.append(Candidate(question=made[0], kind=generator, doc_id=doc.id, span=made[1]))
+    return out, list(docs)
 
 
 def _order(n: int, seed: int) -> list[int]:
@@ -229,8 +253,8 @@ def _order(n: int, seed: int) -> list[int]:
     return order
 
 
-def _lm_questions(writer: LMWriter, passages: list[tuple[Document, Chunk]], want: int, seed: int, store, emb,
-                  log: Path, report: SynthReport, max_lm_calls: int | None, progress: bool,
+def _lm_questions(writer: LMWriter | InParsWriter, passages: list[tuple[Document, Chunk]], want: int, seed: int,
+                  store, emb, log: Path, report: SynthReport, max_lm_calls: int | None, progress: bool,
                   say: Callable[[str], None]) -> list[Candidate]:
     """One question per passage drawn, of a type drawn in `LM_KINDS`' shares, with its checked reference answer;
     every passage done is appended to ``log`` (a candidate, or why it gave none)."""
@@ -245,7 +269,7 @@ def _lm_questions(writer: LMWriter, passages: list[tuple[Document, Chunk]], want
         except (ValueError, KeyError, TypeError):
             continue  # a line cut by a kill: that passage is done again
     order = _order(len(passages), seed)
-    _estimate(model, passages, order, want, len(done), say)
+    _estimate(model, passages, order, want, len(done), writer.calls_per_passage, say)
     meter = Meter()
     cands: list[Candidate] = []
     bar = tqdm(total=want, desc="questions", unit="q", disable=not progress)
@@ -282,10 +306,16 @@ def _lm_questions(writer: LMWriter, passages: list[tuple[Document, Chunk]], want
     return cands
 
 
-def _one(writer: LMWriter, i: int, passages: list[tuple[Document, Chunk]], store, emb,
+def _one(writer: LMWriter | InParsWriter, i: int, passages: list[tuple[Document, Chunk]], store, emb,
          rng: random.Random) -> dict:
     """The log row of passage ``i``: its candidate, or why it gave none."""
     doc, chunk = passages[i]
+    if isinstance(writer, InParsWriter):
+        q, why = writer.query(chunk.text)
+        if q is None:
+            return {"passage": i, "kind": "inpars", "doc_id": doc.id, "dropped": why}
+        cand = Candidate(question=q, kind="inpars", doc_id=doc.id, span=(chunk.start, chunk.end))
+        return {"passage": i, "kind": "inpars", "doc_id": doc.id, "candidate": asdict(cand)}
     kind = lm_kind(rng)
     text, gold = chunk.text, {doc.id: 1}
     if kind == "multi":  # a related passage of another document, found with the store's own hybrid search
@@ -316,13 +346,13 @@ def _one(writer: LMWriter, i: int, passages: list[tuple[Document, Chunk]], store
 
 
 def _estimate(model: str, passages: list[tuple[Document, Chunk]], order: list[int], want: int, done: int,
-              say: Callable[[str], None]) -> None:
+              per_passage: float, say: Callable[[str], None]) -> None:
     """Say, before any call, how many LM calls and tokens the run will take, and the price where LiteLLM knows it."""
     import litellm
 
     todo = [passages[i][1] for i in order[done: done + want]]
-    calls = round(len(todo) * 1.85)  # a question, and an answer for 85% of them (not for unanswerable ones)
-    tokens_in = round(sum(len(c.text.split()) * 1.3 + 80 for c in todo) * 1.85)
+    calls = round(len(todo) * per_passage)
+    tokens_in = round(sum(len(c.text.split()) * 1.3 + 80 for c in todo) * per_passage)
     tokens_out = calls * 40
     try:
         cost_in, cost_out = litellm.cost_per_token(model=model, prompt_tokens=tokens_in, completion_tokens=tokens_out)

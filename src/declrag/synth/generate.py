@@ -1,8 +1,5 @@
-"""The question writers of `declrag synth`.
-
-Without a model: *cloze* pseudo-queries (a sentence of the passage cut down to a random part of its content
-words, so that it is not a verbatim copy for keyword search to match) and document *titles* (where a document
-has a real title of its own). With an LM route: one declared prompt per question type (`signatures/
+"""The candidates of `declrag synth` and its typed LM questions (generator ``lm``; the no-model generators are in
+`queries`, the few-shot one in `inpars`). With an LM route: one declared prompt per question type (`signatures/
 synth_factoid.yaml`, `synth_explanatory.yaml`, `synth_unanswerable.yaml`, `synth_multi.yaml`, each with a demo),
 then the reference answer (`synth_answer.yaml`), checked against its passage: a factoid answer must be an exact
 span of it (its offset is kept), an explanatory one supported sentence by sentence (the faithfulness metric).
@@ -13,20 +10,15 @@ that shares no word with its passage, or more with the prompt's demo (a copied d
 
 from __future__ import annotations
 
-import math
 import random
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..config import LMConfig
-from ..ingest.chunkers import sentence_spans
 from ..metrics.text import squad_normalize
-from ..stores.bm25 import STOPWORDS_EN, tokenize
-from ..types import Document
+from ..stores.bm25 import STOPWORDS_EN
 
-CLOZE_KEEP = 0.6  # the share of a sentence's content words a cloze query keeps
 LM_KINDS = {"factoid": 0.5, "explanatory": 0.25, "unanswerable": 0.15, "multi": 0.10}  # shares of LM questions
 RETRIES = 1  # more attempts at a usable question per passage
 FAITHFUL = 0.5  # an explanatory answer needs at least this share of its sentences supported by its passage
@@ -60,27 +52,6 @@ class Candidate:
 # --------------------------------------------------------------------------------------------- no model
 def content_words(text: str) -> list[str]:
     return [w for w in re.findall(r"[^\W_]+(?:[-'][^\W_]+)*", text) if w.lower() not in STOPWORDS_EN]
-
-
-def cloze_query(passage: str, offset: int, rng: random.Random) -> tuple[str, tuple[int, int]] | None:
-    """A pseudo-query from a sentence of the passage: a random ``CLOZE_KEEP`` share of its content words, in order
-    (the inverse cloze task, cropped), and the sentence's span in the document (``offset``: the passage's)."""
-    spans = [(a, b) for a, b in sentence_spans(passage) if 6 <= len(content_words(passage[a:b])) <= 40]
-    if not spans:
-        return None
-    a, b = rng.choice(spans)
-    words = content_words(passage[a:b])
-    keep = sorted(rng.sample(range(len(words)), max(4, math.ceil(CLOZE_KEEP * len(words)))))
-    return " ".join(words[i] for i in keep), (offset + a, offset + b)
-
-
-def title_query(doc: Document) -> str | None:
-    """A document's title as a query, where it is a real title (at least three words, not a file name)."""
-    title = " ".join(doc.title.split())
-    stem = Path(doc.source).stem if doc.source else ""
-    if len(tokenize(title)) < 3 or title == stem or "/" in title or title.endswith((".pdf", ".md", ".txt")):
-        return None
-    return title
 
 
 # --------------------------------------------------------------------------------------------- an LM
@@ -141,6 +112,8 @@ def answer_problem(kind: str, answer: str, passage: str, question: str = "") -> 
 class LMWriter:
     """Questions and reference answers from an LM route, through the declared prompts (metered as stage
     ``synth``)."""
+
+    calls_per_passage = 1.85  # a question, and an answer for 85% of them (not for unanswerable ones)
 
     def __init__(self, route: str, max_tokens: int = 96):
         from ..lm import check_lm, registry

@@ -1,0 +1,97 @@
+"""`declrag compile --check-questions FILE`: how the compile's ranking of its trials agrees with a few real
+questions of the user's (20 are enough; answers optional).
+
+Up to `MAX_TRIALS` of the study's finished trials, spread over its ranking (best, worst and evenly between, one per
+distinct setting), are each run on the user's questions (retrieval only: no LM call unless a trial rewrites
+queries) and scored by nDCG@10 in each question's unit (`declrag.metrics.passages`: over the passages covering its
+spans or holding its short answer, located in the compile's corpus; else over its gold documents). Kendall tau
+between the trials' objective on the compile's dev split and their nDCG@10 on the user's questions is reported
+with a 95% bootstrap interval (the user's questions resampled). Read it as: near 1, the set the compile searched
+on orders settings as the user's own questions do; near 0 or below, its choice says little about them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+from scipy.stats import kendalltau
+
+from ..errors import DeclragError
+from ..golden import Example, load_golden
+from ..metrics.passages import passage_scores, unit_of
+from ..types import GoldSpan
+from .compile import Compiler
+from .space import tidy_params
+
+MAX_TRIALS = 12
+FEW = 20  # fewer questions than this: the interval is wide, and the summary says so
+BOOTSTRAP = 1000
+
+
+def check_questions(path: str | Path, documents: list) -> list[Example]:
+    """The user's questions that can score retrieval on ``documents`` (short answers located in the gold documents,
+    or anywhere in the corpus where none is named); one clear error when none can."""
+    try:
+        gs = load_golden(str(path))
+    except DeclragError as err:
+        raise DeclragError(f"--check-questions {path}: {err.message}", hint=err.hint) from None
+    texts = {d.id: d.text for d in documents}
+    out: list[Example] = []
+    unknown = 0
+    for e in [x for s in gs.splits.values() for x in s]:
+        if e.gold and not set(e.gold) & set(texts):
+            unknown += 1
+            continue
+        if not e.spans and e.answers:
+            docs = {d: texts[d] for d, g in e.gold.items() if g > 0 and d in texts} or texts
+            if found := GoldSpan.occurrences(e.answers, docs):
+                e = replace(e, spans=found)
+        if unit_of(list(e.gold_spans()), e.answers, e.gold) is not None:
+            out.append(e)
+    if not out:
+        why = f" ({unknown} name gold documents that are not in the corpus)" if unknown else ""
+        raise DeclragError(f"--check-questions {path}: no question has gold documents, spans or short answers to "
+                           f"score retrieval against{why}",
+                           hint="a JSONL golden file: one {\"question\", \"answers\"} per line (answers that occur "
+                                "in your documents), or \"gold\" with the documents' ids")
+    return out
+
+
+def agreement(comp: Compiler, trials: list[optuna.trial.FrozenTrial], examples: list[Example], seed: int = 13,
+              progress: bool = False) -> dict[str, Any]:
+    """Kendall tau between the trials' dev objective and their nDCG@10 on ``examples``, with its interval."""
+    done = sorted((t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.values),
+                  key=lambda t: -t.values[0])  # the first objective of a multi-objective study
+    distinct: dict[str, optuna.trial.FrozenTrial] = {}
+    for t in done:
+        distinct.setdefault(repr(sorted(tidy_params(t.params).items())), t)
+    ranked = list(distinct.values())
+    picks = ranked if len(ranked) <= MAX_TRIALS else \
+        [ranked[round(i * (len(ranked) - 1) / (MAX_TRIALS - 1))] for i in range(MAX_TRIALS)]
+    if len(picks) < 3:
+        return {"questions": len(examples), "trials": len(picks),
+                "why": "fewer than 3 distinct finished trials: no ranking to compare"}
+    scores = np.zeros((len(picks), len(examples)))
+    for i, t in enumerate(picks):
+        prog = comp.program(tidy_params(t.params))
+        for j, e in enumerate(examples):
+            pool = prog.retrieve_only(e.question, history=e.history)
+            got = passage_scores(pool, list(e.gold_spans()), e.answers, e.gold, ["ndcg@10"])
+            scores[i, j] = got[0]["ndcg@10"] if got else 0.0
+    dev = np.array([t.values[0] for t in picks])
+    tau = kendalltau(dev, scores.mean(axis=1)).statistic
+    rng, taus = np.random.default_rng(seed), []
+    for _ in range(BOOTSTRAP):
+        b = kendalltau(dev, scores[:, rng.integers(0, len(examples), len(examples))].mean(axis=1)).statistic
+        if not np.isnan(b):
+            taus.append(float(b))
+    lo, hi = np.percentile(taus, [2.5, 97.5]) if taus else (float("nan"), float("nan"))
+    return {"questions": len(examples), "trials": len(picks),
+            "tau": None if np.isnan(tau) else round(float(tau), 3), "ci95": [round(float(lo), 3), round(float(hi), 3)],
+            "per_trial": [{"trial": t.number, "dev": round(float(t.values[0]), 4), "check_ndcg@10": round(float(s), 4)}
+                          for t, s in zip(picks, scores.mean(axis=1))],
+            **({"note": f"only {len(examples)} questions: a wide interval"} if len(examples) < FEW else {})}
