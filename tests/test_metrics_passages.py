@@ -149,3 +149,26 @@ def test_bench_retrieval_on_a_set_too_small_to_tune_is_one_error(tmp_path, capsy
     assert main(["bench", "retrieval", "--dataset", str(f)]) == 2
     err = capsys.readouterr().err
     assert "too few to choose the hybrid setting" in err and "fix:" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_compile_with_no_scorable_test_question_says_so(tmp_path, capsys):
+    """A set whose test questions have no gold, spans or short answers: the compile ends and says the test gain
+    is none (no test question could be scored), not a TypeError."""
+    from declrag.cli import main
+
+    corpus = [{"_id": f"d{i}", "text": f"{TEXT} Document {i} tells of river number {i} and its {i * 3} bridges."}
+              for i in range(12)]
+    (tmp_path / "corpus.jsonl").write_text("\n".join(json.dumps(c) for c in corpus) + "\n")
+    for name, rows in (("train", range(0, 6)), ("dev", range(6, 12))):
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(json.dumps(
+            {"id": f"{name}{i}", "question": f"How many bridges has river number {i}?", "gold": [f"d{i}"]})
+            for i in rows) + "\n")
+    (tmp_path / "test.jsonl").write_text(json.dumps({"id": "t0", "question": "Is it nice there?"}) + "\n")
+    (tmp_path / "dataset.yaml").write_text("name: tiny\nformat: jsonl\npath: .\ncorpus: corpus.jsonl\n"
+                                           "splits: {train: train.jsonl, dev: dev.jsonl, test: test.jsonl}\n")
+    code = main(["compile", "--space", "retrieval", "--dataset", str(tmp_path), "--name", "tiny",
+                 "--runs", str(tmp_path / "runs"), "--max-trials", "2", "-q"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "test gain: none (no test question could be scored" in out and "Traceback" not in err
