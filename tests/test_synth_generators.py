@@ -13,6 +13,7 @@ import pytest
 from declrag.cli import main
 from declrag.golden import load_golden
 from declrag.ingest.chunkers import sentence_spans
+from declrag.optimize.budget import Budget
 from declrag.synth.inpars import DEMOS, clean_query, prompt
 from declrag.synth.queries import GENERATORS, Salience, ict_queries, keyword_query
 from declrag.types import Chunk, Document
@@ -134,6 +135,19 @@ def test_an_ict_set_is_scored_over_its_own_copy_of_the_corpus(tmp_path, minilm):
         assert 0 <= span.start < span.end <= len(copies[span.doc])
         assert " ".join(e.question.split()) not in " ".join(copies[span.doc].split())
     assert sum(map(len, copies.values())) < sum(len(d.text) for d in docs)
+    # the copy carries what it took out: put back, it is the document again (what `declrag index --dataset` reads)
+    assert {d.id: d.original().text for d in golden.documents} == {d.id: d.text for d in docs}
+    # a compile on it is scored over the copy, and ships a program over the documents themselves
+    from declrag.optimize.run import compile_run
+
+    compile_run("retrieval", str(tmp_path / "ict"), "ict", runs=tmp_path / "runs", budget=Budget(max_trials=2),
+                progress=False)
+    import declrag
+
+    prog = declrag.load(tmp_path / "runs" / "ict")
+    gone = examples[0].question
+    hits = prog.retrieve_only(gone)
+    assert any(" ".join(gone.split()) in " ".join(h.text.split()) for h in hits)
 
 
 @pytest.mark.slow

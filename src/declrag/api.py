@@ -89,7 +89,7 @@ def load_documents(paths: Sequence[str | Path] = (), datasets: Sequence[str] = (
         from .golden import load_golden
 
         for name in datasets:
-            docs += load_golden(name).documents
+            docs += [d.original() for d in load_golden(name).documents]  # a scoring copy's text put back
     return docs, skipped
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 
@@ -37,6 +37,21 @@ class Document:
     @property
     def hash(self) -> str:
         return content_hash(self.id, self.title, self.text)
+
+    def original(self) -> Document:
+        """The document with the text a synthetic set took out put back (``metadata["removed"]``: ``[position in
+        this text, text]`` pairs, ascending; the inverse cloze of `declrag synth` scores a set over such a copy), or
+        itself when nothing was taken out."""
+        removed = self.metadata.get("removed")
+        if not removed:
+            return self
+        pieces, at = [], 0
+        for pos, text in removed:
+            pieces += [self.text[at:pos], text]
+            at = pos
+        pieces.append(self.text[at:])
+        meta = {k: v for k, v in self.metadata.items() if k != "removed"}
+        return replace(self, text="".join(pieces), metadata=meta)
 
 
 @dataclass(frozen=True, slots=True)

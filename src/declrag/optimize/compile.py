@@ -113,6 +113,21 @@ class Compiler:
             self._check_again(store)
         return RAGProgram(cfg, store=store, embedder=emb)
 
+    def shipping(self, prog: RAGProgram) -> RAGProgram:
+        """``prog`` as it ships, over the corpus's own documents: a set scored over a copy with text taken out (the
+        inverse cloze's) ships a program over the documents with that text put back (`Document.original`)."""
+        docs = [d.original() for d in self.golden.documents]
+        if all(a is b for a, b in zip(docs, self.golden.documents)):
+            return prog
+        store, _ = corpus_store(docs, prog.config.ingest, self.golden.name, embedder=prog.embedder,
+                                progress=self.progress, home=self.store_home)
+        out = RAGProgram(prog.config, store=store, embedder=prog.embedder)
+        out.load_state(prog.dump_state())
+        if prog.generate.knn_pool:
+            out.generate.set_knn_pool(prog.generate.knn_pool, prog.generate.knn_k)
+        out.embedder_provenance = getattr(prog, "embedder_provenance", None)
+        return out
+
     def _check_again(self, store: Store) -> None:
         """A store one of whose copies (a replicated server's node) did not answer at its last check is checked
         again, at most every 30 s, so that a node back from a crash is repaired before trials read it."""

@@ -319,7 +319,7 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool,
                 prog = comp.program({**best.params, alpha_param: a})
                 legs[leg] = score(comp, prog, splits["test"], f"test, {leg} leg")[0]
     guard = second_set_check(comp, base_prog, best_prog, best.number == baseline.number, score, progress)
-    (best_prog if guard["accepted"] else base_prog).save(out / "best")
+    comp.shipping(best_prog if guard["accepted"] else base_prog).save(out / "best")
     dev_base = baseline.user_attrs.get("metrics", {})
     return {
         "objective": {"metrics": comp.space.objective.metrics, "also": comp.space.objective.also},

@@ -146,12 +146,13 @@ def ict_queries(docs: Sequence[Document], passages: list[tuple[Document, Chunk]]
             new_docs.append(d)
             continue
         cut = sorted(_gap(d.text, sentences[d.id], j) for j in chosen[d.id])
-        pieces, at = [], 0
+        pieces, removed, at = [], [], 0
         for a, b in cut:
             pieces.append(d.text[at:a])
+            removed.append([_moved(a, cut), d.text[a:b]])
             at = b
         pieces.append(d.text[at:])
-        new_docs.append(replace(d, text="".join(pieces)))
+        new_docs.append(replace(d, text="".join(pieces), metadata={**d.metadata, "removed": removed}))
         shift[d.id] = cut
     out = []
     for did, j in picks:
