@@ -104,7 +104,8 @@ def test_every_generator_is_declared_with_what_it_needs():
 ])
 def test_a_wrong_generator_is_one_clear_error(capsys, tmp_path, args, says):
     (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "a.txt").write_text("Wind turbines turn the kinetic energy of moving air into electricity. " * 9)
+    sentence = "Wind turbines turn the kinetic energy of moving air into electricity. "
+    (tmp_path / "src" / "a.txt").write_text(sentence * 9)
     code = main(["synth", str(tmp_path / "src"), *args, "--out", str(tmp_path / "out"), "-q"])
     err = capsys.readouterr().err
     assert code == 2 and says in err and "Traceback" not in err, err
@@ -112,7 +113,8 @@ def test_a_wrong_generator_is_one_clear_error(capsys, tmp_path, args, says):
 
 
 @pytest.mark.parametrize("value, says", [
-    ("nosuch", "no generator named 'nosuch'"), ("inpars", "needs an LM route"), ("ict:local/smollm2", "takes no model")])
+    ("nosuch", "no generator named 'nosuch'"), ("inpars", "needs an LM route"),
+    ("ict:local/smollm2", "takes no model")])
 def test_bench_synth_checks_its_generators_before_any_work(capsys, value, says):
     code = main(["bench", "synth", "--dataset", "nosuch-set", "--generator", value])
     err = capsys.readouterr().err
