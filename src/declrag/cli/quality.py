@@ -159,7 +159,6 @@ def compile_(
     """Search the declared space for the best program on a golden set; write runs/NAME/best. With --storage,
     workers on other machines join the same study with --join NAME."""
     from ..choice import model_route
-    from ..memory import describe
     from ..optimize.compile import Budget
     from ..optimize.run import compile_run
 
@@ -176,6 +175,16 @@ def compile_(
                   f"{s['pruned']} pruned trials ({s['mine']} of them run here, in {s['wall_s']} s); the process that "
                   "created it writes the artifact and the report", markup=False, highlight=False)
         return
+    _print_compile(s)
+    folder = resume or runs / cast(str, join or name)  # compile_run has refused a new run without --name
+    out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
+
+
+def _print_compile(s: dict) -> None:
+    """What a finished compile says: dev and test of the baseline and the best, the gain, what ships and why, how
+    its ranking agrees with the user's own questions, peak memory."""
+    from ..memory import describe
+
     g = s["gain_test"]
     t = Table(title=f"compile: {s['trials']} trials ({s['pruned']} pruned, {s['stopped_by_budget']} stopped by a "
                     f"budget), {s['lm_calls']} LM calls, ${s['cost_usd']:.4f}, {s['wall_s']} s")
@@ -198,6 +207,3 @@ def compile_(
             f"{c['ci95'][1]:+.3f}] over {c['trials']} trials" + (f" ({c['note']})" if c.get("note") else "")
             if c.get("tau") is not None else c.get("why", "no agreement measured")), markup=False, highlight=False)
     out.print(describe(s["memory"]), markup=False, highlight=False)
-    folder = resume or runs / cast(str, join or name)  # compile_run has refused a new run without --name
-    out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
-
