@@ -206,7 +206,10 @@ def test_an_lm_writes_typed_questions_with_checked_answers_and_a_killed_run_resu
         if e.metadata["kind"] == "factoid":  # an exact span of its source document, offset kept
             (a,), (s,) = e.answers, e.answer_starts
             assert text[e.metadata["source_doc"]][s:s + len(a)].lower() == a.lower()
-            assert e.gold_spans() == (GoldSpan(e.metadata["source_doc"], s, s + len(a), 1, a),)
+            spans = e.gold_spans()  # the answer's span, and its other places in the gold documents: one credit
+            assert GoldSpan(e.metadata["source_doc"], s, s + len(a), 1, a, "answer") in spans or \
+                spans == (GoldSpan(e.metadata["source_doc"], s, s + len(a), 1, a),)
+            assert all(text[x.doc][x.start:x.end].lower() == a.lower() and x.doc in e.gold for x in spans)
         if e.metadata["kind"] == "unanswerable":
             assert not e.answerable and not e.gold and not e.answers
         if e.metadata["kind"] == "multi":

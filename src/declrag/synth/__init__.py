@@ -37,7 +37,7 @@ from ..config import ChunkerConfig, IngestConfig
 from ..embed import Embedder
 from ..errors import DeclragError
 from ..ingest.chunkers import Chunker
-from ..types import Chunk, Document, content_hash
+from ..types import Chunk, Document, GoldSpan, content_hash
 from . import filters, queries
 from .filters import normalize
 from .generate import Candidate, LMWriter, answer_problem, lm_kind, off_passage
@@ -387,20 +387,27 @@ def split_by_document(cands: list[Candidate], seed: int) -> dict[str, list[Candi
 
 
 # --------------------------------------------------------------------------------------------- output
-def gold_spans(c: Candidate) -> list[dict[str, Any]]:
-    """Where a question's answer is, for passage-level scoring: an extractive answer's span, else the sentence a
-    cloze question was made from or the passage an LM question was written from. None for title questions and
-    questions on two documents (scored on documents) and for unanswerable ones."""
+def gold_spans(c: Candidate, texts: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Where a question's answer is, for passage-level scoring: an extractive answer's span, and (given the
+    documents' ``texts``) every other place it occurs in the question's gold documents (the pooled, graded ones
+    too), all one credit; else the sentence or window a no-model question was made from, or the passage an LM
+    question was written from. None for title questions and questions on two documents (scored on documents) and
+    for unanswerable ones."""
     if not c.answerable or c.kind in ("title", "multi"):
         return []
     if c.answer_starts:
-        return [{"doc": c.doc_id, "start": s, "end": s + len(a), "answer": a}
-                for a, s in zip(c.answers, c.answer_starts)][:1]
+        (a, s), seed = next(zip(c.answers, c.answer_starts)), c.doc_id
+        found = GoldSpan.occurrences([a], {d: texts[d] for d, g in c.gold.items() if g > 0 and d in texts}) \
+            if texts else ()
+        if not any(x.doc == seed and x.start <= s < x.end for x in found):  # the seed's own span is always gold
+            return [{"doc": seed, "start": s, "end": s + len(a), "answer": a}]
+        return [{"doc": x.doc, "start": x.start, "end": x.end, "answer": x.answer, "credit": "answer"} for x in found]
     return [{"doc": c.doc_id, "start": c.span[0], "end": c.span[1]}]
 
 
 def _write(work: Path, out: Path, docs: Sequence[Document], splits: dict[str, list[Candidate]],
            report: SynthReport) -> None:
+    texts = {d.id: d.text for d in docs}
     with (work / "corpus.jsonl").open("w", encoding="utf-8") as f:
         for d in docs:  # the title stays in metadata: the jsonl reader would put it before the text
             f.write(json.dumps({"_id": d.id, "title": "", "text": d.text,
@@ -414,7 +421,8 @@ def _write(work: Path, out: Path, docs: Sequence[Document], splits: dict[str, li
                     "id": f"synth-{name}-{i}", "question": c.question,
                     "answers": [{"text": a, "answer_start": s} for a, s in zip(c.answers, c.answer_starts)]
                     if c.answer_starts else list(c.answers),
-                    "gold": c.gold, "answerable": c.answerable, **({"spans": sp} if (sp := gold_spans(c)) else {}),
+                    "gold": c.gold, "answerable": c.answerable,
+                    **({"spans": sp} if (sp := gold_spans(c, texts)) else {}),
                     "metadata": {"synthetic": True, "generator": report.generator, "seed": report.seed,
                                  "kind": c.kind, "source_doc": c.doc_id, "span": list(c.span), "filters": c.scores},
                 }, ensure_ascii=False) + "\n")
