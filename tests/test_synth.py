@@ -332,6 +332,7 @@ def test_the_second_set_check_ships_the_best_only_when_its_gain_holds(tmp_path, 
 
     held = second_set_check(comp, "base", "best", False, scorer(0.1, 0.0))
     assert held["applied"] and held["accepted"] and held["check_set"]["seed"] == 6  # another seed than the set's
+    assert held["check_set"]["generator"] == "keywords (no model)"  # and another generator
     n = held["check_set"]["questions"]
     assert n > 10 and seen == [("base", n), ("best", n)] and "holds on a second synthetic set" in held["why"]
     noisy = second_set_check(comp, "base", "best", False, scorer(0.01, 0.5))
