@@ -92,7 +92,7 @@ def test_the_inpars_prompt_and_what_counts_as_a_usable_query():
 
 
 def test_every_generator_is_declared_with_what_it_needs():
-    assert {"ict", "cloze", "keywords", "inpars", "lm"} == set(GENERATORS)
+    assert {"ict", "mixed", "cloze", "keywords", "inpars", "lm"} == set(GENERATORS)
     assert [g for g, v in GENERATORS.items() if v.model] == ["inpars", "lm"]
     assert [g for g, v in GENERATORS.items() if v.answers] == ["lm"]
 
@@ -199,3 +199,24 @@ def test_bench_synth_ranks_configurations_per_generator_over_passages(tmp_path, 
     print_report(r, console)
     text = console.export_text()
     assert "per generator" in text and "ict" in text and "keywords" in text
+
+
+def test_a_mixed_set_is_half_inverse_cloze_half_keywords_over_one_copy():
+    from declrag.synth.queries import mixed_queries
+
+    docs = _article(2)
+    passages = _passages(docs)
+    order = list(range(len(passages)))
+    random.Random(5).shuffle(order)
+    cands, copies = mixed_queries(docs, passages, order, 30, 5, Salience([c.text for _, c in passages]))
+    kinds = [c.kind for c in cands]
+    assert len(cands) == 30 and kinds.count("ict") == 15 and kinds.count("keywords") == 15
+    new = {d.id: d.text for d in copies}
+    assert {d.id: d.original().text for d in copies} == {d.id: d.text for d in docs}
+    for c in cands:
+        a, b = c.span
+        assert 0 <= a < b <= len(new[c.doc_id])
+        if c.kind == "keywords":  # its window, moved into the copy: every term still there
+            assert all(w in new[c.doc_id][a:b] for w in c.question.split())
+        else:
+            assert " ".join(c.question.split()) not in " ".join(new[c.doc_id].split())

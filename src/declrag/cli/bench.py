@@ -149,8 +149,8 @@ def bench_synth(
     dataset: Annotated[str, typer.Option(help="a golden set with real questions: squad-v1.1 | scifact | a path")
                        ] = "squad-v1.1",
     generator: Annotated[list[str] | None, typer.Option(
-        "--generator", help="a question writer: ict | cloze | keywords | inpars:ROUTE | lm:ROUTE; repeatable "
-                            "(default: ict, cloze and keywords)")] = None,
+        "--generator", help="a question writer: mixed | ict | cloze | keywords | inpars:ROUTE | lm:ROUTE; "
+                            "repeatable (default: the four that need no model)")] = None,
     n: Annotated[int, typer.Option("--n", help="synthetic questions per generator")] = 300,
     seed: Annotated[int, typer.Option(help="seed of the synthetic sets and the real sample")] = 13,
     real_limit: Annotated[int, typer.Option(help="real questions scored at most (a seeded sample)")] = 1000,
@@ -169,7 +169,7 @@ def bench_synth(
                            hint="e.g. --n 300 --real-limit 1000 --trials 30")
     if unknown := set(skip or ()) - set(ARMS):
         raise DeclragError(f"--skip {', '.join(sorted(unknown))}: no such arm", hint=f"one of {', '.join(ARMS)}")
-    gens = generator or ["ict", "cloze", "keywords"]
+    gens = generator or ["mixed", "ict", "cloze", "keywords"]
     for g in gens:
         parse_generator(g)  # a typo is one error before any work
     _bench_out(run(dataset, gens, n, seed, real_limit=real_limit, arms=[a for a in ARMS if a not in (skip or ())],

@@ -72,8 +72,9 @@ def synth(
         "--out", help="the folder to write the golden set to (use it as --dataset OUT)")] = Path("synth"),
     n: Annotated[int, typer.Option("--n", help="questions to keep")] = 300,
     generator: Annotated[str | None, typer.Option(
-        help="who writes the questions: ict, cloze, keywords (no model, retrieval-only sets), inpars or lm (an LM; "
-             "lm also writes reference answers). Default: lm when --model or $DECLRAG_MODEL names an LM, else ict")
+        help="who writes the questions: mixed, ict, cloze, keywords (no model, retrieval-only sets), inpars or lm "
+             "(an LM; lm also writes reference answers). Default: lm when --model or $DECLRAG_MODEL names an LM, "
+             "else the best offline writer")
                          ] = None,
     model: Annotated[str | None, typer.Option(
         help="the LM route of --generator lm or inpars (default: $DECLRAG_MODEL, else local/smollm2); none: no "

@@ -42,7 +42,7 @@ from . import filters, queries
 from .filters import normalize
 from .generate import Candidate, LMWriter, answer_problem, lm_kind, off_passage
 from .inpars import InParsWriter
-from .queries import DEFAULT_OFFLINE, DEFAULT_WITH_MODEL, GENERATORS, cloze_query, title_query
+from .queries import DEFAULT_OFFLINE, DEFAULT_WITH_MODEL, GENERATORS, cloze_query
 
 __all__ = ["GENERATORS", "Candidate", "SynthReport", "cloze_query", "from_sources", "normalize", "split_by_document",
            "synthesize"]
@@ -220,21 +220,12 @@ def _pseudo_queries(generator: str, docs: Sequence[Document], passages: list[tup
     in proportion to their length), and the documents the set is scored against (the inverse cloze's have its
     sentences removed)."""
     order = _order(len(passages), seed)
+    salience = queries.Salience([c.text for _, c in passages]) if generator in ("keywords", "mixed") else None
     if generator == "ict":
         return queries.ict_queries(docs, passages, order, want, seed)
-    out: list[Candidate] = []
-    if generator == "cloze":  # titles first, where documents have real titles of their own (at most a fifth)
-        rng = random.Random(seed)
-        titles = {d.id: t for d in docs if (t := title_query(d))}
-        counts: dict[str, int] = {}
-        for t in titles.values():
-            counts[normalize(t)] = counts.get(normalize(t), 0) + 1
-        # a title names its document only where no other document has it (SQuAD's paragraphs share their article's)
-        titled = [d for d in docs if d.id in titles and counts[normalize(titles[d.id])] == 1]
-        rng.shuffle(titled)
-        out = [Candidate(question=titles[d.id], kind="title", doc_id=d.id, span=(0, len(d.text)))
-               for d in titled[: want // 5]]
-    salience = queries.Salience([c.text for _, c in passages]) if generator == "keywords" else None
+    if generator == "mixed" and salience is not None:
+        return queries.mixed_queries(docs, passages, order, want, seed, salience)
+    out = queries.title_queries(docs, want // 5, seed, normalize) if generator == "cloze" else []
     for i in order:
         if len(out) >= want:
             break

@@ -10,6 +10,11 @@
 - ``keywords``: the salient terms of a short window of a passage (three sentences): the 3 to 5 content words
   with the highest tf-idf, idf over all passages of the corpus, in the order they occur (a user typing keywords).
   Gold: the window.
+- ``mixed``: half ``ict``, half ``keywords`` (from other passages), scored over one copy of the corpus. The two
+  bracket real questions: keyword queries share their words with the passage (keyword search finds nearly all of
+  them), inverse-cloze questions share none of the sentence left in the corpus (it favours dense retrieval); real
+  questions lie between, and a set of both ranks retrieval settings closer to them than either alone (README,
+  "Synthetic sets against real ones").
 
 The LM writers are in `generate` (typed questions with reference answers) and `inpars` (few-shot queries).
 """
@@ -19,7 +24,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -41,6 +46,7 @@ class Generator:
 
 GENERATORS = {g.name: g for g in (
     Generator("ict", False, False, "inverse cloze: a whole sentence, removed from the set's copy of the corpus"),
+    Generator("mixed", False, False, "half inverse cloze, half keyword queries, over one copy of the corpus"),
     Generator("cloze", False, False, "cropped sentences and document titles"),
     Generator("keywords", False, False, "the 3-5 most salient terms (tf-idf) of a three-sentence window"),
     Generator("inpars", True, False, "few-shot queries from an LM (InPars); base models complete the prompt"),
@@ -77,6 +83,17 @@ def title_query(doc: Document) -> str | None:
     if len(tokenize(title)) < 3 or title == stem or "/" in title or title.endswith((".pdf", ".md", ".txt")):
         return None
     return title
+
+
+def title_queries(docs: Sequence[Document], most: int, seed: int, normalize: Callable[[str], str]) -> list[Candidate]:
+    """At most ``most`` title questions (about their whole document), from documents with a real title of their
+    own: a title names its document only where no other document has it (SQuAD's paragraphs share their
+    article's)."""
+    titles = {d.id: t for d in docs if (t := title_query(d))}
+    counts = Counter(normalize(t) for t in titles.values())
+    titled = [d for d in docs if d.id in titles and counts[normalize(titles[d.id])] == 1]
+    random.Random(seed).shuffle(titled)
+    return [Candidate(question=titles[d.id], kind="title", doc_id=d.id, span=(0, len(d.text))) for d in titled[:most]]
 
 
 # --------------------------------------------------------------------------------------------- keywords
@@ -171,3 +188,30 @@ def _gap(text: str, spans: list[tuple[int, int]], j: int) -> tuple[int, int]:
 def _moved(pos: int, cut: list[tuple[int, int]]) -> int:
     """Where ``pos`` of the original text is once the ranges ``cut`` are removed (``pos`` in none of them)."""
     return pos - sum(b - a for a, b in cut if b <= pos)
+
+
+def mixed_queries(docs: Sequence[Document], passages: list[tuple[Document, Chunk]], order: Sequence[int], want: int,
+                  seed: int, salience: Salience) -> tuple[list[Candidate], list[Document]]:
+    """Half inverse-cloze questions (the even places of ``order``), half keyword queries (the odd ones: other
+    passages, so that no keyword window holds a removed sentence), all over the inverse cloze's copy."""
+    ict, copies = ict_queries(docs, passages, order[0::2], (want + 1) // 2, seed)
+    shift = {d.id: _cuts(d) for d in copies}
+    out = list(ict)
+    for i in order[1::2]:
+        if len(out) >= want:
+            break
+        doc, chunk = passages[i]
+        if (made := keyword_query(doc, chunk, salience, random.Random(f"{seed}:{i}"))) is not None:
+            a, b = made[1]
+            out.append(Candidate(question=made[0], kind="keywords", doc_id=doc.id,
+                                 span=(_moved(a, shift[doc.id]), _moved(b, shift[doc.id]))))
+    return out, copies
+
+
+def _cuts(copy: Document) -> list[tuple[int, int]]:
+    """The ranges of the original text a copy's ``metadata["removed"]`` took out (`Document.original`)."""
+    out, before = [], 0
+    for pos, text in copy.metadata.get("removed", []):
+        out.append((pos + before, pos + before + len(text)))
+        before += len(text)
+    return out
