@@ -161,7 +161,7 @@ def _units(examples: list[Example]) -> dict[str, int]:
     return dict(Counter(str(unit_of(list(e.gold_spans()), e.answers, e.gold)) for e in examples))
 
 
-def run(dataset: str, generators: Sequence[str] = ("ict", "cloze", "keywords"), n: int = 300, seed: int = 13,
+def run(dataset: str, generators: Sequence[str] = ("mixed", "ict", "cloze", "keywords"), n: int = 300, seed: int = 13,
         real_split: str | None = None, real_limit: int = 1000, progress: bool = True,
         arms: Collection[str] = ARMS, trials: int = 30, space: str = "retrieval",
         finetune_space: str = "retrieval-finetune") -> dict[str, Any]:
