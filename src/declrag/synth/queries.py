@@ -52,7 +52,7 @@ GENERATORS = {g.name: g for g in (
     Generator("inpars", True, False, "few-shot queries from an LM (InPars); base models complete the prompt"),
     Generator("lm", True, True, "typed questions (factoid, explanatory, unanswerable, two documents) with answers"),
 )}
-DEFAULT_OFFLINE = "ict"  # the no-model generator that ranks configurations best (README, "Synthetic questions")
+DEFAULT_OFFLINE = "mixed"  # the no-model writer that ranks settings best (README, "Synthetic sets against real ones")
 DEFAULT_WITH_MODEL = "lm"
 CLOZE_KEEP = 0.6  # the share of a sentence's content words a cloze query keeps
 SENTENCE_WORDS = (6, 40)  # content words of a sentence a query is made from
