@@ -365,6 +365,9 @@ def print_report(r: dict[str, Any], console: Console) -> None:
             removed = sum(c for reason, c in g["removed"].items() if reason_filter(reason) == f)
             console.print(f"{name}, {f} filter off: {v['questions']} questions (the filter removed {removed}), tau "
                           f"{_tau(v['kendall_tau'])}")
+        d = g["duplicates_after_filtering"]
+        console.print(f"{name}: duplicates left after filtering {d['exact']:.1%} exact, {d['near']:.1%} at cosine >= "
+                      f"{d['cosine']}; best configuration on it: {g['best_synthetic']}", markup=False, highlight=False)
         if gd := g.get("compile", {}).get("guard"):
             console.print(f"{name}: the second-set check: {gd['why']}", markup=False, highlight=False)
     if g := r.get("grader_vs_qrels"):

@@ -1,12 +1,14 @@
-"""Golden sets from the user's own documents (`declrag synth`): questions whose gold is the document they came
-from, filtered and counted, written as a golden set that `--dataset DIR` loads everywhere.
+"""Golden sets from the user's own documents (`declrag synth`): questions whose gold is the place they came from
+(spans of their source document), filtered and counted, written as a golden set that `--dataset DIR` loads
+everywhere.
 
 The path: the documents are cut into passages (sentence chunks of ``SYNTH_CHUNKER``); passages are drawn
 uniformly, so documents are sampled in proportion to their length and no file dominates; each passage gives a
-question (`generate`: pseudo-queries without a model, or an LM's question of a drawn type with its checked
-reference answer); the filters (`filters`) drop what cannot serve as a test item, each counted with examples;
-judged gold is added; the kept questions are split into train/dev/test by source document (seeded, so no
-document's questions land in two splits).
+question by the writer chosen (`GENERATORS`: the no-model ones in `queries`, the inverse cloze's over a copy of the
+documents with its sentences removed; `inpars`, an LM's few-shot query; `generate`, an LM's question of a drawn
+type with its checked reference answer); the filters (`filters`) drop what cannot serve as a test item, each
+counted with examples; judged gold is added; the kept questions are split into train/dev/test by source document
+(seeded, so no document's questions land in two splits).
 
 The output folder holds ``corpus.jsonl`` (the documents under the ids `declrag index` gives them),
 ``train.jsonl``/``dev.jsonl``/``test.jsonl`` (the jsonl golden format, provenance in ``metadata``),
@@ -247,8 +249,8 @@ def _order(n: int, seed: int) -> list[int]:
 def _lm_questions(writer: LMWriter | InParsWriter, passages: list[tuple[Document, Chunk]], want: int, seed: int,
                   store, emb, log: Path, report: SynthReport, max_lm_calls: int | None, progress: bool,
                   say: Callable[[str], None]) -> list[Candidate]:
-    """One question per passage drawn, of a type drawn in `LM_KINDS`' shares, with its checked reference answer;
-    every passage done is appended to ``log`` (a candidate, or why it gave none)."""
+    """One question per passage drawn (an InPars query, or a question of a type drawn in `LM_KINDS`' shares with
+    its checked reference answer); every passage done is appended to ``log`` (a candidate, or why it gave none)."""
     from ..lm import Meter, metering
 
     model = writer.route
