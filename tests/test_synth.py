@@ -468,6 +468,10 @@ def test_long_markdown_and_pdf_files_to_synth_to_compile_to_serve_scored_on_pass
     code, _, err = run(capsys, "compile", "--space", "retrieval", "--dataset", str(out), "--name", "bad",
                        "--runs", str(runs), "--max-trials", "2", "--check-questions", str(bad), "-q")
     assert code == 2 and "--check-questions" in err and "not in the corpus" in err and "Traceback" not in err, err
+    assert not (runs / "bad" / "compile.json").exists()  # checked before the run is written: the name is still free
+    code, _, err = run(capsys, "compile", "--space", "retrieval", "--dataset", str(out), "--name", "bad",
+                       "--runs", str(runs), "--check-questions", str(tmp_path / "nope.jsonl"), "-q")
+    assert code == 2 and "--check-questions" in err and "no such file" in err, err
     code, stdout, err = run(capsys, "compile", "--space", "retrieval", "--dataset", str(out), "--name", "long",
                             "--runs", str(runs), "--max-trials", "5", "--check-questions", str(check), "-q")
     assert code == 0, err

@@ -35,6 +35,9 @@ BOOTSTRAP = 1000
 def check_questions(path: str | Path, documents: list) -> list[Example]:
     """The user's questions that can score retrieval on ``documents`` (short answers located in the gold documents,
     or anywhere in the corpus where none is named); one clear error when none can."""
+    if not Path(path).expanduser().exists():
+        raise DeclragError(f"--check-questions {path}: no such file",
+                           hint="a JSONL file of your questions: {\"id\", \"question\", \"answers\"} per line")
     try:
         gs = load_golden(str(path))
     except DeclragError as err:

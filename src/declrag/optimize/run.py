@@ -170,8 +170,9 @@ def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience
     p, out, name = plan.place, plan.out, plan.name
     mem = MemoryTracker()  # peak RSS per stage: summary.json's "memory", the compile's closing lines
     with mem.stage("setup"):  # ends once the study is open (a failure on the way ends the run)
+        # the user's questions are checked before the run folder is written: a bad file leaves nothing behind
+        theirs = check_questions(check, load_golden(plan.dataset).documents) if check else None
         comp, study, creator, manifest = _open(plan, jobs, progress)
-        theirs = check_questions(check, comp.golden.documents) if check else None  # a bad file fails before searching
     finalizes = creator or finalize
     if finalizes:
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
