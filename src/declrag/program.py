@@ -224,6 +224,15 @@ class RAGProgram(dspy.Module):
             pool = prog.rerank(question=sq.text, hits=prog.retrieve(queries=queries, where=where))
             return prog._select(queries, pool)
 
+    def learned_from(self, other: RAGProgram) -> RAGProgram:
+        """Take ``other``'s learned state (instructions, demos, the kNN demo pool, the embedder's provenance): the
+        same program over another store or embedder. Returns self."""
+        self.load_state(other.dump_state())
+        if other.generate.knn_pool:
+            self.generate.set_knn_pool(other.generate.knn_pool, other.generate.knn_k)
+        self.embedder_provenance = getattr(other, "embedder_provenance", None)
+        return self
+
     def _with_retrieval(self, k: int | None, alpha: float | None) -> RAGProgram:
         """A shallow copy of this program whose retrieval uses ``k`` and ``alpha`` (the rest shared)."""
         import copy

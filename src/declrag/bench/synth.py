@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 from rich.table import Table
-from scipy.stats import kendalltau
 from tqdm.auto import tqdm
 
 from ..api import corpus_store
@@ -45,7 +44,7 @@ from ..embed import Embedder, cache_dir
 from ..errors import DeclragError
 from ..golden import Example, GoldenSet, load_golden
 from ..metrics.passages import passage_scores, unit_of
-from ..metrics.stats import paired_difference
+from ..metrics.stats import paired_difference, tau_with_interval
 from ..modules import Reranker
 from ..synth import synthesize
 from ..synth.filters import FILTERS, QueryVectors, duplicate_share, grader_agreement, reason_filter
@@ -59,7 +58,6 @@ LEGS: tuple[tuple[str, float | None, str, bool], ...] = (
 DEPTH = 100  # chunks retrieved per query (documents ranked by their best chunk)
 RERANK_TOP = 50  # chunks the BM25 reranker reorders
 BM25_RERANK = Reranker(RerankConfig(mode="bm25"))
-BOOTSTRAP = 1000
 ARMS = ("ablations", "compile", "finetune")  # besides the ranking, which always runs
 DUPLICATE_COSINE = 0.9  # duplicates left after filtering are counted below the filter's own threshold
 
@@ -90,25 +88,9 @@ def _scores(store, vecs: np.ndarray, examples: list[Example], golds: list[dict[s
                 hits = store.hybrid_search(e.question, v, DEPTH, c["alpha"], c["fusion"])
             if c.get("rerank"):  # the program's own BM25 reranker over the top candidates
                 hits = BM25_RERANK(question=e.question, hits=hits[:RERANK_TOP]) + hits[RERANK_TOP:]
-            scored = passage_scores([(h.doc_id, h.start, h.end, h.text) for h in hits], spans, e.answers, golds[j],
-                                    ["ndcg@10"])
+            scored = passage_scores(hits, spans, e.answers, golds[j], ["ndcg@10"])
             out[i, j] = scored[0]["ndcg@10"] if scored else 0.0
     return out
-
-
-def tau_with_interval(a: np.ndarray, b: np.ndarray, seed: int = 13, rounds: int = BOOTSTRAP) -> dict[str, Any]:
-    """Kendall tau between the configurations' mean scores on two query sets (rows: configurations, columns:
-    queries), and its 95% bootstrap interval (each set's queries resampled with replacement)."""
-    tau = float(kendalltau(a.mean(axis=1), b.mean(axis=1)).statistic)
-    rng = np.random.default_rng(seed)
-    taus = []
-    for _ in range(rounds):
-        ia, ib = rng.integers(0, a.shape[1], a.shape[1]), rng.integers(0, b.shape[1], b.shape[1])
-        t = kendalltau(a[:, ia].mean(axis=1), b[:, ib].mean(axis=1)).statistic
-        if not np.isnan(t):
-            taus.append(float(t))
-    lo, hi = np.percentile(taus, [2.5, 97.5]) if taus else (float("nan"), float("nan"))
-    return {"tau": round(tau, 3), "ci95": [round(float(lo), 3), round(float(hi), 3)]}
 
 
 def _examples(folder: Path) -> tuple[list[Example], GoldenSet]:
@@ -330,7 +312,7 @@ def _ci(d: dict[str, Any]) -> str:
 
 
 def _tau(v: dict[str, Any]) -> str:
-    return f"{v['tau']:+.3f} [{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}]"
+    return f"{v['tau']:+.3f} [{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}]" if v["tau"] is not None else "n/a"
 
 
 def print_report(r: dict[str, Any], console: Console) -> None:

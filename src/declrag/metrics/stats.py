@@ -84,3 +84,21 @@ def confusion(rows: Sequence[tuple[bool | None, bool]]) -> dict[str, int]:
             continue
         out[f"{'retrieved' if retrieved else 'missed'}_{'correct' if correct else 'wrong'}"] += 1
     return out
+
+
+def tau_with_interval(a: np.ndarray, b: np.ndarray, seed: int = 13, rounds: int = 1000) -> dict[str, Any]:
+    """Kendall tau between the mean scores of the same candidates (rows: configurations, trials) on two query
+    sets (columns: queries), and its 95% bootstrap interval (each set's queries resampled with replacement; a set
+    of one column, e.g. fixed dev objectives, stays as it is). ``tau`` is None where it is undefined."""
+    from scipy.stats import kendalltau
+
+    tau = float(kendalltau(a.mean(axis=1), b.mean(axis=1)).statistic)
+    rng = np.random.default_rng(seed)
+    taus = []
+    for _ in range(rounds):
+        ia, ib = rng.integers(0, a.shape[1], a.shape[1]), rng.integers(0, b.shape[1], b.shape[1])
+        t = kendalltau(a[:, ia].mean(axis=1), b[:, ib].mean(axis=1)).statistic
+        if not np.isnan(t):
+            taus.append(float(t))
+    lo, hi = np.percentile(taus, [2.5, 97.5]) if taus else (float("nan"), float("nan"))
+    return {"tau": None if np.isnan(tau) else round(tau, 3), "ci95": [round(float(lo), 3), round(float(hi), 3)]}

@@ -18,18 +18,17 @@ from typing import Any
 
 import numpy as np
 import optuna
-from scipy.stats import kendalltau
 
 from ..errors import DeclragError
 from ..golden import Example, load_golden
 from ..metrics.passages import passage_scores, unit_of
+from ..metrics.stats import tau_with_interval
 from ..types import GoldSpan
 from .compile import Compiler
 from .space import tidy_params
 
 MAX_TRIALS = 12
 FEW = 20  # fewer questions than this: the interval is wide, and the summary says so
-BOOTSTRAP = 1000
 
 
 def check_questions(path: str | Path, documents: list) -> list[Example]:
@@ -86,15 +85,7 @@ def agreement(comp: Compiler, trials: list[optuna.trial.FrozenTrial], examples: 
             got = passage_scores(pool, list(e.gold_spans()), e.answers, e.gold, ["ndcg@10"])
             scores[i, j] = got[0]["ndcg@10"] if got else 0.0
     dev = np.array([t.values[0] for t in picks])
-    tau = kendalltau(dev, scores.mean(axis=1)).statistic
-    rng, taus = np.random.default_rng(seed), []
-    for _ in range(BOOTSTRAP):
-        b = kendalltau(dev, scores[:, rng.integers(0, len(examples), len(examples))].mean(axis=1)).statistic
-        if not np.isnan(b):
-            taus.append(float(b))
-    lo, hi = np.percentile(taus, [2.5, 97.5]) if taus else (float("nan"), float("nan"))
-    return {"questions": len(examples), "trials": len(picks),
-            "tau": None if np.isnan(tau) else round(float(tau), 3), "ci95": [round(float(lo), 3), round(float(hi), 3)],
+    return {"questions": len(examples), "trials": len(picks), **tau_with_interval(dev[:, None], scores, seed),
             "per_trial": [{"trial": t.number, "dev": round(float(t.values[0]), 4), "check_ndcg@10": round(float(s), 4)}
                           for t, s in zip(picks, scores.mean(axis=1))],
             **({"note": f"only {len(examples)} questions: a wide interval"} if len(examples) < FEW else {})}

@@ -121,12 +121,7 @@ class Compiler:
             return prog
         store, _ = corpus_store(docs, prog.config.ingest, self.golden.name, embedder=prog.embedder,
                                 progress=self.progress, home=self.store_home)
-        out = RAGProgram(prog.config, store=store, embedder=prog.embedder)
-        out.load_state(prog.dump_state())
-        if prog.generate.knn_pool:
-            out.generate.set_knn_pool(prog.generate.knn_pool, prog.generate.knn_k)
-        out.embedder_provenance = getattr(prog, "embedder_provenance", None)
-        return out
+        return RAGProgram(prog.config, store=store, embedder=prog.embedder).learned_from(prog)
 
     def _check_again(self, store: Store) -> None:
         """A store one of whose copies (a replicated server's node) did not answer at its last check is checked

@@ -228,9 +228,7 @@ def finetune_stage(comp: Compiler, prog, out: Path, progress: bool,
         tuned = comp.program_for(cfg)  # a new index: its address holds the tuned model's hash
     info["reembed_s"] = round(time.perf_counter() - t0, 1)
     with mem.stage("finetune.scoring"):
-        tuned.load_state(prog.dump_state())  # the prompts (instructions, demos) the earlier stages chose
-        if prog.generate.knn_pool:
-            tuned.generate.set_knn_pool(prog.generate.knn_pool, prog.generate.knn_k)
+        tuned.learned_from(prog)  # the prompts (instructions, demos) the earlier stages chose
         tuned.embedder_provenance = {"base_model": e.model, "sha256": trained["sha256"], "split": "train",
                                      "questions": counts["questions"], "seed": spec.seed, "steps": trained["steps"],
                                      "loss": trained["loss"], "settings": spec.model_dump(mode="json")}

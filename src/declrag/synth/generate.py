@@ -109,6 +109,17 @@ def answer_problem(kind: str, answer: str, passage: str, question: str = "") -> 
                                                    None)
 
 
+def ready(route: str) -> str:
+    """``route``, checked before any work: an unknown route or a missing key is one clear error, and a local model
+    is loaded now (a missing model file says so)."""
+    from ..lm import check_lm, registry
+
+    check_lm(LMConfig(route=route))
+    if route.startswith("local/"):
+        registry.local_models.get(route.removeprefix("local/"))
+    return route
+
+
 class LMWriter:
     """Questions and reference answers from an LM route, through the declared prompts (metered as stage
     ``synth``)."""
@@ -116,14 +127,10 @@ class LMWriter:
     calls_per_passage = 1.85  # a question, and an answer for 85% of them (not for unanswerable ones)
 
     def __init__(self, route: str, max_tokens: int = 96):
-        from ..lm import check_lm, registry
         from ..modules import Stage
         from ..signatures import spec
 
-        self.route = route
-        check_lm(LMConfig(route=route))  # an unknown route or a missing key: one clear error before any work
-        if route.startswith("local/"):
-            registry.local_models.get(route.removeprefix("local/"))  # loads now: a missing model file says so
+        self.route = ready(route)
         attempts = [LMConfig(route=route, temperature=0.0, max_tokens=max_tokens, seed=0)]
         attempts += [LMConfig(route=route, temperature=0.7, max_tokens=max_tokens, seed=i)
                      for i in range(1, RETRIES + 1)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from ..config import LMConfig
-from .generate import content_words, off_passage
+from .generate import content_words, off_passage, ready
 
 PASSAGE_WORDS = 160  # a passage is cut to its first words: a small model's prompt stays short
 QUERY_WORDS = (2, 30)
@@ -54,12 +54,9 @@ class InParsWriter:
     demo_text = " ".join(q for _, q in DEMOS)
 
     def __init__(self, route: str, max_tokens: int = 32):
-        from ..lm import check_lm, make_lm, registry
+        from ..lm import make_lm
 
-        self.route = route
-        check_lm(LMConfig(route=route))  # an unknown route or a missing key: one clear error before any work
-        if route.startswith("local/"):
-            registry.local_models.get(route.removeprefix("local/"))  # loads now: a missing model file says so
+        self.route = ready(route)
         self.lm = make_lm(LMConfig(route=route, temperature=0.0, max_tokens=max_tokens, seed=0))
 
     def query(self, passage: str) -> tuple[str | None, str | None]:
