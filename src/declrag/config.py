@@ -189,11 +189,36 @@ class RerankConfig(Strict):
     lm: LMConfig | None = None
 
 
+class ExtractConfig(Strict):
+    """The extractive answer (`declrag.extract`): the passages' own sentences, no LM. Also what the verified mode
+    puts in place of a sentence it drops. Compile can search every field."""
+
+    max_sentences: int = Field(2, ge=1, le=10)  # sentences (or parts) in the answer at most
+    order: Literal["passage", "score"] = "passage"  # the answer's sentences as the passages have them, or best first
+    # the abstention threshold: a sentence's score = (1 - lexical_weight) x its cosine to the question
+    # + lexical_weight x the share of the question's content words it holds - rank_weight x (its passage's rank - 1)
+    min_score: float = Field(0.45, ge=-1.0, le=1.0)
+    lexical_weight: float = Field(0.3, ge=0.0, le=1.0)
+    rank_weight: float = Field(0.02, ge=0.0, le=1.0)
+    conversation_weight: float = Field(0.25, ge=0.0, le=1.0)  # the earlier turns' share of the question's vector
+    max_piece_chars: int = Field(400, ge=40, le=20_000)  # a longer sentence is cut at clauses, then words
+    # abstain when the question names something (a name, a number) that the best sentence's passage never mentions
+    require_details: bool = True
+
+
 class GenerateConfig(Strict):
+    """How the answer is written: ``lm`` (the LM, with [n] citations), ``extractive`` (the passages' own sentences,
+    no LM call: `extract`), or ``verified`` (the LM writes; each sentence is checked against its passages with no
+    further LM call, and one that is not supported is dropped, or replaced by the best extractive sentence when
+    ``unsupported`` is ``extract``)."""
+
+    mode: Literal["lm", "extractive", "verified"] = "lm"
     variant: str = "plain"
     abstain_phrase: str = "I don't know."
     demos: int = Field(0, ge=0, le=16)
     max_passage_chars: int = Field(2000, ge=100)
+    extract: ExtractConfig = ExtractConfig()
+    unsupported: Literal["drop", "extract"] = "extract"  # verified: what becomes of an unsupported sentence
     lm: LMConfig | None = None
 
 

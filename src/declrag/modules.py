@@ -22,6 +22,7 @@ from . import conversation as conv
 from .adapters import adapter_for
 from .config import GenerateConfig, HistoryConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
 from .embed import Embedder, resolve_model
+from .extract import Extract, Piece, check, extract, shown
 from .lm import lm_error, override_lm, registry, stage
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
 from .ranking import cut, rrf
@@ -244,6 +245,8 @@ class Draft:
     attributed: list[int] = field(default_factory=list)  # passage numbers attributed after the fact
     removed: int = 0
     raw: str = ""
+    quotes: list[tuple[int, int, int]] = field(default_factory=list)  # (passage, start, end): the words taken from it
+    checked: dict[str, Any] | None = None  # extractive / verified: what was dropped, replaced, re-cited, and why
 
 
 class Generator(dspy.Module):
@@ -290,6 +293,14 @@ class Generator(dspy.Module):
         phrase = self.cfg.abstain_phrase
         if not passages and not allow_empty:
             return Draft(phrase, True, [])
+        if self.cfg.mode == "extractive":
+            return self._extractive(question, passages, conversation)
+        draft = self._written(question, passages, strict, conversation)
+        return self._verified(question, passages, draft, conversation) if self.cfg.mode == "verified" else draft
+
+    def _written(self, question: str, passages: list[Hit], strict: bool, conversation: str | None) -> Draft:
+        """The LM's answer, its citations resolved (or attributed, when it cited nothing)."""
+        phrase = self.cfg.abstain_phrase
         context = self.context(passages) if passages else "(no passages)"
         demos = self._knn_demos(question)
         extra: dict[str, Any] = {"demos": demos} if demos is not None else {}
@@ -308,6 +319,94 @@ class Generator(dspy.Module):
             if n and n not in attributed:
                 attributed.append(n)
         return Draft(" ".join(parts) or cited.text, False, [], attributed, cited.removed, raw)
+
+    # -- the deterministic modes (`declrag.extract`) ----------------------------------------------------------
+    def _texts(self, passages: list[Hit]) -> list[str]:
+        return [h.text[: self.cfg.max_passage_chars] for h in passages]
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        assert self.embedder is not None  # set by RAGProgram
+        with embedding_time():
+            return np.asarray(self.embedder.embed_documents(texts), dtype=np.float32)
+
+    def _query_vector(self, question: str, conversation: str | None) -> np.ndarray:
+        assert self.embedder is not None
+        w = self.cfg.extract.conversation_weight
+        with embedding_time():
+            q = np.asarray(self.embedder.embed_query(question), dtype=np.float32)
+            if not conversation or w == 0:
+                return q
+            c = np.asarray(self.embedder.embed_query(conversation[-2000:]), dtype=np.float32)
+        v = (1 - w) * q + w * c
+        return v / (np.linalg.norm(v) or 1.0)
+
+    def _extract(self, question: str, passages: list[Hit], conversation: str | None, **over: Any) -> Extract:
+        e = self.cfg.extract
+        settings = {"max_sentences": e.max_sentences, "min_score": e.min_score, "lexical_weight": e.lexical_weight,
+                    "rank_weight": e.rank_weight, "order": e.order, "max_piece_chars": e.max_piece_chars,
+                    "require_details": e.require_details, **over}
+        return extract(question, self._texts(passages), self._embed, self._query_vector(question, conversation),
+                       **settings)
+
+    def _extractive(self, question: str, passages: list[Hit], conversation: str | None) -> Draft:
+        """The answer in the passages' own words; streamed (as one piece) through the LM's path when a stream
+        listens (`declrag.streaming`)."""
+        got = self._extract(question, passages, conversation)
+        checked = {"mode": "extractive", "best_score": got.best, **({"reason": got.reason} if got.reason else {})}
+        if not got.pieces:
+            return Draft(self.cfg.abstain_phrase, True, [], checked=checked)
+        text = got.text()
+        _send_answer(text)
+        used = list(dict.fromkeys(p.n for p in got.pieces))
+        return Draft(text, False, used, raw=text, quotes=[(p.n, p.start, p.end) for p in got.pieces], checked=checked)
+
+    def _verified(self, question: str, passages: list[Hit], draft: Draft, conversation: str | None) -> Draft:
+        """``draft`` with each sentence checked against its passages (`declrag.extract.check`): a supported one kept
+        (cited by the passage that supports it), an unsupported one dropped or replaced by the best extractive
+        sentence not yet in the answer."""
+        if draft.abstained:
+            return replace(draft, checked={"mode": "verified", "sentences": 0, "dropped": 0, "replaced": 0,
+                                           "recited": 0})
+        found = check(draft.text, self._texts(passages), self._embed)
+        spare: list[Piece] | None = None
+        parts, used, quotes, dropped, replaced, recited, why = [], [], [], 0, 0, 0, []
+        for f in found:
+            if f.supported and f.by is not None:
+                recited += f.wrong_citation or (bool(f.cited) and f.by not in f.cited)
+                parts.append(f"{f.sentence} [{f.by}]")
+                used.append(f.by)
+                continue
+            dropped += 1
+            why.append({"sentence": f.sentence[:300], "missing": f.missing[:5], "wrong_citation": f.wrong_citation})
+            if self.cfg.unsupported == "extract":
+                if spare is None:
+                    spare = self._extract(question, passages, conversation, max_sentences=10, order="score").pieces
+                sub = next((p for p in spare if f"{shown(p.text)} [{p.n}]" not in parts), None)
+                if sub is not None:
+                    spare.remove(sub)
+                    parts.append(f"{shown(sub.text)} [{sub.n}]")
+                    used.append(sub.n)
+                    quotes.append((sub.n, sub.start, sub.end))
+                    replaced += 1
+        checked = {"mode": "verified", "sentences": len(found), "dropped": dropped, "replaced": replaced,
+                   "recited": recited, "unsupported": why[:5]}
+        if not parts:
+            return Draft(self.cfg.abstain_phrase, True, [], removed=draft.removed, raw=draft.raw, checked=checked)
+        return Draft(" ".join(parts), False, list(dict.fromkeys(used)), removed=draft.removed, raw=draft.raw,
+                     quotes=quotes, checked=checked)
+
+
+def _send_answer(text: str) -> None:
+    """Put ``text`` on the answer stream, when one listens (`declrag.streaming.astream`), as the LM's tokens go."""
+    stream = dspy.settings.send_stream
+    if stream is None:
+        return
+    from dspy.streaming.messages import StreamResponse, sync_send_to_stream
+
+    try:
+        sync_send_to_stream(stream, StreamResponse("generate", "answer", text, is_last_chunk=True))
+    except RuntimeError:  # not on a worker thread of the stream's event loop: nothing listens here
+        pass
 
 
 class SelfJudge(dspy.Module):

@@ -53,18 +53,26 @@ NEEDED_SPECS = ("generate", "rewrite", "multi_query", "hyde", "decompose", "step
 
 
 class Answer(dspy.Prediction):
-    """A program's answer: ``answer`` (text), ``abstained``, ``citations``, ``passages``, ``judge``,
-    ``usage`` (by stage), ``latency_ms`` (by stage), ``queries``, ``stages``."""
+    """A program's answer: ``answer`` (text), ``abstained``, ``citations`` (each with the exact ``quotes`` taken from
+    it, by the extractive and verified modes), ``passages``, ``judge``, ``usage`` (by stage), ``latency_ms`` (by
+    stage), ``queries``, ``stages``, ``dropped_sentences`` (the verified mode's unsupported sentences) and
+    ``checked`` (what the deterministic modes did, and why)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: self[k] for k in ("answer", "abstained", "citations", "judge", "usage", "latency_ms",
-                                     "removed_citations", "queries", "stages", "question", "history_turns")}
+                                     "removed_citations", "dropped_sentences", "checked", "queries", "stages",
+                                     "question", "history_turns")}
 
 
-def _citation(n: int, h: Hit, attributed: bool) -> dict[str, Any]:
-    return {"n": n, "chunk_id": h.chunk.id, "doc_id": h.doc_id, "source": h.chunk.source, "title": h.chunk.title,
-            "page": h.chunk.page, "span": [h.start, h.end], "snippet": " ".join(h.text.split())[:300],
-            "score": round(float(h.score), 6), "attributed": attributed}
+def _citation(n: int, h: Hit, attributed: bool, quotes: list[tuple[int, int, int]]) -> dict[str, Any]:
+    """Passage ``n`` as the answer cites it; ``quotes``: the exact spans (in its document) of the words the answer
+    took from it (the extractive and verified modes)."""
+    out = {"n": n, "chunk_id": h.chunk.id, "doc_id": h.doc_id, "source": h.chunk.source, "title": h.chunk.title,
+           "page": h.chunk.page, "span": [h.start, h.end], "snippet": " ".join(h.text.split())[:300],
+           "score": round(float(h.score), 6), "attributed": attributed}
+    if mine := [[h.start + a, h.start + b] for p, a, b in quotes if p == n]:
+        out["quotes"] = mine
+    return out
 
 
 class RAGProgram(dspy.Module):
@@ -191,11 +199,13 @@ class RAGProgram(dspy.Module):
             ms["judge"] = _since(t)
         ms["embed"] = round(embed_ms[0], 3)
         ms["total"] = _since(t_all)
-        cites = [_citation(n, passages[n - 1], False) for n in draft.used] + \
-                [_citation(n, passages[n - 1], True) for n in draft.attributed]
+        cites = [_citation(n, passages[n - 1], False, draft.quotes) for n in draft.used] + \
+                [_citation(n, passages[n - 1], True, draft.quotes) for n in draft.attributed]
+        checked = draft.checked or {"mode": c.generate.mode}
         return Answer(
             question=question, answer=draft.text, abstained=draft.abstained, citations=cites,
-            removed_citations=draft.removed, passages=passages, judge=verdict, usage=meter.to_dict(),
+            removed_citations=draft.removed, dropped_sentences=int(checked.get("dropped", 0)), checked=checked,
+            passages=passages, judge=verdict, usage=meter.to_dict(),
             latency_ms=ms, queries=queries.texts, raw_answer=draft.raw, stages=self.stages(),
             history_turns=len(history))
 
@@ -282,14 +292,17 @@ class RAGProgram(dspy.Module):
     def _lm_stages(self) -> list[str]:
         c = self.config
         return [n for n, on in (("rewrite", c.rewrite.mode != "off"), ("rerank", c.rerank.mode == "llm"),
-                                ("generate", True), ("judge", c.judge.mode == "llm")) if on]
+                                ("generate", c.generate.mode != "extractive"), ("judge", c.judge.mode == "llm"))
+                if on]
 
     def stages(self) -> dict[str, Any]:
         c = self.config
         return {"rewrite": c.rewrite.mode, "retrieve": {"k": c.retrieve.k, "alpha": c.retrieve.alpha,
                 "fusion": c.retrieve.fusion, "autocut": c.retrieve.autocut, "window": c.retrieve.window,
                 "mmr": c.retrieve.mmr, "order": c.retrieve.order, "abstain_below": c.retrieve.abstain_below},
-                "rerank": c.rerank.mode, "generate": c.generate.variant,
+                "rerank": c.rerank.mode,
+                "generate": c.generate.variant if c.generate.mode == "lm" else
+                c.generate.mode if c.generate.mode == "extractive" else f"verified/{c.generate.variant}",
                 "judge": "off" if c.judge.mode == "off" else f"{c.judge.mode}/{c.judge.policy}"}
 
     # -- the artifact -------------------------------------------------------------------------------------

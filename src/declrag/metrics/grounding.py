@@ -14,41 +14,20 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import numpy as np
-
-from ..postprocess import sentences, support
+from ..extract import LEXICAL, SEMANTIC, SEMANTIC_LEXICAL, check
 from .base import Case, FnMetric, Score, register
 from .embedding import shared_embedder
-from .text import Detail, detail_supported, details, norm_phrase, numbers, squad_normalize, strip_citations
+from .text import Detail, detail_supported, details, norm_phrase, numbers, squad_normalize
 
-# Calibrated on tests/data/grounding_cases.jsonl (85 hand-labelled SQuAD v2.0 cases; see the test there)
-LEXICAL = 0.6  # share of a sentence's content words that must occur in one passage
-SEMANTIC = 0.75  # or: cosine to a passage sentence ...
-SEMANTIC_LEXICAL = 0.55  # ... with at least this share of words in common
-
-
-def _passage_sentences(case: Case) -> list[str]:
-    return [s for p in case.passages for s in sentences(p.text)]
-
+__all__ = ["LEXICAL", "SEMANTIC", "SEMANTIC_LEXICAL", "faithfulness", "hallucination", "sentence_support", "sia",
+           "unsupported_details"]
 
 def sentence_support(case: Case) -> list[tuple[str, bool, float, float]]:
-    """(sentence, supported, lexical support, semantic support) for each sentence of the answer. A sentence
-    with a specific detail (number, name, quote) that the passages lack is never supported."""
-    sents = [s for s in sentences(strip_citations(case.answer)) if s.strip()]
-    if not sents:
-        return []
-    texts = [p.text for p in case.passages]
-    lexical = [max((support(s, t) for t in texts), default=0.0) for s in sents]
-    semantic = [0.0] * len(sents)
-    psents = _passage_sentences(case)
-    if psents and any(lex < LEXICAL for lex in lexical):
-        e = shared_embedder()
-        a, p = e.embed_documents(sents), e.embed_documents(psents)
-        semantic = [float(x) for x in np.max(a @ p.T, axis=1)]
-    context = case.context
-    return [(s, (lex >= LEXICAL or (sem >= SEMANTIC and lex >= SEMANTIC_LEXICAL))
-             and not unsupported_details(s, context)[1], lex, sem)
-            for s, lex, sem in zip(sents, lexical, semantic)]
+    """(sentence, supported, lexical support, semantic support) for each sentence of the answer, by the one rule
+    the verified generate mode also applies (`declrag.extract.check`): a sentence with a specific detail (number,
+    name, quote) that the passages lack is never supported."""
+    found = check(case.answer, [p.text for p in case.passages], shared_embedder().embed_documents, case.context)
+    return [(f.sentence, f.supported, f.lexical, f.semantic) for f in found]
 
 
 def faithfulness(case: Case) -> Score:

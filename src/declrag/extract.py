@@ -1,0 +1,236 @@
+"""Answers that claim nothing the passages do not say, with no LM call.
+
+- `extract`: the ``extractive`` generate mode. The answer is made of the retrieved passages' own sentences (or parts
+  of a sentence longer than ``max_piece_chars``: clauses, then word windows; a table or code with no sentence
+  boundary is cut the same way). Each candidate is scored by its meaning against the question (and the
+  conversation), the share of the question's content words it holds, and its passage's rank; the best
+  ``max_sentences`` that clear ``min_score`` are the answer, each cited with its exact span. The answer is the
+  abstention when none clears it, or when the question names a detail (a name or a number) that the passage of
+  the best sentence never mentions (the question is then about something else, a frequent way of being
+  unanswerable).
+- `check`: the ``verified`` mode's check of an LM's answer, sentence by sentence, and the grounding metrics' rule: a
+  sentence is supported when most of its content words occur in one passage, or when it is close in meaning to one
+  passage sentence and shares a good part of its words with it; and never when it holds a name, number or date
+  that its passages lack.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .ingest.chunkers import sentence_spans
+from .metrics.text import Detail, detail_supported, details, norm_phrase, numbers, strip_citations
+from .postprocess import content_words, support
+
+# Calibrated on tests/data/grounding_cases.jsonl (85 hand-labelled SQuAD v2.0 cases; see its test)
+LEXICAL = 0.6  # share of a sentence's content words that must occur in one passage
+SEMANTIC = 0.75  # or: cosine to a passage sentence ...
+SEMANTIC_LEXICAL = 0.55  # ... with at least this share of words in common
+
+Embed = Callable[[list[str]], np.ndarray]  # texts -> L2-normalised rows
+_CLAUSE = re.compile(r"(?<=[;:,)\]])\s+|\s+(?=\()|\s+[-–—]\s+")
+_CITE = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A sentence, or a part of one, of passage ``n`` (1-based): ``text`` is ``passage[start:end]``."""
+
+    n: int
+    start: int
+    end: int
+    text: str
+    score: float = 0.0
+
+
+@dataclass
+class Extract:
+    """What `extract` chose: ``pieces`` in answer order (empty: abstain), and why it abstained, if it did."""
+
+    pieces: list[Piece]
+    reason: str = ""
+    best: float | None = None  # the best candidate's score
+
+    def text(self) -> str:
+        """The answer: each piece as the reader sees it (one line; the passage's own ``[n]`` footnote marks left
+        out, so that every marker is a citation), then its passage's citation."""
+        return " ".join(f"{shown(p.text)} [{p.n}]" for p in self.pieces)
+
+
+def shown(text: str) -> str:
+    return " ".join(_CITE.sub(" ", text).split())
+
+
+def spans(text: str, limit: int) -> list[tuple[int, int]]:
+    """The sentences of ``text`` as (start, end), each at most ``limit`` characters: a longer one is cut at clause
+    boundaries, and a clause still too long into word windows."""
+    out: list[tuple[int, int]] = []
+    for a, b in sentence_spans(text) if text.strip() else []:
+        if b - a <= limit:
+            out.append((a, b))
+            continue
+        cuts = [a] + [a + m.end() for m in _CLAUSE.finditer(text[a:b])] + [b]
+        parts = [(x, y) for x, y in zip(cuts, cuts[1:]) if text[x:y].strip()]
+        merged: list[tuple[int, int]] = []
+        for x, y in parts:  # join clauses back while they fit
+            if merged and y - merged[-1][0] <= limit:
+                merged[-1] = (merged[-1][0], y)
+            else:
+                merged.append((x, y))
+        for x, y in merged:
+            out.extend(_windows(text, x, y, limit) if y - x > limit else [(x, y)])
+    return [(a, b) for a, b in ((_trim(text, a, b)) for a, b in out) if b > a]
+
+
+def _windows(text: str, a: int, b: int, limit: int) -> list[tuple[int, int]]:
+    words = [(a + m.start(), a + m.end()) for m in re.finditer(r"\S+", text[a:b])]
+    out: list[tuple[int, int]] = []
+    cur: tuple[int, int] | None = None
+    for x, y in words:
+        if cur is None:
+            cur = (x, min(y, x + limit))  # a single word longer than the limit is cut
+        elif y - cur[0] <= limit:
+            cur = (cur[0], y)
+        else:
+            out.append(cur)
+            cur = (x, min(y, x + limit))
+    return out + ([cur] if cur else [])
+
+
+def _trim(text: str, a: int, b: int) -> tuple[int, int]:
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and (text[b - 1].isspace() or text[b - 1] in ",;:-–—"):
+        b -= 1
+    return a, b
+
+
+def candidates(passages: Sequence[str], limit: int) -> list[Piece]:
+    """Every sentence (or part) of every passage, in passage order, repeated text once (a window repeats)."""
+    seen: set[str] = set()
+    out: list[Piece] = []
+    for n, text in enumerate(passages, 1):
+        for a, b in spans(text, limit):
+            key = " ".join(text[a:b].lower().split())
+            if len(content_words(key)) == 0 or key in seen:
+                continue
+            seen.add(key)
+            out.append(Piece(n, a, b, text[a:b]))
+    return out
+
+
+def _overlap(question: set[str], piece: str) -> float:
+    return len(question & content_words(piece)) / len(question) if question else 0.0
+
+
+def missing_details(question: str, context: str) -> list[str]:
+    """The names and numbers of ``question`` that ``context`` never mentions (its first word is not a name)."""
+    norm = norm_phrase(context)
+    nums = set(numbers(context))
+    first = question.strip().split()[:1]
+    found = [d for d in details(question) if not (d.kind == "name" and first and d.text == first[0])]
+    return [d.text for d in found if not detail_supported(d, context, nums, norm)]
+
+
+def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: np.ndarray, *, max_sentences: int = 2,
+            min_score: float = 0.45, lexical_weight: float = 0.3, rank_weight: float = 0.02, order: str = "passage",
+            max_piece_chars: int = 400, require_details: bool = True) -> Extract:
+    """The extractive answer to ``question`` from ``passages`` (ranked, best first). ``query_vector``: the
+    question's embedding (a conversation's turns mixed in, see `declrag.modules.Generator`); ``embed`` embeds the
+    candidates. Score = (1 - lexical_weight) * cosine + lexical_weight * word overlap - rank_weight * (rank - 1)."""
+    pool = candidates(passages, max_piece_chars)
+    if not pool:
+        return Extract([], "the passages hold no sentence")
+    sims = embed([p.text for p in pool]) @ np.asarray(query_vector, dtype=np.float32)
+    q_words = content_words(question)
+    scored = [Piece(p.n, p.start, p.end, p.text,
+                    round((1 - lexical_weight) * float(s) + lexical_weight * _overlap(q_words, p.text)
+                          - rank_weight * (p.n - 1), 6))
+              for p, s in zip(pool, sims)]
+    ranked = sorted(scored, key=lambda p: -p.score)
+    best = ranked[0]
+    if best.score < min_score:
+        return Extract([], f"no sentence scores {min_score} or more (best {best.score:.3f})", best.score)
+    if require_details and (gone := missing_details(question, passages[best.n - 1])):
+        return Extract([], f"the passages never mention {', '.join(gone[:3])}", best.score)
+    chosen = [p for p in ranked if p.score >= min_score][:max_sentences]
+    if order == "passage":
+        chosen.sort(key=lambda p: (p.n, p.start))
+    return Extract(chosen, best=best.score)
+
+
+# ------------------------------------------------------------------------------------------------ checking
+@dataclass
+class Finding:
+    """One answer sentence as `check` found it: ``supported`` (by passage ``by``, 1-based, if any), the details
+    (names, numbers, dates, quotes) its passages lack, and whether its own citation pointed at a passage that does
+    not support it."""
+
+    sentence: str
+    cited: list[int]
+    supported: bool
+    by: int | None = None
+    lexical: float = 0.0
+    semantic: float = 0.0
+    missing: list[str] = field(default_factory=list)
+    wrong_citation: bool = False
+
+
+def cited_sentences(answer: str) -> list[tuple[str, list[int]]]:
+    """The answer's sentences without their ``[n]`` markers, each with the passage numbers it cites (a marker that
+    stands at the start of the next sentence belongs to the one before, as models write it)."""
+    out: list[tuple[str, list[int]]] = []
+    for s in (answer[a:b] for a, b in sentence_spans(answer)) if answer.strip() else ():
+        lead = re.match(r"^(\s*\[[\d\s,;]+\])+", s)
+        if lead and out:
+            out[-1][1].extend(int(x) for m in _CITE.finditer(lead.group()) for x in re.split(r"[,;]", m.group(1)))
+            s = s[lead.end():]
+        nums = [int(x) for m in _CITE.finditer(s) for x in re.split(r"[,;]", m.group(1))]
+        text = strip_citations(s).strip()
+        if text:
+            out.append((text, nums))
+    return out
+
+
+def check(answer: str, passages: Sequence[str], embed: Embed | None, context: str | None = None) -> list[Finding]:
+    """Each sentence of ``answer`` against ``passages`` (see the module docstring). A sentence that cites passages
+    is checked against those first; when they do not support it and another passage does, ``wrong_citation``.
+    Details are looked for in the cited passages (all of them when it cites none, or ``context`` when given:
+    the metrics check against the whole context)."""
+    rows = cited_sentences(answer)
+    if not rows:
+        return []
+    texts = list(passages)
+    lex = [[support(s, t) for t in texts] for s, _ in rows]
+    sem = [[0.0] * len(texts) for _ in rows]
+    psents = [(i, texts[i][a:b]) for i in range(len(texts)) for a, b in spans(texts[i], 10_000)]
+    if embed is not None and psents and any(max(r, default=0.0) < LEXICAL for r in lex):
+        sv = embed([s for s, _ in rows]) @ embed([t for _, t in psents]).T
+        for j, (i, _) in enumerate(psents):
+            for r in range(len(rows)):
+                sem[r][i] = max(sem[r][i], float(sv[r, j]))
+    out = []
+    for r, (s, cites) in enumerate(rows):
+        valid = [n for n in cites if 1 <= n <= len(texts)]
+        ok = [lex[r][i] >= LEXICAL or (sem[r][i] >= SEMANTIC and lex[r][i] >= SEMANTIC_LEXICAL)
+              for i in range(len(texts))]
+        pool = [n - 1 for n in valid] or list(range(len(texts)))
+        by = next((i for i in sorted(pool, key=lambda i: -lex[r][i]) if ok[i]), None)
+        wrong = by is None and bool(valid) and any(ok)
+        if by is None and any(ok):
+            by = max((i for i in range(len(texts)) if ok[i]), key=lambda i: lex[r][i])
+        where = context if context is not None else "\n\n".join(texts[i] for i in ([by] if by is not None else pool))
+        gone = unsupported(s, where)
+        out.append(Finding(s, valid, by is not None and not gone, None if by is None else by + 1,
+                           max(lex[r], default=0.0), max(sem[r], default=0.0), [d.text for d in gone], wrong))
+    return out
+
+
+def unsupported(text: str, context: str) -> list[Detail]:
+    """The details (numbers, dates, names, quotes) of ``text`` that ``context`` lacks."""
+    nums, norm = set(numbers(context)), norm_phrase(context)
+    return [d for d in details(text) if not detail_supported(d, context, nums, norm)]
