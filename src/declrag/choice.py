@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from .config import ProgramConfig
 from .errors import DeclragError
-from .program import RAGProgram, default_program, load, read_config, with_model
+from .program import RAGProgram, default_config, default_program, load, read_config, with_model
 from .stores import read_meta
 from .stores.base import Store
 
@@ -67,6 +67,8 @@ def select_program(program: str | Path | None = None, config: str | Path | None 
         def over_corpus() -> RAGProgram:
             c = cfg or ProgramConfig()
             st, _ = corpus_store(corpus.documents, c.ingest, corpus.name, progress=progress)
+            if cfg is None:
+                return RAGProgram(default_config(c, route), store=st)
             return RAGProgram(with_model(c, route) if route else c, store=st)
 
         return ProgramChoice(name, None, f"{what} over the documents of {corpus.name}", over_corpus)

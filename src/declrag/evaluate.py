@@ -145,6 +145,7 @@ class Evaluation:
                 "gold": ex.gold, "answer_starts": list(ex.answer_starts),
                 "spans": [asdict(s) for s in ex.gold_spans()], "answer": ans.answer,
                 "abstained": ans.abstained, "citations": ans.citations, "removed_citations": ans.removed_citations,
+                "dropped_sentences": ans.dropped_sentences, "checked": ans.checked,
                 "passages": _passages(ans), "judge": ans.judge, "stages": ans.stages, "queries": ans.queries,
                 "latency_ms": ans.latency_ms}
         case = case_of(base)

@@ -71,6 +71,9 @@ class Citation(BaseModel):
     snippet: str
     score: float
     attributed: bool = Field(description="true: not cited by the model, attributed to its claim afterwards")
+    quotes: list[tuple[int, int]] = Field(default_factory=list, description=(
+        "the exact character spans, in the document, of the words the answer took from this passage (the "
+        "extractive and verified generate modes)"))
 
 
 class AskResult(BaseModel):
@@ -78,6 +81,8 @@ class AskResult(BaseModel):
     abstained: bool = Field(description="true: the program declined to answer from the passages it found")
     citations: list[Citation]
     judge: dict[str, Any] = Field(description="the self-judge's verdict ({} or mode off when it is off)")
+    dropped_sentences: int = Field(0, description="the verified generate mode: sentences of the LM's answer that "
+                                                  "its passages did not support, left out")
     history_turns: int
 
 

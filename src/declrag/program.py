@@ -243,6 +243,14 @@ class RAGProgram(dspy.Module):
         self.embedder_provenance = getattr(other, "embedder_provenance", None)
         return self
 
+    def generating(self, mode: str) -> RAGProgram:
+        """This program with ``generate.mode`` = ``mode`` (``lm``, ``extractive``, ``verified``), over the same store
+        and embedder, its learned state kept: what `declrag eval --modes` compares."""
+        c = self.config
+        config = c.model_copy(update={"generate": c.generate.model_copy(update={"mode": mode})})
+        return RAGProgram(ProgramConfig.model_validate(config.model_dump()), store=self.store, embedder=self.embedder,
+                          specs=self.specs).learned_from(self)
+
     def _with_retrieval(self, k: int | None, alpha: float | None) -> RAGProgram:
         """A shallow copy of this program whose retrieval uses ``k`` and ``alpha`` (the rest shared)."""
         import copy
@@ -429,12 +437,31 @@ def read_config(path: str | Path) -> ProgramConfig:
                            hint="see ProgramConfig in declrag.config for the fields and their allowed values") from e
 
 
+# How the default program writes its answers when its LM is a small in-process model (an unconfigured machine):
+# the mode that measured best on SQuAD v2.0, MTRAG-UN and CMU QA (README "Answers that never invent";
+# `declrag bench answers`). A program routed to any other model writes with it (``lm``).
+LOCAL_DEFAULT_MODE = "extractive"
+
+
+def default_config(config: ProgramConfig | None = None, model: str | None = None) -> ProgramConfig:
+    """``config`` (default: `ProgramConfig()`) as the default program runs it: every LM call routed to ``model``
+    when given; and, when it writes with an in-process local model and its generate mode was left at ``lm``,
+    `LOCAL_DEFAULT_MODE`."""
+    config = config or ProgramConfig()
+    if model:
+        config = with_model(config, model)
+    if config.generate.mode == "lm" and config.stage_lm("generate").route.startswith("local/"):
+        config = config.model_copy(update={"generate": config.generate.model_copy(update={"mode": LOCAL_DEFAULT_MODE})})
+    return config
+
+
 def default_program(store: Store | str | Path | None = None, model: str | None = None) -> RAGProgram:
     """The naive baseline: fixed chunks, hybrid alpha 0.5, k 5, no rewrite, no rerank, the plain prompt,
-    self-judge off, on the local model (or ``model``), over the store's own ingest settings."""
+    self-judge off, on the local model (or ``model``), over the store's own ingest settings; on the local model it
+    answers in `LOCAL_DEFAULT_MODE` (`default_config`)."""
     meta = read_meta(store) if isinstance(store, (str, Path)) else None
-    config = ProgramConfig(ingest=meta.ingest) if meta else ProgramConfig()
-    return RAGProgram(with_model(config, model) if model else config, store=store)
+    return RAGProgram(default_config(ProgramConfig(ingest=meta.ingest) if meta else None, model), store=store)
 
 
-__all__ = ["Answer", "RAGProgram", "default_program", "load", "read_config", "with_model"]
+__all__ = ["LOCAL_DEFAULT_MODE", "Answer", "RAGProgram", "default_config", "default_program", "load", "read_config",
+           "with_model"]

@@ -51,6 +51,9 @@ def eval_(
         help="route every program LM call here (default: $DECLRAG_MODEL)")] = None,
     compare: Annotated[tuple[Path, Path] | None, typer.Option(
         help="compare two eval runs: --compare RUN_A RUN_B")] = None,
+    modes: Annotated[str | None, typer.Option(
+        help="comma-separated generate modes to evaluate side by side (lm, extractive, verified), each a run "
+             "folder NAME-MODE; the table compares each with the first")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
     lm_cache_entries: LmCacheEntriesOpt = None,
     lm_cache_disk_mb: LmCacheDiskOpt = None,
@@ -78,10 +81,19 @@ def eval_(
         raise DeclragError(f"--limit must be at least 1, got {limit}")
     names = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else \
         DEFAULT_METRICS + (DEFAULT_JUDGE_METRICS if judge else [])
+    chosen = _modes(modes)
     prog = select_program(program, config, store, model, corpus=golden, progress=not quiet).load().warm_up()
     spec = EvalSpec(dataset=golden.name, split=split, limit=limit, seed=seed, metrics=names, judges=judge or [],
                     threads=threads, closed_book=closed_book, oracle=oracle, probes=probes)
     run_name = name or f"eval-{golden.name}-{split}-{limit or 'all'}-{prog.config.digest()[:8]}"
+    if chosen:
+        folders = []
+        for mode in chosen:
+            out.print(f"generate mode {mode}")
+            folders.append(runs / f"{run_name}-{mode}")
+            Evaluation(prog.generating(mode).warm_up(), golden, spec, folders[-1], progress=not quiet).run()
+        _print_modes(chosen, folders)
+        return
     summary = Evaluation(prog, golden, spec, runs / run_name, progress=not quiet).run()
     t = Table(title=f"{run_name}: {summary['n']} questions, {summary['wall_s']} s")
     for col in ("metric", "mean", "95% CI", "n"):
@@ -98,6 +110,48 @@ def eval_(
               f"${u['program']['cost_usd']:.4f}; judges: {int(u['judges']['calls'])} calls "
               f"({int(u['judges']['cached'])} cached), ${u['judges']['cost_usd']:.4f}")
     out.print(f"report: {runs / run_name / 'report.html'}")
+
+
+def _modes(text: str | None) -> list[str]:
+    """``--modes``: generate modes, each known, none twice; checked before any work."""
+    if text is None:
+        return []
+    known = ("lm", "extractive", "verified")
+    chosen = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    if bad := [m for m in chosen if m not in known]:
+        raise DeclragError(f"--modes: unknown generate mode {bad[0]!r}", hint=f"choose from {', '.join(known)}")
+    if not chosen:
+        raise DeclragError("--modes is empty", hint="e.g. --modes lm,extractive,verified")
+    return chosen
+
+
+def _print_modes(modes: list[str], folders: list[Path]) -> None:
+    """One row per metric, one column per mode, and each mode minus the first with its paired interval."""
+    from ..evaluate import compare as compare_runs
+
+    first = modes[0]
+    diffs = {m: compare_runs(folders[0], f) for m, f in zip(modes[1:], folders[1:])}
+    summaries = [json.loads((f / "summary.json").read_text()) for f in folders]
+    t = Table(title=f"generate modes over {summaries[0]['n']} questions; paired bootstrap 95% CI against {first}")
+    t.add_column("metric")
+    for m in modes:
+        t.add_column(m, justify="right")
+    for m in modes[1:]:
+        t.add_column(f"{m} - {first}", justify="right")
+    for metric in summaries[0]["metrics"]:
+        means = [s["metrics"].get(metric, {}).get("mean") for s in summaries]
+        if all(v is None for v in means):
+            continue
+        cells = ["-" if v is None else f"{v:.4f}" for v in means]
+        for m in modes[1:]:
+            d = diffs[m]["metrics"].get(metric) or {}
+            cells.append("-" if d.get("diff") is None else
+                         f"{d['diff']:+.4f} [{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}]")
+        t.add_row(metric, *cells)
+    t.add_row("abstained", *[f"{s['abstention']['all']:.4f}" for s in summaries], *[""] * (len(modes) - 1))
+    t.add_row("latency p50 ms", *[f"{s['latency_ms']['p50']:.1f}" for s in summaries], *[""] * (len(modes) - 1))
+    out.print(t)
+    out.print("runs: " + ", ".join(str(f) for f in folders))
 
 
 def _print_compare(r: dict) -> None:

@@ -105,8 +105,12 @@ def ask(
     for c in answer.citations:
         where_ = (c["title"] or Path(c["source"]).name) + (f" p.{c['page']}" if c["page"] else "")
         tag = " (attributed)" if c["attributed"] else ""
-        out.print(f"  [{c['n']}] {where_} {c['span'][0]}-{c['span'][1]}{tag}: {c['snippet'][:160]}",
+        quoted = " quotes " + ", ".join(f"{a}-{b}" for a, b in c["quotes"]) if c.get("quotes") else ""
+        out.print(f"  [{c['n']}] {where_} {c['span'][0]}-{c['span'][1]}{tag}{quoted}: {c['snippet'][:160]}",
                   markup=False, highlight=False)
+    if answer.dropped_sentences:
+        out.print(f"verified: {answer.dropped_sentences} unsupported sentence(s) of the LM's answer left out "
+                  f"({answer.checked.get('replaced', 0)} replaced by the passages' own)", style="dim")
     u, ms = answer.usage["total"], answer.latency_ms
     judge = answer.judge.get("mode", "off")
     if judge != "off":

@@ -254,8 +254,8 @@ class AnswerService:
             a = prog(question=req.question, where=req.where, **({"history": req.history} if req.history else {}))
             self.metrics.program.observe(time.perf_counter() - t0)
         payload = plain({"answer": a.answer, "abstained": bool(a.abstained), "citations": a.citations,
-                         "judge": a.judge, "usage": a.usage, "latency_ms": a.latency_ms,
-                         "program": dict(self.info), "cache": {"hit": False}})
+                         "dropped_sentences": a.dropped_sentences, "judge": a.judge, "usage": a.usage,
+                         "latency_ms": a.latency_ms, "program": dict(self.info), "cache": {"hit": False}})
         if cache and vec is not None:
             cache.put(key, vec, payload)
         return payload, False
@@ -284,7 +284,7 @@ class AnswerService:
         m = self.metrics
         m.cache_hits.inc(hit)
         m.usage(payload["usage"])
-        m.abstentions.inc(payload["abstained"])
+        m.abstentions.inc(payload["abstained"]), m.dropped_sentences.inc(0 if hit else payload["dropped_sentences"])
         if req.history and not hit and "history" in payload["latency_ms"]:
             m.history_query.observe(payload["latency_ms"]["history"] / 1000)
 

@@ -24,6 +24,8 @@ class Metrics:
         self.tokens = Counter("declrag_lm_tokens", "LM tokens by direction (in, out)", ["direction"], registry=r)
         self.cost = Counter("declrag_lm_cost_usd", "LM cost in USD (LiteLLM's price table)", registry=r)
         self.abstentions = Counter("declrag_abstentions", "answers that abstained", registry=r)
+        self.dropped_sentences = Counter("declrag_dropped_sentences", "sentences of LM answers left out by the "
+                                         "verified generate mode: their passages did not support them", registry=r)
         self.errors = Counter("declrag_errors", "error responses by route and kind", ["route", "kind"], registry=r)
         self.cache_hits = Counter("declrag_cache_hits", "answers served from the semantic cache", registry=r)
         self.history_turns = Histogram("declrag_history_turns", "earlier turns (the history) sent with a request, "
