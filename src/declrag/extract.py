@@ -25,6 +25,7 @@ import numpy as np
 from .ingest.chunkers import sentence_spans
 from .metrics.text import Detail, detail_supported, details, norm_phrase, numbers, strip_citations
 from .postprocess import content_words, support
+from .stores.bm25 import KeywordIndex
 
 # Calibrated on tests/data/grounding_cases.jsonl (85 hand-labelled SQuAD v2.0 cases; see its test)
 LEXICAL = 0.6  # share of a sentence's content words that must occur in one passage
@@ -136,13 +137,25 @@ def missing_details(question: str, context: str) -> list[str]:
     return [d.text for d in found if not detail_supported(d, context, nums, norm)]
 
 
+def shortlist(question: str, pool: list[Piece], size: int) -> list[Piece]:
+    """The ``size`` candidates that BM25 over the candidates (and, on ties, their passage's rank and place) puts
+    first, in passage order: only these are embedded, which bounds the mode's time (an encoder pass per candidate
+    is what costs)."""
+    if len(pool) <= size:
+        return pool
+    scores = KeywordIndex([p.text for p in pool]).scores(question)
+    top = sorted(range(len(pool)), key=lambda i: (-float(scores[i]), pool[i].n, pool[i].start))[:size]
+    return [pool[i] for i in sorted(top)]
+
+
 def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: np.ndarray, *, max_sentences: int = 2,
             min_score: float = 0.45, lexical_weight: float = 0.3, rank_weight: float = 0.02, order: str = "passage",
-            max_piece_chars: int = 400, require_details: bool = True) -> Extract:
+            max_piece_chars: int = 400, require_details: bool = True, embed_at_most: int = 12) -> Extract:
     """The extractive answer to ``question`` from ``passages`` (ranked, best first). ``query_vector``: the
     question's embedding (a conversation's turns mixed in, see `declrag.modules.Generator`); ``embed`` embeds the
-    candidates. Score = (1 - lexical_weight) * cosine + lexical_weight * word overlap - rank_weight * (rank - 1)."""
-    pool = candidates(passages, max_piece_chars)
+    candidates (the ``embed_at_most`` of `shortlist`). Score = (1 - lexical_weight) * cosine + lexical_weight *
+    word overlap - rank_weight * (rank - 1)."""
+    pool = shortlist(question, candidates(passages, max_piece_chars), embed_at_most)
     if not pool:
         return Extract([], "the passages hold no sentence")
     sims = embed([p.text for p in pool]) @ np.asarray(query_vector, dtype=np.float32)

@@ -344,7 +344,7 @@ class Generator(dspy.Module):
         e = self.cfg.extract
         settings = {"max_sentences": e.max_sentences, "min_score": e.min_score, "lexical_weight": e.lexical_weight,
                     "rank_weight": e.rank_weight, "order": e.order, "max_piece_chars": e.max_piece_chars,
-                    "require_details": e.require_details, **over}
+                    "require_details": e.require_details, "embed_at_most": e.embed_at_most, **over}
         return extract(question, self._texts(passages), self._embed, self._query_vector(question, conversation),
                        **settings)
 

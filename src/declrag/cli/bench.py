@@ -221,6 +221,38 @@ def _bench_out(result, printer, as_json: Path | None) -> None:
         out.print(f"wrote {as_json}")
 
 
+@bench_app.command("answers")
+def bench_answers(
+    dataset: Annotated[list[str] | None, typer.Option(
+        help="a golden set to answer (repeat it; default: squad-v2.0, mtrag-un, cmu-qa)")] = None,
+    n: Annotated[int, typer.Option(help="questions per set (SQuAD v2.0: half unanswerable)")] = 40,
+    mode: Annotated[list[str] | None, typer.Option(
+        help="a generate mode (repeat it): lm, extractive, verified (default: all)")] = None,
+    model: Annotated[str, typer.Option(help="the LM route of the lm and verified modes")] = "local/smollm2",
+    seed: Annotated[int, typer.Option(help="seed of the question sample")] = 0,
+    as_json: Annotated[Path | None, typer.Option(
+        "--json", help="write the results as JSON here (default: runs/bench/answers.json)")] = None,
+):
+    """The generate modes side by side on real golden sets: faithfulness, SIA, the reference in the answer,
+    abstention precision and recall, latency to the first token and to the end, paired intervals against lm."""
+    from ..bench.answers import MODES, print_report, run
+
+    for m in mode or []:
+        if m not in MODES:
+            raise DeclragError(f"unknown --mode {m!r}", hint=f"one of: {', '.join(MODES)}")
+    if n < 1:
+        raise DeclragError(f"--n must be at least 1, not {n}", hint="e.g. --n 40")
+    if dataset:
+        from ..golden import known_datasets
+
+        for d in dataset:
+            if d not in known_datasets() and not Path(d).exists():
+                raise DeclragError(f"unknown --dataset {d!r}", hint="see declrag datasets")
+    if mode and "verified" in mode and "lm" not in mode:
+        mode = ["lm", *mode]  # verified is measured against the lm arm's completions
+    _bench_out(run(dataset, n, model, mode, seed), print_report, as_json or Path("runs/bench/answers.json"))
+
+
 @bench_app.command("conversation")
 def bench_conversation(
     dataset: Annotated[str, typer.Option(help="a conversational golden set: mtrag-un, an MTRAG task file or a "

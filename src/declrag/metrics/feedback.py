@@ -33,7 +33,7 @@ _KIND = {"number": "numbers/dates", "name": "names", "quote": "quotes"}
 
 
 def _q(text: str, limit: int = QUOTE) -> str:
-    text = re.sub(r"\s+([.,;:!?])", r"\1", " ".join(text.split()))
+    text = re.sub(r"\s+([.,;:!?])", r"\1", " ".join(text.split())).rstrip(" .")
     return f'"{text if len(text) <= limit else text[: limit - 1].rstrip() + "…"}"'
 
 

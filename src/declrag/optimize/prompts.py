@@ -6,24 +6,35 @@
   the nearest ``max_demos`` for each question (the idea of DSPy's KNNFewShot, kept inside the program so
   the saved artifact carries it).
 - ``mipro``: DSPy's MIPROv2 (instruction proposals and demos, searched with Optuna).
-- ``gepa``: DSPy's GEPA (reflective instruction evolution).
+- ``gepa``: DSPy's GEPA (reflective instruction evolution). Its reflection model reads, with each answer, a
+  feedback text (`gepa_metric`): with ``feedback: findings`` (the default) what the deterministic grounding tier
+  found wrong with the answer (`declrag.metrics.feedback.findings`: invented names, numbers and dates,
+  unsupported sentences, wrong citations, a wrong abstention, a missed reference answer), after the objective and
+  the reference; with ``feedback: score`` the objective and the reference only.
 
 The metric is the compile objective. An optimizer that fails with the configured model (a small model may
-not follow the optimizer's own prompts) is reported, and the program is kept as it was.
+not follow the optimizer's own prompts) is reported, and the program is kept as it was. The step needs of a
+compile only its space, its objective's metrics and its usage tally (`Scoring`): a `Compiler`, or a `Scorer`
+made from a space alone (what ``declrag bench gepa`` runs it with).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 import dspy
 
 from ..adapters import adapter_for
 from ..evaluate import score_case
 from ..lm import Meter, metering
-from ..metrics.base import to_case
-from .compile import Compiler, weighted
+from ..metrics.base import Case, Metric, to_case
+from ..metrics.catalog import get_metrics
+from ..metrics.feedback import findings
+from .budget import Spent
+from .compile import weighted
+from .space import Space
 
 log = logging.getLogger(__name__)
 
@@ -34,20 +45,71 @@ def _examples(exs) -> list[dspy.Example]:
                          answer_starts=list(e.answer_starts)).with_inputs("question", "history") for e in exs]
 
 
-def objective_metric(comp: Compiler, threshold: float = 0.5):
+class Scoring(Protocol):
+    """What the prompt step reads of a compile (a `Compiler` is one): the space (the optimizer's settings and the
+    objective's weights), the objective's metrics, and the tally its LM usage is added to."""
+
+    @property
+    def space(self) -> Space: ...
+    @property
+    def metrics(self) -> list[Metric]: ...
+    @property
+    def spent(self) -> Spent: ...
+
+
+@dataclass
+class Scorer:
+    """`Scoring` without a compile: a space's objective metrics and a fresh tally."""
+
+    space: Space
+    metrics: list[Metric]
+    spent: Spent = field(default_factory=Spent)
+
+    @classmethod
+    def of(cls, space: Space) -> Scorer:
+        return cls(space, get_metrics(list(space.objective.metrics), space.objective.judges or None))
+
+
+def objective(comp: Scoring, case: Case) -> float:
+    """The compile objective of one answered case."""
+    values, _, _ = score_case(case, comp.metrics)
+    return weighted(values, comp.space.objective.metrics)
+
+
+def objective_metric(comp: Scoring, threshold: float = 0.5):
     """The compile objective as a DSPy metric; during bootstrapping (a trace is given) a pass/fail."""
     def metric(example, prediction, trace=None, *args, **kwargs):
-        case = to_case(example, prediction)
-        values, _, _ = score_case(case, comp.metrics)
-        score = weighted(values, comp.space.objective.metrics)
+        score = objective(comp, to_case(example, prediction))
         return score >= threshold if trace is not None else score
     return metric
 
 
-def optimize_prompts(prog, comp: Compiler, train, dev) -> tuple[Any, dict[str, Any]]:
+def gepa_metric(comp: Scoring, kind: Literal["findings", "score"] = "findings"):
+    """GEPA's metric: ``dspy.Prediction(score=the objective, feedback=text)``. The text is the objective and the
+    reference answer(s), then, for ``findings``, what the grounding tier found wrong with the answer."""
+    def feedback(gold, pred, trace=None, pred_name=None, pred_trace=None):
+        case = to_case(gold, pred)
+        score = objective(comp, case)
+        text = f"objective {score:.2f}; reference: {'; '.join(case.references) or 'unanswerable'}"
+        if kind == "findings":
+            text += ". " + findings(case)
+        return dspy.Prediction(score=score, feedback=text)
+    return feedback
+
+
+def _gepa(prog, comp: Scoring, trainset: list[dspy.Example], valset: list[dspy.Example], lm) -> Any:
+    cfg = comp.space.prompt_optimizer
+    tele = dspy.GEPA(metric=gepa_metric(comp, cfg.feedback), reflection_lm=lm,
+                     max_metric_calls=cfg.trials * len(trainset), num_threads=1, track_stats=False)
+    return tele.compile(prog, trainset=trainset, valset=valset)
+
+
+def optimize_prompts(prog, comp: Scoring, train, dev) -> tuple[Any, dict[str, Any]]:
     cfg = comp.space.prompt_optimizer
     trainset = _examples(train[: cfg.max_examples])
     info: dict[str, Any] = {"train_examples": len(trainset)}
+    if cfg.name == "gepa":
+        info["feedback"] = cfg.feedback
     meter = Meter()
     gen_lm_cfg = prog.config.stage_lm("generate")
     try:
@@ -71,16 +133,7 @@ def optimize_prompts(prog, comp: Compiler, train, dev) -> tuple[Any, dict[str, A
                         new = tele.compile(prog, trainset=trainset, valset=_examples(dev[: cfg.max_examples]),
                                            num_trials=cfg.trials, minibatch=False, requires_permission_to_run=False)
                     else:
-                        metric = objective_metric(comp)
-
-                        def feedback(gold, pred, trace=None, pred_name=None, pred_trace=None):
-                            score = metric(gold, pred)
-                            return dspy.Prediction(score=score, feedback=f"objective {score:.2f}; reference: "
-                                                                        f"{'; '.join(gold.answers) or 'unanswerable'}")
-
-                        tele = dspy.GEPA(metric=feedback, reflection_lm=lm, max_metric_calls=cfg.trials * len(trainset),
-                                         num_threads=1, track_stats=False)
-                        new = tele.compile(prog, trainset=trainset, valset=_examples(dev[: cfg.max_examples]))
+                        new = _gepa(prog, comp, trainset, _examples(dev[: cfg.max_examples]), lm)
     except Exception as e:  # reported, not fatal: the search's best program stands
         log.warning("prompt optimizer %s failed: %s", cfg.name, e)
         info["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"

@@ -112,6 +112,10 @@ class PromptOptimizer(Strict):
     max_demos: int = 4
     max_examples: int = 40  # train examples the optimizer may use
     trials: int = 6  # mipro / gepa: candidate programs to try
+    # gepa: the text its reflection model reads with each answer. findings: what the grounding tier found wrong
+    # (invented names and numbers, unsupported sentences, wrong citations, a wrong abstention; see
+    # `declrag.metrics.feedback`) with the objective and the reference; score: the objective and the reference only
+    feedback: Literal["findings", "score"] = "findings"
 
 
 class Finetune(Strict):

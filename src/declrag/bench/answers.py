@@ -1,0 +1,173 @@
+"""`declrag bench answers`: how each generate mode answers, on real golden sets.
+
+The modes (`declrag.config.GenerateConfig.mode`): ``lm`` (the LM writes, here the local model), ``extractive`` (the
+passages' own sentences, no LM call) and ``verified`` (the LM writes; each sentence is checked against its passages
+and an unsupported one is dropped or replaced). Each runs the default program otherwise (k 5, hybrid, no rerank),
+over the same store, on the same seeded questions:
+
+- SQuAD v2.0 dev: half answerable, half unanswerable questions, over the whole dev corpus;
+- MTRAG-UN (the shared half): each task's last turn with its history, every answerability;
+- the CMU Wikipedia QA set.
+
+Scores: faithfulness and SIA (`declrag.metrics.grounding`), the reference answer contained in the answer
+(``token_match``: 80% of a reference's tokens) and token F1, abstention precision and recall (an unanswerable
+question is the positive), the abstention rate on answerable questions, and latency: to the first token of the
+answer after retrieval, and to the end. Each question runs through the serving path's stream
+(`declrag.streaming.astream`). Every mode is compared with ``lm`` on the same questions (paired bootstrap 95%
+intervals).
+
+The ``verified`` arm runs after ``lm`` and its LM call is answered by DSPy's cache with the very same completion,
+so that the two arms differ only by the check; its latencies are the ``lm`` arm's plus the check's own time.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import anyio
+from rich.console import Console
+from rich.table import Table
+
+from ..api import corpus_store
+from ..config import IngestConfig, LMConfig, ProgramConfig
+from ..embed import Embedder
+from ..golden import Example, load_golden
+from ..metrics.base import to_case
+from ..metrics.catalog import get_metrics
+from ..metrics.stats import mean_of, paired_difference, percentiles
+from ..program import RAGProgram
+from ..streaming import Done, astream
+
+SETS = ("squad-v2.0", "mtrag-un", "cmu-qa")
+MODES = ("lm", "extractive", "verified")
+METRICS = ("faithfulness", "sia", "token_match", "f1")
+RETRIEVAL_STAGES = ("history", "rewrite", "retrieve", "rerank", "select")
+
+
+def _questions(name: str, n: int, seed: int) -> tuple[Any, list[Example]]:
+    """The set and a seeded sample of ``n`` of its questions (SQuAD v2.0: half of them unanswerable)."""
+    gs = load_golden(name)
+    seen: dict[str, Example] = {}
+    for split in gs.splits.values():
+        for e in split:
+            seen.setdefault(e.id, e)
+    pool = list(seen.values())
+    rng = random.Random(seed)
+    if name.startswith("squad-v2"):
+        yes = [e for e in pool if e.answerable]
+        no = [e for e in pool if not e.answerable]
+        picked = rng.sample(yes, min(n - n // 2, len(yes))) + rng.sample(no, min(n // 2, len(no)))
+    else:
+        picked = rng.sample(pool, min(n, len(pool)))
+    return gs, picked
+
+
+async def _streamed(prog: RAGProgram, e: Example) -> tuple[Any, float, float]:
+    """(answer, seconds to its first piece, seconds to the end), through the serving path's stream."""
+    t0 = time.perf_counter()
+    first = None
+    async for item in astream(prog, lambda: prog(question=e.question, history=e.history or None)):
+        if isinstance(item, Done):
+            end = time.perf_counter() - t0
+            return item.result, end if first is None else first, end
+        if first is None and item:
+            first = time.perf_counter() - t0
+    raise RuntimeError("the stream ended without a result")
+
+
+def _row(e: Example, a: Any, first_s: float, end_s: float, metrics: list) -> dict[str, Any]:
+    ms = a.latency_ms
+    retrieval_ms = sum(float(ms.get(k, 0.0)) for k in RETRIEVAL_STAGES)
+    case = to_case(e, a)
+    lm_ms = float(a.usage.get("generate", {}).get("lm_ms", 0.0) or 0.0)
+    return {"id": e.id, "answerable": e.answerable, "abstained": bool(a.abstained), "answer": a.answer,
+            **{m.name: m.score(case).value for m in metrics},
+            "first_ms": round(1000 * first_s - retrieval_ms, 2), "end_ms": round(1000 * end_s, 2),
+            "retrieval_ms": round(retrieval_ms, 2), "check_ms": round(float(ms.get("generate", 0.0)) - lm_ms, 2),
+            "dropped": int(a.dropped_sentences), "lm_calls": int(a.usage["total"]["calls"])}
+
+
+def run_set(name: str, n: int, route: str, modes: list[str], seed: int = 0, progress: bool = True) -> dict[str, Any]:
+    gs, picked = _questions(name, n, seed)
+    embedder = Embedder(IngestConfig().embedder)
+    store, _ = corpus_store(gs.documents, IngestConfig(), gs.name, embedder=embedder, progress=progress)
+    metrics = get_metrics(list(METRICS))
+    order = [m for m in MODES if m in modes]  # lm before verified: verified reads lm's completions from the cache
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for mode in order:
+        prog = RAGProgram(ProgramConfig(lm=LMConfig(route=route), generate={"mode": mode}), store=store,
+                          embedder=embedder).warm_up()
+        rows[mode] = []
+        for i, e in enumerate(picked):
+            a, first_s, end_s = anyio.run(_streamed, prog, e)
+            rows[mode].append(_row(e, a, first_s, end_s, metrics))
+            if progress and (i + 1) % 10 == 0:
+                print(f"  {name} {mode}: {i + 1}/{len(picked)}", flush=True)
+    if "verified" in rows and "lm" in rows:  # its LM call was a cache hit: its times are lm's plus the check
+        for v, lm in zip(rows["verified"], rows["lm"]):
+            v["first_ms"], v["end_ms"] = lm["first_ms"], round(lm["end_ms"] + max(v["check_ms"], 0.0), 2)
+    return {"dataset": gs.name, "documents": len(gs.documents), "n": len(picked), "seed": seed, "route": route,
+            "answerable": sum(e.answerable for e in picked), "modes": {m: summary(rows[m], rows.get("lm"))
+                                                                    for m in order},
+            "rows": rows}
+
+
+def summary(rows: list[dict[str, Any]], lm: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """Means, abstention precision and recall, latencies; and the paired difference from ``lm`` per metric."""
+    yes = [r for r in rows if r["answerable"]]
+    no = [r for r in rows if not r["answerable"]]
+    abstained = [r for r in rows if r["abstained"]]
+    out: dict[str, Any] = {m: mean_of([r[m] for r in rows]) for m in METRICS}
+    out["token_match_answerable"] = mean_of([r["token_match"] for r in yes])
+    out["abstention"] = {
+        "recall": round(sum(r["abstained"] for r in no) / len(no), 4) if no else None,
+        "precision": round(sum(not r["answerable"] for r in abstained) / len(abstained), 4) if abstained else None,
+        "on_answerable": round(sum(r["abstained"] for r in yes) / len(yes), 4) if yes else None,
+        "n_unanswerable": len(no)}
+    out["first_ms"] = percentiles([r["first_ms"] for r in rows], digits=1)
+    out["end_ms"] = percentiles([r["end_ms"] for r in rows], digits=1)
+    out["dropped_per_answer"] = mean_of([float(r["dropped"]) for r in rows])
+    out["lm_calls_per_answer"] = mean_of([float(r["lm_calls"]) for r in rows])
+    if lm is not None and lm is not rows:
+        out["vs_lm"] = {m: paired_difference([r[m] for r in lm], [r[m] for r in rows]) for m in METRICS}
+    return out
+
+
+def run(sets: list[str] | None = None, n: int = 40, route: str = "local/smollm2", modes: list[str] | None = None,
+        seed: int = 0, progress: bool = True) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    out = {"route": route, "n": n, "seed": seed,
+           "sets": {s: run_set(s, n, route, modes or list(MODES), seed, progress) for s in sets or SETS},
+           "targets": {"extractive": {"faithfulness": 0.95, "sia": 0.90, "squad_v2_abstention_recall": 0.5,
+                                      "squad_v2_abstention_on_answerable_max": 0.15, "first_ms_p50_max": 100.0},
+                       "verified": {"sia": 0.85}}}
+    out["wall_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def _f(v: Any, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _ci(d: dict[str, Any] | None) -> str:
+    return "" if not d or d.get("diff") is None else f"\n{d['diff']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
+
+
+def print_report(r: dict[str, Any], console: Console) -> None:
+    for s in r["sets"].values():
+        t = Table(title=f"answers on {s['dataset']}: {s['n']} questions ({s['answerable']} answerable), LM "
+                        f"{s['route']}; mean, and the paired difference from lm with its 95% interval")
+        for col in ("mode", *METRICS, "abstention recall / precision / on answerable", "first token ms p50 / p95",
+                    "end ms p50 / p95", "dropped", "LM calls"):
+            t.add_column(col)
+        for mode, m in s["modes"].items():
+            a = m["abstention"]
+            t.add_row(mode, *[_f(m[k]) + _ci(m.get("vs_lm", {}).get(k)) for k in METRICS],
+                      f"{_f(a['recall'], 2)} / {_f(a['precision'], 2)} / {_f(a['on_answerable'], 2)}",
+                      f"{_f(m['first_ms']['p50'], 1)} / {_f(m['first_ms']['p95'], 1)}",
+                      f"{_f(m['end_ms']['p50'], 1)} / {_f(m['end_ms']['p95'], 1)}",
+                      _f(m["dropped_per_answer"], 2), _f(m["lm_calls_per_answer"], 2))
+        console.print(t)
+    console.print(f"{r['wall_s']} s in all")
