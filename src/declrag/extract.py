@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .ingest.chunkers import sentence_spans
-from .metrics.text import Detail, detail_supported, details, norm_phrase, numbers, strip_citations
+from .metrics.text import Detail, detail_supported, details, norm_phrase, numbers
 from .postprocess import content_words, support
 from .stores.bm25 import KeywordIndex
 
@@ -203,7 +203,7 @@ def cited_sentences(answer: str) -> list[tuple[str, list[int]]]:
             out[-1][1].extend(int(x) for m in _CITE.finditer(lead.group()) for x in re.split(r"[,;]", m.group(1)))
             s = s[lead.end():]
         nums = [int(x) for m in _CITE.finditer(s) for x in re.split(r"[,;]", m.group(1))]
-        text = strip_citations(s).strip()
+        text = " ".join(re.sub(r"\s*" + _CITE.pattern, "", s).split())
         if text:
             out.append((text, nums))
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -40,6 +40,7 @@ from ..types import Document
 log = logging.getLogger(__name__)
 ARMS = ("unoptimized", "score", "findings")
 METRICS = ("objective", "faithfulness", "sia", "token_match")
+Feedback = Literal["score", "findings"]
 PAIRS = (("unoptimized", "score"), ("unoptimized", "findings"), ("score", "findings"))
 
 
@@ -59,9 +60,9 @@ def corpus(gs: GoldenSet, picked: list[Example], distractors: float, seed: int) 
     return [d for d in gs.documents if d.id in gold or d.id in extra]
 
 
-def space_for(kind: str, trials: int, n_train: int) -> Space:
+def space_for(kind: Feedback, trials: int, n_train: int) -> Space:
     return Space(name=f"bench-gepa-{kind}", params={}, prompt_optimizer=PromptOptimizer(
-        name="gepa", trials=trials, max_examples=n_train, feedback=kind))  # type: ignore[arg-type]
+        name="gepa", trials=trials, max_examples=n_train, feedback=kind))
 
 
 def instructions(prog: RAGProgram) -> dict[str, str]:
@@ -82,7 +83,7 @@ def scores(prog: RAGProgram, examples: list[Example], scorer: Scorer, label: str
     return rows
 
 
-def _gepa_arm(kind: str, make, train: list[Example], trials: int) -> tuple[RAGProgram, dict[str, Any]]:
+def _gepa_arm(kind: Feedback, make, train: list[Example], trials: int) -> tuple[RAGProgram, dict[str, Any]]:
     scorer = Scorer.of(space_for(kind, trials, len(train)))
     t0 = time.perf_counter()
     new, info = optimize_prompts(make(), scorer, train, train)
@@ -110,15 +111,20 @@ def run(dataset: str = "squad-v2.0", n_train: int = 16, n_dev: int = 24, trials:
     base = make()
     programs: dict[str, RAGProgram] = {"unoptimized": base}
     gepa: dict[str, Any] = {}
-    for kind in ("score", "findings"):
+    kinds: tuple[Feedback, ...] = ("score", "findings")
+    for kind in kinds:
         if progress:
             print(f"GEPA, feedback={kind}: {trials} x {len(train)} metric calls", flush=True)
         programs[kind], gepa[kind] = _gepa_arm(kind, make, train, trials)
     scorer = Scorer.of(space_for("score", trials, n_train))
-    rows = {arm: scores(programs[arm], test, scorer, arm, progress) for arm in ARMS}
+    rows, score_s = {}, {}
+    for arm in ARMS:
+        t0 = time.perf_counter()
+        rows[arm] = scores(programs[arm], test, scorer, arm, progress)
+        score_s[arm] = round(time.perf_counter() - t0, 1)
     return {
         "dataset": gs.name, "route": route, "seed": seed, "trials": trials, "documents": len(docs),
-        "index_s": round(index_s, 1),
+        "index_s": round(index_s, 1), "score_s": score_s,
         "train": {"n": len(train), "answerable": sum(e.answerable for e in train)},
         "test": {"n": len(test), "answerable": sum(e.answerable for e in test)},
         "objective_weights": scorer.space.objective.metrics, "gepa": gepa,

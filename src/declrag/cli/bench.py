@@ -332,3 +332,26 @@ def bench_workers(
     if trials < 1:
         raise DeclragError("--trials must be at least 1")
     _bench_out(run(space, dataset, trials, storage), print_report, as_json)
+
+
+@bench_app.command("gepa")
+def bench_gepa(
+    dataset: Annotated[str, typer.Option(
+        help="a SQuAD-format golden set (paragraph documents, Title#n)")] = "squad-v2.0",
+    train: Annotated[int, typer.Option(help="GEPA's train (and validation) questions")] = 16,
+    dev: Annotated[int, typer.Option(help="held-out questions every arm answers")] = 24,
+    trials: Annotated[int, typer.Option(help="GEPA's budget: trials x train metric calls, the same for both arms")] = 3,
+    model: Annotated[str, typer.Option(help="the LM route of the program and of GEPA's reflection")] = "local/smollm2",
+    seed: Annotated[int, typer.Option(help="the question sample's seed")] = 13,
+    as_json: Annotated[Path | None, typer.Option(
+        "--json", help="write the results as JSON here (default: runs/bench/gepa.json)")] = None,
+):
+    """GEPA from the same default program with the bare score feedback and with the grounding findings, the same
+    budget each; both results and the un-optimized program on the same held-out questions, with paired intervals."""
+    from ..bench.gepa import print_report, run
+
+    if train < 1 or dev < 1 or trials < 2:
+        raise DeclragError("--train and --dev must be at least 1 and --trials at least 2",
+                           hint="GEPA's first evaluation of the train questions takes one trial's budget")
+    _bench_out(run(dataset, n_train=train, n_dev=dev, trials=trials, route=model, seed=seed), print_report,
+               as_json or Path("runs/bench/gepa.json"))

@@ -14,19 +14,17 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..extract import LEXICAL, SEMANTIC, SEMANTIC_LEXICAL, check
+from .. import extract  # a module, not its names: declrag.extract reads metrics.text while this package loads
 from .base import Case, FnMetric, Score, register
 from .embedding import shared_embedder
 from .text import Detail, detail_supported, details, norm_phrase, numbers, squad_normalize
 
-__all__ = ["LEXICAL", "SEMANTIC", "SEMANTIC_LEXICAL", "faithfulness", "hallucination", "sentence_support", "sia",
-           "unsupported_details"]
 
 def sentence_support(case: Case) -> list[tuple[str, bool, float, float]]:
     """(sentence, supported, lexical support, semantic support) for each sentence of the answer, by the one rule
     the verified generate mode also applies (`declrag.extract.check`): a sentence with a specific detail (number,
     name, quote) that the passages lack is never supported."""
-    found = check(case.answer, [p.text for p in case.passages], shared_embedder().embed_documents, case.context)
+    found = extract.check(case.answer, [p.text for p in case.passages], shared_embedder().embed_documents, case.context)
     return [(f.sentence, f.supported, f.lexical, f.semantic) for f in found]
 
 

@@ -1,0 +1,194 @@
+"""The deterministic generate modes (`declrag.extract`): ``extractive`` answers in the passages' own words with exact
+spans and abstains by a threshold and by the question's details; ``verified`` checks each sentence an LM wrote and
+drops or replaces what its passages do not support. Through the program, the stream, HTTP and MCP."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+from dspy.utils.dummies import DummyLM
+from fastapi.testclient import TestClient
+from mcp import Client
+
+from declrag.adapters import PlainTextAdapter
+from declrag.config import ProgramConfig
+from declrag.extract import candidates, check, cited_sentences, extract, missing_details, spans
+from declrag.lm import using_lm
+from declrag.program import LOCAL_DEFAULT_MODE, RAGProgram, default_config
+from declrag.stores.lancedb import LanceStore
+from declrag.streaming import Done, astream
+from declrag.testing import HashEmbedder
+from declrag.testing.store_contract import corpus
+
+Q = "What is the capital of Italy?"
+LOW = {"min_score": 0.0, "require_details": False}  # HashEmbedder's cosines are low: tests set the threshold
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    s = LanceStore(tmp_path_factory.mktemp("extract") / "store")
+    s.upsert(*corpus(HashEmbedder()))
+    return s
+
+
+def make(store, mode: str, **generate) -> RAGProgram:
+    cfg = ProgramConfig.model_validate({"generate": {"mode": mode, **generate}})
+    return RAGProgram(cfg, store=store, embedder=HashEmbedder())
+
+
+def ask(prog, answer: str | None = None, question: str = Q, **kw):
+    lm = DummyLM([{"answer": answer or "unused"}] * 4, adapter=PlainTextAdapter())
+    with using_lm(lm):
+        return prog(question=question, **kw)
+
+
+# ------------------------------------------------------------------------------------------- the pieces
+def test_every_piece_is_an_exact_span_within_the_limit_even_without_sentence_boundaries():
+    table = "| year | city | people |\n" + "\n".join(f"| {1900 + i} | Rome | {i * 1000} |" for i in range(40))
+    code = "def f(x): return " + " + ".join(f"x * {i}" for i in range(200))
+    long = "The Colosseum, " + ", ".join(f"built with stone number {i}" for i in range(60)) + ", stands in Rome."
+    for text in (table, code, long, "x" * 1000):
+        got = spans(text, 120)
+        assert got and all(0 < b - a <= 120 and text[a:b].strip() == text[a:b] for a, b in got)
+    assert spans("", 100) == [] and spans("   \n  ", 100) == []
+
+
+def test_candidates_keep_a_repeated_sentence_once_and_number_their_passage():
+    got = candidates(["Rome is old. Rome is big.", "Rome is big. Paris is far."], 400)
+    assert [(p.n, p.text) for p in got] == [(1, "Rome is old."), (1, "Rome is big."), (2, "Paris is far.")]
+
+
+def test_extract_takes_the_answering_sentence_and_abstains_on_what_the_passages_never_name(minilm):
+    passages = ["The Colosseum is an amphitheatre in Rome. It was built under the Flavian emperors.",
+                "Rome is the capital of Italy. It has many fountains."]
+    qv = minilm.embed_query(Q)
+    got = extract(Q, passages, minilm.embed_documents, qv, max_sentences=1)
+    assert [(p.n, p.text) for p in got.pieces] == [(2, "Rome is the capital of Italy.")]
+    assert got.text() == "Rome is the capital of Italy. [2]"
+    q2 = "What is the capital of Portugal?"
+    gone = extract(q2, passages, minilm.embed_documents, minilm.embed_query(q2), min_score=0.0)
+    assert gone.pieces == [] and "Portugal" in gone.reason
+    q3 = "How do volcanoes form under the ocean floor?"
+    far = extract(q3, passages, minilm.embed_documents, minilm.embed_query(q3), min_score=0.5)
+    assert far.pieces == [] and "scores 0.5 or more" in far.reason
+    assert missing_details("When did Napoleon visit Rome in 1805?", passages[0]) == ["1805", "Napoleon"]
+
+
+def test_a_question_in_another_language_gets_a_bounded_answer_or_the_abstention(minilm):
+    passages = ["Rome is the capital of Italy. " * 30]
+    q = "Quelle est la capitale de l'Italie ?"
+    got = extract(q, passages, minilm.embed_documents, minilm.embed_query(q), max_piece_chars=80)
+    assert got.pieces == [] or all(len(p.text) <= 80 for p in got.pieces)
+
+
+def test_check_flags_invented_details_wrong_citations_and_unsupported_sentences(minilm):
+    passages = ["Paris is the capital of France.", "Rome is the capital of Italy. It has many fountains."]
+    found = check("Rome is the capital of Italy [1]. Rome was founded by Napoleon in 1805 [2]. "
+                  "Bananas grow well on the moon [2].", passages, minilm.embed_documents)
+    first, second, third = found
+    assert first.supported and first.by == 2 and first.wrong_citation and first.cited == [1]
+    assert not second.supported and set(second.missing) == {"Napoleon", "1805"}
+    assert not third.supported and third.lexical == 0.0 and third.by is None
+    assert cited_sentences("Rome. [1] Paris [2].") == [("Rome.", [1]), ("Paris.", [2])]
+
+
+# ------------------------------------------------------------------------------------------- the program
+def test_extractive_answers_without_an_lm_with_exact_quotes(store):
+    prog = make(store, "extractive", extract=LOW)
+    assert "generate" not in prog._lm_stages()
+    a = ask(prog)
+    assert not a.abstained and a.usage["total"]["calls"] == 0 and a.checked["mode"] == "extractive"
+    assert a.stages["generate"] == "extractive"
+    docs = store.document_texts([c["doc_id"] for c in a.citations])
+    quoted = [docs[c["doc_id"]][s:e] for c in a.citations for s, e in c.get("quotes", [])]
+    assert quoted and all(q in a.answer for q in quoted)  # every sentence of the answer is its document's own
+    assert "Rome is the capital of Italy." in quoted
+
+
+def test_extractive_abstains_below_its_threshold(store):
+    a = ask(make(store, "extractive", extract={"min_score": 0.99}))
+    assert a.abstained and a.answer == "I don't know." and a.citations == []
+    assert "scores 0.99 or more" in a.checked["reason"]
+
+
+def test_verified_drops_an_invented_sentence_and_puts_the_passages_own_in_its_place(store):
+    lm_answer = "Rome is the capital of Italy [1]. It was founded by Napoleon Bonaparte in 1805 [1]."
+    kept = ask(make(store, "verified", unsupported="drop", extract=LOW), lm_answer)
+    assert kept.answer.startswith("Rome is the capital of Italy. [") and "Napoleon" not in kept.answer
+    assert kept.dropped_sentences == 1 and kept.checked["replaced"] == 0
+    assert kept.checked["unsupported"][0]["missing"] == ["1805", "Napoleon Bonaparte"]
+    swapped = ask(make(store, "verified", extract=LOW), lm_answer)
+    assert swapped.dropped_sentences == 1 and swapped.checked["replaced"] == 1
+    assert "Napoleon" not in swapped.answer and swapped.answer.count("[") == 2
+    assert any(c.get("quotes") for c in swapped.citations)  # the stand-in is cited with its exact span
+    plain = ask(make(store, "lm"), lm_answer)
+    assert "Napoleon" in plain.answer and plain.dropped_sentences == 0  # the lm mode leaves the answer alone
+
+
+def test_verified_abstains_when_nothing_the_lm_said_is_supported(store):
+    a = ask(make(store, "verified", unsupported="drop", extract=LOW), "Bananas grow well on the moon [1].")
+    assert a.abstained and a.dropped_sentences == 1 and a.to_dict()["dropped_sentences"] == 1
+
+
+def test_the_default_program_on_the_local_model_answers_in_the_measured_mode():
+    assert default_config().generate.mode == LOCAL_DEFAULT_MODE
+    assert default_config(model="openai/gpt-4o-mini").generate.mode == "lm"
+    chosen = ProgramConfig.model_validate({"generate": {"mode": "verified"}})
+    assert default_config(chosen).generate.mode == "verified"  # a mode set by the user stands
+
+
+def test_generating_switches_the_mode_and_keeps_the_rest(store):
+    prog = make(store, "lm", variant="terse")
+    other = prog.generating("extractive")
+    assert other.config.generate.mode == "extractive" and other.config.generate.variant == "terse"
+    assert other.store is prog.store and prog.config.generate.mode == "lm"
+
+
+# ------------------------------------------------------------------------------------- stream, HTTP, MCP
+def test_an_extractive_answer_streams_through_the_lms_path(store):
+    prog = make(store, "extractive", extract=LOW)
+
+    async def go():
+        return [item async for item in astream(prog, lambda: prog(question=Q))]
+
+    items = anyio.run(go)
+    pieces, done = [i for i in items if isinstance(i, str)], items[-1]
+    assert isinstance(done, Done) and pieces and "".join(pieces) == done.result.answer == done.streamed
+
+
+def test_serve_reports_quotes_and_dropped_sentences(store):
+    from declrag.serve import ServeSettings, create_app
+    from declrag.testing import ScriptedLM
+
+    lm_answer = "Rome is the capital of Italy [1]. It was founded by Napoleon Bonaparte in 1805 [1]."
+    prog = make(store, "verified", unsupported="drop", extract=LOW)
+    app = create_app(prog, "v", "runs/v/best", ServeSettings(),
+                     lm_override=lambda: ScriptedLM({}, {"answer": lm_answer}))
+    with TestClient(app) as c:
+        while c.get("/readyz").status_code != 200:
+            pass
+        r = c.post("/v1/ask", json={"question": Q}).json()
+        streamed = c.post("/v1/ask", json={"question": Q + " ", "stream": True}).text
+        metrics = c.get("/metrics").text
+    assert r["dropped_sentences"] == 1 and "Napoleon" not in r["answer"]
+    assert "declrag_dropped_sentences_total 2.0" in metrics
+    events = [dict(line.split(": ", 1) for line in block.splitlines()) for block in streamed.strip().split("\n\n")]
+    last = json.loads(events[-1]["data"])
+    assert events[-1]["event"] == "answer" and last["dropped_sentences"] == 1 and "Napoleon" not in last["answer"]
+
+
+def test_mcp_ask_carries_the_quotes(store):
+    from declrag.mcp_server import build_server
+
+    prog = make(store, "extractive", extract=LOW)
+
+    async def go():
+        async with Client(build_server(prog, "x")) as c:
+            return await c.call_tool("ask", {"question": Q})
+
+    r = anyio.run(go)
+    assert not r.is_error
+    cites = r.structured_content["citations"]
+    assert any(c["quotes"] for c in cites) and r.structured_content["dropped_sentences"] == 0
