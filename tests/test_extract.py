@@ -135,6 +135,7 @@ def test_verified_abstains_when_nothing_the_lm_said_is_supported(store):
 def test_the_default_program_on_the_local_model_answers_in_the_measured_mode():
     assert default_config().generate.mode == LOCAL_DEFAULT_MODE
     assert default_config(model="openai/gpt-4o-mini").generate.mode == "lm"
+    assert default_config(model="local/smollm2").generate.mode == "lm"  # a model named is a model to write with
     chosen = ProgramConfig.model_validate({"generate": {"mode": "verified"}})
     assert default_config(chosen).generate.mode == "verified"  # a mode set by the user stands
 
@@ -192,3 +193,30 @@ def test_mcp_ask_carries_the_quotes(store):
     assert not r.is_error
     cites = r.structured_content["citations"]
     assert any(c["quotes"] for c in cites) and r.structured_content["dropped_sentences"] == 0
+
+
+# ------------------------------------------------------------------------------------------- mistakes
+@pytest.mark.parametrize("args, says", [
+    (["eval", "--dataset", "squad-v2.0", "--modes", "lm,extractve"], "--modes: unknown generate mode 'extractve'"),
+    (["eval", "--dataset", "squad-v2.0", "--modes", " , "], "--modes is empty"),
+    (["bench", "answers", "--mode", "verifed"], "unknown --mode 'verifed'"),
+    (["bench", "answers", "--n", "0"], "--n must be at least 1"),
+    (["bench", "answers", "--dataset", "squad-v3"], "unknown --dataset 'squad-v3'"),
+], ids=["eval-mode-typo", "eval-no-mode", "bench-mode-typo", "bench-n", "bench-dataset"])
+def test_a_wrong_mode_or_setting_is_one_line_before_any_work(capsys, args, says):
+    from declrag.cli import main
+
+    code = main(args)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and says in lines[0] and "Traceback" not in err and len(lines) <= 2, err
+
+
+def test_a_wrong_mode_in_a_config_names_the_field(tmp_path, capsys):
+    from declrag.cli import main
+
+    f = tmp_path / "p.yaml"
+    f.write_text("generate: {mode: extractiv}\n")
+    code = main(["ask", Q, "--config", str(f)])
+    err = capsys.readouterr().err
+    assert code == 2 and "generate.mode" in err and "Traceback" not in err, err

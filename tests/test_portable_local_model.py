@@ -100,7 +100,8 @@ def small_store(tmp_path_factory):
 
 
 def test_a_crash_of_the_local_model_is_one_line_and_exit_2(crashing_llama, small_store):
-    p = run("ask", "What does declrag compile search?", "--store", str(small_store), env=crashing_llama)
+    p = run("ask", "What does declrag compile search?", "--store", str(small_store), "--model", "local/smollm2",
+            env=crashing_llama)
     assert "Traceback" not in p.stdout + p.stderr
     assert p.returncode == 2, (p.returncode, p.stderr)
     lines = [line for line in p.stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
@@ -111,7 +112,8 @@ def test_a_crash_of_the_local_model_is_one_line_and_exit_2(crashing_llama, small
     assert [v["ok"] for v in record["loads"].values()] == [False]
 
     # remembered: the next process says the same without trying again (no child: the record answers)
-    again = run("ask", "What does declrag serve?", "--store", str(small_store), env=crashing_llama)
+    again = run("ask", "What does declrag serve?", "--store", str(small_store), "--model", "local/smollm2",
+                env=crashing_llama)
     assert again.returncode == 2 and "SIGILL" in again.stderr
 
 
@@ -149,7 +151,8 @@ def free_port() -> int:
 
 def test_serve_answers_503_with_the_crash_and_stays_up(crashing_llama, small_store):
     port = free_port()
-    proc = subprocess.Popen([str(SCRIPT), "serve", "--store", str(small_store), "--port", str(port)],
+    proc = subprocess.Popen([str(SCRIPT), "serve", "--store", str(small_store), "--port", str(port), "--model",
+                             "local/smollm2"],
                             env={**os.environ, **crashing_llama}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     base = f"http://127.0.0.1:{port}"

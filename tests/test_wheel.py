@@ -192,13 +192,19 @@ def test_index_search_ask(venv, project):
                 "--json")
     hits = json.loads(r.stdout)
     assert len(hits) == 2 and Path(hits[0]["source"]).name == "solar.md"
-    # the default program on the local model (local/smollm2), in-process
+    # the default program with no model named: the passages' own sentences (extractive), no LM call
     r = declrag(venv, project, "ask", "What do photovoltaic panels convert into electricity?", "--store",
                 ".declrag/store", "--json")
     answer = json.loads(r.stdout)
     assert answer["answer"].strip() and not answer["abstained"]
     assert answer["citations"] and {Path(c["source"]).name for c in answer["citations"]} <= {
         "solar.md", "wind.txt", "tea.txt"}
+    assert answer["usage"]["total"]["calls"] == 0 and answer["stages"]["generate"] == "extractive"
+    # the local model (local/smollm2), in-process, when it is named
+    r = declrag(venv, project, "ask", "What do photovoltaic panels convert into electricity?", "--store",
+                ".declrag/store", "--json", "--model", "local/smollm2")
+    answer = json.loads(r.stdout)
+    assert answer["answer"].strip() and answer["citations"]
     assert answer["usage"]["generate"]["calls"] == 1 and answer["stages"]["generate"] == "plain"
 
 

@@ -437,19 +437,19 @@ def read_config(path: str | Path) -> ProgramConfig:
                            hint="see ProgramConfig in declrag.config for the fields and their allowed values") from e
 
 
-# How the default program writes its answers when its LM is a small in-process model (an unconfigured machine):
-# the mode that measured best on SQuAD v2.0, MTRAG-UN and CMU QA (README "Answers that never invent";
-# `declrag bench answers`). A program routed to any other model writes with it (``lm``).
+# How the default program writes its answers on an unconfigured machine (no model named: the small in-process
+# model is all there is): the mode that measured best on SQuAD v2.0, MTRAG-UN and CMU QA (README "Answers that
+# never invent"; `declrag bench answers`). Name a model (--model, $DECLRAG_MODEL) and it writes the answers (``lm``).
 LOCAL_DEFAULT_MODE = "extractive"
 
 
 def default_config(config: ProgramConfig | None = None, model: str | None = None) -> ProgramConfig:
     """``config`` (default: `ProgramConfig()`) as the default program runs it: every LM call routed to ``model``
-    when given; and, when it writes with an in-process local model and its generate mode was left at ``lm``,
-    `LOCAL_DEFAULT_MODE`."""
+    when one is named; with none named, a program that would write with the in-process local model (its generate
+    mode left at ``lm``) answers in `LOCAL_DEFAULT_MODE`."""
     config = config or ProgramConfig()
     if model:
-        config = with_model(config, model)
+        return with_model(config, model)
     if config.generate.mode == "lm" and config.stage_lm("generate").route.startswith("local/"):
         config = config.model_copy(update={"generate": config.generate.model_copy(update={"mode": LOCAL_DEFAULT_MODE})})
     return config

@@ -22,6 +22,7 @@ import time
 from typing import Any, Literal
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..api import corpus_store
@@ -83,12 +84,30 @@ def scores(prog: RAGProgram, examples: list[Example], scorer: Scorer, label: str
     return rows
 
 
+class _Steps(logging.Handler):
+    """GEPA's own account of each iteration (what it proposed, and whether it kept it), as it logs it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.steps: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if any(k in msg for k in ("Proposed new text", "subsample score", "Found a better", "Base program full")):
+            self.steps.append(msg[:400])
+
+
 def _gepa_arm(kind: Feedback, make, train: list[Example], trials: int) -> tuple[RAGProgram, dict[str, Any]]:
     scorer = Scorer.of(space_for(kind, trials, len(train)))
+    gepa_log, steps = logging.getLogger("dspy.teleprompt.gepa"), _Steps()
+    gepa_log.addHandler(steps)
     t0 = time.perf_counter()
-    new, info = optimize_prompts(make(), scorer, train, train)
+    try:
+        new, info = optimize_prompts(make(), scorer, train, train)
+    finally:
+        gepa_log.removeHandler(steps)
     info = {**info, "wall_s": round(time.perf_counter() - t0, 1), "lm_calls": scorer.spent.lm_calls,
-            "max_metric_calls": trials * len(train), "instructions": instructions(new)}
+            "max_metric_calls": trials * len(train), "instructions": instructions(new), "steps": steps.steps}
     return new, info
 
 
@@ -169,5 +188,5 @@ def print_report(r: dict[str, Any], console: Console) -> None:
     for arm in ("score", "findings"):
         changed = {k: v for k, v in r["gepa"].get(arm, {}).get("instructions", {}).items()
                    if v != r["unoptimized_instructions"].get(k)}
-        console.print(f"[bold]{arm}[/]: " + ("; ".join(f"{k}: {v[:200]!r}" for k, v in changed.items())
-                                             if changed else "instructions unchanged"))
+        console.print(f"[bold]{arm}[/]: " + escape("; ".join(f"{k}: {v[:200]!r}" for k, v in changed.items())
+                                                    if changed else "instructions unchanged"))

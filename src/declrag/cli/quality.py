@@ -71,6 +71,7 @@ def eval_(
         return
     if not dataset:
         raise DeclragError("--dataset is required", hint="e.g. declrag eval --dataset squad-v2.0 --limit 50")
+    chosen = _modes(modes)
     from ..choice import select_program
     from ..golden import load_golden
 
@@ -81,7 +82,6 @@ def eval_(
         raise DeclragError(f"--limit must be at least 1, got {limit}")
     names = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else \
         DEFAULT_METRICS + (DEFAULT_JUDGE_METRICS if judge else [])
-    chosen = _modes(modes)
     prog = select_program(program, config, store, model, corpus=golden, progress=not quiet).load().warm_up()
     spec = EvalSpec(dataset=golden.name, split=split, limit=limit, seed=seed, metrics=names, judges=judge or [],
                     threads=threads, closed_book=closed_book, oracle=oracle, probes=probes)
