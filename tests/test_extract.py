@@ -220,3 +220,26 @@ def test_a_wrong_mode_in_a_config_names_the_field(tmp_path, capsys):
     code = main(["ask", Q, "--config", str(f)])
     err = capsys.readouterr().err
     assert code == 2 and "generate.mode" in err and "Traceback" not in err, err
+
+
+def test_compile_searches_the_modes_with_their_own_settings():
+    import optuna
+
+    from declrag.optimize.space import apply, read_space, sample
+
+    space = read_space("default")
+    assert space.params["generate_mode"].choices == ["lm", "extractive", "verified"]
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    seen = {}
+    for _ in range(40):
+        values = sample(study.ask(), space)
+        mode = values["generate_mode"]
+        seen[mode] = values
+        assert ("generate_prompt" in values) == (mode != "extractive")  # no prompt to search without an LM
+        assert ("extract_min_score" in values) == (mode != "lm")
+        assert ("unsupported" in values) == (mode == "verified")
+        cfg = apply(space.base, values, space.params)
+        assert cfg.generate.mode == mode
+        if mode != "lm":
+            assert cfg.generate.extract.min_score == values["extract_min_score"]
+    assert set(seen) == {"lm", "extractive", "verified"}
