@@ -243,3 +243,30 @@ def test_compile_searches_the_modes_with_their_own_settings():
         if mode != "lm":
             assert cfg.generate.extract.min_score == values["extract_min_score"]
     assert set(seen) == {"lm", "extractive", "verified"}
+
+
+def test_eval_runs_the_modes_side_by_side(tmp_path, capsys):
+    from declrag.cli import main
+    from declrag.testing import ScriptedLM
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "rome.txt").write_text("Rome is the capital of Italy. The Colosseum is an amphitheatre in Rome.")
+    (docs / "paris.txt").write_text("Paris is the capital of France. The Eiffel Tower stands in Paris.")
+    assert main(["index", str(docs), "--store", str(tmp_path / "s"), "-q"]) == 0
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text('{"id": "a", "question": "What is the capital of Italy?", "answers": ["Rome"]}\n'
+                    '{"id": "b", "question": "Where does the Eiffel Tower stand?", "answers": ["Paris"]}\n')
+    capsys.readouterr()
+    with using_lm(ScriptedLM({}, {"answer": "Rome is the capital of Italy [1]. Napoleon built it in 1805 [1]."})):
+        code = main(["eval", "--dataset", str(gold), "--store", str(tmp_path / "s"), "--modes", "lm,extractive,verified",
+                     "--metrics", "faithfulness,sia,token_match", "--runs", str(tmp_path / "runs"), "--name", "m",
+                     "-q"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "extractive - lm" in out and "verified - lm" in out and "faithfulness" in out
+    rows = {m: [json.loads(x) for x in (tmp_path / "runs" / f"m-{m}" / "records.jsonl").read_text().splitlines()]
+            for m in ("lm", "extractive", "verified")}
+    assert all(r["metrics"]["faithfulness"] == 1.0 for r in rows["extractive"])
+    assert all("Napoleon" in r["answer"] for r in rows["lm"])
+    assert all("Napoleon" not in r["answer"] and r["dropped_sentences"] == 1 for r in rows["verified"])
