@@ -132,6 +132,11 @@ def test_verified_abstains_when_nothing_the_lm_said_is_supported(store):
     assert a.abstained and a.dropped_sentences == 1 and a.to_dict()["dropped_sentences"] == 1
 
 
+def test_verified_asks_no_lm_when_the_passages_do_not_answer(store):
+    a = ask(make(store, "verified", extract={"min_score": 0.99}), "Rome was founded by Napoleon [1].")
+    assert a.abstained and a.usage["total"]["calls"] == 0 and "scores 0.99 or more" in a.checked["reason"]
+
+
 def test_the_default_program_on_the_local_model_answers_in_the_measured_mode():
     assert default_config().generate.mode == LOCAL_DEFAULT_MODE
     assert default_config(model="openai/gpt-4o-mini").generate.mode == "lm"

@@ -295,8 +295,14 @@ class Generator(dspy.Module):
             return Draft(phrase, True, [])
         if self.cfg.mode == "extractive":
             return self._extractive(question, passages, conversation)
+        if self.cfg.mode == "lm":
+            return self._written(question, passages, strict, conversation)
+        gate = self._extract(question, passages, conversation, max_sentences=10, order="score") if passages else None
+        if gate is not None and not gate.pieces:  # the passages do not answer it: no LM call, no words to check
+            return Draft(phrase, True, [], checked={"mode": "verified", "sentences": 0, "dropped": 0, "replaced": 0,
+                                                    "recited": 0, "reason": gate.reason})
         draft = self._written(question, passages, strict, conversation)
-        return self._verified(question, passages, draft, conversation) if self.cfg.mode == "verified" else draft
+        return self._verified(draft, gate.pieces if gate else [], passages)
 
     def _written(self, question: str, passages: list[Hit], strict: bool, conversation: str | None) -> Draft:
         """The LM's answer, its citations resolved (or attributed, when it cited nothing)."""
@@ -360,15 +366,15 @@ class Generator(dspy.Module):
         used = list(dict.fromkeys(p.n for p in got.pieces))
         return Draft(text, False, used, raw=text, quotes=[(p.n, p.start, p.end) for p in got.pieces], checked=checked)
 
-    def _verified(self, question: str, passages: list[Hit], draft: Draft, conversation: str | None) -> Draft:
+    def _verified(self, draft: Draft, spare: list[Piece], passages: list[Hit]) -> Draft:
         """``draft`` with each sentence checked against its passages (`declrag.extract.check`): a supported one kept
-        (cited by the passage that supports it), an unsupported one dropped or replaced by the best extractive
-        sentence not yet in the answer."""
+        (cited by the passage that supports it), an unsupported one dropped or replaced by the best of ``spare``
+        (the extractive candidates that clear the threshold, best first) not yet in the answer."""
         if draft.abstained:
             return replace(draft, checked={"mode": "verified", "sentences": 0, "dropped": 0, "replaced": 0,
                                            "recited": 0})
         found = check(draft.text, self._texts(passages), self._embed)
-        spare: list[Piece] | None = None
+        spare = list(spare)
         parts, used, quotes, dropped, replaced, recited, why = [], [], [], 0, 0, 0, []
         for f in found:
             if f.supported and f.by is not None:
@@ -379,8 +385,6 @@ class Generator(dspy.Module):
             dropped += 1
             why.append({"sentence": f.sentence[:300], "missing": f.missing[:5], "wrong_citation": f.wrong_citation})
             if self.cfg.unsupported == "extract":
-                if spare is None:
-                    spare = self._extract(question, passages, conversation, max_sentences=10, order="score").pieces
                 sub = next((p for p in spare if f"{shown(p.text)} [{p.n}]" not in parts), None)
                 if sub is not None:
                     spare.remove(sub)
