@@ -7,10 +7,13 @@ A store is built with one `IngestConfig` (how documents become chunks and vector
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .errors import DeclragError
 from .gguf import DEFAULT_ROUTE
 from .types import content_hash
 
@@ -257,3 +260,54 @@ class ProgramConfig(Strict):
     def stage_lm(self, stage: str) -> LMConfig:
         own = getattr(getattr(self, "history" if stage == "condense" else stage), "lm", None)
         return own or self.lm
+
+
+def with_model(config: ProgramConfig, route: str) -> ProgramConfig:
+    """The same program with every LM call routed to ``route``."""
+    lm = config.lm.model_copy(update={"route": route, "adapter": "auto"})
+    upd = {"lm": lm}
+    for name in ("rewrite", "rerank", "generate", "judge"):
+        sub = getattr(config, name)
+        if getattr(sub, "lm", None) is not None:
+            upd[name] = sub.model_copy(update={"lm": None})
+    return config.model_copy(update=upd)
+
+
+def read_config(path: str | Path) -> ProgramConfig:
+    """A `ProgramConfig` from a YAML or JSON file; errors name the file and the field."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        if data is None:  # an empty file (or only comments) is a mistake, not the default program
+            raise DeclragError(f"program config {p} is empty",
+                               hint="write the settings in it (e.g. retrieve: {k: 8}), or leave out --config for "
+                                    "the default program ({} in the file also means the defaults)")
+        return ProgramConfig.model_validate(data)
+    except OSError as e:
+        raise DeclragError(f"cannot read program config {p}: {e.strerror}", hint="check the path") from e
+    except UnicodeDecodeError as e:
+        raise DeclragError(f"{p}: not UTF-8 text (byte {e.start})", hint="save the config as UTF-8") from e
+    except yaml.YAMLError as e:
+        raise DeclragError(f"{p}: not valid YAML/JSON: {e}", hint="fix the syntax") from e
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise DeclragError(f"{p}: {'.'.join(map(str, err['loc'])) or '(top level)'}: {err['msg']}",
+                           hint="see ProgramConfig in declrag.config for the fields and their allowed values") from e
+
+
+# How the default program writes its answers on an unconfigured machine (no model named: the small in-process
+# model is all there is): the mode that measured best on SQuAD v2.0, MTRAG-UN and CMU QA (README "Answers that
+# never invent"; `declrag bench answers`). Name a model (--model, $DECLRAG_MODEL) and it writes the answers (``lm``).
+LOCAL_DEFAULT_MODE = "extractive"
+
+
+def default_config(config: ProgramConfig | None = None, model: str | None = None) -> ProgramConfig:
+    """``config`` (default: `ProgramConfig()`) as the default program runs it: every LM call routed to ``model``
+    when one is named; with none named, a program that would write with the in-process local model (its generate
+    mode left at ``lm``) answers in `LOCAL_DEFAULT_MODE`."""
+    config = config or ProgramConfig()
+    if model:
+        return with_model(config, model)
+    if config.generate.mode == "lm" and config.stage_lm("generate").route.startswith("local/"):
+        config = config.model_copy(update={"generate": config.generate.model_copy(update={"mode": LOCAL_DEFAULT_MODE})})
+    return config

@@ -63,7 +63,6 @@ def eval_(
     """Evaluate a program on a golden set: per-question records, a summary with 95% CIs, a report."""
     from ..evaluate import DEFAULT_JUDGE_METRICS, DEFAULT_METRICS, EvalSpec, Evaluation
     from ..evaluate import compare as compare_runs
-    from ..metrics.passages import UNIT_WORDS
 
     apply_cache_limits(lm_cache_entries, lm_cache_disk_mb, lm_history, embedding_rows)
     if compare:
@@ -87,14 +86,15 @@ def eval_(
                     threads=threads, closed_book=closed_book, oracle=oracle, probes=probes)
     run_name = name or f"eval-{golden.name}-{split}-{limit or 'all'}-{prog.config.digest()[:8]}"
     if chosen:
-        folders = []
-        for mode in chosen:
-            out.print(f"generate mode {mode}")
-            folders.append(runs / f"{run_name}-{mode}")
-            Evaluation(prog.generating(mode).warm_up(), golden, spec, folders[-1], progress=not quiet).run()
-        _print_modes(chosen, folders)
+        _print_modes(chosen, [_eval_mode(prog, mode, golden, spec, runs / f"{run_name}-{mode}", quiet)
+                              for mode in chosen])
         return
-    summary = Evaluation(prog, golden, spec, runs / run_name, progress=not quiet).run()
+    _print_eval(run_name, Evaluation(prog, golden, spec, runs / run_name, progress=not quiet).run(), runs)
+
+
+def _print_eval(run_name: str, summary: dict, runs: Path) -> None:
+    from ..metrics.passages import UNIT_WORDS
+
     t = Table(title=f"{run_name}: {summary['n']} questions, {summary['wall_s']} s")
     for col in ("metric", "mean", "95% CI", "n"):
         t.add_column(col, justify="left" if col == "metric" else "right")
@@ -123,6 +123,14 @@ def _modes(text: str | None) -> list[str]:
     if not chosen:
         raise DeclragError("--modes is empty", hint="e.g. --modes lm,extractive,verified")
     return chosen
+
+
+def _eval_mode(prog, mode: str, golden, spec, folder: Path, quiet: bool) -> Path:
+    from ..evaluate import Evaluation
+
+    out.print(f"generate mode {mode}")
+    Evaluation(prog.generating(mode).warm_up(), golden, spec, folder, progress=not quiet).run()
+    return folder
 
 
 def _print_modes(modes: list[str], folders: list[Path]) -> None:
