@@ -49,11 +49,7 @@ RETRIEVAL_STAGES = ("history", "rewrite", "retrieve", "rerank", "select")
 def _questions(name: str, n: int, seed: int) -> tuple[Any, list[Example]]:
     """The set and a seeded sample of ``n`` of its questions (SQuAD v2.0: half of them unanswerable)."""
     gs = load_golden(name)
-    seen: dict[str, Example] = {}
-    for split in gs.splits.values():
-        for e in split:
-            seen.setdefault(e.id, e)
-    pool = list(seen.values())
+    pool = gs.examples()
     rng = random.Random(seed)
     if name.startswith("squad-v2"):
         yes = [e for e in pool if e.answerable]

@@ -141,11 +141,7 @@ def generation(examples: list[Example], store, embedder: Embedder, route: str, n
 def run(dataset: str = "mtrag-un", route: str = "local/smollm2", modes: list[str] | None = None,
         generate: int = 60, progress: bool = True) -> dict[str, Any]:
     gs = load_golden(dataset)
-    seen: dict[str, Example] = {}
-    for split in gs.splits.values():
-        for e in split:
-            seen.setdefault(e.id, e)
-    examples = list(seen.values())
+    examples = gs.examples()
     embedder = Embedder(IngestConfig().embedder)
     store, _ = corpus_store(gs.documents, IngestConfig(), gs.name, embedder=embedder, progress=progress)
     retr = _retrieval_set(examples)

@@ -65,6 +65,14 @@ class GoldenSet:
             raise no_split(self.name, name, self.splits)
         return self.splits[name]
 
+    def examples(self) -> list[Example]:
+        """Every question of every split once (by id, the first split's copy), in split order."""
+        seen: dict[str, Example] = {}
+        for split in self.splits.values():
+            for e in split:
+                seen.setdefault(e.id, e)
+        return list(seen.values())
+
     def synthetic(self) -> dict[str, Any] | None:
         """How many of the questions a generator made (``metadata.synthetic``), and which generators; None: none."""
         made = [e.metadata for s in self.splits.values() for e in s if e.metadata.get("synthetic")]
