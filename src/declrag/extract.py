@@ -150,7 +150,7 @@ def shortlist(question: str, pool: list[Piece], size: int) -> list[Piece]:
 
 def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: np.ndarray, *, max_sentences: int = 2,
             min_score: float = 0.45, lexical_weight: float = 0.3, rank_weight: float = 0.02, order: str = "passage",
-            max_piece_chars: int = 400, require_details: bool = True, embed_at_most: int = 12) -> Extract:
+            max_piece_chars: int = 300, require_details: bool = True, embed_at_most: int = 8) -> Extract:
     """The extractive answer to ``question`` from ``passages`` (ranked, best first). ``query_vector``: the
     question's embedding (a conversation's turns mixed in, see `declrag.modules.Generator`); ``embed`` embeds the
     candidates (the ``embed_at_most`` of `shortlist`). Score = (1 - lexical_weight) * cosine + lexical_weight *
