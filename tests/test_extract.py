@@ -275,3 +275,20 @@ def test_eval_runs_the_modes_side_by_side(tmp_path, capsys):
     assert all(r["metrics"]["faithfulness"] == 1.0 for r in rows["extractive"])
     assert all("Napoleon" in r["answer"] for r in rows["lm"])
     assert all("Napoleon" not in r["answer"] and r["dropped_sentences"] == 1 for r in rows["verified"])
+
+
+def test_extractive_reads_the_conversation(minilm, tmp_path):
+    """A follow-up that names nothing is answered from what the conversation was about (with the turns left out,
+    "What is its capital city?" picks Rome's sentence here)."""
+    from declrag.testing.store_contract import TEXTS
+
+    store = LanceStore(tmp_path / "s")
+    docs, chunks, _ = corpus(HashEmbedder())
+    store.upsert(docs, chunks, minilm.embed_documents([c.text for c in chunks]))
+    cfg = ProgramConfig.model_validate({"generate": {"mode": "extractive", "extract": {
+        "min_score": 0.0, "max_sentences": 1, "require_details": False, "conversation_weight": 0.5}},
+        "history": {"query": "off"}})  # the search ignores the turns before: only the answer's choice reads them
+    prog = RAGProgram(cfg, store=store, embedder=minilm)
+    history = [{"role": "user", "content": "Tell me about Japan."}, {"role": "assistant", "content": "Gladly."}]
+    a = prog(question="What is its capital city?", history=history)
+    assert a.answer == f"{TEXTS['tokyo'][0]} [{a.citations[0]['n']}]" and a.citations[0]["doc_id"] == "tokyo"
