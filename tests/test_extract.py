@@ -183,6 +183,8 @@ def test_serve_reports_quotes_and_dropped_sentences(store):
     events = [dict(line.split(": ", 1) for line in block.splitlines()) for block in streamed.strip().split("\n\n")]
     last = json.loads(events[-1]["data"])
     assert events[-1]["event"] == "answer" and last["dropped_sentences"] == 1 and "Napoleon" not in last["answer"]
+    sent = "".join(json.loads(e["data"])["text"] for e in events if e["event"] == "delta")
+    assert sent == last["answer"]  # only the checked answer is streamed: the dropped words never reach the client
 
 
 def test_mcp_ask_carries_the_quotes(store):

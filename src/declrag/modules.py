@@ -396,6 +396,7 @@ class Generator(dspy.Module):
                    "recited": recited, "unsupported": why[:5]}
         if not parts:
             return Draft(self.cfg.abstain_phrase, True, [], removed=draft.removed, raw=draft.raw, checked=checked)
+        _send_answer(" ".join(parts))
         return Draft(" ".join(parts), False, list(dict.fromkeys(used)), removed=draft.removed, raw=draft.raw,
                      quotes=quotes, checked=checked)
 

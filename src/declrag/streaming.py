@@ -11,6 +11,8 @@ answer then arrives whole with the result.
 What is streamed is the answer's text as the final answer will have it wherever post-processing keeps the
 model's words: `CitationStream` applies `resolve_citations` as the tokens come (a marker that points at no
 passage is dropped, spacing is normalised, text that may still change is held back a few characters).
+With ``generate.mode`` ``extractive`` or ``verified`` the answer is streamed as one piece once it is made (verified:
+once every sentence has been checked), so no word the check drops is ever sent.
 Post-processing that replaces the text cannot be streamed: an abstention recognised in the answer, ``[n]``
 markers attributed to the sentences of an answer that cited nothing, the self-judge abstaining or
 regenerating. `Done.streamed` says what was sent; the caller compares it with the final answer.
@@ -125,8 +127,10 @@ async def astream(program: Any, call: Callable[[], Any]) -> AsyncIterator[str | 
     `CitationStream`), then `Done`. Raises what ``call`` raises."""
     gen = program.generate
     counter = _PassageCount(gen)
-    listener = AnswerListener(gen.main.predict, adapter_for(gen.main.lm_config))
-    streamer = dspy.streamify(_Run(call), status_message_provider=counter, stream_listeners=[listener],
+    # only an LM that writes the answer as it is streams its tokens; the deterministic modes send their answer
+    # themselves, and the verified mode only once it has been checked (no unsupported word reaches the client)
+    listeners = [AnswerListener(gen.main.predict, adapter_for(gen.main.lm_config))] if gen.cfg.mode == "lm" else []
+    streamer = dspy.streamify(_Run(call), status_message_provider=counter, stream_listeners=listeners,
                               include_final_prediction_in_output_stream=True, is_async_program=True)
     clean, final = CitationStream(), None
     async with aclosing(streamer()) as items:  # closed in this task: DSPy's task group is bound to it
