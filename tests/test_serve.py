@@ -748,8 +748,9 @@ def test_serve_runs_the_default_program_and_drains_on_sigterm(tmp_path, minilm):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    code = ("from declrag.serve import ServeSettings, serve; "
-            f"serve(store={str(tmp_path / 'store')!r}, settings=ServeSettings(port={port}), log_level='warning')")
+    code = ("from declrag.serve import ServeSettings, serve; "  # the local model named: it writes the answers
+            f"serve(store={str(tmp_path / 'store')!r}, model='local/smollm2', settings=ServeSettings(port={port}), "
+            "log_level='warning')")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:

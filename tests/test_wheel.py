@@ -209,7 +209,8 @@ def test_index_search_ask(venv, project):
 
 
 def test_eval_on_a_tiny_golden_set(venv, project):
-    r = declrag(venv, project, "eval", "--dataset", "tiny", "--limit", "3", "--name", "tiny-eval", "-q")
+    r = declrag(venv, project, "eval", "--dataset", "tiny", "--limit", "3", "--name", "tiny-eval", "-q", "--model",
+                "local/smollm2")
     run = project / "runs" / "tiny-eval"
     assert "report: runs/tiny-eval/report.html" in r.stdout
     summary = json.loads((run / "summary.json").read_text())
