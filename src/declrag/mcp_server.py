@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field, ValidationError
 from .about import package_version
 from .choice import select_program
 from .errors import DeclragError
+from .http_server import Server
 from .inputs import user_text
 from .program import RAGProgram
 from .stores.base import FILTER_FIELDS, Filter
@@ -247,25 +248,10 @@ def run(target: str | Path | None = None, *, config: str | Path | None = None, s
     where = f"[{host}]" if ":" in host else host
     say(f"declrag mcp: {what} as {name!r} on http://{where}:{port}{HTTP_PATH} (streamable HTTP; tools: search, ask)")
     app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)  # host: DNS-rebinding protection
-    http = _Uvicorn(uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=30))
+    http = Server(uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=30))
     http.run()
     if http.stopped_by:
         say("stopped")
-
-
-class _Uvicorn(uvicorn.Server):
-    """uvicorn's server; a SIGTERM or Ctrl-C that stopped it gracefully ends `run` normally (exit status 0)
-    instead of being raised again once the server is down, as uvicorn does (`declrag serve` does the same)."""
-
-    stopped_by: list[int] = []
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        with super().capture_signals():
-            yield
-            captured = getattr(self, "_captured_signals", [])
-            self.stopped_by = list(captured)
-            captured.clear()
 
 
 __all__ = ["AskResult", "MAX_K", "SearchResult", "build_server", "load_program", "run", "stdout_to_stderr"]

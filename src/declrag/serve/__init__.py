@@ -4,7 +4,6 @@ runs it under uvicorn until SIGTERM / Ctrl-C (requests in flight finish first)."
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +13,7 @@ import uvicorn
 
 from ..choice import DEFAULT_NAME, ProgramChoice, select_program
 from ..errors import DeclragError
+from ..http_server import Server
 from ..memory import bound_allocator, trim_periodically
 from .app import ServeSettings, create_app
 
@@ -27,21 +27,6 @@ def resolve(target: str | Path | None = None, config: str | Path | None = None, 
     named NAME) or a program folder; with none, ``config`` (named after the file) or the default program over
     ``store``. Everything cheap is checked up front so mistakes fail before the server starts."""
     return select_program(target, config, store, model)
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server; a SIGTERM or Ctrl-C that stopped it gracefully ends `serve` normally (exit status 0)
-    instead of being raised again once the server is down, as uvicorn does."""
-
-    stopped_by: list[int] = []
-
-    @contextlib.contextmanager
-    def capture_signals(self):
-        with super().capture_signals():
-            yield
-            captured = getattr(self, "_captured_signals", [])
-            self.stopped_by = list(captured)
-            captured.clear()
 
 
 def serve(target: str | Path | None = None, *, config: str | Path | None = None, store: str | Path | None = None,
@@ -70,7 +55,7 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
         server.should_exit = True  # the server stops; serve() raises the error
 
     app = create_app(loader, name, run, s, on_load=on_load)
-    server = _Server(uvicorn.Config(app, host=s.host, port=s.port, log_level=log_level,
+    server = Server(uvicorn.Config(app, host=s.host, port=s.port, log_level=log_level,
                                     timeout_graceful_shutdown=int(s.request_timeout_s) + 10))
     host = f"[{s.host}]" if ":" in s.host else s.host
     say(f"declrag serve: {what} as {name!r} on http://{host}:{s.port}/ (web page /, POST /v1/ask, "
