@@ -165,10 +165,7 @@ def build_server(program: RAGProgram, name: str = "declrag") -> MCPServer:
             text = user_text(query, "query", limit, hint=too_long)
             _check_where(where)
             hits = program.search(text, history=history, where=where, k=k, alpha=alpha)
-        return SearchResult(hits=[SearchHit(
-            rank=i, chunk_id=h.chunk.id, doc_id=h.doc_id, source=h.chunk.source, title=h.chunk.title,
-            page=h.chunk.page, span=(h.start, h.end), text=h.text, score=round(float(h.score), 6),
-        ) for i, h in enumerate(hits, 1)])
+        return SearchResult(hits=[SearchHit(**h.payload(i)) for i, h in enumerate(hits, 1)])
 
     def ask(
         question: Annotated[str, Field(description="the question")],

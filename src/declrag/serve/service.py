@@ -368,7 +368,7 @@ class AnswerService:
         k, alpha = k or r.k, r.alpha if alpha is None else alpha
         hits, _, took = await self._run(req, partial(self.searching, req, k, alpha),
                                         lambda res: self.metrics.usage(res[1]))
-        return {"hits": [hit_payload(i, h) for i, h in enumerate(hits, 1)], "query": req.question, "k": k,
+        return {"hits": [h.payload(i) for i, h in enumerate(hits, 1)], "query": req.question, "k": k,
                 "alpha": alpha, "latency_ms": {"total": round(1000 * took, 3)}}
 
     async def answer_stream(self, req: Request) -> Events:
@@ -440,11 +440,3 @@ class AnswerService:
                     task.cancel()
 
         return events()
-
-
-def hit_payload(rank: int, h: Hit) -> dict[str, Any]:
-    """One `/v1/search` result: its rank (1 is the best), the chunk it came from, the span and text to show
-    and cite (with a window, wider than the chunk), and its score (as the program ranked it, unrounded)."""
-    c = h.chunk
-    return {"rank": rank, "chunk_id": c.id, "doc_id": c.doc_id, "source": c.source, "title": c.title,
-            "page": c.page, "span": [h.start, h.end], "text": h.text, "score": float(h.score)}
