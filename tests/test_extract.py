@@ -14,7 +14,7 @@ from mcp import Client
 
 from declrag.adapters import PlainTextAdapter
 from declrag.config import ProgramConfig
-from declrag.extract import candidates, check, cited_sentences, extract, missing_details, spans
+from declrag.extract import candidates, check, cited_sentences, extract, missing_details, shown, spans
 from declrag.lm import using_lm
 from declrag.program import LOCAL_DEFAULT_MODE, RAGProgram, default_config
 from declrag.stores.lancedb import LanceStore
@@ -58,6 +58,7 @@ def test_every_piece_is_an_exact_span_within_the_limit_even_without_sentence_bou
 def test_candidates_keep_a_repeated_sentence_once_and_number_their_passage():
     got = candidates(["Rome is old. Rome is big.", "Rome is big. Paris is far."], 400)
     assert [(p.n, p.text) for p in got] == [(1, "Rome is old."), (1, "Rome is big."), (2, "Paris is far.")]
+    assert all(shown(p.text) for p in candidates(["Rome is old.\n[12]\n[3, 4]\nParis is far."], 400))
 
 
 def test_extract_takes_the_answering_sentence_and_abstains_on_what_the_passages_never_name(minilm):

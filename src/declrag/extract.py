@@ -116,7 +116,7 @@ def candidates(passages: Sequence[str], limit: int) -> list[Piece]:
     out: list[Piece] = []
     for n, text in enumerate(passages, 1):
         for a, b in spans(text, limit):
-            key = " ".join(text[a:b].lower().split())
+            key = shown(text[a:b]).lower()  # a footnote mark alone is not a sentence
             if len(content_words(key)) == 0 or key in seen:
                 continue
             seen.add(key)
