@@ -17,7 +17,8 @@ answer after retrieval, and to the end. Each question runs through the serving p
 intervals).
 
 The ``verified`` arm runs after ``lm`` and its LM call is answered by DSPy's cache with the very same completion,
-so that the two arms differ only by the check; its latencies are the ``lm`` arm's plus the check's own time.
+so that the two arms differ only by the check; its latency is the ``lm`` arm's time to the end plus the check's own
+time, for its first piece too (it streams only its checked answer, whole).
 """
 
 from __future__ import annotations
@@ -101,9 +102,10 @@ def run_set(name: str, n: int, route: str, modes: list[str], seed: int = 0, prog
             rows[mode].append(_row(e, a, first_s, end_s, metrics))
             if progress and (i + 1) % 10 == 0:
                 print(f"  {name} {mode}: {i + 1}/{len(picked)}", flush=True)
-    if "verified" in rows and "lm" in rows:  # its LM call was a cache hit: its times are lm's plus the check
-        for v, lm in zip(rows["verified"], rows["lm"]):
-            v["first_ms"], v["end_ms"] = lm["first_ms"], round(lm["end_ms"] + max(v["check_ms"], 0.0), 2)
+    if "verified" in rows and "lm" in rows:  # its LM call was a cache hit: its time is lm's plus the check, and it
+        for v, lm in zip(rows["verified"], rows["lm"]):  # sends its checked answer whole, so its first piece is its end
+            if v["lm_calls"]:  # an abstention before the LM made no call: its times are its own
+                v["first_ms"] = v["end_ms"] = round(lm["end_ms"] + max(v["check_ms"], 0.0), 2)
     return {"dataset": gs.name, "documents": len(gs.documents), "n": len(picked), "seed": seed, "route": route,
             "answerable": sum(e.answerable for e in picked), "modes": {m: summary(rows[m], rows.get("lm"))
                                                                     for m in order},

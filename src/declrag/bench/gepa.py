@@ -47,7 +47,7 @@ PAIRS = (("unoptimized", "score"), ("unoptimized", "findings"), ("score", "findi
 
 def questions(gs: GoldenSet, n: int, seed: int) -> list[Example]:
     """A seeded sample of ``n`` questions with one gold paragraph each, in the split's order."""
-    pool = [e for split in gs.splits.values() for e in split if e.gold]
+    pool = [e for e in gs.examples() if e.gold]
     keep = set(random.Random(seed).sample(range(len(pool)), min(n, len(pool))))
     return [e for i, e in enumerate(pool) if i in keep]
 
