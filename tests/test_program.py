@@ -280,3 +280,20 @@ def test_an_artifact_saved_by_an_earlier_declrag_still_loads_and_answers(store):
     assert (c.generate.variant, c.rerank.mode, c.rerank.candidates) == ("terse", "bm25", 6)
     assert prog.generate.main.predict.demos[0]["answer"] == "c [1]"
     assert run(prog, [{"answer": "Rome [1]."}]).answer == "Rome [1]."
+
+
+def test_an_artifact_saved_before_the_house_was_layered_still_loads_and_answers(store):
+    """tests/data/artifact-c0696d8 was saved by declrag at commit c0696d8 (issue 39's answer modes, before issue 40
+    moved the pipeline into its own package): its verified mode, extract settings and demos load, and it answers."""
+    import warnings
+    from pathlib import Path
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = load(Path(__file__).parent / "data" / "artifact-c0696d8", store=store, embedder=HashEmbedder())
+    g = prog.config.generate
+    assert (g.mode, g.unsupported, g.extract.max_sentences, g.extract.min_score) == ("verified", "extract", 1, 0.3)
+    assert (prog.config.retrieve.k, prog.config.rerank.candidates) == (4, 8)
+    assert prog.generate.main.predict.demos[0]["answer"] == "c [1]"
+    a = run(prog, [{"answer": "Rome is the capital of Italy [1]."}])
+    assert "Rome" in a.answer and not a.abstained and a.passages
