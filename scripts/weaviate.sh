@@ -192,7 +192,7 @@ case $cmd in
     fi
     hosts=127.0.0.1:$port  # every node, so that a client fails over when the one it talks to is lost
     for ((n = 1; n < nodes; n++)); do hosts+=,127.0.0.1:$((port + n)); done
-    uri="weaviate://$hosts/?grpc=$((port + 100))&metrics=$((port + 400))"
+    uri="weaviate://$hosts/?grpc=$((port + 100))"
     echo "$uri" > "$dir/uri"
     say "$nodes node(s) of Weaviate ${VERSION#v} ready in $((SECONDS - t0)) s; data and logs in $dir"
     echo "$uri"

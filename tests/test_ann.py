@@ -103,7 +103,7 @@ def test_ann_settings_out_of_range_are_refused_by_name():
 
 
 def test_scale_distractors_are_real_sentences_with_mean_vectors_and_the_same_at_every_size():
-    from declrag.bench.scale import DISTRACTOR_SENTENCES, distractors
+    from declrag_bench.scale import DISTRACTOR_SENTENCES, distractors
 
     sentences = [f"Sentence number {i} about topic {i % 7}." for i in range(200)]
     vecs = clustered(200, 1)

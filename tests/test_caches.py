@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from dspy.clients import base_lm
 
-from declrag.bench import standin
+from declrag.testing import standin
 from declrag.caches import CacheLimits, current, set_current
 from declrag.config import LMConfig
 from declrag.embed import EmbeddingCache
@@ -161,7 +161,7 @@ def test_metrics_report_every_cache_with_its_bound(limited, tmp_path):
 
 
 def test_questions_never_repeat_even_from_a_uniform_base():
-    from declrag.bench.soak import Questions
+    from declrag_bench.soak import Questions
 
     qs = Questions(["What is it?", "What is it?"[::-1]], seed=1)
     asked = [qs.next() for _ in range(500)]
@@ -172,7 +172,7 @@ def test_a_short_soak_writes_its_json_and_png_with_no_5xx(tmp_path, minilm):
     import json
 
     import declrag
-    from declrag.bench.soak import run, write
+    from declrag_bench.soak import run, write
     from declrag.testing.store_contract import TEXTS
 
     (tmp_path / "docs").mkdir()

@@ -246,7 +246,7 @@ def test_a_killed_compile_resumes_without_losing_or_rerunning_trials(space, tmp_
 
 
 def test_bench_compile_runs_the_grid_and_the_search_on_cold_caches(tmp_path):
-    from declrag.bench.compile import run as bench_compile
+    from declrag_bench.compile import run as bench_compile
 
     f = tmp_path / "bench.yaml"
     f.write_text(SPACE.split("params:")[0] + "base: {retrieve: {k: 2}}\nparams:\n"

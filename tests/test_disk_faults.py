@@ -149,7 +149,7 @@ def answer(monkeypatch):
     import threading
     from http.server import ThreadingHTTPServer
 
-    from declrag.bench import standin
+    from declrag.testing import standin
     from declrag.config import LMConfig
     from declrag.lm import make_lm
 
@@ -166,7 +166,7 @@ def answer(monkeypatch):
 def test_a_read_only_lm_cache_folder_leaves_the_memory_cache(tmp_path, lm_cache_at, answer, caplog):
     import dspy
 
-    from declrag.bench import standin
+    from declrag.testing import standin
     from declrag.lm.registry import LM_DISK_FAULT
 
     src, view = tmp_path / "src", tmp_path / "view"
@@ -187,7 +187,7 @@ def test_a_read_only_lm_cache_folder_leaves_the_memory_cache(tmp_path, lm_cache_
 def test_a_corrupt_lm_cache_file_is_a_miss_and_the_call_is_answered(tmp_path, lm_cache_at, answer):
     import dspy
 
-    from declrag.bench import standin
+    from declrag.testing import standin
     from declrag.lm.registry import LM_DISK_FAULT
 
     lm_cache_at(tmp_path / "dspy")

@@ -204,7 +204,7 @@ def test_the_shipped_space_runs_on_a_set_without_its_source_split(tmp_path, capl
 def test_bench_compile_reports_each_stages_peak_memory_with_the_finetune_stage(tmp_path):
     from rich.console import Console
 
-    from declrag.bench.compile import print_report, run
+    from declrag_bench.compile import print_report, run
 
     space = tmp_path / "space.yaml"
     space.write_text(FT_SPACE)

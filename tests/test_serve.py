@@ -882,7 +882,7 @@ def test_json_responses_say_what_the_standard_encoder_says():
 def test_the_serve_benchmark_load_generator_reads_answers(prog, stream):
     """`declrag bench serve`'s HTTP client against a real server: every answer read (plain JSON, or streamed to
     its final event) and counted, none as an error; a refused request counts as an error."""
-    from declrag.bench.serve import _load
+    from declrag_bench.serve import _load
 
     with real_server(app_for(prog)) as (base, _):
         r = _load(base, [Q, "Where is the Eiffel Tower?"], clients=2, duration_s=0.5, stream=stream,

@@ -409,7 +409,7 @@ def test_web_page_keeps_the_conversation(prog):
 
 # ---------------------------------------------------------------------------------------- the bench
 def test_the_serve_benchmark_search_arm_asks_each_question_once(prog):
-    from declrag.bench.serve import _load
+    from declrag_bench.serve import _load
 
     questions = [f"capital number {i}" for i in range(12)]
     with real_server(app_for(prog, lm=CountingLM())) as (base, _):

@@ -176,7 +176,7 @@ def test_bench_synth_ranks_configurations_per_generator_over_passages(tmp_path, 
     cost per generator."""
     from rich.console import Console
 
-    from declrag.bench.synth import print_report, run
+    from declrag_bench.synth import print_report, run
 
     data = json.loads(shared("squad-v1.1", "dev-v1.1.json").read_text())
     arts = data["data"][:3]

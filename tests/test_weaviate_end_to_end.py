@@ -94,7 +94,7 @@ def test_cluster_loses_and_regains_a_node_without_failed_requests(tmp_path):
     indexing at QUORUM works while it is down."""
     if shutil.which("go") is None and not WEAVIATE_SCRIPT.exists():
         pytest.skip("needs Go to build Weaviate (https://go.dev/dl)")
-    from declrag.bench.cluster import run as cluster
+    from declrag_bench.cluster import run as cluster
 
     start_weaviate(tmp_path / "probe")  # builds the server (or skips here with the reason) before the cluster
     stop_weaviate(tmp_path / "probe")

@@ -34,7 +34,6 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 TINY = Path(__file__).resolve().parent / "data" / "tiny"
 KINDS = ("signatures", "optimizers", "datasets")
-SCRIPTS = ("weaviate.sh", "postgres.sh")
 
 
 def shipped(kind: str) -> list[str]:
@@ -115,7 +114,7 @@ def declrag(venv, cwd: Path, *args, timeout: float = 600) -> subprocess.Complete
     return sh(bin_dir / "declrag", *args, cwd=cwd, env=env, timeout=timeout)
 
 
-def test_sdist_and_wheels_carry_the_defaults_and_scripts(built):
+def test_sdist_and_wheels_carry_the_defaults_and_no_benchmark(built):
     for key in ("wheel", "direct"):
         names = zipfile.ZipFile(built[key]).namelist()
         folders = collections.defaultdict(list)
@@ -123,7 +122,8 @@ def test_sdist_and_wheels_carry_the_defaults_and_scripts(built):
             folders[n.rsplit("/", 1)[0]].append(n.rsplit("/", 1)[1])
         for kind in KINDS:
             assert sorted(folders[f"declrag/defaults/{kind}"]) == shipped(kind), (key, kind)
-        assert sorted(folders["declrag/scripts"]) == sorted(SCRIPTS)
+        # the benchmarks (benchmarks/, their own distribution) and the server scripts they run stay out
+        assert not [n for n in names if n.startswith(("declrag/scripts/", "declrag/bench/", "declrag_bench/"))]
         assert {"declrag/serve/page.html", "declrag/py.typed", "declrag/resources.py"} <= set(names)
         meta = zipfile.ZipFile(built[key]).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         assert "License-Expression: Apache-2.0" in meta and "Requires-Python: >=3.11" in meta
@@ -134,8 +134,8 @@ def test_sdist_and_wheels_carry_the_defaults_and_scripts(built):
         files = {n.split("/", 1)[1] for n in t.getnames() if "/" in n and t.getmember(n).isfile()}
     for kind in KINDS:
         assert {f"{kind}/{f}" for f in shipped(kind)} <= files
-    assert {"setup.py", "MANIFEST.in", "pyproject.toml", "README.md", "LICENSE",
-            "scripts/weaviate.sh", "scripts/postgres.sh"} <= files
+    assert {"setup.py", "MANIFEST.in", "pyproject.toml", "README.md", "LICENSE"} <= files
+    assert not [f for f in files if f.startswith(("scripts/", "benchmarks/"))]
 
 
 def test_the_installed_package_is_the_wheel_and_its_requirements_hold(venv, project):

@@ -11,8 +11,7 @@ dataset declarations (``datasets``). One lookup, the same for the three kinds; e
 A file is named by its stem (``generate`` is ``generate.yaml``; a dataset declaration is also known by its
 ``name`` field). A path that does not exist but whose file name is ``NAME.yaml`` resolves as ``NAME`` would,
 so ``--space optimizers/retrieval.yaml`` works from any folder. ``declrag init`` copies the packaged defaults
-into a project folder (2. then wins over 3.). The benchmarks' server scripts (``weaviate.sh``,
-``postgres.sh``) are packaged the same way, under ``declrag/scripts/``.
+into a project folder (2. then wins over 3.).
 """
 
 from __future__ import annotations
@@ -100,17 +99,6 @@ def find(kind: Kind, name: str | os.PathLike) -> Path:
     raise DeclragError(f"{what} among the {kind} in {where}; available: {', '.join(sorted(known)) or 'none'}",
                        hint=f"pass a path to a YAML file, a name above, or add {stem}.yaml to ./{kind} or "
                             f"${ENV[kind]} (`declrag init` copies the defaults there)")
-
-
-def script(name: str) -> Path:
-    """A packaged server script (``weaviate.sh``, ``postgres.sh``): ``declrag/scripts/`` in an installed wheel,
-    the checkout's ``scripts/`` folder in an editable install."""
-    for d in (_packaged("scripts"), _in_checkout("scripts")):
-        if d is not None and (d / name).is_file():
-            return d / name
-    raise DeclragError(f"the server script {name} is not installed with this declrag",
-                       hint="reinstall declrag from a wheel or sdist built by its setup.py, or run from a source "
-                            "checkout (scripts/)")
 
 
 def init(folder: str | os.PathLike = ".", *, force: bool = False,

@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from ..errors import DeclragError
-from . import bench, data, mcp_serving, quality, query, serving  # noqa: F401  (each registers its commands on the app)
+from . import data, mcp_serving, quality, query, serving  # noqa: F401  (each registers its commands on the app)
 from .app import app
 from .common import err
 

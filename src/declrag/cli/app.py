@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import sys
+from importlib.metadata import entry_points
 from typing import Annotated
 
 import typer
 
-from .bench import bench_app
 from .common import out
+
+COMMAND_GROUP = "declrag.commands"  # entry points: NAME = "module:typer_app", added as `declrag NAME ...`
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="declrag: declarative, self-optimizing RAG.")
-app.add_typer(bench_app, name="bench")
+
+
+def _add_installed_groups() -> None:
+    """Command groups other distributions register (``declrag bench`` comes from ``declrag-bench``, in
+    ``benchmarks/``, which the dev set-up installs). One that cannot be loaded is named, and the rest still run."""
+    for ep in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
+        try:
+            group = ep.load()
+        except Exception as e:  # a broken plug-in must not take the product's own commands down
+            print(f"declrag: the '{ep.name}' commands ({ep.value}) could not be loaded: {type(e).__name__}: {e}; "
+                  f"reinstall the package that provides them", file=sys.stderr)
+            continue
+        app.add_typer(group, name=ep.name)
+
+
+_add_installed_groups()
 
 
 def _version_option(value: bool) -> None:

@@ -328,14 +328,6 @@ class LanceStore(Store):
         return [Hit.of(c, s, **{leg: legs[leg][cid] for leg in legs if cid in legs[leg]})
                 for c, (cid, s) in zip(chunks, fused)]
 
-    def rows(self) -> tuple[list[str], np.ndarray]:
-        """The texts and vectors of the latest version, in the order searches number their rows (for benchmarks
-        that run other libraries on the same rows)."""
-        snap = self._snapshot()
-        if snap is None:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        return snap.table.column("text").to_pylist(), snap.vectors
-
     def warm_up(self) -> None:
         """The latest version's snapshot, its BM25 index and, where searches go through it, its vector index:
         loaded (or built and saved, the first time) now."""

@@ -9,7 +9,7 @@ factor, default 1), ``shards`` (default 1: BM25 statistics are per shard, so one
 scores as the embedded store), ``consistency`` (``ONE``, ``QUORUM``, ``ALL``; the
 server's default when absent), ``retries`` (a failed request is retried this many times with backoff,
 default 3), ``timeout`` (seconds per request, default 60), ``settle`` (seconds `settle` waits after the last
-write, default 65; see below), ``metrics`` (the server's Prometheus port; only the retrieval bench reads it).
+write, default 65; see below).
 A cluster's nodes go in the address, comma-separated (``weaviate://h1:8080,h2:8080,h3:8080/Docs``; ``nodes=``
 adds more), ``grpc`` then one port for the first node (the others at the same distance from their REST port)
 or one per node; a handle talks to one node and, when it stops answering, goes on with the next (`_call`).
@@ -120,9 +120,6 @@ class WeaviateStore(Store):
         self._written_at: float | None = None
         self._grpc: tuple[Any, Any] | None = None  # (channel, stub) of the query path, opened on first use
         self._grpc_md: tuple[tuple[str, str], ...] = ()
-        #: when a list, every search appends the seconds its gRPC call took (request out to reply in: the
-        #: transport and the server); the retrieval bench's breakdown reads it
-        self.timings: list[float] | None = None
 
     @classmethod
     def from_uri(cls, uri: str) -> WeaviateStore:
@@ -561,15 +558,10 @@ class WeaviateStore(Store):
         """Run one Search request: the chunks of the reply, in order, with their score or distance."""
         if not self._checked:
             self._check_index()
-        end, timings = time.monotonic() + self.target.timeout, self.timings
+        end = time.monotonic() + self.target.timeout
 
         def call():  # on the node current at each attempt, within what is left of the request's timeout
-            stub = self._stub()
-            t0 = time.perf_counter()
-            reply = stub.Search(req, metadata=self._grpc_md, timeout=max(end - time.monotonic(), 0.5))
-            if timings is not None:
-                timings.append(time.perf_counter() - t0)
-            return reply
+            return self._stub().Search(req, metadata=self._grpc_md, timeout=max(end - time.monotonic(), 0.5))
 
         reply = self._call(what, call)
         out = []

@@ -16,7 +16,7 @@ DOCS_SUFFIX = "_docs"
 MIN_SERVER = (1, 27, 0)
 _NAME = re.compile(r"^[A-Z][_0-9A-Za-z]*$")
 OPTIONS = ("grpc", "nodes", "api_key_env", "index", "ef", "ef_construction", "max_connections", "compression",
-           "replicas", "shards", "consistency", "retries", "timeout", "settle", "metrics")
+           "replicas", "shards", "consistency", "retries", "timeout", "settle")
 HNSW_ONLY = ("ef", "ef_construction", "max_connections")
 # the vector index settings a store URI may ask for: (lowest, highest) as the server accepts them, Weaviate's
 # own limits where it has them (maxConnections 4..2047, efConstruction >= 4); the upper bounds of ef and
@@ -46,7 +46,6 @@ class Target:
     retries: int = 3
     timeout: float = 60.0
     settle: float = 65.0
-    metrics: int | None = None  # the server's Prometheus port (read by the retrieval bench's breakdown only)
     #: every node the URI names, (host, REST port, gRPC port), the first being host/port/grpc above; a handle
     #: fails over from one to the next when the one it talks to stops answering (see WeaviateStore._call)
     nodes: tuple[tuple[str, int, int], ...] = ()
@@ -68,7 +67,7 @@ class Target:
         if not _NAME.match(name) or name.endswith(DOCS_SUFFIX):
             raise DeclragError(f"store {uri}: {name!r} is not a usable collection name",
                                hint=f"letters, digits and _, starting with a letter, not ending in {DOCS_SUFFIX}")
-        ints = {k: _int(uri, k, q[k]) for k in ("ef", "ef_construction", "max_connections", "metrics") if k in q}
+        ints = {k: _int(uri, k, q[k]) for k in ("ef", "ef_construction", "max_connections") if k in q}
         try:
             t = cls(secure=u.scheme.lower() == "weaviates", host=nodes[0][0], port=nodes[0][1], collection=name,
                     grpc=int(q.get("grpc", 50051)), api_key_env=q.get("api_key_env", "WEAVIATE_API_KEY"),
@@ -77,7 +76,7 @@ class Target:
                     compression=q["compression"].lower() if "compression" in q else None,
                     replicas=int(q.get("replicas", 1)), shards=int(q.get("shards", 1)),
                     consistency=q.get("consistency", "").upper() or None, retries=int(q.get("retries", 3)),
-                    timeout=float(q.get("timeout", 60)), settle=float(q.get("settle", 65)), metrics=ints.get("metrics"),
+                    timeout=float(q.get("timeout", 60)), settle=float(q.get("settle", 65)),
                     nodes=nodes)
         except ValueError as e:
             raise DeclragError(f"store {uri}: {e}", hint="ports, replicas, shards and retries are integers") from e
@@ -98,8 +97,6 @@ class Target:
                 raise DeclragError(f"store {uri}: compression on the {t.index or 'flat'} index must be one of "
                                    f"{', '.join(allowed)}, not {t.compression!r}",
                                    hint="pq, bq and sq are for index=hnsw; the flat index takes bq")
-        if t.metrics is not None and not 0 < t.metrics < 65536:
-            raise DeclragError(f"store {uri}: metrics must be a port number, not {t.metrics}")
         if t.consistency not in (None, "ONE", "QUORUM", "ALL"):
             raise DeclragError(f"store {uri}: consistency must be ONE, QUORUM or ALL")
         if t.replicas < 1 or t.shards < 1 or t.retries < 0:

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from ..errors import DeclragError
-from .common import config_from, out
+from declrag.cli.common import config_from, out
+from declrag.errors import DeclragError
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (quality and speed), printed as tables.")
 
@@ -30,8 +30,9 @@ def bench_retrieval(
 ):
     """Keyword vs vector vs hybrid retrieval quality on a golden set, beside published figures (and, with
     --store, another backend beside the embedded store)."""
-    from ..bench.retrieval import print_report, run
-    from ..config import ChunkerConfig, EmbedderConfig, IngestConfig
+    from declrag.config import ChunkerConfig, EmbedderConfig, IngestConfig
+
+    from .retrieval import print_report, run
 
     ingest = IngestConfig(
         chunker=config_from(ChunkerConfig, name=chunker, chunk_size=chunk_size, overlap=overlap),
@@ -51,8 +52,9 @@ def bench_embed(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Chunks/s of each embedder backend (torch, onnx, onnx-int8) and the retrieval quality of each, in one run."""
-    from ..bench.embed import print_report, run
-    from ..embed_onnx import BACKENDS
+    from declrag.embed_onnx import BACKENDS
+
+    from .embed import print_report, run
 
     backends = tuple(backend or BACKENDS)
     for b in backends:
@@ -76,8 +78,9 @@ def bench_scale(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Build time, memory, latency, ANN recall and real-question nDCG@10 at 100k-1M chunks, per store."""
-    from ..bench.scale import print_report, run
-    from ..config import AnnConfig
+    from declrag.config import AnnConfig
+
+    from .scale import print_report, run
 
     sizes = _positive_ints(chunks, "--chunks", "e.g. --chunks 100000,300000,1000000")
     if queries < 1:
@@ -93,7 +96,7 @@ def bench_speed(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Indexing throughput and query latency: declrag vs bm25s vs NumPy brute force, side by side."""
-    from ..bench.speed import print_report, run
+    from .speed import print_report, run
 
     _bench_out(run(large_chunks=chunks, n_queries=queries), print_report, as_json)
 
@@ -105,7 +108,7 @@ def bench_compile(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Exhaustive grid vs declrag's search on one fixed space: best dev score, LM calls, wall time."""
-    from ..bench.compile import SPACE, print_report, run
+    from .compile import SPACE, print_report, run
 
     _bench_out(run(dataset, space or SPACE), print_report, as_json)
 
@@ -116,7 +119,7 @@ def bench_program(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """The program's own overhead per question (all stages on; LM calls and embedding excluded)."""
-    from ..bench.program import print_report, run
+    from .program import print_report, run
 
     _bench_out(run(n_questions=questions), print_report, as_json)
 
@@ -133,7 +136,7 @@ def bench_serve(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """`declrag serve` under concurrent clients on loopback: latency, throughput, errors, overhead vs direct calls."""
-    from ..bench.serve import SCENARIOS, print_report, run
+    from .serve import SCENARIOS, print_report, run
 
     if bad := [s for s in scenario or [] if s not in SCENARIOS]:
         raise DeclragError(f"unknown scenario {bad[0]!r}", hint=f"use one of: {', '.join(SCENARIOS)}")
@@ -162,7 +165,7 @@ def bench_synth(
     """Per question writer: whether its synthetic set ranks 18 retrieval configurations as the real questions do
     (Kendall tau with a bootstrap interval, over passages where the questions have spans or answers), what it
     costs, and whether compile on it does as well on the real test split as compile on real labels."""
-    from ..bench.synth import ARMS, parse_generator, print_report, run
+    from .synth import ARMS, parse_generator, print_report, run
 
     if n < 1 or real_limit < 1 or trials < 1:
         raise DeclragError("--n, --real-limit and --trials must be at least 1",
@@ -202,7 +205,7 @@ def bench_soak(
 ):
     """`declrag serve` for a long time under distinct questions on every route (and hostile requests): RSS, file
     descriptors, threads and cache bytes every 10 s, growth per 10,000 questions, status counts."""
-    from ..bench.soak import print_report, run, write
+    from .soak import print_report, run, write
 
     if duration <= 0 or clients < 1 or max_in_flight < 1:
         raise DeclragError("--duration must be positive, --clients and --max-in-flight at least 1")
@@ -235,7 +238,7 @@ def bench_answers(
 ):
     """The generate modes side by side on real golden sets: faithfulness, SIA, the reference in the answer,
     abstention precision and recall, latency to the first token and to the end, paired intervals against lm."""
-    from ..bench.answers import MODES, print_report, run
+    from .answers import MODES, print_report, run
 
     for m in mode or []:
         if m not in MODES:
@@ -243,7 +246,7 @@ def bench_answers(
     if n < 1:
         raise DeclragError(f"--n must be at least 1, not {n}", hint="e.g. --n 40")
     if dataset:
-        from ..golden import known_datasets
+        from declrag.golden import known_datasets
 
         for d in dataset:
             if d not in known_datasets() and not Path(d).exists():
@@ -267,7 +270,7 @@ def bench_conversation(
 ):
     """Follow-up questions with and without the turns before them: retrieval per history mode and multi-turn label
     (paired intervals against the last turn alone, extra latency, LM calls), then generation with and without."""
-    from ..bench.conversation import MODES, print_report, run
+    from .conversation import MODES, print_report, run
 
     for m in mode or []:
         if m not in MODES:
@@ -303,14 +306,14 @@ def bench_cluster(
     """A 3-node Weaviate cluster (replication 3) losing a node (SIGKILL, then restarted): under concurrent
     search, or during a compile."""
     if scenario == "compile":
-        from ..bench import cluster_compile
+        from . import cluster_compile
 
         _bench_out(cluster_compile.run(dataset=dataset or "squad-v1.1", trials=trials, port=port, kill=kill,
                                        down_s=down, max_dev=max_dev), cluster_compile.print_report, as_json)
         return
     if scenario != "search":
         raise DeclragError(f"--scenario must be search or compile, not {scenario!r}")
-    from ..bench.cluster import print_report, run
+    from .cluster import print_report, run
 
     _bench_out(run(duration_s=duration, clients=clients, dataset=dataset or "scifact", port=port, kill=kill),
                print_report, as_json)
@@ -327,7 +330,7 @@ def bench_workers(
 ):
     """One compile worker against two sharing a study in PostgreSQL (each pinned to one CPU): wall time and best
     scores."""
-    from ..bench.workers import print_report, run
+    from .workers import print_report, run
 
     if trials < 1:
         raise DeclragError("--trials must be at least 1")
@@ -348,7 +351,7 @@ def bench_gepa(
 ):
     """GEPA from the same default program with the bare score feedback and with the grounding findings, the same
     budget each; both results and the un-optimized program on the same held-out questions, with paired intervals."""
-    from ..bench.gepa import print_report, run
+    from .gepa import print_report, run
 
     if train < 1 or dev < 1 or trials < 2:
         raise DeclragError("--train and --dev must be at least 1 and --trials at least 2",

@@ -26,15 +26,15 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from ..api import corpus_store
-from ..config import IngestConfig, LMConfig, ProgramConfig
-from ..embed import Embedder
-from ..golden import Example, load_golden
-from ..lm import Meter, metering
-from ..metrics.base import to_case
-from ..metrics.catalog import get_metrics
-from ..metrics.stats import mean_of, paired_difference, percentiles
-from ..program import RAGProgram
+from declrag.api import corpus_store
+from declrag.config import IngestConfig, LMConfig, ProgramConfig
+from declrag.embed import Embedder
+from declrag.golden import Example, load_golden
+from declrag.lm import Meter, metering
+from declrag.metrics.base import to_case
+from declrag.metrics.catalog import get_metrics
+from declrag.metrics.stats import mean_of, paired_difference, percentiles
+from declrag.program import RAGProgram
 
 MODES = {"last": "off", "joined": "joined", "deterministic": "deterministic", "condense": "condense"}
 LABELS = ("Follow-up", "Clarification", "N/A", "all")

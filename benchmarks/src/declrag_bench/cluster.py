@@ -25,15 +25,16 @@ from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
-from ..config import ChunkerConfig, IngestConfig
-from ..embed import Embedder
-from ..errors import DeclragError
-from ..golden import load_golden
-from ..indexer import Indexer
-from ..metrics.stats import percentiles
-from ..stores import child_uri, open_store
-from ..stores.weaviate_target import Target
-from ..types import Document
+from declrag.config import ChunkerConfig, IngestConfig
+from declrag.embed import Embedder
+from declrag.errors import DeclragError
+from declrag.golden import load_golden
+from declrag.indexer import Indexer
+from declrag.metrics.stats import percentiles
+from declrag.stores import child_uri, open_store
+from declrag.stores.weaviate_target import Target
+from declrag.types import Document
+
 from .servers import run_script
 
 PHASES = ("before", "during", "after")

@@ -21,16 +21,16 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from ..api import corpus_store
-from ..config import ChunkerConfig, EmbedderConfig, IngestConfig
-from ..embed import Embedder, EmbeddingCache
-from ..golden import load_golden
-from ..indexer import Indexer
-from ..ingest.chunkers import Chunker
-from ..metrics.stats import latency_ms
-from ..stores import open_store
-from ..stores.bm25 import top_k
-from ..stores.fusion import MIN_CANDIDATES
+from declrag.api import corpus_store
+from declrag.config import ChunkerConfig, EmbedderConfig, IngestConfig
+from declrag.embed import Embedder, EmbeddingCache
+from declrag.golden import load_golden
+from declrag.indexer import Indexer
+from declrag.ingest.chunkers import Chunker
+from declrag.metrics.stats import latency_ms
+from declrag.stores import open_store
+from declrag.stores.bm25 import top_k
+from declrag.stores.fusion import MIN_CANDIDATES
 
 K = MIN_CANDIDATES
 
@@ -46,10 +46,18 @@ def _time(fn, items, warmup: int = 5) -> dict[str, float | None]:
     return latency_ms(lat, 3)
 
 
+def _rows(store) -> tuple[list[str], np.ndarray]:
+    """The embedded store's texts and vectors, read from its Lance table, to build the baselines on the same rows."""
+    import lancedb
+
+    table = lancedb.connect(str(store.path / "lance")).open_table("chunks").to_arrow()
+    return table.column("text").to_pylist(), np.stack(table.column("vector").to_numpy(zero_copy_only=False))
+
+
 def _latencies(store, texts: list[str], vecs: np.ndarray) -> dict[str, Any]:
     import bm25s
 
-    corpus, vectors = store.rows()  # the store's own rows, to build the baselines on the same rows
+    corpus, vectors = _rows(store)
     t0 = time.perf_counter()
     ref = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
     ref.index(bm25s.tokenize(corpus, stopwords=None, show_progress=False), show_progress=False)

@@ -23,12 +23,12 @@ from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
-from ..config import ChunkerConfig, EmbedderConfig, IngestConfig
-from ..embed import Embedder, EmbeddingCache
-from ..embed_onnx import BACKENDS
-from ..golden import load_golden
-from ..ingest.chunkers import Chunker
-from ..metrics.stats import latency_ms
+from declrag.config import ChunkerConfig, EmbedderConfig, IngestConfig
+from declrag.embed import Embedder, EmbeddingCache
+from declrag.embed_onnx import BACKENDS
+from declrag.golden import load_golden
+from declrag.ingest.chunkers import Chunker
+from declrag.metrics.stats import latency_ms
 
 
 def _chunks(dataset: str, ingest: IngestConfig, embedder: Embedder) -> tuple[list[str], list[str]]:

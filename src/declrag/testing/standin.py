@@ -1,7 +1,7 @@
-"""An instant OpenAI-compatible chat endpoint on loopback, so that a benchmark measures the server and not the
+"""An instant OpenAI-compatible chat endpoint on loopback, so that a test or benchmark measures the server and not the
 model: ``POST .../chat/completions`` answers `ANSWER` at once, as one JSON response or, when the request asks for
 ``stream``, as server-sent chunks ending in ``data: [DONE]``. It is its own process (``python -m
-declrag.bench.standin --port P``), off the cores' GIL of both the server and the load generator."""
+declrag.testing.standin --port P``), off the cores' GIL of both the server and the load generator."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def start(port: int) -> subprocess.Popen:
     """The stand-in in a child process on ``port``, once it accepts connections."""
     import socket
 
-    proc = subprocess.Popen([sys.executable, "-m", "declrag.bench.standin", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "declrag.testing.standin", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

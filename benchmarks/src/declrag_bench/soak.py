@@ -1,6 +1,6 @@
 """`declrag bench soak`: does a server that runs for weeks stay within its memory and disk? A real `declrag
 serve` subprocess on loopback (the program over SQuAD v2.0's first paragraphs, real MiniLM query embeddings,
-its LM an instant OpenAI-compatible stand-in, `declrag.bench.standin`, so that the server is what is
+its LM an instant OpenAI-compatible stand-in, `declrag.testing.standin`, so that the server is what is
 measured; ``model="local/smollm2"`` runs the local model at its own pace instead) under ``clients`` keep-alive
 clients for ``duration_s`` seconds, with questions that never repeat: every question of SQuAD v1.1, v2.0 and
 SciFact (about 23,000), then seeded recombinations of two of them.
@@ -64,7 +64,7 @@ class Questions:
 
 
 def load_questions(datasets: tuple[str, ...] = ("squad-v1.1", "squad-v2.0", "scifact")) -> list[str]:
-    from ..golden import load_golden
+    from declrag.golden import load_golden
 
     out: dict[str, None] = {}
     for name in datasets:
@@ -257,12 +257,12 @@ def run(duration_s: float = 1200.0, clients: int = 16, model: str | None = None,
         questions: list[str] | None = None, store: str | None = None, progress: bool = True) -> dict[str, Any]:
     """The soak (see the module docstring); ``store`` (default: SQuAD v2.0's first ``n_docs`` paragraphs, indexed
     once) and ``questions`` (default: `load_questions`) are for tests."""
-    from . import standin
+    from declrag.testing import standin
 
     if store is None:
-        from ..api import corpus_store
-        from ..config import IngestConfig
-        from ..golden import load_golden
+        from declrag.api import corpus_store
+        from declrag.config import IngestConfig
+        from declrag.golden import load_golden
 
         gs = load_golden("squad-v2.0")
         store = corpus_store(gs.documents[:n_docs], IngestConfig(), f"{gs.name}-head", progress=progress)[0].uri

@@ -13,14 +13,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..api import corpus_store
-from ..config import IngestConfig, ProgramConfig
-from ..embed import Embedder
-from ..golden import load_golden
-from ..lm import using_lm
-from ..metrics.stats import percentiles
-from ..program import RAGProgram
-from ..testing import ScriptedLM
+from declrag.api import corpus_store
+from declrag.config import IngestConfig, ProgramConfig
+from declrag.embed import Embedder
+from declrag.golden import load_golden
+from declrag.lm import using_lm
+from declrag.metrics.stats import percentiles
+from declrag.program import RAGProgram
+from declrag.testing import ScriptedLM
 
 ALL_ON = {
     "rewrite": {"mode": "multi-query", "n": 3},

@@ -27,11 +27,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import DeclragError
-from ..golden import load_golden
-from ..stores import open_store
-from ..stores.weaviate import WeaviateStore
-from ..stores.weaviate_target import Target
+from declrag.errors import DeclragError
+from declrag.golden import load_golden
+from declrag.stores import open_store
+from declrag.stores.weaviate import WeaviateStore
+from declrag.stores.weaviate_target import Target
+
 from .servers import run_script
 
 KILLS = {"connected": 0, "other": 2}
@@ -66,7 +67,7 @@ def _capped(space: str, max_dev: int, folder: Path) -> Path:
     through the cluster), written beside the runs."""
     import yaml
 
-    from ..optimize.space import read_space
+    from declrag.optimize.space import read_space
 
     sp = read_space(space).model_dump(mode="json", exclude_none=True)
     sp["split"]["max_dev"] = min(max_dev, sp["split"].get("max_dev") or max_dev)
@@ -81,8 +82,8 @@ def _uri(t: Target, stem: str) -> str:
 
 def _scenario(t: Target, folder: Path, dataset: str, space: str, trials: int, victim: int, down_s: float,
               progress: bool) -> dict[str, Any]:
-    from ..optimize.budget import Budget
-    from ..optimize.run import compile_run
+    from declrag.optimize.budget import Budget
+    from declrag.optimize.run import compile_run
 
     runs = folder / "runs"
     t0 = time.perf_counter()

@@ -65,7 +65,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..metrics.stats import percentiles
+from declrag.metrics.stats import percentiles
 
 SCENARIOS = ("retrieval", "program", "search")
 SCRIPTED_ANSWER = {"answer": "It is stated in the passage [1]."}
@@ -74,7 +74,7 @@ SERVER_TIMEOUT_S = 600.0
 
 def _scripted_lm_factory():
     """One instant scripted LM per thread (DSPy's DummyLM is not safe to share between threads)."""
-    from ..testing import ScriptedLM
+    from declrag.testing import ScriptedLM
 
     local = threading.local()
 
@@ -88,9 +88,9 @@ def _scripted_lm_factory():
 
 def _program(scenario: str, store: str):
     """The program of a scenario and the LM override it runs under (None: its configured route)."""
-    from ..config import ProgramConfig
-    from ..program import RAGProgram, default_program
-    from ..stores import read_meta
+    from declrag.config import ProgramConfig
+    from declrag.program import RAGProgram, default_program
+    from declrag.stores import read_meta
 
     if scenario in ("retrieval", "search"):
         if (meta := read_meta(store)) is None:
@@ -107,7 +107,7 @@ def _pct(xs: list[float], q: float) -> float | None:
 
 def _direct(scenario: str, store: str, questions: list[str], budget_s: float, lm_cache: Path) -> dict[str, Any]:
     """Sequential in-process calls on the first questions, for at most ``budget_s`` (at least 3 calls)."""
-    from ..lm import use_lm_cache, using_lm
+    from declrag.lm import use_lm_cache, using_lm
 
     use_lm_cache(lm_cache)
     prog, lm = _program(scenario, store)
@@ -136,7 +136,7 @@ def _start_server(scenario: str, store: str, clients: int, lm_cache: Path,
     import httpx
 
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "declrag.bench.serve", "--scenario", scenario, "--store", store,
+    proc = subprocess.Popen([sys.executable, "-m", "declrag_bench.serve", "--scenario", scenario, "--store", store,
                              "--port", str(port), "--max-in-flight", str(clients), "--lm-cache", str(lm_cache),
                              *(["--workers", str(workers)] if workers else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -291,11 +291,11 @@ def _server_stack() -> dict[str, str]:
 def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] = SCENARIOS, n_docs: int = 200,
         dataset: str = "squad-v2.0", progress: bool = True,
         workers: tuple[int | None, ...] = (None,)) -> dict[str, Any]:
-    from ..api import corpus_store
-    from ..config import IngestConfig
-    from ..embed import Embedder, cache_dir
-    from ..golden import load_golden
-    from ..lm import use_lm_cache
+    from declrag.api import corpus_store
+    from declrag.config import IngestConfig
+    from declrag.embed import Embedder, cache_dir
+    from declrag.golden import load_golden
+    from declrag.lm import use_lm_cache
 
     gs = load_golden(dataset)
     docs = gs.documents[:n_docs]
@@ -382,8 +382,8 @@ def _serve_main(argv: list[str] | None = None) -> None:
     """The benchmark's server process: one scenario's program under uvicorn on loopback."""
     import uvicorn
 
-    from ..lm import use_lm_cache
-    from ..serve import ServeSettings, create_app
+    from declrag.lm import use_lm_cache
+    from declrag.serve import ServeSettings, create_app
 
     p = argparse.ArgumentParser()
     p.add_argument("--scenario", required=True, choices=SCENARIOS)

@@ -38,17 +38,17 @@ from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
-from ..api import corpus_store
-from ..config import ChunkerConfig, IngestConfig, ProgramConfig, RerankConfig
-from ..embed import Embedder, cache_dir
-from ..errors import DeclragError
-from ..golden import Example, GoldenSet, load_golden
-from ..metrics.passages import passage_scores, unit_of
-from ..metrics.stats import paired_difference, tau_with_interval
-from ..modules import Reranker
-from ..synth import synthesize
-from ..synth.filters import FILTERS, QueryVectors, duplicate_share, grader_agreement, reason_filter
-from ..types import content_hash
+from declrag.api import corpus_store
+from declrag.config import ChunkerConfig, IngestConfig, ProgramConfig, RerankConfig
+from declrag.embed import Embedder, cache_dir
+from declrag.errors import DeclragError
+from declrag.golden import Example, GoldenSet, load_golden
+from declrag.metrics.passages import passage_scores, unit_of
+from declrag.metrics.stats import paired_difference, tau_with_interval
+from declrag.modules import Reranker
+from declrag.synth import synthesize
+from declrag.synth.filters import FILTERS, QueryVectors, duplicate_share, grader_agreement, reason_filter
+from declrag.types import content_hash
 
 CHUNK_SIZES = (256, 512)
 LEGS: tuple[tuple[str, float | None, str, bool], ...] = (
@@ -127,7 +127,7 @@ class _Scorer:
 
 def parse_generator(text: str) -> tuple[str, str | None]:
     """``NAME`` or ``NAME:ROUTE`` (``inpars:local/gemma3-270m``) -> (name, route or None)."""
-    from ..synth import GENERATORS
+    from declrag.synth import GENERATORS
 
     name, _, route = text.partition(":")
     if name not in GENERATORS:
@@ -225,7 +225,7 @@ def _capped(space: str, runs: Path, max_dev: int) -> str:
     that a large real set (SQuAD: 7,399 dev questions) costs each trial what the synthetic set's does."""
     import yaml
 
-    from ..optimize.space import read_space
+    from declrag.optimize.space import read_space
 
     sp = read_space(space)
     if sp.split.max_dev is not None and sp.split.max_dev <= max_dev:
@@ -239,8 +239,8 @@ def _capped(space: str, runs: Path, max_dev: int) -> str:
 def _real_test(golden: GoldenSet, space: str, runs: Path, progress: bool):
     """A compiler over the real set, for scoring programs on its held-out test split (the split its own compile
     holds out: the same seeded cut)."""
-    from ..optimize.compile import Budget, Compiler
-    from ..optimize.space import read_space
+    from declrag.optimize.compile import Budget, Compiler
+    from declrag.optimize.space import read_space
 
     comp = Compiler(read_space(space), golden, runs / "scoring", Budget(), progress=progress)
     return comp, comp.splits["test"]
@@ -251,8 +251,8 @@ def compile_arm(golden: GoldenSet, dataset: str, synthetic: Path, runs: Path, sp
     """``space`` compiled on the synthetic set; what it ships scored on real test beside the default program and
     a compile on the real set (``golden``, named ``dataset``: compiled once, kept in ``real`` for the next
     generator)."""
-    from ..optimize.compile import Budget, score
-    from ..optimize.run import compile_run
+    from declrag.optimize.compile import Budget, score
+    from declrag.optimize.run import compile_run
 
     comp, test = _real_test(golden, space, runs, progress)
     if not real:
@@ -280,8 +280,8 @@ def finetune_arm(golden: GoldenSet, synthetic: Path, runs: Path, space: str, tri
                  progress: bool) -> dict[str, Any]:
     """``space`` (with its fine-tune stage) compiled on the synthetic set alone; the base and the tuned embedder
     scored on the real test split."""
-    from ..optimize.compile import Budget, score
-    from ..optimize.run import compile_run
+    from declrag.optimize.compile import Budget, score
+    from declrag.optimize.run import compile_run
 
     summary = compile_run(space, str(synthetic), "finetune-synthetic", runs=runs, budget=Budget(max_trials=trials),
                           progress=progress)

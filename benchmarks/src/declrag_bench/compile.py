@@ -15,13 +15,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..golden import load_golden
-from ..lm import use_lm_cache
-from ..memory import MemoryTracker, describe
-from ..optimize.budget import Budget, trial_counts
-from ..optimize.compile import Compiler
-from ..optimize.space import grid, read_space
-from ..optimize.study import place
+from declrag.golden import load_golden
+from declrag.lm import use_lm_cache
+from declrag.memory import MemoryTracker, describe
+from declrag.optimize.budget import Budget, trial_counts
+from declrag.optimize.compile import Compiler
+from declrag.optimize.space import grid, read_space
+from declrag.optimize.study import place
 
 SPACE = "bench"  # optimizers/bench.yaml, found like every space (declrag.resources)
 
@@ -64,7 +64,7 @@ def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0
         complete = [(t.value, t) for t in trials if t.state.name == "COMPLETE" and t.value is not None]
         best_value, best_search = max(complete, key=lambda vt: vt[0]) if complete else (None, None)
         if sp.finetune.enabled and best_search is not None:  # compile's last stage, on the search's best program
-            from ..optimize.finetune import finetune_stage
+            from declrag.optimize.finetune import finetune_stage
 
             with mem.stage("finetune"):
                 _, info = finetune_stage(s, s.program(best_search.params), tmp / "search", progress, mem)

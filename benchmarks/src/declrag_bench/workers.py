@@ -19,10 +19,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..errors import DeclragError
-from ..golden import load_golden
-from ..optimize.compile import Budget, Compiler
-from ..optimize.space import grid, read_space
+from declrag.errors import DeclragError
+from declrag.golden import load_golden
+from declrag.optimize.compile import Budget, Compiler
+from declrag.optimize.space import grid, read_space
+
 from .servers import run_script
 
 ONE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",

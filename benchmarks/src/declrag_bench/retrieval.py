@@ -25,18 +25,18 @@ from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
-from ..api import corpus_store
-from ..config import Fusion, IngestConfig
-from ..embed import Embedder
-from ..errors import DeclragError
-from ..golden import Example, find_spec, load_golden
-from ..indexer import Indexer
-from ..metrics.passages import UNIT_WORDS, passage_scores, unit_of
-from ..metrics.retrieval import RETRIEVAL_METRICS
-from ..metrics.stats import latency_ms, percentiles
-from ..stores import child_uri, open_store
-from ..stores.fusion import MIN_CANDIDATES, fuse
-from ..types import Hit
+from declrag.api import corpus_store
+from declrag.config import Fusion, IngestConfig
+from declrag.embed import Embedder
+from declrag.errors import DeclragError
+from declrag.golden import Example, find_spec, load_golden
+from declrag.indexer import Indexer
+from declrag.metrics.passages import UNIT_WORDS, passage_scores, unit_of
+from declrag.metrics.retrieval import RETRIEVAL_METRICS
+from declrag.metrics.stats import latency_ms, percentiles
+from declrag.stores import child_uri, open_store
+from declrag.stores.fusion import MIN_CANDIDATES, fuse
+from declrag.types import Hit
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.1, 0.91, 0.1))
 FUSIONS: tuple[Fusion, ...] = ("relative", "ranked")
@@ -244,19 +244,53 @@ def _server_seconds(url: str) -> tuple[float, float]:
     return float(found.get("sum", 0.0)), float(found.get("count", 0.0))
 
 
+METRICS_PORT_OFFSET = 400  # scripts/weaviate.sh serves node N's Prometheus metrics at its REST port + 400
+
+
+def _metrics_url(st) -> str | None:
+    """The server's Prometheus metrics at scripts/weaviate.sh's port for the node (its REST port + 400), when
+    they answer there with Weaviate's gRPC timings; else None (the breakdown then has no server times)."""
+    t = st.target
+    url = f"{'https' if t.secure else 'http'}://{t.host}:{t.port + METRICS_PORT_OFFSET}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return url if b"weaviate_grpc_server_request_duration_seconds" in r.read() else None
+    except (OSError, ValueError):
+        return None
+
+
+class _TimedStub:
+    """The store's gRPC stub with each ``Search`` call timed (the call as the client sees it)."""
+
+    def __init__(self, stub, calls: list[float]):
+        self._stub, self._calls = stub, calls
+
+    def Search(self, *args, **kwargs):  # noqa: N802 (gRPC's method name)
+        t0 = time.perf_counter()
+        try:
+            return self._stub.Search(*args, **kwargs)
+        finally:
+            self._calls.append(time.perf_counter() - t0)
+
+
+def _time_searches(st, calls: list[float]) -> None:
+    """Wrap the store's stub (the bench's own instrument: the store carries no timer); ``del st._stub`` undoes it."""
+    stub_of = st._stub
+    st._stub = lambda: _TimedStub(stub_of(), calls)
+
+
 def _breakdown(st, fn, qv: list, progress: bool, mode: str) -> dict[str, Any]:
     """Each query of a second pass on a Weaviate store split into: the server's own time (its gRPC Search
-    handler, read from the server's Prometheus metrics before and after the query, when the store URI names
-    the metrics port), the transport (the gRPC call as the client sees it, minus the server's time: the
+    handler, read from the server's Prometheus metrics before and after the query, where scripts/weaviate.sh's
+    numbering finds them), the transport (the gRPC call as the client sees it, minus the server's time: the
     round trip, HTTP/2, message encoding on both sides, the gRPC library) and declrag's own code (the call
     minus the gRPC call: building the request, reading the reply into hits). p50 of each part, and of
     everything on top of the server's time (the parts' p50s need not add up)."""
-    t = st.target
-    url = f"{'https' if t.secure else 'http'}://{t.host}:{t.metrics}/metrics" if t.metrics else None
+    url = _metrics_url(st)
     total: list[float] = []
     server: list[float] = []
     calls: list[float] = []
-    st.timings = calls
+    _time_searches(st, calls)
     try:
         for e, v in tqdm(qv, desc=f"{mode}: breakdown", disable=not progress, unit="q"):
             s0, n0 = _server_seconds(url) if url else (0.0, 0.0)
@@ -270,7 +304,7 @@ def _breakdown(st, fn, qv: list, progress: bool, mode: str) -> dict[str, Any]:
                 else:
                     server.append(s1 - s0)
     finally:
-        st.timings = None
+        del st._stub  # the store's own method again
     if len(calls) != len(total):  # a retried request: the gRPC times do not pair with the queries
         return {"error": "requests were retried during the breakdown pass; rerun it"}
     T, G = np.array(total), np.array(calls)
@@ -369,8 +403,8 @@ def print_backends(b: dict[str, Any], console: Console) -> None:
                                ("total_ms", "server_ms", "transport_ms", "declrag_ms", "above_server_ms")))
         console.print(bt)
         if all(b.get("server_ms") is None for b in o["breakdown"].values()):
-            console.print("no server times: name the server's Prometheus port in the store URI (?metrics=PORT; "
-                          "scripts/weaviate.sh start prints it)")
+            console.print("no server times: the server's Prometheus metrics were not found at its REST port + "
+                          f"{METRICS_PORT_OFFSET} (where scripts/weaviate.sh serves them)")
 
 
 def _client_search(st, mode: str, query: str, vector, k: int, alpha: float, fusion: Fusion) -> list[Hit]:
@@ -379,7 +413,7 @@ def _client_search(st, mode: str, query: str, vector, k: int, alpha: float, fusi
     arm of the breakdown."""
     from weaviate.classes.query import HybridFusion, MetadataQuery
 
-    from ..stores.weaviate import CHUNK_INTS, CHUNK_TEXTS, _chunk
+    from declrag.stores.weaviate import CHUNK_INTS, CHUNK_TEXTS, _chunk
 
     coll, props = st._coll(st.name), list(CHUNK_TEXTS + CHUNK_INTS)
     if mode == "keyword":
