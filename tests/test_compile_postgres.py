@@ -6,7 +6,6 @@ with a clear message. The LM is scripted (metered like a paid model) and slowed 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess

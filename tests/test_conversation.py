@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 from dspy.utils.dummies import DummyLM
 
-from declrag.adapters import PlainTextAdapter
 from declrag.cli import main
 from declrag.config import ProgramConfig
-from declrag.conversation import Turn, expanded_query, mixed_vector, turns, window
 from declrag.errors import DeclragError
 from declrag.evaluate import EvalSpec, Evaluation
 from declrag.golden import Example, GoldenSet, load_golden
-from declrag.inputs import InputError
+from declrag.inputs import InputError, Turn, turns
 from declrag.lm import using_lm
 from declrag.optimize.space import Space
 from declrag.optimize.splits import split_examples
-from declrag.program import RAGProgram, load
+from declrag.pipeline.adapters import PlainTextAdapter
+from declrag.pipeline.conversation import expanded_query, mixed_vector, window
+from declrag.pipeline.program import RAGProgram, load
 from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM
 from declrag.testing.store_contract import corpus

@@ -131,7 +131,7 @@ def lm_cache_at():
     """Point DSPy's cache at a folder for one test; the process's cache and limits are restored afterwards."""
     import dspy
 
-    from declrag.caches import CacheLimits, current, set_current
+    from declrag.cache_limits import CacheLimits, current, set_current
     from declrag.lm import use_cache_limits
     from declrag.lm.registry import LM_DISK_FAULT
 
@@ -149,9 +149,9 @@ def answer(monkeypatch):
     import threading
     from http.server import ThreadingHTTPServer
 
-    from declrag.testing import standin
     from declrag.config import LMConfig
     from declrag.lm import make_lm
+    from declrag.testing import standin
 
     monkeypatch.setenv("OPENAI_API_KEY", "standin")
     server = ThreadingHTTPServer(("127.0.0.1", 0), standin.Handler)
@@ -166,8 +166,8 @@ def answer(monkeypatch):
 def test_a_read_only_lm_cache_folder_leaves_the_memory_cache(tmp_path, lm_cache_at, answer, caplog):
     import dspy
 
-    from declrag.testing import standin
     from declrag.lm.registry import LM_DISK_FAULT
+    from declrag.testing import standin
 
     src, view = tmp_path / "src", tmp_path / "view"
     src.mkdir()
@@ -187,8 +187,8 @@ def test_a_read_only_lm_cache_folder_leaves_the_memory_cache(tmp_path, lm_cache_
 def test_a_corrupt_lm_cache_file_is_a_miss_and_the_call_is_answered(tmp_path, lm_cache_at, answer):
     import dspy
 
-    from declrag.testing import standin
     from declrag.lm.registry import LM_DISK_FAULT
+    from declrag.testing import standin
 
     lm_cache_at(tmp_path / "dspy")
     assert answer("first question") == [standin.ANSWER] and dspy.cache.enable_disk_cache

@@ -1,4 +1,4 @@
-"""The deterministic generate modes (`declrag.extract`): ``extractive`` answers in the passages' own words with exact
+"""The deterministic generate modes (`declrag.pipeline.extract`): ``extractive`` answers in the passages' own words with exact
 spans and abstains by a threshold and by the question's details; ``verified`` checks each sentence an LM wrote and
 drops or replaces what its passages do not support. Through the program, the stream, HTTP and MCP."""
 
@@ -12,13 +12,13 @@ from dspy.utils.dummies import DummyLM
 from fastapi.testclient import TestClient
 from mcp import Client
 
-from declrag.adapters import PlainTextAdapter
 from declrag.config import ProgramConfig
-from declrag.extract import candidates, check, cited_sentences, extract, missing_details, shown, spans
 from declrag.lm import using_lm
-from declrag.program import LOCAL_DEFAULT_MODE, RAGProgram, default_config
+from declrag.pipeline.adapters import PlainTextAdapter
+from declrag.pipeline.extract import candidates, check, cited_sentences, extract, missing_details, shown, spans
+from declrag.pipeline.program import LOCAL_DEFAULT_MODE, RAGProgram, default_config
+from declrag.pipeline.streaming import Done, astream
 from declrag.stores.lancedb import LanceStore
-from declrag.streaming import Done, astream
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import corpus
 

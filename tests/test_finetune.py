@@ -10,17 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from declrag.api import corpus_store
 from declrag.config import IngestConfig, ProgramConfig
 from declrag.embed import folder_sha256
 from declrag.errors import DeclragError
 from declrag.golden import load_golden
+from declrag.ingest.corpus import corpus_store
 from declrag.optimize.budget import Budget
-from declrag.optimize.splits import split_examples, split_note
 from declrag.optimize.finetune import finetune_model, training_rows
 from declrag.optimize.run import compile_run
 from declrag.optimize.space import Space, read_space
-from declrag.program import RAGProgram, load
+from declrag.optimize.splits import split_examples, split_note
+from declrag.pipeline.program import RAGProgram, load
 
 GOLD = Path(__file__).parent / "data" / "tiny" / "gold.jsonl"
 
@@ -202,9 +202,8 @@ def test_the_shipped_space_runs_on_a_set_without_its_source_split(tmp_path, capl
 
 @pytest.mark.slow
 def test_bench_compile_reports_each_stages_peak_memory_with_the_finetune_stage(tmp_path):
-    from rich.console import Console
-
     from declrag_bench.compile import print_report, run
+    from rich.console import Console
 
     space = tmp_path / "space.yaml"
     space.write_text(FT_SPACE)

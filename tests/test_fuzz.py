@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
 from declrag.lm import using_lm
-from declrag.program import Answer, RAGProgram
+from declrag.pipeline.program import Answer, RAGProgram
 from declrag.serve import ServeSettings, create_app
 from declrag.stores.base import FILTER_FIELDS, INT_MAX, INT_MIN, Filter, StoreMeta
 from declrag.stores.lancedb import LanceStore

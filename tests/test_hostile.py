@@ -16,7 +16,7 @@ from declrag.cli import main
 from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
 from declrag.inputs import InputError, api_key_problem, user_text
-from declrag.program import RAGProgram, read_config
+from declrag.pipeline.program import RAGProgram, read_config
 from declrag.serve import ServeSettings
 from declrag.serve.app import error_response
 from declrag.stores.base import MAX_DEPTH, Filter, StoreMeta

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from declrag.config import ChunkerConfig, IngestConfig, SearchParams
-from declrag.indexer import Indexer
-from declrag.searching import search
+from declrag.ingest.indexer import Indexer
+from declrag.pipeline.searching import search
 from declrag.stores import open_store
 from declrag.testing import HashEmbedder
 
@@ -106,7 +106,7 @@ def test_window_and_parent_expansion_return_exact_document_spans(tmp_path):
 
 BUILD = """
 import sys
-from declrag.api import corpus_store
+from declrag.ingest.corpus import corpus_store
 from declrag.config import ChunkerConfig, IngestConfig
 from declrag.golden import load_golden
 from declrag.testing import HashEmbedder

@@ -6,10 +6,10 @@ import dspy
 import pytest
 from dspy.utils.dummies import DummyLM
 
-from declrag.adapters import PlainTextAdapter, adapter_for, coerce
 from declrag.config import LMConfig
 from declrag.errors import DeclragError
 from declrag.lm import Meter, make_lm, metering, resolve_local, stage
+from declrag.pipeline.adapters import PlainTextAdapter, adapter_for, coerce
 
 
 def test_priced_routes_record_litellms_cost_and_tokens(monkeypatch):

@@ -13,12 +13,12 @@ import urllib.request
 import litellm
 import pytest
 
-from declrag.api import corpus_store
 from declrag.config import IngestConfig, ProgramConfig
 from declrag.errors import DeclragError
 from declrag.golden import load_golden
+from declrag.ingest.corpus import corpus_store
 from declrag.lm import resolve_local, setup
-from declrag.program import RAGProgram
+from declrag.pipeline.program import RAGProgram
 
 from .conftest import shared
 

@@ -30,7 +30,7 @@ from declrag.cli import main
 from declrag.config import ProgramConfig
 from declrag.lm import using_lm
 from declrag.mcp_server import MAX_K, build_server, stdout_to_stderr
-from declrag.program import RAGProgram
+from declrag.pipeline.program import RAGProgram
 from declrag.stores.base import StoreMeta
 from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM

@@ -6,7 +6,6 @@ import pytest
 
 from declrag.metrics import doc_ranking, hit_at_k, mrr_at_k, ndcg_at_k, precision_at_k, recall_at_k, retrieval_scores
 
-
 RANKED = ["d3", "d1", "d7", "d2", "d9"]
 GOLD = {"d1": 1, "d2": 2, "d5": 1}
 

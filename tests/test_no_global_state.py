@@ -39,7 +39,7 @@ os.environ["MY_APP_SETTING"] = "kept"
 
 USE = """
 from declrag.config import ProgramConfig
-from declrag.program import RAGProgram
+from declrag.pipeline.program import RAGProgram
 from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import corpus

@@ -1,11 +1,11 @@
 """Citations, abstentions, attribution and the grounding check, against hand-worked examples."""
 
-from declrag.postprocess import attribute, grounding, is_abstention, resolve_citations, support
-from declrag.ranking import autocut, lost_in_the_middle, mmr, rrf
-from declrag.types import Chunk, Hit
-
 import numpy as np
 import pytest
+
+from declrag.pipeline.postprocess import attribute, grounding, is_abstention, resolve_citations, support
+from declrag.pipeline.ranking import autocut, lost_in_the_middle, mmr, rrf
+from declrag.types import Chunk, Hit
 
 
 def test_citations_keep_valid_markers_and_count_the_others():

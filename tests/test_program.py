@@ -9,11 +9,11 @@ import dspy
 import pytest
 from dspy.utils.dummies import DummyLM
 
-from declrag.adapters import PlainTextAdapter
 from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
 from declrag.lm import using_lm
-from declrag.program import RAGProgram, load
+from declrag.pipeline.adapters import PlainTextAdapter
+from declrag.pipeline.program import RAGProgram, load
 from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import corpus

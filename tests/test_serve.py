@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
-from declrag.program import RAGProgram
+from declrag.pipeline.program import RAGProgram
 from declrag.serve import DEFAULT_NAME, ServeSettings, create_app, resolve
 from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM, StreamingLM

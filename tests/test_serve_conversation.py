@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from declrag.config import HistoryConfig, ProgramConfig
-from declrag.program import RAGProgram
+from declrag.pipeline.program import RAGProgram
 from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM, StreamingLM
 from declrag.testing.store_contract import corpus

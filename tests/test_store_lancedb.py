@@ -73,7 +73,7 @@ def test_metrics_rank_alike():
 KILL_SCRIPT = textwrap.dedent("""
     import sys, time
     from declrag.config import IngestConfig, ChunkerConfig
-    from declrag.indexer import Indexer
+    from declrag.ingest.indexer import Indexer
     from declrag.stores import open_store
     from declrag.testing import HashEmbedder
 
@@ -218,7 +218,7 @@ def test_top_k_is_exact_with_its_sampled_threshold(n):
 
 
 def test_a_store_missing_chunks_its_records_count_is_refused_before_anyone_measures_on_it(tmp_path):
-    from declrag.api import checked
+    from declrag.ingest.corpus import checked
 
     store, _ = open_store(str(tmp_path / "s"), IngestConfig())
     docs, chunks, vecs = corpus(HashEmbedder())
@@ -240,8 +240,8 @@ def test_a_store_a_copy_lost_chunks_of_while_it_was_written_is_built_again(tmp_p
     (chunks written again move Weaviate's keyword statistics); a store found built is not built again."""
     from pathlib import Path
 
-    from declrag.api import corpus_store
     from declrag.golden import load_golden
+    from declrag.ingest.corpus import corpus_store
 
     real, checks = LanceStore.verify, []
 

@@ -13,8 +13,8 @@ import litellm
 import pytest
 
 from declrag.lm import _cut_at_stop, setup
-from declrag.postprocess import resolve_citations
-from declrag.streaming import CitationStream
+from declrag.pipeline.postprocess import resolve_citations
+from declrag.pipeline.streaming import CitationStream
 
 MESSAGES = [{"role": "user", "content": "Name three colours, separated by commas."}]
 

@@ -344,7 +344,6 @@ def test_the_second_set_check_ships_the_best_only_when_its_gain_holds(tmp_path, 
 
 def test_kendall_tau_and_its_interval_follow_the_orderings():
     import numpy as np
-
     from declrag_bench.synth import configs, tau_with_interval
 
     assert len(configs()) == 18 and sum(bool(c["rerank"]) for c in configs()) == 2

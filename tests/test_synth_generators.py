@@ -174,9 +174,8 @@ def test_bench_synth_ranks_configurations_per_generator_over_passages(tmp_path, 
     """Real questions with answers (no offsets) about three long articles: the bench scores them over the passages
     holding their answers, makes a set per generator (the inverse cloze's over its own copy) and reports tau and
     cost per generator."""
-    from rich.console import Console
-
     from declrag_bench.synth import print_report, run
+    from rich.console import Console
 
     data = json.loads(shared("squad-v1.1", "dev-v1.1.json").read_text())
     arts = data["data"][:3]

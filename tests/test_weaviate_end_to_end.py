@@ -48,7 +48,7 @@ def test_cli_indexes_searches_and_removes_on_weaviate(capsys, weaviate_url, docs
 
 
 def test_a_saved_program_reopens_its_collection(tmp_path, weaviate_url, minilm):
-    from declrag.program import RAGProgram
+    from declrag.pipeline.program import RAGProgram
     from declrag.serve import resolve
     from declrag.testing.store_contract import corpus
 

@@ -56,21 +56,22 @@ if "litellm" not in _sys.modules and _LiteLLMOffline not in _sys.meta_path:
 # name -> the module that defines it: imported on first use (PEP 562), so that `import declrag` and the `declrag`
 # command start at once and only what is used loads (DSPy, LiteLLM, torch and LanceDB take seconds to import)
 _LAZY = {
-    **dict.fromkeys(("corpus_store", "default_store", "index", "search"), "api"),
+    **dict.fromkeys(("default_store", "index", "search"), "api"),
+    "corpus_store": "ingest.corpus",
     **dict.fromkeys(("ChunkerConfig", "EmbedderConfig", "GenerateConfig", "IngestConfig", "JudgeConfig", "LMConfig",
                      "ProgramConfig", "RerankConfig", "RetrieveConfig", "RewriteConfig", "SearchParams"), "config"),
     **dict.fromkeys(("Embedder", "EmbeddingCache"), "embed"),
     "DeclragError": "errors",
     **dict.fromkeys(("Example", "GoldenSet", "load_golden"), "golden"),
-    **dict.fromkeys(("Indexer", "IndexReport"), "indexer"),
+    **dict.fromkeys(("Indexer", "IndexReport"), "ingest.indexer"),
     "registry": "lm",
-    **dict.fromkeys(("Answer", "RAGProgram", "default_program", "load", "read_config"), "program"),
+    **dict.fromkeys(("Answer", "RAGProgram", "default_program", "load", "read_config"), "pipeline.program"),
     **dict.fromkeys(("Filter", "Store", "open_store"), "stores"),
     **dict.fromkeys(("Chunk", "Document", "Hit"), "types"),
 }
 
 if TYPE_CHECKING:
-    from .api import corpus_store, default_store, index, search
+    from .api import default_store, index, search
     from .config import (
         ChunkerConfig,
         EmbedderConfig,
@@ -87,9 +88,10 @@ if TYPE_CHECKING:
     from .embed import Embedder, EmbeddingCache
     from .errors import DeclragError
     from .golden import Example, GoldenSet, load_golden
-    from .indexer import Indexer, IndexReport
+    from .ingest.corpus import corpus_store
+    from .ingest.indexer import Indexer, IndexReport
     from .lm import registry
-    from .program import Answer, RAGProgram, default_program, load, read_config
+    from .pipeline.program import Answer, RAGProgram, default_program, load, read_config
     from .stores import Filter, Store, open_store
     from .types import Chunk, Document, Hit
 

@@ -147,7 +147,7 @@ class RewriteConfig(Strict):
 
 
 class HistoryConfig(Strict):
-    """A conversation's earlier turns (`declrag.conversation`): what is refused, what each stage sees, and how the
+    """A conversation's earlier turns (`pipeline.conversation`): what is refused, what each stage sees, and how the
     search query is made from them. Compile can search every field but the input limits."""
 
     # how the search query is made: the last turn alone (off), the user turns joined, the last turn expanded with
@@ -193,7 +193,7 @@ class RerankConfig(Strict):
 
 
 class ExtractConfig(Strict):
-    """The extractive answer (`declrag.extract`): the passages' own sentences, no LM. Also what the verified mode
+    """The extractive answer (`pipeline.extract`): the passages' own sentences, no LM. Also what the verified mode
     puts in place of a sentence it drops. Compile can search every field."""
 
     max_sentences: int = Field(2, ge=1, le=10)  # sentences (or parts) in the answer at most

@@ -22,9 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .cache_limits import WAL_BYTES, current
 from .config import EmbedderConfig
+from .embed_onnx import OnnxEncoder, export
 from .errors import DeclragError
 from .folders import cache_dir
+from .ingest.chunkers import HFTokens
 from .types import content_hash
 
 log = logging.getLogger(__name__)
@@ -87,13 +90,11 @@ def folder_sha256(folder: str | Path) -> str:
 class EmbeddingCache:
     """Vectors by (model key, text hash) in one SQLite file. Safe across threads and processes.
 
-    ``max_rows`` bounds the file (default: the process's `declrag.caches.CacheLimits.embedding_rows`, none in a
+    ``max_rows`` bounds the file (default: the process's `declrag.cache_limits.CacheLimits.embedding_rows`, none in a
     library process): every ``max(1, min(1000, max_rows // 10))`` rows written, the rows beyond it are deleted,
     oldest written first (rows from before the bound existed count as oldest), and SQLite reuses their pages."""
 
     def __init__(self, path: Path | None = None, max_rows: int | None = None):
-        from .caches import WAL_BYTES, current
-
         limits = current()
         self.max_rows = max_rows if max_rows is not None else limits.embedding_rows if limits else None
         self.path = path or cache_dir() / "embeddings.sqlite3"
@@ -273,8 +274,6 @@ class Embedder:
         return m
 
     def _onnx_model(self):
-        from .embed_onnx import OnnxEncoder, export
-
         if self.config.device != "cpu":
             raise DeclragError(f"embedder backend {self.config.backend!r} runs on the CPU only, not on "
                                f"device {self.config.device!r}", hint="set `ingest.embedder.device: cpu`, or "
@@ -290,8 +289,6 @@ class Embedder:
     @cached_property
     def tokens(self):
         """The model's tokenizer as a chunking `TokenCounter` (no model weights loaded)."""
-        from .ingest.chunkers import HFTokens
-
         return HFTokens(self.folder)
 
     def embed_documents(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:

@@ -28,15 +28,19 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .errors import DeclragError
+from .eval_report import write_report
 from .golden import LABELS, Example, GoldenSet, labels_of
 from .lm import Meter, metering
+from .metrics.answer import f1
 from .metrics.base import Case, Metric, Passage, to_case
 from .metrics.catalog import get_metrics
 from .metrics.context import passage_is_gold
 from .metrics.passages import unit_of
-from .metrics.stats import by_label, confusion, mean_ci, percentiles
-from .postprocess import is_abstention
-from .program import RAGProgram
+from .metrics.stats import by_label, confusion, mean_ci, paired_difference, percentiles
+from .pipeline.postprocess import is_abstention
+from .pipeline.program import RAGProgram
+from .pipeline.signatures import spec
+from .pipeline.stage import Stage
 from .types import Chunk, GoldSpan, Hit
 
 DEFAULT_METRICS = ["em", "f1", "token_match", "rouge1", "rouge2", "rougeL", "rouge1_recall", "semantic_similarity",
@@ -97,8 +101,6 @@ def score_case(case: Case, metrics: list[Metric]) -> tuple[dict, dict, dict]:
 
 
 def correct(case: Case) -> bool:
-    from .metrics.answer import f1
-
     if not case.answerable:
         return case.abstained
     return (not case.abstained) and bool(case.references) and f1(case.answer, case.references) >= 0.5
@@ -184,7 +186,6 @@ class Evaluation:
         if self.spec.probes:
             summary["probes"] = self._probes()
         (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
-        from .eval_report import write_report
 
         write_report(self.out, summary, records)
         return summary
@@ -245,9 +246,6 @@ class Evaluation:
         return {"answer": d.text, "abstained": d.abstained, "usage": meter.to_dict()["total"]}
 
     def _closed_book(self, question: str) -> dict:
-        from .modules import Stage
-        from .signatures import spec
-
         if not hasattr(self, "_cb"):
             g = self.program.config.generate
             self._cb = Stage("closed-book", spec("closed_book"), "default", self.program.config.stage_lm("generate"),
@@ -323,8 +321,6 @@ def _rate(rows: list[dict]) -> float | None:
 
 def compare(a: str | Path, b: str | Path) -> dict[str, Any]:
     """Per-metric B - A over the questions both runs answered, with paired bootstrap intervals."""
-    from .metrics.stats import paired_difference
-
     runs = []
     for p in (Path(a), Path(b)):
         f = p / "records.jsonl"

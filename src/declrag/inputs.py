@@ -12,12 +12,16 @@ field; the server answers it 422):
 - it must hold a visible character (a letter, digit, punctuation mark or symbol): text made only of
   whitespace, control, zero-width or filler characters is empty;
 - it must be at most ``limit`` characters long, counted after normalizing.
+
+`turns` checks a conversation's earlier turns the same way, each turn's content by `user_text`.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import DeclragError
@@ -92,3 +96,53 @@ def api_key_problem(key: str) -> str | None:
 
 
 __all__ = ["InputError", "api_key_problem", "lone_surrogate", "user_text", "visible"]
+
+
+ROLES = ("user", "assistant", "system")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One turn of a conversation."""
+
+    role: str
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+def turns(history: Any, *, max_turns: int, max_chars: int, field: str = "history") -> tuple[Turn, ...]:
+    """``history`` checked: None or a list of ``{role, content}`` mappings (or `Turn`s, or a `dspy.History` of
+    them), at most ``max_turns`` turns and ``max_chars`` characters in all, each turn's content non-empty text
+    (normalised as `user_text` does). Raises `InputError` naming the field, e.g. ``history[2].role``."""
+    if history is None:
+        return ()
+    messages = getattr(history, "messages", history)  # dspy.History
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
+        raise InputError(f"{field} must be a list of turns ({{role, content}}), not {type(history).__name__}", field,
+                         hint='e.g. [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]')
+    if len(messages) > max_turns:
+        raise InputError(f"{field} has {len(messages)} turns; the limit is {max_turns}", field,
+                         hint="send only the most recent turns, or raise history.max_turns in the program config")
+    out, total = [], 0
+    for i, m in enumerate(messages):
+        where = f"{field}[{i}]"
+        if isinstance(m, Turn):
+            m = m.to_dict()
+        if not isinstance(m, dict):
+            raise InputError(f"{where} must be an object with role and content, not {type(m).__name__}", where)
+        if extra := sorted(set(m) - {"role", "content"}):
+            raise InputError(f"{where} has unknown field(s) {', '.join(map(repr, extra))}", where,
+                             hint="a turn has exactly two fields: role and content")
+        role = m.get("role")
+        if role not in ROLES:
+            raise InputError(f"{where}.role must be one of {', '.join(ROLES)}, not {role!r}", f"{where}.role")
+        text = user_text(m.get("content"), f"{where}.content", max_chars,
+                         hint="shorten it, or raise history.max_chars in the program config")
+        total += len(text)
+        if total > max_chars:
+            raise InputError(f"{field} holds {total}+ characters; the limit is {max_chars}", field,
+                             hint="send only the most recent turns, or raise history.max_chars in the program config")
+        out.append(Turn(role, text))
+    return tuple(out)

@@ -1,7 +1,7 @@
 """`declrag mcp`: a program served as Model Context Protocol tools, on the official SDK (``mcp``, its 2.x
 `MCPServer`), over stdio (the default: an MCP client starts ``declrag mcp`` itself) or streamable HTTP.
 
-Two tools, the same program as `declrag serve` and `declrag ask` run (`declrag.choice.select_program`):
+Two tools, the same program as `declrag serve` and `declrag ask` run (`declrag.pipeline.selection.select_program`):
 
 - ``search(query, history?, where?, k?, alpha?)``: the ranked passages the program would answer from, without
   generating (`RAGProgram.search`): rank, chunk_id, doc_id, source, title, page, span, text, score.
@@ -31,11 +31,11 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from .about import package_version
-from .choice import select_program
 from .errors import DeclragError
 from .http_server import Server
 from .inputs import user_text
-from .program import RAGProgram
+from .pipeline.program import RAGProgram
+from .pipeline.selection import select_program
 from .stores.base import FILTER_FIELDS, Filter
 
 MAX_K = 50

@@ -13,7 +13,7 @@ Scores: faithfulness and SIA (`declrag.metrics.grounding`), the reference answer
 (``token_match``: 80% of a reference's tokens) and token F1, abstention precision and recall (an unanswerable
 question is the positive), the abstention rate on answerable questions, and latency: to the first token of the
 answer after retrieval, and to the end. Each question runs through the serving path's stream
-(`declrag.streaming.astream`). Every mode is compared with ``lm`` on the same questions (paired bootstrap 95%
+(`declrag.pipeline.streaming.astream`). Every mode is compared with ``lm`` on the same questions (paired bootstrap 95%
 intervals).
 
 The ``verified`` arm runs after ``lm`` and its LM call is answered by DSPy's cache with the very same completion,
@@ -31,15 +31,15 @@ import anyio
 from rich.console import Console
 from rich.table import Table
 
-from declrag.api import corpus_store
 from declrag.config import IngestConfig, LMConfig, ProgramConfig
 from declrag.embed import Embedder
 from declrag.golden import Example, load_golden
+from declrag.ingest.corpus import corpus_store
 from declrag.metrics.base import to_case
 from declrag.metrics.catalog import get_metrics
 from declrag.metrics.stats import mean_of, paired_difference, percentiles
-from declrag.program import RAGProgram
-from declrag.streaming import Done, astream
+from declrag.pipeline.program import RAGProgram
+from declrag.pipeline.streaming import Done, astream
 
 SETS = ("squad-v2.0", "mtrag-un", "cmu-qa")
 MODES = ("lm", "extractive", "verified")

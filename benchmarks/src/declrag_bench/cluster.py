@@ -29,7 +29,7 @@ from declrag.config import ChunkerConfig, IngestConfig
 from declrag.embed import Embedder
 from declrag.errors import DeclragError
 from declrag.golden import load_golden
-from declrag.indexer import Indexer
+from declrag.ingest.indexer import Indexer
 from declrag.metrics.stats import percentiles
 from declrag.stores import child_uri, open_store
 from declrag.stores.weaviate_target import Target

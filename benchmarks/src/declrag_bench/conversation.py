@@ -2,7 +2,7 @@
 turns before it are used?
 
 Retrieval, on the answerable and partial tasks with gold passages: recall@5 and nDCG@10 of the program's
-retrieval for each way of making the search query from the conversation (`declrag.conversation`): ``last`` (the
+retrieval for each way of making the search query from the conversation (`declrag.pipeline.conversation`): ``last`` (the
 last user turn alone: ``history.query: off``), ``joined`` (every user turn in the window joined),
 ``deterministic`` and ``condense`` (the LM, here the local model), by multi-turn label (Follow-up, Clarification,
 N/A, all), each with a paired bootstrap interval against ``last``; and what each mode costs: the extra latency
@@ -26,15 +26,15 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from declrag.api import corpus_store
 from declrag.config import IngestConfig, LMConfig, ProgramConfig
 from declrag.embed import Embedder
 from declrag.golden import Example, load_golden
+from declrag.ingest.corpus import corpus_store
 from declrag.lm import Meter, metering
 from declrag.metrics.base import to_case
 from declrag.metrics.catalog import get_metrics
 from declrag.metrics.stats import mean_of, paired_difference, percentiles
-from declrag.program import RAGProgram
+from declrag.pipeline.program import RAGProgram
 
 MODES = {"last": "off", "joined": "joined", "deterministic": "deterministic", "condense": "condense"}
 LABELS = ("Follow-up", "Clarification", "N/A", "all")

@@ -25,17 +25,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from declrag.api import corpus_store
 from declrag.config import IngestConfig, LMConfig, ProgramConfig
 from declrag.embed import Embedder
 from declrag.evaluate import score_case
 from declrag.golden import Example, GoldenSet, load_golden
+from declrag.ingest.corpus import corpus_store
 from declrag.metrics.base import to_case
 from declrag.metrics.stats import mean_of, paired_difference
 from declrag.optimize.compile import weighted
 from declrag.optimize.prompts import Scorer, optimize_prompts
 from declrag.optimize.space import PromptOptimizer, Space
-from declrag.program import RAGProgram
+from declrag.pipeline.program import RAGProgram
 from declrag.types import Document
 
 log = logging.getLogger(__name__)

@@ -13,13 +13,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from declrag.api import corpus_store
 from declrag.config import IngestConfig, ProgramConfig
 from declrag.embed import Embedder
 from declrag.golden import load_golden
+from declrag.ingest.corpus import corpus_store
 from declrag.lm import using_lm
 from declrag.metrics.stats import percentiles
-from declrag.program import RAGProgram
+from declrag.pipeline.program import RAGProgram
 from declrag.testing import ScriptedLM
 
 ALL_ON = {

@@ -25,12 +25,12 @@ from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
-from declrag.api import corpus_store
 from declrag.config import Fusion, IngestConfig
 from declrag.embed import Embedder
 from declrag.errors import DeclragError
 from declrag.golden import Example, find_spec, load_golden
-from declrag.indexer import Indexer
+from declrag.ingest.corpus import corpus_store
+from declrag.ingest.indexer import Indexer
 from declrag.metrics.passages import UNIT_WORDS, passage_scores, unit_of
 from declrag.metrics.retrieval import RETRIEVAL_METRICS
 from declrag.metrics.stats import latency_ms, percentiles

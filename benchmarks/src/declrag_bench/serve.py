@@ -89,7 +89,7 @@ def _scripted_lm_factory():
 def _program(scenario: str, store: str):
     """The program of a scenario and the LM override it runs under (None: its configured route)."""
     from declrag.config import ProgramConfig
-    from declrag.program import RAGProgram, default_program
+    from declrag.pipeline.program import RAGProgram, default_program
     from declrag.stores import read_meta
 
     if scenario in ("retrieval", "search"):
@@ -291,10 +291,10 @@ def _server_stack() -> dict[str, str]:
 def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] = SCENARIOS, n_docs: int = 200,
         dataset: str = "squad-v2.0", progress: bool = True,
         workers: tuple[int | None, ...] = (None,)) -> dict[str, Any]:
-    from declrag.api import corpus_store
     from declrag.config import IngestConfig
     from declrag.embed import Embedder, cache_dir
     from declrag.golden import load_golden
+    from declrag.ingest.corpus import corpus_store
     from declrag.lm import use_lm_cache
 
     gs = load_golden(dataset)

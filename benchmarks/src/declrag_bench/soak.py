@@ -260,9 +260,9 @@ def run(duration_s: float = 1200.0, clients: int = 16, model: str | None = None,
     from declrag.testing import standin
 
     if store is None:
-        from declrag.api import corpus_store
         from declrag.config import IngestConfig
         from declrag.golden import load_golden
+        from declrag.ingest.corpus import corpus_store
 
         gs = load_golden("squad-v2.0")
         store = corpus_store(gs.documents[:n_docs], IngestConfig(), f"{gs.name}-head", progress=progress)[0].uri

@@ -21,12 +21,12 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from declrag.api import corpus_store
 from declrag.config import ChunkerConfig, EmbedderConfig, IngestConfig
 from declrag.embed import Embedder, EmbeddingCache
 from declrag.golden import load_golden
-from declrag.indexer import Indexer
 from declrag.ingest.chunkers import Chunker
+from declrag.ingest.corpus import corpus_store
+from declrag.ingest.indexer import Indexer
 from declrag.metrics.stats import latency_ms
 from declrag.stores import open_store
 from declrag.stores.bm25 import top_k

@@ -61,6 +61,7 @@ def eval_(
     embedding_rows: EmbeddingRowsOpt = None,
 ):
     """Evaluate a program on a golden set: per-question records, a summary with 95% CIs, a report."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..evaluate import DEFAULT_JUDGE_METRICS, DEFAULT_METRICS, EvalSpec, Evaluation
     from ..evaluate import compare as compare_runs
 
@@ -71,8 +72,9 @@ def eval_(
     if not dataset:
         raise DeclragError("--dataset is required", hint="e.g. declrag eval --dataset squad-v2.0 --limit 50")
     chosen = _modes(modes)
-    from ..choice import select_program
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..golden import load_golden
+    from ..pipeline.selection import select_program
 
     golden = load_golden(dataset)
     split = split or next((s for s in ("dev", "test") if s in golden.splits), next(iter(golden.splits)))
@@ -93,6 +95,7 @@ def eval_(
 
 
 def _print_eval(run_name: str, summary: dict, runs: Path) -> None:
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..metrics.passages import UNIT_WORDS
 
     t = Table(title=f"{run_name}: {summary['n']} questions, {summary['wall_s']} s")
@@ -126,6 +129,7 @@ def _modes(text: str | None) -> list[str]:
 
 
 def _eval_mode(prog, mode: str, golden, spec, folder: Path, quiet: bool) -> Path:
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..evaluate import Evaluation
 
     out.print(f"generate mode {mode}")
@@ -135,6 +139,7 @@ def _eval_mode(prog, mode: str, golden, spec, folder: Path, quiet: bool) -> Path
 
 def _print_modes(modes: list[str], folders: list[Path]) -> None:
     """One row per metric, one column per mode, and each mode minus the first with its paired interval."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..evaluate import compare as compare_runs
 
     first = modes[0]
@@ -220,9 +225,10 @@ def compile_(
 ):
     """Search the declared space for the best program on a golden set; write runs/NAME/best. With --storage,
     workers on other machines join the same study with --join NAME."""
-    from ..choice import model_route
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..optimize.compile import Budget
     from ..optimize.run import compile_run
+    from ..pipeline.selection import model_route
 
     apply_cache_limits(lm_cache_entries, lm_cache_disk_mb, lm_history, embedding_rows)
     budget = Budget(max_trials=max_trials, timeout_s=timeout, max_cost_usd=max_cost_usd, max_lm_calls=max_lm_calls)
@@ -245,7 +251,8 @@ def compile_(
 def _print_compile(s: dict) -> None:
     """What a finished compile says: dev and test of the baseline and the best, the gain, what ships and why, how
     its ranking agrees with the user's own questions, peak memory."""
-    from ..memory import describe
+    # imported here, not at the top: `declrag` starts without loading what other commands need
+    from ..process_memory import describe
 
     g = s["gain_test"]
     t = Table(title=f"compile: {s['trials']} trials ({s['pruned']} pruned, {s['stopped_by_budget']} stopped by a "

@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ..errors import DeclragError
+from ..inputs import InputError, turns, user_text
 from .app import app
 from .common import ConfigOpt, ModelOpt, ProgramOpt, StoreOpt, config_from, json_option, out
 
@@ -25,6 +27,7 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ):
     """Search a store: ranked chunks with source, span and score."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from .. import api
     from ..config import SearchParams
 
@@ -53,10 +56,6 @@ def search(
 def read_history(path: Path) -> list:
     """The turns of a ``--history`` file, checked (the program checks them again against its own limits)."""
     import json
-
-    from ..conversation import turns
-    from ..errors import DeclragError
-    from ..inputs import InputError
 
     hint = 'write [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}] (oldest first)'
     try:
@@ -90,8 +89,8 @@ def ask(
 ):
     """Answer a question with citations (the default program, a saved one, or a config), optionally as the next
     turn of a conversation (--history)."""
-    from ..choice import select_program
-    from ..inputs import user_text
+    # imported here, not at the top: `declrag` starts without loading what other commands need
+    from ..pipeline.selection import select_program
 
     question = user_text(question, "question")  # fails before any model loads; the program checks it again
     filt = json_option(where, "--where")

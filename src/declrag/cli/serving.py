@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ..errors import DeclragError
+from ..inputs import api_key_problem
 from .app import app
 from .common import (
     EmbeddingRowsOpt,
@@ -60,6 +61,7 @@ def serve(
 ):
     """Serve a program over HTTP: /v1/ask, /v1/search, OpenAI-compatible /v1/chat/completions, a web page,
     /metrics."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..serve import ServeSettings
     from ..serve import serve as serve_program
 
@@ -76,8 +78,6 @@ def _api_key(path: Path | None) -> str | None:
     """The API key: from --api-key-file, else $DECLRAG_API_KEY, else none (no auth). A key that no HTTP client
     could send (not visible ASCII) is refused here, naming where it came from."""
     import os
-
-    from ..inputs import api_key_problem
 
     if path is None:
         key, origin = os.environ.get("DECLRAG_API_KEY") or None, "in $DECLRAG_API_KEY"

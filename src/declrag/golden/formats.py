@@ -10,9 +10,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..conversation import Turn, turns
 from ..errors import DeclragError
-from ..inputs import InputError
+from ..inputs import InputError, Turn, turns
 from ..types import Document, GoldSpan, content_hash
 from .sets import Example
 

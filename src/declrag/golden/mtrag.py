@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..conversation import Turn
 from ..errors import DeclragError
+from ..inputs import Turn
 from ..types import Document
 from .formats import Parsed, read_jsonl
 from .sets import Example

@@ -6,8 +6,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..conversation import Turn
 from ..errors import DeclragError
+from ..inputs import Turn
 from ..types import Document, GoldSpan
 
 # the labels of `Example.metadata` that reports break metrics down by (MTRAG's, and any set's that carry them)
@@ -25,7 +25,7 @@ class Example:
     answerable: bool = True
     answer_starts: tuple[int, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
-    history: tuple[Turn, ...] = ()  # the conversation before the question (declrag.conversation)
+    history: tuple[Turn, ...] = ()  # the conversation before the question (declrag.pipeline.conversation)
     spans: tuple[GoldSpan, ...] = ()  # gold spans given by the set (else derived from answer offsets: gold_spans)
 
     def gold_spans(self) -> tuple[GoldSpan, ...]:

@@ -10,7 +10,7 @@
 - DSPy's response cache is on for every declrag LM; its key holds the model, the messages (so the
   instructions, demos and adapter), temperature and every other setting, and here the api_base too. Where
   that cache lives is the process's choice: the `declrag` command puts it under declrag's cache folder
-  (`use_lm_cache`), bounded by `declrag.caches.CacheLimits` (`use_cache_limits`); as a library, declrag uses
+  (`use_lm_cache`), bounded by `declrag.cache_limits.CacheLimits` (`use_cache_limits`); as a library, declrag uses
   whatever DSPy cache the caller configured.
 - Nothing here changes LiteLLM's or DSPy's global settings on import: settings a provider does not take
   (e.g. seed) are dropped per call (``drop_params``), not by flipping ``litellm.drop_params``. The one thing

@@ -13,7 +13,7 @@ from typing import Any
 
 import dspy
 
-from ..caches import current
+from ..cache_limits import current
 
 
 @dataclass

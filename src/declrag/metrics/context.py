@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from ..text import squad_normalize, squad_tokens, strip_citations
 from .base import Case, FnMetric, Score, register
 from .embedding import shared_embedder
 from .grounding import faithfulness
 from .passages import answer_coverage, coverage, passage_scores, unit_of
 from .retrieval import RETRIEVAL_METRICS
-from .text import squad_normalize, squad_tokens, strip_citations
 
 AGGREGATES: dict[str, Callable[..., Any]] = {"mean": np.mean, "max": np.max, "first": lambda xs: xs[0]}
 

@@ -4,11 +4,10 @@ semantic half of faithfulness), loaded once per process."""
 from __future__ import annotations
 
 from ..embed import Embedder
+from ..lm import registry
 
 
 def shared_embedder() -> Embedder:
     """The embedding model of the metrics (all-MiniLM-L6-v2): fixed, so scores compare across programs. Held by
     `declrag.lm.registry` (``registry.clear()`` lets it go)."""
-    from ..lm import registry
-
     return registry.shared("embedder", "metrics", Embedder)

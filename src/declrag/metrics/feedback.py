@@ -2,7 +2,7 @@
 
 DSPy's GEPA rewrites a predictor's instructions by reading, for a few examples, the program's output and a
 feedback text; a bare score tells its reflection model that an answer was bad, not why. `findings` tells it why,
-with no LM call, by the rules of the grounding metrics (`declrag.extract.check`, `declrag.metrics.grounding`):
+with no LM call, by the rules of the grounding metrics (`declrag.pipeline.extract.check`, `declrag.metrics.grounding`):
 
 1. the abstention, when it was wrong: an unanswerable question answered, or an answerable one abstained on
    although the reference answer was in the retrieved passages;
@@ -20,10 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..extract import Finding, check, unsupported
+from ..pipeline.extract import Finding, check, unsupported
+from ..text import squad_normalize, strip_citations, token_recall
 from .base import Case
 from .embedding import shared_embedder
-from .text import squad_normalize, strip_citations, token_recall
 
 LIMIT = 800  # characters of feedback at most
 QUOTE = 110  # characters of an answer sentence quoted at most

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .. import extract  # a module, not its names: declrag.extract reads metrics.text while this package loads
+from ..pipeline import extract  # the verified mode's support rule, which faithfulness shares (extract.check)
+from ..text import Detail, detail_supported, details, norm_phrase, numbers, squad_normalize
 from .base import Case, FnMetric, Score, register
 from .embedding import shared_embedder
-from .text import Detail, detail_supported, details, norm_phrase, numbers, squad_normalize
 
 
 def sentence_support(case: Case) -> list[tuple[str, bool, float, float]]:
     """(sentence, supported, lexical support, semantic support) for each sentence of the answer, by the one rule
-    the verified generate mode also applies (`declrag.extract.check`): a sentence with a specific detail (number,
+    the verified generate mode also applies (`pipeline.extract.check`): a sentence with a specific detail (number,
     name, quote) that the passages lack is never supported."""
     found = extract.check(case.answer, [p.text for p in case.passages], shared_embedder().embed_documents, case.context)
     return [(f.sentence, f.supported, f.lexical, f.semantic) for f in found]

@@ -13,12 +13,14 @@ from functools import partial
 import numpy as np
 
 from ..config import LMConfig
-from ..signatures import spec
+from ..lm import registry
+from ..pipeline.signatures import spec
+from ..pipeline.stage import Stage
+from ..text import strip_citations
 from .base import Case, Metric, Score
 from .context import AGGREGATES
 from .embedding import shared_embedder
 from .grounding import answer_retrieved
-from .text import strip_citations
 
 JUDGE_METRICS = ["correctness_llm", "faithfulness_llm", "hallucination_llm", "sia_llm", "answer_relevancy_llm",
                  "context_relevance_llm", "context_relevance_llm:max", "context_relevance_llm:first",
@@ -35,8 +37,6 @@ class Judge:
     """One judge route: runs the judge prompts under ``judge:<metric>`` metering."""
 
     def __init__(self, route: str):
-        from ..modules import Stage
-
         self.route = route
         self._stages = {name: Stage("judge", spec(name), spec(name).default,
                                     LMConfig(route=route, temperature=0.0, max_tokens=tokens, adapter="auto"))
@@ -132,8 +132,6 @@ class JudgeMetric(Metric):
 
 
 def make_judge_metric(name: str, routes: list[str]) -> JudgeMetric:
-    from ..lm import registry
-
     judges = [registry.shared("judge", r, partial(Judge, r)) for r in routes]  # one per route, process-wide
     base, _, agg = name.partition(":")
     agg = agg or "mean"

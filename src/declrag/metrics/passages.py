@@ -27,9 +27,9 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
+from ..text import squad_normalize
 from ..types import GoldSpan
 from .retrieval import RETRIEVAL_METRICS, doc_ranking, hit_at_k, mrr_at_k, ndcg_at_k, precision_at_k, recall_at_k
-from .text import squad_normalize
 
 Unit = Literal["span", "answer", "document"]
 # how each unit reads in a report

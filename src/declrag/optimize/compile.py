@@ -35,17 +35,17 @@ import numpy as np
 import optuna
 from tqdm.auto import tqdm
 
-from ..api import checked, corpus_store
 from ..config import ProgramConfig
 from ..embed import Embedder
 from ..errors import DeclragError
 from ..evaluate import correct, score_case
 from ..golden import Example, GoldenSet
+from ..ingest.corpus import checked, corpus_store
 from ..lm import Meter, metering
 from ..metrics.base import to_case
 from ..metrics.catalog import get_metrics
 from ..metrics.stats import mean_of
-from ..program import RAGProgram
+from ..pipeline.program import RAGProgram
 from ..stores import Store, StoreCheck
 from ..types import content_hash
 from .space import Space, apply, grid, sample
@@ -92,7 +92,7 @@ class Compiler:
 
     # -- programs -------------------------------------------------------------------------------------------
     def program(self, values: dict[str, Any]) -> RAGProgram:
-        from ..program import with_model
+        from ..pipeline.program import with_model
 
         cfg = apply(self.space.base, values, self.space.params)
         return self.program_for(with_model(cfg, self.model) if self.model else cfg)

@@ -32,8 +32,8 @@ from typing import Any
 from ..embed import folder_sha256
 from ..errors import DeclragError
 from ..golden import Example, GoldenSet
-from ..memory import MemoryTracker, release_memory
 from ..metrics.stats import paired_difference
+from ..process_memory import MemoryTracker, release_memory
 from .compile import Compiler, score, tell
 
 log = logging.getLogger(__name__)

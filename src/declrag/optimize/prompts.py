@@ -26,12 +26,12 @@ from typing import Any, Literal, Protocol
 
 import dspy
 
-from ..adapters import adapter_for
 from ..evaluate import score_case
 from ..lm import Meter, metering
 from ..metrics.base import Case, Metric, to_case
 from ..metrics.catalog import get_metrics
 from ..metrics.feedback import findings
+from ..pipeline.adapters import adapter_for
 from .budget import Spent
 from .compile import weighted
 from .space import Space
@@ -122,7 +122,7 @@ def optimize_prompts(prog, comp: Scoring, train, dev) -> tuple[Any, dict[str, An
                 new = prog
                 new.generate.set_knn_pool(knn_pool(prog, train[: cfg.max_examples]), cfg.max_demos)
             else:
-                from ..modules import get_lm
+                from ..pipeline.stage import get_lm
 
                 lm = get_lm(gen_lm_cfg)
                 with dspy.context(lm=lm, adapter=adapter_for(gen_lm_cfg)):

@@ -18,9 +18,9 @@ import optuna
 from ..about import versions
 from ..errors import DeclragError
 from ..golden import LABELS, labels_of, load_golden
-from ..memory import MemoryTracker
 from ..metrics.passages import unit_of
 from ..metrics.stats import by_label, mean_ci, paired_difference
+from ..process_memory import MemoryTracker
 from .agreement import agreement, check_questions
 from .budget import Budget, trial_counts
 from .compile import Compiler, digest_of, score, tell

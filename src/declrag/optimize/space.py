@@ -239,7 +239,7 @@ VARIANT_SPECS = {"generate.variant": ["generate"], "rerank.variant": ["rerank"],
 
 def _check_variants(path: Path, space: Space) -> None:
     """Prompt-variant parameters may only name variants declared in signatures/."""
-    from ..signatures import load_specs
+    from ..pipeline.signatures import load_specs
 
     specs = load_specs()
     for name, p in space.params.items():

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import uvicorn
 
-from ..choice import DEFAULT_NAME, ProgramChoice, select_program
 from ..errors import DeclragError
 from ..http_server import Server
-from ..memory import bound_allocator, trim_periodically
+from ..lm import use_cache_limits
+from ..pipeline.selection import DEFAULT_NAME, ProgramChoice, select_program
+from ..process_memory import bound_allocator, trim_periodically
 from .app import ServeSettings, create_app
 
 MALLOC_ARENAS = 2  # glibc heaps a server's threads share (see `serve`)
@@ -23,7 +24,7 @@ MALLOC_ARENAS = 2  # glibc heaps a server's threads share (see `serve`)
 def resolve(target: str | Path | None = None, config: str | Path | None = None, store: str | Path | None = None,
             model: str | None = None) -> ProgramChoice:
     """What to serve: ``(name, run, description, loader)``, decided as `declrag ask` and `eval` decide it
-    (`declrag.choice.select_program`): ``target`` is a run folder (``runs/NAME``: its ``best`` program,
+    (`declrag.pipeline.selection.select_program`): ``target`` is a run folder (``runs/NAME``: its ``best`` program,
     named NAME) or a program folder; with none, ``config`` (named after the file) or the default program over
     ``store``. Everything cheap is checked up front so mistakes fail before the server starts."""
     return select_program(target, config, store, model)
@@ -35,8 +36,6 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
     """Serve until stopped. Raises `DeclragError` when the program cannot be loaded (the server stops)."""
     s = settings or ServeSettings()
     if s.cache_limits is not None:
-        from ..lm import use_cache_limits
-
         use_cache_limits(s.cache_limits)
     # a server runs for weeks: few malloc heaps, and their free parts handed back every minute (see
     # `declrag bench soak`); before the worker threads start

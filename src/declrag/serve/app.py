@@ -6,7 +6,7 @@ keeps the conversation). Errors are JSON
 ``{"error": ..., "field": ...}``. The routes are thin: loading, admission, the worker threads, answering and
 failures are `declrag.serve.service.AnswerService`'s (limits and timeouts are described there). ``stream: true``
 (both POST routes) sends the answer's tokens as the LM generates them, as server-sent events
-(`declrag.streaming`); anything that fails before the first event is still an ordinary JSON error."""
+(`declrag.pipeline.streaming`); anything that fails before the first event is still an ordinary JSON error."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..choice import DEFAULT_NAME
 from ..errors import DeclragError
+from ..pipeline.selection import DEFAULT_NAME
 from . import openai_compat as oai
 from .jsonenc import FastJSONResponse
 from .schemas import AskRequest, SearchRequest, SearchResponse

@@ -2,7 +2,7 @@
 response, stream-chunk and model-list shapes.
 
 The last message is the question and must be the user's (else 422 naming ``messages``); the messages before
-it are the conversation's history (`declrag.conversation`), with the same limits and checks as ``/v1/ask``'s
+it are the conversation's history (`declrag.pipeline.conversation`), with the same limits and checks as ``/v1/ask``'s
 ``history`` (a 422 names the message, e.g. ``messages[2].content``). ``user`` and ``assistant`` messages are
 turns as they are. A ``system`` message, and OpenAI's newer name for it, ``developer``, is kept as an
 instruction: a turn with role ``system``, which only the generate stage reads, after the program's own

@@ -1,7 +1,7 @@
 """The request and response models of `declrag serve`'s own routes (``/v1/ask``, ``/v1/search``), as the
 OpenAPI schema shows them. The OpenAI-compatible ones are in `declrag.serve.openai_compat`.
 
-A history is validated as a list here and checked turn by turn at admission (`declrag.conversation.turns`), so
+A history is validated as a list here and checked turn by turn at admission (`declrag.inputs.turns`), so
 that a 422 names the turn at fault (``history[2].role``), which a model of the turn could not say; the schema
 still shows a turn's shape."""
 
@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, WithJsonSchema
 
-from ..conversation import ROLES
+from ..inputs import ROLES
 from .openai_compat import ChatMessage, conversation
 from .service import SEARCH_FIELDS, ApiError, Fields, Request
 

@@ -12,7 +12,7 @@ as a stream of tokens), searching, the semantic answer cache, metrics, and turni
     hits = await service.search(Request("Normandy", route="/v1/search", fields=SEARCH_FIELDS), k=10)
     await service.stop()                       # calls in flight finish first
 
-A request's history (the conversation before its question, `declrag.conversation`) is checked at admission
+A request's history (the conversation before its question, `declrag.pipeline.conversation`) is checked at admission
 against the program's limits (``history.max_turns``, ``history.max_chars``): a 422 names the turn at fault, or
 the limit. The semantic cache keys an answer on its filter and its whole history, so a question is only ever
 answered from the cache within the same conversation.
@@ -36,18 +36,18 @@ import dspy.utils.exceptions
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ..caches import CacheLimits
-from ..choice import DEFAULT_NAME
-from ..conversation import turns
+from ..cache_limits import CacheLimits, current
 from ..errors import DeclragError
 from ..gguf import LocalModelCrash, crash_in
-from ..inputs import InputError, api_key_problem, user_text
-from ..lm import Meter, metering
+from ..inputs import InputError, api_key_problem, turns, user_text
+from ..lm import Meter, cache_sizes, metering, using_lm
+from ..lm.registry import LM_DISK_FAULT
+from ..pipeline.selection import DEFAULT_NAME
+from ..pipeline.streaming import Done, astream
 from ..stores.base import Filter
-from ..streaming import Done, astream
 from ..types import Hit
-from .cache import SemanticCache
 from .jsonenc import plain
+from .semantic_cache import SemanticCache
 from .telemetry import Metrics
 
 log = logging.getLogger("declrag.serve")
@@ -71,7 +71,7 @@ class ServeSettings(BaseModel):
     cache_size: int = Field(1024, ge=1)
     cors_origins: list[str] = []
     max_search_k: int = Field(50, ge=1, le=100)  # the most passages one /v1/search request may ask for (422 beyond)
-    # the process-wide caches' bounds (declrag.caches), applied by `declrag.serve.serve` before the program loads;
+    # the process-wide caches' bounds (declrag.cache_limits), applied by `declrag.serve.serve` before the program loads;
     # None: left as the process has them (create_app never changes them)
     cache_limits: CacheLimits | None = None
 
@@ -164,11 +164,7 @@ class AnswerService:
 
     def measure_caches(self) -> None:
         """Set the metrics' cache gauges: DSPy's response cache and histories, the embedding cache of the
-        program's embedder, the semantic answer cache; with their bounds (`declrag.caches.current`)."""
-        from ..caches import current
-        from ..lm import cache_sizes
-        from ..lm.registry import LM_DISK_FAULT
-
+        program's embedder, the semantic answer cache; with their bounds (`declrag.cache_limits.current`)."""
         sizes = cache_sizes()
         self.metrics.cache_fault.labels(cache="lm_disk").set(1 if LM_DISK_FAULT else 0)
         emb = getattr(getattr(self.state.program, "embedder", None), "cache", None)
@@ -237,7 +233,6 @@ class AnswerService:
         o = self._lm_override
         if o is None:
             return nullcontext()
-        from ..lm import using_lm
 
         return using_lm(o if isinstance(o, dspy.BaseLM) or not callable(o) else o())
 
@@ -291,7 +286,7 @@ class AnswerService:
     def admit(self, req: Request) -> Request:
         """Checks that need no program call (422s, 503s); then takes an in-flight slot. Returns the request as
         the program and the semantic cache see it: the question as `declrag.inputs.user_text` normalizes it, the
-        history as `declrag.conversation.turns` checks it against the program's limits."""
+        history as `declrag.inputs.turns` checks it against the program's limits."""
         s, st, f = self.settings, self.state, req.fields
         retry = {"Retry-After": str(s.retry_after_s)}
         if st.program is None:
@@ -373,7 +368,7 @@ class AnswerService:
 
     async def answer_stream(self, req: Request) -> Events:
         """The answer as events: ``("delta", text)`` as the generate stage's LM produces it (see
-        `declrag.streaming`), then ``("done", (payload, replaced))``, or ``("error", ApiError)`` once events
+        `declrag.pipeline.streaming`), then ``("done", (payload, replaced))``, or ``("error", ApiError)`` once events
         have begun. Everything up to the first event (admission, retrieval, the first token) fails as an
         ordinary `ApiError`, raised here before any event. ``replaced``: post-processing replaced the words
         streamed (an abstention recognised, citations attributed, the self-judge), so the final answer is not

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..config import AnnConfig
 from ..types import Chunk, Hit
-from .ann import ANN_ROWS, IvfIndex
+from .ann import ANN_ROWS, IvfIndex, nlist_for
 from .base import Cond, Filter, Node
 from .bm25 import KeywordIndex, top_k
 from .fusion import object_uuid
@@ -97,8 +97,6 @@ class Snapshot:
     @cached_property
     def ivf(self) -> IvfIndex:
         """The approximate vector index of this version (`declrag.stores.ann`)."""
-        from .ann import nlist_for
-
         return self._saved(self.folder / f"ann-v{self.version}-ivf{nlist_for(self.n)}-sq8.faiss", IvfIndex.load,
                            lambda: IvfIndex.build(self.vectors), "vector")
 

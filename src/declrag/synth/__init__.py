@@ -35,10 +35,13 @@ from typing import Any
 import yaml
 from tqdm import tqdm
 
+from ..api import load_documents
 from ..config import ChunkerConfig, IngestConfig
 from ..embed import Embedder
 from ..errors import DeclragError
 from ..ingest.chunkers import Chunker
+from ..ingest.corpus import corpus_store
+from ..lm import Meter, metering
 from ..types import Chunk, Document, GoldSpan, content_hash
 from . import filters, queries
 from .filters import normalize
@@ -96,8 +99,6 @@ def from_sources(paths: Sequence[str | Path] = (), datasets: Sequence[str] = (),
                  n: int = 300, **options: Any) -> tuple[SynthReport, list]:
     """`synthesize` on the documents `declrag index` would index from these files, folders and golden-set
     corpora (same ids); returns the report and the files skipped."""
-    from ..api import load_documents
-
     if not paths and not datasets:
         raise DeclragError("nothing to draw questions from", hint="give file or folder paths, or --dataset NAME")
     docs, skipped = load_documents(paths, datasets)
@@ -160,7 +161,6 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
     cands: list[Candidate] = []
     if writer is None:  # made before the index: the inverse cloze removes its sentences from the set's corpus
         cands, docs = _pseudo_queries(generator, docs, passages, want, seed)
-    from ..api import corpus_store
 
     store, _ = corpus_store(docs, ingest, label="synth", embedder=emb, progress=progress)
     run_args = {"model": model, "generator": generator, "seed": seed,
@@ -251,8 +251,6 @@ def _lm_questions(writer: LMWriter | InParsWriter, passages: list[tuple[Document
                   say: Callable[[str], None]) -> list[Candidate]:
     """One question per passage drawn (an InPars query, or a question of a type drawn in `LM_KINDS`' shares with
     its checked reference answer); every passage done is appended to ``log`` (a candidate, or why it gave none)."""
-    from ..lm import Meter, metering
-
     model = writer.route
     done: dict[int, dict] = {}
     for line in log.read_text(encoding="utf-8").splitlines() if log.is_file() else []:

@@ -26,9 +26,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..metrics.text import squad_normalize
+from ..config import LMConfig
+from ..lm import check_lm
+from ..pipeline.signatures import spec
+from ..pipeline.stage import Stage
 from ..stores.base import Store
 from ..stores.bm25 import STOPWORDS_EN, tokenize
+from ..text import squad_normalize
 from .generate import Candidate
 
 DEDUP_COSINE = 0.95
@@ -211,11 +215,6 @@ class LMGrader:
     reply the numbers of those that answer it. ``passage_chars`` of each document are shown."""
 
     def __init__(self, route: str, passage_chars: int = 600):
-        from ..config import LMConfig
-        from ..lm import check_lm
-        from ..modules import Stage
-        from ..signatures import spec
-
         cfg = LMConfig(route=route, temperature=0.0, max_tokens=32)
         check_lm(cfg)
         self.route, self.stage, self.chars = route, Stage("synth", spec("synth_grade"), "default", cfg), passage_chars

@@ -16,8 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import LMConfig
-from ..metrics.text import squad_normalize
+from ..lm import check_lm, registry
+from ..metrics.base import Case, Passage
+from ..metrics.grounding import faithfulness
+from ..pipeline.signatures import spec
+from ..pipeline.stage import Stage
 from ..stores.bm25 import STOPWORDS_EN
+from ..text import squad_normalize
 
 LM_KINDS = {"factoid": 0.5, "explanatory": 0.25, "unanswerable": 0.15, "multi": 0.10}  # shares of LM questions
 RETRIES = 1  # more attempts at a usable question per passage
@@ -101,8 +106,6 @@ def answer_problem(kind: str, answer: str, passage: str, question: str = "") -> 
         return ("factoid answer not a span of its passage", None) if at < 0 else (None, at)
     if len(content_words(re.sub(r"(?i)\bexcerpt \d\b", "", answer))) < 3:
         return "explanatory answer under 3 content words", None
-    from ..metrics.base import Case, Passage
-    from ..metrics.grounding import faithfulness
 
     score = faithfulness(Case(question="", answer=answer, passages=[Passage("p", "p", passage)])).value or 0.0
     return (None, None) if score >= FAITHFUL else (f"answer not supported by its passage (faithfulness < {FAITHFUL})",
@@ -112,8 +115,6 @@ def answer_problem(kind: str, answer: str, passage: str, question: str = "") -> 
 def ready(route: str) -> str:
     """``route``, checked before any work: an unknown route or a missing key is one clear error, and a local model
     is loaded now (a missing model file says so)."""
-    from ..lm import check_lm, registry
-
     check_lm(LMConfig(route=route))
     if route.startswith("local/"):
         registry.local_models.get(route.removeprefix("local/"))
@@ -127,9 +128,6 @@ class LMWriter:
     calls_per_passage = 1.85  # a question, and an answer for 85% of them (not for unanswerable ones)
 
     def __init__(self, route: str, max_tokens: int = 96):
-        from ..modules import Stage
-        from ..signatures import spec
-
         self.route = ready(route)
         attempts = [LMConfig(route=route, temperature=0.0, max_tokens=max_tokens, seed=0)]
         attempts += [LMConfig(route=route, temperature=0.7, max_tokens=max_tokens, seed=i)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from ..config import LMConfig
+from ..lm import make_lm, override_lm, stage
 from .generate import content_words, off_passage, ready
 
 PASSAGE_WORDS = 160  # a passage is cut to its first words: a small model's prompt stays short
@@ -54,15 +55,11 @@ class InParsWriter:
     demo_text = " ".join(q for _, q in DEMOS)
 
     def __init__(self, route: str, max_tokens: int = 32):
-        from ..lm import make_lm
-
         self.route = ready(route)
         self.lm = make_lm(LMConfig(route=route, temperature=0.0, max_tokens=max_tokens, seed=0))
 
     def query(self, passage: str) -> tuple[str | None, str | None]:
         """(the query, None) or (None, why there is none)."""
-        from ..lm import override_lm, stage
-
         lm = override_lm() or self.lm
         with stage("synth"):
             reply = lm(messages=[{"role": "user", "content": prompt(passage)}], stop=["\n"])

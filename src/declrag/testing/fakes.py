@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..ingest.chunkers import WordTokens
+from ..lm import RoutedLM, meter_call, setup
+from ..pipeline.adapters import PlainTextAdapter
 from ..stores.bm25 import tokenize
 
 
@@ -66,7 +68,6 @@ class ScriptedLM:
 
         from dspy.utils.dummies import DummyLM
 
-        from ..adapters import PlainTextAdapter
 
         class _Scripted(DummyLM):
             def __call__(self, prompt=None, *, messages=None, **kwargs):
@@ -82,8 +83,6 @@ class ScriptedLM:
                     ms = 1000 * (time.perf_counter() - t0)
                     self.ms += ms
                     if cost_usd is not None:
-                        from ..lm import meter_call
-
                         meter_call({"usage": {"prompt_tokens": 1, "completion_tokens": 1}, "cost": cost_usd}, ms)
 
         lm = _Scripted([], adapter=PlainTextAdapter())
@@ -104,8 +103,6 @@ class StreamingLM:
 
     def __new__(cls, reply: str | Callable[[list], str], delay: float = 0.0, gate: Any = None,
                 gate_timeout: float = 30.0):
-        from ..lm import RoutedLM
-
         provider = _FakeProvider.register()
         key = f"s{next(_FAKE_IDS)}"
         lm = RoutedLM(f"declrag-fake/{key}", engine="litellm", cache=False, temperature=0.0, max_tokens=256,
@@ -131,7 +128,6 @@ class _FakeProvider:
     def register():
         import litellm
 
-        from ..lm import setup
 
         setup()
         for p in litellm.custom_provider_map:

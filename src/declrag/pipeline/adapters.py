@@ -15,7 +15,8 @@ from typing import Any
 import dspy
 from dspy.adapters.base import Adapter
 
-from .config import LMConfig
+from ..config import LMConfig
+from ..lm import is_small_local
 
 _BULLET = re.compile(r"^\s*(?:[-*•]+|\(?\d+[.)]|[a-z][.)])\s*")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -90,8 +91,6 @@ class PlainTextAdapter(Adapter):
 
 def adapter_for(cfg: LMConfig) -> Adapter:
     """The adapter for a route: ``cfg.adapter`` when set, else plain text for small local models."""
-    from .lm import is_small_local
-
     choice = cfg.adapter if cfg.adapter != "auto" else ("plain" if is_small_local(cfg.route) else "chat")
     if choice == "plain":
         return PlainTextAdapter()

@@ -5,7 +5,7 @@ first, the same shape everywhere: `RAGProgram(question=..., history=[...])`, ``d
 ``/v1/ask``'s ``history``, ``/v1/chat/completions``'s earlier messages, golden sets' ``history``. A
 `dspy.History` whose messages are such turns is accepted too.
 
-`turns` checks a history the way `declrag.inputs.user_text` checks a question (every entry point calls it, so
+`declrag.inputs.turns` checks a history the way `user_text` checks a question (every entry point calls it, so
 a history fails the same wherever it comes from) and raises `InputError` naming the turn. `search_query`
 makes the search query of the last turn from the turns before it, by ``history.query``:
 
@@ -15,21 +15,18 @@ makes the search query of the last turn from the turns before it, by ``history.q
   terms of the earlier user turns, newest first; for the vector leg, the normalised mix of the turns'
   embeddings, the last turn weighted 1 and each earlier user turn ``weight``, ``weight**2``, ... newest first;
 - ``condense``: the last turn rewritten by the LM as a standalone question (``signatures/condense.yaml``);
-  `declrag.modules.Condenser` runs it, and falls back to ``deterministic`` when the model returns nothing.
+  `declrag.pipeline.modules.Condenser` runs it, and falls back to ``deterministic`` when the model returns nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from .inputs import InputError, user_text
-from .stores.bm25 import tokenize
+from ..inputs import ROLES, Turn
+from ..stores.bm25 import tokenize
 
-ROLES = ("user", "assistant", "system")
 # words that carry no subject in a follow-up: Weaviate's stop words, pronouns, question and filler words
 CHAT_STOPWORDS = frozenset("""
 a about above after again all also am an and any are as at be because been before being below between both
@@ -41,53 +38,6 @@ their theirs them themselves then there these they this those through to too und
 was we well were what when where which while who whom why will with would yes yet you your yours yourself
 ok okay sure great good really mean means meant thing things something anything way ways much many
 """.split())
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """One turn of a conversation."""
-
-    role: str
-    content: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
-
-
-def turns(history: Any, *, max_turns: int, max_chars: int, field: str = "history") -> tuple[Turn, ...]:
-    """``history`` checked: None or a list of ``{role, content}`` mappings (or `Turn`s, or a `dspy.History` of
-    them), at most ``max_turns`` turns and ``max_chars`` characters in all, each turn's content non-empty text
-    (normalised as `user_text` does). Raises `InputError` naming the field, e.g. ``history[2].role``."""
-    if history is None:
-        return ()
-    messages = getattr(history, "messages", history)  # dspy.History
-    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
-        raise InputError(f"{field} must be a list of turns ({{role, content}}), not {type(history).__name__}", field,
-                         hint='e.g. [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]')
-    if len(messages) > max_turns:
-        raise InputError(f"{field} has {len(messages)} turns; the limit is {max_turns}", field,
-                         hint="send only the most recent turns, or raise history.max_turns in the program config")
-    out, total = [], 0
-    for i, m in enumerate(messages):
-        where = f"{field}[{i}]"
-        if isinstance(m, Turn):
-            m = m.to_dict()
-        if not isinstance(m, dict):
-            raise InputError(f"{where} must be an object with role and content, not {type(m).__name__}", where)
-        if extra := sorted(set(m) - {"role", "content"}):
-            raise InputError(f"{where} has unknown field(s) {', '.join(map(repr, extra))}", where,
-                             hint="a turn has exactly two fields: role and content")
-        role = m.get("role")
-        if role not in ROLES:
-            raise InputError(f"{where}.role must be one of {', '.join(ROLES)}, not {role!r}", f"{where}.role")
-        text = user_text(m.get("content"), f"{where}.content", max_chars,
-                         hint="shorten it, or raise history.max_chars in the program config")
-        total += len(text)
-        if total > max_chars:
-            raise InputError(f"{field} holds {total}+ characters; the limit is {max_chars}", field,
-                             hint="send only the most recent turns, or raise history.max_chars in the program config")
-        out.append(Turn(role, text))
-    return tuple(out)
 
 
 def window(history: Sequence[Turn], n_turns: int, n_chars: int, roles: Sequence[str] = ROLES) -> list[Turn]:
@@ -146,5 +96,4 @@ def joined(question: str, earlier_user: Sequence[str]) -> str:
     return " ".join([*earlier_user, question])
 
 
-__all__ = ["CHAT_STOPWORDS", "ROLES", "Turn", "expanded_query", "joined", "mixed_vector", "salient_terms",
-           "transcript", "turns", "window"]
+__all__ = ["CHAT_STOPWORDS", "expanded_query", "joined", "mixed_vector", "salient_terms", "transcript", "window"]

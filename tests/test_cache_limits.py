@@ -1,4 +1,4 @@
-"""Every process-wide cache is bounded by declrag (`declrag.caches.CacheLimits`), enforced with tiny limits: DSPy's
+"""Every process-wide cache is bounded by declrag (`declrag.cache_limits.CacheLimits`), enforced with tiny limits: DSPy's
 in-memory response cache and its LM histories (through a real LM route to an instant stand-in on loopback), the
 embedding SQLite file (oldest rows deleted first, files from before the bound included), the gauges of
 ``GET /metrics``; and a short `declrag bench soak` against a real `declrag serve` (the harness's JSON, no 5xx)."""
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from dspy.clients import base_lm
 
-from declrag.testing import standin
-from declrag.caches import CacheLimits, current, set_current
+from declrag.cache_limits import CacheLimits, current, set_current
 from declrag.config import LMConfig
 from declrag.embed import EmbeddingCache
 from declrag.lm import Meter, cache_sizes, make_lm, metering, use_cache_limits
 from declrag.lm.registry import LM_DISK_PAGE_CACHE
+from declrag.testing import standin
 
 
 @pytest.fixture
@@ -130,7 +130,7 @@ def test_metrics_report_every_cache_with_its_bound(limited, tmp_path):
     from fastapi.testclient import TestClient
 
     from declrag.config import ProgramConfig
-    from declrag.program import RAGProgram
+    from declrag.pipeline.program import RAGProgram
     from declrag.serve import ServeSettings, create_app
     from declrag.stores.lancedb import LanceStore
     from declrag.testing import HashEmbedder, ScriptedLM
@@ -171,8 +171,9 @@ def test_questions_never_repeat_even_from_a_uniform_base():
 def test_a_short_soak_writes_its_json_and_png_with_no_5xx(tmp_path, minilm):
     import json
 
-    import declrag
     from declrag_bench.soak import run, write
+
+    import declrag
     from declrag.testing.store_contract import TEXTS
 
     (tmp_path / "docs").mkdir()

@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from .config import IngestConfig
-from .embed import Embedder
-from .ingest.chunkers import Chunker
-from .ingest.loaders import LoadError, Skipped, iter_files, load_file
-from .stores.base import DocRecord, Store, StoreCheck
-from .types import Chunk, Document
+from ..config import IngestConfig
+from ..embed import Embedder
+from ..stores.base import DocRecord, Store, StoreCheck
+from ..types import Chunk, Document
+from .chunkers import Chunker
+from .loaders import LoadError, Skipped, iter_files, load_file
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class IndexReport:
     embedded: int = 0  # texts that reached the model (cache misses)
     skipped: list[Skipped] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=lambda: {"load": 0.0, "chunk": 0.0, "embed": 0.0, "write": 0.0})
-    check: StoreCheck | None = None  # the store verified after the run (`declrag.api.corpus_store` does)
+    check: StoreCheck | None = None  # the store verified after the run (`declrag.ingest.corpus.corpus_store` does)
     rebuilt: bool = False  # built again from scratch after a copy lost chunks while it was written
 
     @property

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .config import SearchParams
-from .embed import Embedder
-from .stores.base import Filter, Store
-from .types import Hit, chunk_id
+from ..config import SearchParams
+from ..embed import Embedder
+from ..stores.base import Filter, Store
+from ..types import Hit, chunk_id
 
 
 def search(store: Store, embedder: Embedder | None, query: str, params: SearchParams | None = None) -> list[Hit]:

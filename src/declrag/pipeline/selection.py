@@ -8,11 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .config import ProgramConfig
-from .errors import DeclragError
+from ..config import ProgramConfig
+from ..errors import DeclragError
+from ..folders import default_store
+from ..ingest.corpus import corpus_store
+from ..stores import read_meta
+from ..stores.base import Store
 from .program import RAGProgram, default_config, default_program, load, read_config, with_model
-from .stores import read_meta
-from .stores.base import Store
 
 DEFAULT_NAME = "declrag-default"
 
@@ -62,8 +64,6 @@ def select_program(program: str | Path | None = None, config: str | Path | None 
     name, what = ((Path(config).stem, f"config {config}") if config is not None
                   else (DEFAULT_NAME, "the default program"))
     if store is None and (cfg is None or cfg.store is None) and corpus is not None:
-        from .api import corpus_store
-
         def over_corpus() -> RAGProgram:
             c = cfg or ProgramConfig()
             st, _ = corpus_store(corpus.documents, c.ingest, corpus.name, progress=progress)
@@ -76,8 +76,6 @@ def select_program(program: str | Path | None = None, config: str | Path | None 
         cfg = with_model(cfg, route) if route else cfg
         return ProgramChoice(name, None, what, lambda: RAGProgram(cfg, store=store))
     if store is None or not isinstance(store, Store):
-        from .api import default_store
-
         where = str(store or default_store())
         if read_meta(where) is None:
             raise DeclragError(f"no declrag store at {where}", hint="index documents first (declrag index PATH "

@@ -16,21 +16,19 @@ from typing import Any
 
 import dspy
 import numpy as np
-from dspy.utils import exceptions as dspy_errors
 
+from ..config import GenerateConfig, HistoryConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
+from ..embed import Embedder, resolve_model
+from ..stores.base import Filter, Store
+from ..stores.bm25 import KeywordIndex
+from ..types import Hit
 from . import conversation as conv
-from .adapters import adapter_for
-from .config import GenerateConfig, HistoryConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
-from .embed import Embedder, resolve_model
 from .extract import Extract, Piece, check, extract, shown
-from .lm import lm_error, override_lm, registry, stage
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
 from .ranking import cut, rrf
 from .searching import expand
 from .signatures import SignatureSpec
-from .stores.base import Filter, Store
-from .stores.bm25 import KeywordIndex
-from .types import Hit
+from .stage import Stage
 
 _EMBED_MS: ContextVar[list[float] | None] = ContextVar("declrag_embed_ms", default=None)
 
@@ -57,31 +55,6 @@ def timing_embeddings():
         _EMBED_MS.reset(token)
 
 
-def get_lm(cfg: LMConfig) -> dspy.LM:
-    """One DSPy LM per distinct LM configuration, shared by every stage and program (`declrag.registry`)."""
-    return registry.lm(cfg)
-
-
-class Stage(dspy.Module):
-    """One prompt of one stage: a `dspy.Predict` run under the stage's LM and adapter, metered."""
-
-    def __init__(self, name: str, spec: SignatureSpec, variant: str, lm: LMConfig, **params: str):
-        super().__init__()
-        self.stage_name, self.lm_config, self.spec, self.variant = name, lm, spec, variant
-        self.predict = dspy.Predict(spec.build(variant, **params))
-        self.predict.demos = [dspy.Example(**d) for d in spec.demos]
-
-    def run(self, metered_as: str | None = None, **inputs: Any) -> dspy.Prediction:
-        lm = override_lm() or get_lm(self.lm_config)
-        with stage(metered_as or self.stage_name), dspy.context(lm=lm, adapter=adapter_for(self.lm_config)):
-            try:
-                return self.predict(**inputs)
-            except dspy_errors.AdapterParseError:  # a model that ignored the format: no output, not a crash
-                return dspy.Prediction(**{k: None for k in self.spec.outputs}, parse_error=True)
-            except dspy_errors.LMError as e:
-                raise lm_error(e, self.lm_config) from e
-
-
 @dataclass
 class Queries:
     texts: list[str]  # searched, results fused by reciprocal rank
@@ -101,7 +74,7 @@ class SearchQuestion:
 
 
 class HistoryQuery(dspy.Module):
-    """The search question of a conversation's last turn, by ``history.query`` (see `declrag.conversation`)."""
+    """The search question of a conversation's last turn, by ``history.query`` (see `declrag.pipeline.conversation`)."""
 
     def __init__(self, cfg: HistoryConfig, lm: LMConfig, specs: dict[str, SignatureSpec], embedder: Embedder):
         super().__init__()
@@ -326,7 +299,7 @@ class Generator(dspy.Module):
                 attributed.append(n)
         return Draft(" ".join(parts) or cited.text, False, [], attributed, cited.removed, raw)
 
-    # -- the deterministic modes (`declrag.extract`) ----------------------------------------------------------
+    # -- the deterministic modes (`declrag.pipeline.extract`) ----------------------------------------------------------
     def _texts(self, passages: list[Hit]) -> list[str]:
         return [h.text[: self.cfg.max_passage_chars] for h in passages]
 
@@ -356,7 +329,7 @@ class Generator(dspy.Module):
 
     def _extractive(self, question: str, passages: list[Hit], conversation: str | None) -> Draft:
         """The answer in the passages' own words; streamed (as one piece) through the LM's path when a stream
-        listens (`declrag.streaming`)."""
+        listens (`declrag.pipeline.streaming`)."""
         got = self._extract(question, passages, conversation)
         checked = {"mode": "extractive", "best_score": got.best, **({"reason": got.reason} if got.reason else {})}
         if not got.pieces:
@@ -367,7 +340,7 @@ class Generator(dspy.Module):
         return Draft(text, False, used, raw=text, quotes=[(p.n, p.start, p.end) for p in got.pieces], checked=checked)
 
     def _verified(self, draft: Draft, spare: list[Piece], passages: list[Hit]) -> Draft:
-        """``draft`` with each sentence checked against its passages (`declrag.extract.check`): a supported one kept
+        """``draft`` with each sentence checked against its passages (`extract.check`): a supported one kept
         (cited by the passage that supports it), an unsupported one dropped or replaced by the best of ``spare``
         (the extractive candidates that clear the threshold, best first) not yet in the answer."""
         if draft.abstained:
@@ -402,7 +375,7 @@ class Generator(dspy.Module):
 
 
 def _send_answer(text: str) -> None:
-    """Put ``text`` on the answer stream, when one listens (`declrag.streaming.astream`), as the LM's tokens go."""
+    """Put ``text`` on the answer stream, when one listens (`streaming.astream`), as the LM's tokens go."""
     stream = dspy.settings.send_stream
     if stream is None:
         return

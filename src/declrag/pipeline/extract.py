@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .ingest.chunkers import sentence_spans
-from .metrics.text import Detail, detail_supported, details, norm_phrase, numbers
+from ..ingest.chunkers import sentence_spans
+from ..stores.bm25 import KeywordIndex
+from ..text import Detail, detail_supported, details, norm_phrase, numbers
 from .postprocess import content_words, support
-from .stores.bm25 import KeywordIndex
 
 # Calibrated on tests/data/grounding_cases.jsonl (85 hand-labelled SQuAD v2.0 cases; see its test)
 LEXICAL = 0.6  # share of a sentence's content words that must occur in one passage
@@ -152,7 +152,7 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
             min_score: float = 0.45, lexical_weight: float = 0.3, rank_weight: float = 0.02, order: str = "passage",
             max_piece_chars: int = 300, require_details: bool = True, embed_at_most: int = 8) -> Extract:
     """The extractive answer to ``question`` from ``passages`` (ranked, best first). ``query_vector``: the
-    question's embedding (a conversation's turns mixed in, see `declrag.modules.Generator`); ``embed`` embeds the
+    question's embedding (a conversation's turns mixed in, see `modules.Generator`); ``embed`` embeds the
     candidates (the ``embed_at_most`` of `shortlist`). Score = (1 - lexical_weight) * cosine + lexical_weight *
     word overlap - rank_weight * (rank - 1)."""
     pool = shortlist(question, candidates(passages, max_piece_chars), embed_at_most)

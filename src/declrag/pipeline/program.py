@@ -22,13 +22,17 @@ import dspy
 import numpy as np
 from pydantic import ValidationError
 
-from .about import versions
-from .config import LOCAL_DEFAULT_MODE, ProgramConfig, default_config, read_config, with_model
-from .conversation import Turn, transcript, turns, window
-from .embed import Embedder, folder_sha256
-from .errors import DeclragError
-from .inputs import user_text
-from .lm import Meter, check_lm, metering
+from ..about import versions
+from ..config import LOCAL_DEFAULT_MODE, ProgramConfig, default_config, read_config, with_model
+from ..embed import Embedder, folder_sha256
+from ..errors import DeclragError
+from ..folders import default_store
+from ..inputs import Turn, turns, user_text
+from ..lm import Meter, check_lm, metering, registry
+from ..stores import open_store, read_meta
+from ..stores.base import Filter, Store
+from ..types import Hit
+from .conversation import transcript, window
 from .modules import (
     Draft,
     Generator,
@@ -42,9 +46,6 @@ from .modules import (
 )
 from .ranking import mmr, order
 from .signatures import SignatureSpec, spec
-from .stores import open_store, read_meta
-from .stores.base import Filter, Store
-from .types import Hit
 
 log = logging.getLogger(__name__)
 ARTIFACT_FORMAT = 1
@@ -93,8 +94,6 @@ class RAGProgram(dspy.Module):
         else:
             where = store or c.store
             if where is None:
-                from .api import default_store
-
                 where = default_store()
             self.store, _ = open_store(where, c.ingest, create=False)
         self.store_uri = self.store.uri
@@ -120,7 +119,6 @@ class RAGProgram(dspy.Module):
         warm = getattr(self, "_warm", None)  # None: cold; False: all but the LMs; True: everything
         if warm is True or (warm is False and not lms):
             return self
-        from .lm import registry
 
         getattr(self.embedder, "model", None)
         if self.config.rerank.mode == "cross-encoder":
@@ -134,7 +132,7 @@ class RAGProgram(dspy.Module):
 
     def check(self, question: Any, history: Any = None, where: dict | None = None) -> tuple[str, tuple[Turn, ...]]:
         """The question and history as the program reads them, or `InputError` naming the field (the one check
-        every entry point shares; see `declrag.inputs` and `declrag.conversation`)."""
+        every entry point shares; see `declrag.inputs` and `declrag.pipeline.conversation`)."""
         c = self.config
         question = user_text(question, "question", c.max_question_chars,
                              hint="shorten it, or raise max_question_chars in the program config")
@@ -156,7 +154,7 @@ class RAGProgram(dspy.Module):
         return sq, queries
 
     def forward(self, question: str, where: dict | None = None, history: Any = None) -> Answer:
-        """Answer ``question``; ``history``: the conversation before it (see `declrag.conversation`)."""
+        """Answer ``question``; ``history``: the conversation before it (see `declrag.pipeline.conversation`)."""
         c = self.config
         question, history = self.check(question, history, where)
         meter, ms = Meter(), dict[str, float]()

@@ -1,0 +1,1 @@
+"""The RAG program and its stages."""
