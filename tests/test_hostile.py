@@ -79,11 +79,11 @@ def test_empty_in_and_nin_mean_nothing_and_everything_on_every_kind_of_read(stor
 
 
 def test_empty_lists_mean_the_same_on_weaviate():
-    from declrag.stores.weaviate import _translate
+    from declrag.stores.weaviate import translate
 
-    assert _translate(Filter({"source": {"$in": []}})) is False and _translate(Filter({"page": {"$nin": []}})) is True
-    assert _translate(Filter({"$or": [{"doc_id": {"$in": []}}, {"page": {"$nin": []}}]})) is True
-    assert _translate(Filter({"$and": [{"doc_id": {"$in": []}}, {"page": 1}]})) is False
+    assert translate(Filter({"source": {"$in": []}})) is False and translate(Filter({"page": {"$nin": []}})) is True
+    assert translate(Filter({"$or": [{"doc_id": {"$in": []}}, {"page": {"$nin": []}}]})) is True
+    assert translate(Filter({"$and": [{"doc_id": {"$in": []}}, {"page": 1}]})) is False
 
 
 @pytest.mark.parametrize("where, words", [

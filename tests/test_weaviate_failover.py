@@ -13,7 +13,7 @@ import pytest
 from declrag.config import IngestConfig
 from declrag.errors import DeclragError
 from declrag.stores import child_uri, open_store
-from declrag.stores.weaviate_target import Target
+from declrag.stores.weaviate.target import Target
 from declrag.types import Chunk, Document
 
 from .conftest import WEAVIATE_SCRIPT, start_weaviate, stop_weaviate
@@ -118,7 +118,7 @@ def test_losing_the_connected_node_fails_over_with_the_same_results(tmp_path, mo
         # answers as before (once its keyword index has taken what was written again: settle)
         back, _ = open_store(uri.replace("consistency=QUORUM", "consistency=ALL"), create=False)
         assert back.node == first
-        with caplog.at_level(logging.WARNING, logger="declrag.stores.weaviate_replicas"):
+        with caplog.at_level(logging.WARNING, logger="declrag.stores.weaviate.replicas"):
             check = back.verify()
         assert check.ok and check.expected == 35 and check.copies == {f"{h}:{p}": 35 for h, p, _ in t.nodes}, check
         # the new five came by replication (before verify looked, or while it waited: check.replicated), and
@@ -138,8 +138,8 @@ def test_losing_the_connected_node_fails_over_with_the_same_results(tmp_path, mo
 def test_only_a_node_that_does_not_answer_counts_as_down():
     import grpc
 
-    from declrag.stores.weaviate_target import Unreachable
-    from declrag.stores.weaviate_wire import _node_down
+    from declrag.stores.weaviate.target import Unreachable
+    from declrag.stores.weaviate.wire import node_down
 
     class Rpc(grpc.RpcError):
         def __init__(self, code):
@@ -148,13 +148,13 @@ def test_only_a_node_that_does_not_answer_counts_as_down():
         def code(self):
             return self._code
 
-    assert _node_down(Rpc(grpc.StatusCode.UNAVAILABLE)) and _node_down(Rpc(grpc.StatusCode.DEADLINE_EXCEEDED))
-    assert _node_down(Unreachable("cannot reach a Weaviate server at weaviate://h:1"))
+    assert node_down(Rpc(grpc.StatusCode.UNAVAILABLE)) and node_down(Rpc(grpc.StatusCode.DEADLINE_EXCEEDED))
+    assert node_down(Unreachable("cannot reach a Weaviate server at weaviate://h:1"))
     wrapped = RuntimeError("batch failed")
     wrapped.__cause__ = ConnectionRefusedError("[Errno 111] Connection refused")
-    assert _node_down(wrapped)
-    assert not _node_down(Rpc(grpc.StatusCode.INVALID_ARGUMENT))
-    assert not _node_down(ValueError("vector lengths don't match"))
+    assert node_down(wrapped)
+    assert not node_down(Rpc(grpc.StatusCode.INVALID_ARGUMENT))
+    assert not node_down(ValueError("vector lengths don't match"))
 
 
 @pytest.mark.weaviate

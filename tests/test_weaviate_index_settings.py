@@ -13,8 +13,8 @@ import pytest
 
 from declrag.errors import DeclragError
 from declrag.stores import Filter, child_uri, open_store
-from declrag.stores.weaviate import WeaviateStore, _filter_pb, _translate
-from declrag.stores.weaviate_target import Target
+from declrag.stores.weaviate import WeaviateStore, filter_pb, translate
+from declrag.stores.weaviate.target import Target
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import corpus
 
@@ -77,12 +77,12 @@ def test_query_filters_are_the_messages_the_client_library_builds():
     rng = random.Random(7)
     for spec in FILTERS + [_random_filter(rng) for _ in range(300)]:
         where = Filter(spec)
-        ours, theirs = _filter_pb(where), _translate(where)
+        ours, theirs = filter_pb(where), translate(where)
         if isinstance(theirs, bool):
             assert ours is theirs, spec
         else:
             assert ours == _FilterToGRPC.convert(theirs), spec
-    assert _filter_pb(None) is True
+    assert filter_pb(None) is True
 
 
 # -- with a server -----------------------------------------------------------------------------------------
@@ -173,6 +173,6 @@ def test_query_path_equals_the_client_library_and_reports_its_grpc_time(weaviate
         with pytest.raises(DeclragError, match="vector search .* failed"):
             store.vector_search(np.ones(3, dtype=np.float32), 3)  # another dimension: at once, no retries
     finally:
-        store.__dict__.pop("_stub", None)
+        store.__dict__.pop("search_stub", None)
         store.drop()
         store.close()

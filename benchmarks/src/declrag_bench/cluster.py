@@ -32,7 +32,7 @@ from declrag.golden import load_golden
 from declrag.ingest.indexer import Indexer
 from declrag.metrics.stats import percentiles
 from declrag.stores import child_uri, open_store
-from declrag.stores.weaviate_target import Target
+from declrag.stores.weaviate.target import Target
 from declrag.types import Document
 
 from .servers import run_script

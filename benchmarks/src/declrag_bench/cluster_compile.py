@@ -31,7 +31,7 @@ from declrag.errors import DeclragError
 from declrag.golden import load_golden
 from declrag.stores import open_store
 from declrag.stores.weaviate import WeaviateStore
-from declrag.stores.weaviate_target import Target
+from declrag.stores.weaviate.target import Target
 
 from .servers import run_script
 
@@ -139,7 +139,7 @@ class _Repairs(logging.Handler):
     """Keeps what the store checks said: `declrag.api.checked` and `corpus_store` (nodes that did not answer,
     chunks written again, stores built again) and `verify` (repairs, waits for replication)."""
 
-    SOURCES = ("declrag.api", "declrag.stores.weaviate_replicas")
+    SOURCES = ("declrag.api", "declrag.stores.weaviate.replicas")
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)

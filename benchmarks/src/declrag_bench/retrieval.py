@@ -274,9 +274,9 @@ class _TimedStub:
 
 
 def _time_searches(st, calls: list[float]) -> None:
-    """Wrap the store's stub (the bench's own instrument: the store carries no timer); ``del st._stub`` undoes it."""
-    stub_of = st._stub
-    st._stub = lambda: _TimedStub(stub_of(), calls)
+    """Wrap the store's stub (the bench's own instrument: the store carries no timer); ``del st.search_stub`` undoes it."""
+    stub_of = st.search_stub
+    st.search_stub = lambda: _TimedStub(stub_of(), calls)
 
 
 def _breakdown(st, fn, qv: list, progress: bool, mode: str) -> dict[str, Any]:
@@ -304,7 +304,7 @@ def _breakdown(st, fn, qv: list, progress: bool, mode: str) -> dict[str, Any]:
                 else:
                     server.append(s1 - s0)
     finally:
-        del st._stub  # the store's own method again
+        del st.search_stub  # the store's own method again
     if len(calls) != len(total):  # a retried request: the gRPC times do not pair with the queries
         return {"error": "requests were retried during the breakdown pass; rerun it"}
     T, G = np.array(total), np.array(calls)
@@ -413,21 +413,21 @@ def _client_search(st, mode: str, query: str, vector, k: int, alpha: float, fusi
     arm of the breakdown."""
     from weaviate.classes.query import HybridFusion, MetadataQuery
 
-    from declrag.stores.weaviate import CHUNK_INTS, CHUNK_TEXTS, _chunk
+    from declrag.stores.weaviate.wire import CHUNK_INTS, CHUNK_TEXTS, chunk_of
 
-    coll, props = st._coll(st.name), list(CHUNK_TEXTS + CHUNK_INTS)
+    coll, props = st.collection(st.name), list(CHUNK_TEXTS + CHUNK_INTS)
     if mode == "keyword":
         res = coll.query.bm25(query=query, query_properties=["text"], limit=k, return_properties=props,
                               return_metadata=MetadataQuery(score=True))
-        return [Hit.of(_chunk(o), float(o.metadata.score), keyword=float(o.metadata.score))
+        return [Hit.of(chunk_of(o), float(o.metadata.score), keyword=float(o.metadata.score))
                 for o in res.objects if (o.metadata.score or 0) > 0]
     q = np.asarray(vector, dtype=np.float32).reshape(-1).tolist()
     if mode == "vector":
         res = coll.query.near_vector(near_vector=q, limit=k, return_properties=props,
                                      return_metadata=MetadataQuery(distance=True))
-        return [Hit.of(_chunk(o), 1.0 - float(o.metadata.distance), vector=1.0 - float(o.metadata.distance))
+        return [Hit.of(chunk_of(o), 1.0 - float(o.metadata.distance), vector=1.0 - float(o.metadata.distance))
                 for o in res.objects]
     res = coll.query.hybrid(query=query, vector=q, alpha=alpha, limit=k, query_properties=["text"],
                             fusion_type=HybridFusion.RELATIVE_SCORE if fusion == "relative" else HybridFusion.RANKED,
                             return_metadata=MetadataQuery(score=True), return_properties=props)
-    return [Hit.of(_chunk(o), float(o.metadata.score)) for o in res.objects[:k]]
+    return [Hit.of(chunk_of(o), float(o.metadata.score)) for o in res.objects[:k]]

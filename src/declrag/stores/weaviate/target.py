@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from ..errors import DeclragError
+from ...errors import DeclragError
 
 DEFAULT_COLLECTION = "Declrag"
 DOCS_SUFFIX = "_docs"
@@ -169,7 +169,7 @@ class Unreachable(DeclragError):
     """No answer from a Weaviate node (refused, reset, timed out): the one error a handle fails over on."""
 
 
-def _connect(t: Target, node: int = 0):
+def connect(t: Target, node: int = 0):
     """A client of node ``node`` of the target, checked ready and new enough."""
     import weaviate
     from weaviate.classes.init import AdditionalConfig, Auth, Timeout
@@ -183,8 +183,8 @@ def _connect(t: Target, node: int = 0):
             grpc_secure=t.secure, auth_credentials=Auth.api_key(key) if key else None, skip_init_checks=True,
             additional_config=AdditionalConfig(timeout=Timeout(init=10, query=t.timeout, insert=max(t.timeout, 120))))
     except Exception as e:  # the client raises several kinds here: refused credentials, or not reachable
-        if _status(e) in (401, 403):
-            raise _auth(t, e) from e
+        if http_status(e) in (401, 403):
+            raise auth_error(t, e) from e
         raise _unreachable(where, e) from e
     try:
         if not client.is_ready():
@@ -195,8 +195,8 @@ def _connect(t: Target, node: int = 0):
         raise
     except Exception as e:
         client.close()
-        if _status(e) in (401, 403):
-            raise _auth(t, e) from e
+        if http_status(e) in (401, 403):
+            raise auth_error(t, e) from e
         raise _unreachable(where, e) from e
     parts = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
     if parts < MIN_SERVER:
@@ -206,14 +206,14 @@ def _connect(t: Target, node: int = 0):
     return client
 
 
-def _connect_any(t: Target, first: int = 0):
+def connect_any(t: Target, first: int = 0):
     """(client, node): the first node, from ``first`` on round the list, that answers; `Unreachable` naming
     them all when none does."""
     n = max(len(t.nodes), 1)
     errors: list[Unreachable] = []
     for k in range(n):
         try:
-            return _connect(t, (first + k) % n), (first + k) % n
+            return connect(t, (first + k) % n), (first + k) % n
         except Unreachable as e:
             errors.append(e)
     if n == 1:
@@ -229,7 +229,7 @@ def _unreachable(where: str, e: Exception | None) -> DeclragError:
                             "cr.weaviate.io/semitechnologies/weaviate) or fix the host/port in the store URI")
 
 
-def _auth(t: Target, e: BaseException) -> DeclragError:
+def auth_error(t: Target, e: BaseException) -> DeclragError:
     have = "is set" if os.environ.get(t.api_key_env) else "is not set"
     return DeclragError(f"the Weaviate server at {t.base} refused the credentials (${t.api_key_env} {have})",
                         hint=f"export {t.api_key_env}=<an API key the server accepts>, or name another variable "
@@ -239,7 +239,7 @@ def _auth(t: Target, e: BaseException) -> DeclragError:
 _GRPC_AS_HTTP = {"UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403}
 
 
-def _status(e: BaseException | None) -> int | None:
+def http_status(e: BaseException | None) -> int | None:
     """The HTTP status behind a client error, looking through the exceptions it wraps."""
     seen = 0
     while e is not None and seen < 10:
@@ -256,3 +256,4 @@ def _status(e: BaseException | None) -> int | None:
             return int(m.group(1))
         e, seen = e.__cause__ or e.__context__, seen + 1
     return None
+

@@ -5,22 +5,24 @@ for the search requests declrag sends itself, one and/or folding for both), and 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
 import numpy as np
 
-from ..types import Chunk
-from .base import Cond, Filter, Node
-from .weaviate_target import Target
+from ...types import Chunk
+from ..base import Cond, DocRecord, Filter, Node
+from ..fusion import object_uuid
+from .target import Target, Unreachable
 
 CHUNK_INTS = ("start", "end", "position", "page", "parent_start", "parent_end")
 CHUNK_TEXTS = ("chunk_id", "doc_id", "text", "source", "title")
 PROP = {"id": "chunk_id"}  # filter field -> property ("id" is reserved in Weaviate)
 
 
-def _index_config(t: Target, distance):
+def index_config(t: Target, distance):
     """The vector index a new collection gets from the store URI (flat unless it says hnsw)."""
     from weaviate.classes.config import Configure
 
@@ -33,13 +35,13 @@ def _index_config(t: Target, distance):
                                       max_connections=t.max_connections, quantizer=quantizer)
 
 
-def _chunk_props(c: Chunk) -> dict[str, Any]:
+def chunk_props(c: Chunk) -> dict[str, Any]:
     return {"chunk_id": c.id, "doc_id": c.doc_id, "text": c.text, "start": c.start, "end": c.end,
             "position": c.position, "source": c.source, "title": c.title, "page": c.page,
             "parent_start": c.parent_start, "parent_end": c.parent_end}
 
 
-def _chunk(o) -> Chunk:
+def chunk_of(o) -> Chunk:
     p = o.properties
     return Chunk(id=p["chunk_id"], doc_id=p["doc_id"], text=p.get("text") or "", start=int(p["start"]),
                  end=int(p["end"]), position=int(p["position"]), source=p.get("source") or "",
@@ -52,7 +54,7 @@ def _int(v) -> int | None:
 
 
 @cache
-def _transient() -> tuple[type[BaseException], ...]:
+def transient_errors() -> tuple[type[BaseException], ...]:
     from grpc import RpcError
     from httpx import TransportError
     from weaviate.exceptions import (
@@ -66,8 +68,6 @@ def _transient() -> tuple[type[BaseException], ...]:
         WeaviateTimeoutError,
     )
 
-    from .weaviate_target import Unreachable
-
     return (WeaviateConnectionError, WeaviateGRPCUnavailableError, WeaviateQueryError, WeaviateTimeoutError,
             UnexpectedStatusCodeError, RpcError, TransportError, Unreachable, WeaviateRetryError, WeaviateBatchError,
             WeaviateDeleteManyError)
@@ -80,7 +80,7 @@ NO_CLIENT_RETRY = contextvars.ContextVar("declrag_no_client_retry", default=Fals
 
 
 @cache
-def _one_try_when_failing_over() -> None:
+def one_try_when_failing_over() -> None:
     """Teach the client library's gRPC retry helper to step aside while `NO_CLIENT_RETRY` is set (once per
     process; the helper is looked up by name at each call)."""
     try:
@@ -106,7 +106,7 @@ _DOWN_TEXT = ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED", "onnecti
               "failed to connect", "Socket closed", "Deadline Exceeded")
 
 
-def _node_down(e: BaseException | None) -> bool:
+def node_down(e: BaseException | None) -> bool:
     """Whether a failure says that the node itself did not answer (refused, reset, unavailable, timed out),
     looking through the exceptions it wraps; not an error the node answered with."""
     seen = 0
@@ -124,7 +124,7 @@ def _node_down(e: BaseException | None) -> bool:
     return False
 
 
-def _detail(e: BaseException) -> str:
+def error_detail(e: BaseException) -> str:
     """An error's message; a gRPC error's details (its str() is a multi-line dump)."""
     details = getattr(e, "details", None)
     if callable(details):
@@ -135,14 +135,14 @@ def _detail(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
-def _pb():
+def protos():
     """The Weaviate gRPC protocol's messages (the ones the client library ships for this protobuf runtime)."""
     import weaviate.proto.v1 as pb
 
     return pb
 
 
-def _vector_bytes(vector) -> bytes:
+def vector_bytes(vector) -> bytes:
     v = np.ascontiguousarray(np.asarray(vector, dtype="<f4").reshape(-1))
     return v.tobytes()
 
@@ -165,13 +165,13 @@ def _junction(op: str, parts: list, join: Callable[[str, list], Any]):
     return False if not parts else (parts[0] if len(parts) == 1 else join("or", parts))
 
 
-def _filter_pb(where: Filter | None):
+def filter_pb(where: Filter | None):
     """``where`` as the gRPC protocol's filter message, with `Filter.matches`'s meaning (the same tree as
-    `_translate`, which the client library turns into the same message; tested equal); True (no filter) or
+    `translate`, which the client library turns into the same message; tested equal); True (no filter) or
     False (matches nothing) where the filter is constant."""
     if where is None:
         return True
-    F = _pb().base_pb2.Filters
+    F = protos().base_pb2.Filters
 
     def op(name: str):
         return getattr(F, f"OPERATOR_{name}")
@@ -183,24 +183,24 @@ def _filter_pb(where: Filter | None):
         prop, v = PROP.get(node.field, node.field), node.value
         if node.op in ("$in", "$nin") and not v:
             return node.op == "$nin"
-        target = _pb().base_pb2.FilterTarget(property=prop)
+        target = protos().base_pb2.FilterTarget(property=prop)
         if isinstance(v, list):
-            arr = ({"value_int_array": _pb().base_pb2.IntArray(values=v)} if isinstance(v[0], int)
-                   else {"value_text_array": _pb().base_pb2.TextArray(values=v)})
+            arr = ({"value_int_array": protos().base_pb2.IntArray(values=v)} if isinstance(v[0], int)
+                   else {"value_text_array": protos().base_pb2.TextArray(values=v)})
             cond = F(operator=op(_OPS[node.op]), target=target, **arr)
         elif isinstance(v, int):
             cond = F(operator=op(_OPS[node.op]), target=target, value_int=v)
         else:
             cond = F(operator=op(_OPS[node.op]), target=target, value_text=v)
         if node.field == "page" and node.op in ("$ne", "$nin"):  # a chunk without a page matches these
-            null = F(operator=op("IS_NULL"), target=_pb().base_pb2.FilterTarget(property=prop), value_boolean=True)
+            null = F(operator=op("IS_NULL"), target=protos().base_pb2.FilterTarget(property=prop), value_boolean=True)
             return F(operator=op("OR"), filters=[null, cond])
         return cond
 
     return one(where.tree)
 
 
-def _translate(where: Filter | None):
+def translate(where: Filter | None):
     """``where`` as a Weaviate filter with `Filter.matches`'s meaning; True (no filter) or False (matches
     nothing) where the filter is constant, as an empty ``$in``/``$nin`` makes it."""
     from weaviate.classes.query import Filter as W
@@ -223,3 +223,71 @@ def _translate(where: Filter | None):
         return cond
 
     return True if where is None else one(where.tree)
+
+
+def search_request(collection: str, consistency: str | None, limit: int, filt, score: bool = False,
+                   distance: bool = False):
+    """A gRPC ``SearchRequest`` for the chunks of ``collection``: their properties, the score or distance, the
+    consistency level and the filter (``filt``: a `filter_pb` message, or True for none)."""
+    pb = protos()
+    req = pb.search_get_pb2.SearchRequest(
+        uses_123_api=True, uses_125_api=True, uses_127_api=True, collection=collection, limit=limit,
+        properties=pb.search_get_pb2.PropertiesRequest(non_ref_properties=list(CHUNK_TEXTS + CHUNK_INTS)),
+        metadata=pb.search_get_pb2.MetadataRequest(score=score, distance=distance))
+    if consistency:
+        req.consistency_level = getattr(pb.base_pb2, f"CONSISTENCY_LEVEL_{consistency}")
+    if filt is not True:
+        req.filters.CopyFrom(filt)
+    return req
+
+
+def reply_chunks(reply, key: str) -> list[tuple[Chunk, float]]:
+    """The chunks of a ``SearchReply``, in order, each with its ``key`` (``score`` or ``distance``)."""
+    out = []
+    for r in reply.results:
+        f = r.properties.non_ref_props.fields
+        page, ps, pe = f.get("page"), f.get("parent_start"), f.get("parent_end")
+        out.append((Chunk(
+            id=f["chunk_id"].text_value, doc_id=f["doc_id"].text_value, text=f["text"].text_value,
+            start=f["start"].int_value, end=f["end"].int_value, position=f["position"].int_value,
+            source=f["source"].text_value, title=f["title"].text_value,
+            page=page.int_value if page is not None and page.HasField("int_value") else None,
+            parent_start=ps.int_value if ps is not None and ps.HasField("int_value") else None,
+            parent_end=pe.int_value if pe is not None and pe.HasField("int_value") else None),
+            float(getattr(r.metadata, key))))
+    return out
+
+
+def search_channel(t: Target, node: int = 0):
+    """A gRPC channel to ``t``'s node ``node`` for searches: (channel, Weaviate stub, call metadata with the API
+    key when the URI's ``api_key_env`` names a set variable)."""
+    import grpc  # loaded with the first search, as the protocol's messages are (`protos`)
+
+    opts = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+    host, _, port = t.nodes[node]
+    addr = f"{host}:{port}"
+    channel = (grpc.secure_channel(addr, grpc.ssl_channel_credentials(), options=opts) if t.secure
+               else grpc.insecure_channel(addr, options=opts))
+    key = os.environ.get(t.api_key_env) or None
+    metadata = (("authorization", f"Bearer {key}"),) if key else ()
+    return channel, protos().weaviate_pb2_grpc.WeaviateStub(channel), metadata
+
+
+def document_objects(documents, chunks, stats: Mapping[str, tuple[int, int]]) -> list:
+    """The document records of an upsert (each with its text, chunk count and file stats) as objects to write."""
+    from weaviate.classes.data import DataObject  # with the client library, loaded by the store's first write
+
+    counts: dict[str, int] = {}
+    for c in chunks:
+        counts[c.doc_id] = counts.get(c.doc_id, 0) + 1
+    return [DataObject(uuid=object_uuid(d.id), properties={
+        "doc_id": d.id, "source": d.source, "title": d.title, "page": d.page, "hash": d.hash, "text": d.text,
+        "chunks": counts.get(d.id, 0), "mtime_ns": stats.get(d.source, (0, -1))[0],
+        "size": stats.get(d.source, (0, -1))[1]}) for d in documents]
+
+
+def doc_record(p: Mapping[str, Any]) -> DocRecord:
+    """A document record read back (its properties) as the store protocol's `DocRecord`."""
+    return DocRecord(id=p["doc_id"], source=p.get("source") or "", title=p.get("title") or "", page=p.get("page"),
+                     hash=p["hash"], chunks=int(p.get("chunks") or 0), mtime_ns=int(p.get("mtime_ns") or 0),
+                     size=int(p.get("size") or -1))

@@ -16,7 +16,7 @@ the store's own handle (an unchanged object written again reaches every replica)
 node lost are written at once with the vector nudged, then as it was (see `_write_again`), each read with its
 vector from a node whose vector index has it. A node that does not answer is reported, not failed, and checked
 on the next call. Anything written again moves Weaviate 1.33's BM25 scores slightly (`_write_again`): a caller
-that needs a copy exactly like a clean build rebuilds it (`declrag.api.corpus_store` does when it has just
+that needs a copy exactly like a clean build rebuilds it (`declrag.ingest.corpus.corpus_store` does when it has just
 written the store).
 """
 
@@ -26,16 +26,31 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from ..errors import DeclragError
-from .base import DocRecord, StoreCheck
-from .weaviate_target import Target
+from ...errors import DeclragError
+from ..base import DocRecord, StoreCheck
+from .target import Target
 
-# a WeaviateStore (not imported: it imports this module); open_node opens a handle on one node's URI
-WeaviateStore = Any
+T = TypeVar("T")
+
+
+class Handle(Protocol):
+    """What checking and repairing copies needs of a store handle (`store.WeaviateStore` is one; the store
+    imports this module, so it is described here rather than imported)."""
+
+    target: Target
+    name: str
+    uri: str
+
+    def call(self, what: str, fn: Callable[[], T]) -> T: ...
+    def collection(self, name: str, consistency: str | None = None) -> Any: ...
+    def insert(self, name: str, objs: list, consistency: str | None = None) -> None: ...
+    def documents(self) -> dict[str, DocRecord]: ...
+    def close(self) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +68,7 @@ class _Copy:
     records: dict[str, DocRecord]
 
 
-def verify(store: WeaviateStore, open_node: Callable[[str], WeaviateStore], rounds: int = 6,
+def verify(store: Handle, open_node: Callable[[str], Handle], rounds: int = 6,
            replication_wait_s: float = REPLICATION_WAIT_S) -> StoreCheck:
     left_to_replication = time.monotonic() + replication_wait_s
     repaired = 0
@@ -119,7 +134,7 @@ def _report(uri: str, copies: dict[str, _Copy | None], records: dict[str, DocRec
     return out
 
 
-def _copies(store: WeaviateStore, open_node: Callable[[str], WeaviateStore]) -> dict[str, _Copy | None]:
+def _copies(store: Handle, open_node: Callable[[str], Handle]) -> dict[str, _Copy | None]:
     """Each node -> its copy; None: the node did not answer."""
     t = store.target
     out: dict[str, _Copy | None] = {}
@@ -145,29 +160,29 @@ def _node_uri(t: Target, node: str) -> str:
     return dataclasses.replace(t, host=h, port=p, grpc=g, nodes=((h, p, g),), consistency="ONE", retries=0).uri()
 
 
-def _copy(node: WeaviateStore) -> _Copy:
+def _copy(node: Handle) -> _Copy:
     from weaviate.classes.query import Filter as W
 
-    coll = node._coll(node.name)
-    held = node._call("read", lambda: {str(o.uuid) for o in coll.iterator(return_properties=[], cache_size=5000)})
+    coll = node.collection(node.name)
+    held = node.call("read", lambda: {str(o.uuid) for o in coll.iterator(return_properties=[], cache_size=5000)})
     indexed: set[str] = set()
     ids = sorted(held)
     probe: list[float] | None = None
     for i in range(0, len(ids), PAGE):
         part = ids[i:i + PAGE]
         if probe is None:  # any vector of the collection's dimension: every id of the page passes the filter
-            first = node._call("read", lambda: coll.query.fetch_object_by_id(part[0], include_vector=True))  # noqa: B023
+            first = node.call("read", lambda: coll.query.fetch_object_by_id(part[0], include_vector=True))  # noqa: B023
             v = (first.vector or {}).get("default") if first is not None else None
             if v is None:
                 continue
             probe = list(np.ones(len(v), np.float32) / np.sqrt(len(v)))
-        res = node._call("vector check", lambda: coll.query.near_vector(  # noqa: B023
+        res = node.call("vector check", lambda: coll.query.near_vector(  # noqa: B023
             probe, filters=W.by_id().contains_any(part), limit=len(part), return_properties=[]))  # noqa: B023
         indexed |= {str(o.uuid) for o in res.objects}
     return _Copy(held, indexed, node.documents())
 
 
-def _write_again(store: WeaviateStore, open_node: Callable[[str], WeaviateStore], copies: dict[str, _Copy | None],
+def _write_again(store: Handle, open_node: Callable[[str], Handle], copies: dict[str, _Copy | None],
                  lacking: set[str], no_vector: set[str], consistency: str | None) -> int:
     """Write again, through the store's handle, the objects some node lacks or holds without their vector, each
     read (with its vector) from a node whose vector index has it, else from any node whose object still carries
@@ -193,18 +208,18 @@ def _write_again(store: WeaviateStore, open_node: Callable[[str], WeaviateStore]
             except DeclragError:  # gone since it was checked: the next node, or the next round
                 continue
             try:
-                coll = src._coll(src.name)
+                coll = src.collection(src.name)
                 for i in range(0, len(ids), PAGE):
                     part = ids[i:i + PAGE]
-                    res = src._call("read", lambda: coll.query.fetch_objects(  # noqa: B023
+                    res = src.call("read", lambda: coll.query.fetch_objects(  # noqa: B023
                         filters=W.by_id().contains_any(part), limit=len(part), include_vector=True))  # noqa: B023
                     found = [(o, v) for o in res.objects if (v := o.vector.get("default")) is not None]
                     nudge = [DataObject(uuid=o.uuid, properties=o.properties, vector=_nudged(v))
                              for o, v in found if str(o.uuid) in no_vector]
                     if nudge:
-                        store._insert(store.name, nudge, consistency)
+                        store.insert(store.name, nudge, consistency)
                     if found:
-                        store._insert(store.name, [DataObject(uuid=o.uuid, properties=o.properties, vector=v)
+                        store.insert(store.name, [DataObject(uuid=o.uuid, properties=o.properties, vector=v)
                                                    for o, v in found], consistency)
                     n += len(found)
                     todo -= {str(o.uuid) for o, _ in found}
