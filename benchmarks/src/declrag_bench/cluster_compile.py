@@ -136,10 +136,10 @@ def _scenario(t: Target, folder: Path, dataset: str, space: str, trials: int, vi
 
 
 class _Repairs(logging.Handler):
-    """Keeps what the store checks said: `declrag.api.checked` and `corpus_store` (nodes that did not answer,
+    """Keeps what the store checks said: `declrag.ingest.corpus.checked` and `corpus_store` (nodes that did not answer,
     chunks written again, stores built again) and `verify` (repairs, waits for replication)."""
 
-    SOURCES = ("declrag.api", "declrag.stores.weaviate.replicas")
+    SOURCES = ("declrag.ingest.corpus", "declrag.stores.weaviate.replicas")
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
