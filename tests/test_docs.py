@@ -58,6 +58,27 @@ def test_every_quick_start_block_is_marked():
     assert kinds.count("serve") == 1 and all(e for k, e, _ in found if k == "run"), found
 
 
+def commands(block: str) -> list[str]:
+    """The commands of a shell block: continuation lines joined, comments and blank lines dropped."""
+    joined = re.sub(r"\\\n\s*", "", block)
+    return [" ".join(line.split("  #")[0].split()) for line in joined.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_the_readme_tour_is_the_quick_start():
+    """README.md shows the quick start's commands in short; they must stay the ones the test below runs."""
+    readme = (ROOT / "README.md").read_text()
+    tour = readme[readme.index("## Five minutes"):readme.index("## Where to read next")]
+    shown = [c for b in re.findall(r"```bash\n(.*?)\n```", tour, re.S) for c in commands(b)]
+    tested = [c for _, _, b in blocks() for c in commands(b)]
+    assert len(shown) == 8 and shown == tested, (shown, tested)
+
+
+def test_the_readme_links_to_pages_that_exist():
+    links = re.findall(r"\]\(([^)#]+)\)", (ROOT / "README.md").read_text())
+    assert links and not [link for link in links if not (ROOT / link).is_file()], links
+
+
 @pytest.mark.slow
 def test_the_quick_start_runs_as_written(tmp_path):
     work, home = tmp_path / "work", tmp_path / "home"
