@@ -92,9 +92,11 @@ def test_the_quick_start_runs_as_written(tmp_path):
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     port = str(free_port())
     server, log = None, None
+    took: list[str] = []  # seconds per block, printed (pytest -s) to keep an eye on the test's time
     try:
         for kind, expect, commands in blocks():
             commands = commands.replace("8000", port)
+            start = time.monotonic()
             if kind == "serve":
                 log = (work / "serve.log").open("w")
                 server = subprocess.Popen(["bash", "-c", f"exec {commands}"], cwd=work, env=env, stdout=log,
@@ -111,13 +113,16 @@ def test_the_quick_start_runs_as_written(tmp_path):
                         pass
                     assert time.monotonic() < deadline, "the server was not ready in 300 s"
                     time.sleep(0.5)
+                took.append(f"{time.monotonic() - start:6.1f} s  {commands.splitlines()[0]} (until ready)")
                 continue
             r = subprocess.run(["bash", "-euo", "pipefail", "-c", commands], cwd=work, env=env, capture_output=True,
                                text=True, timeout=600, stdin=subprocess.DEVNULL)
             out = r.stdout + r.stderr
             assert r.returncode == 0, f"{commands}\nexited {r.returncode}:\n{out[-4000:]}"
             assert expect in out, f"{commands}\ndid not print {expect!r}:\n{out[-4000:]}"
+            took.append(f"{time.monotonic() - start:6.1f} s  {commands.splitlines()[0]}")
     finally:
+        print("\n".join(took))
         if server is not None:
             server.send_signal(signal.SIGTERM)  # drains requests in flight and exits 0
             try:
