@@ -2,7 +2,7 @@
 # The main job on the embedded default store: index a real corpus (SQuAD v2.0 dev's 1,204 Wikipedia
 # paragraphs), show what hybrid search finds for a question, then answer it with the default program
 # (the naive RAG baseline; with no model named it answers in the passages' own sentences, each cited with its
-# exact span: README "Answers that never invent"). Re-running reuses the store and the caches.
+# exact span: docs/guides/answer-modes.md). Re-running reuses the store and the caches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

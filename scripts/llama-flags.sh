@@ -1,7 +1,7 @@
 # Sourced by setup.sh (and scripts/bench-llama-build.sh): the portable CMake flags llama-cpp-python is built with,
 # per platform, and the key of the wheel folder they name. DECLRAG_LLAMA_CMAKE_ARGS replaces them.
 # x86-64: the x86-64-v3 level (AVX2, FMA, F16C, BMI2: every x86-64 server and desktop CPU since 2013-2015), with
-#   AVX-512, AVX-VNNI and AMX left out; -march=native is what made the AMX build die (README: "The local model").
+#   AVX-512, AVX-VNNI and AMX left out; -march=native is what made the AMX build die (docs/guides/local-models.md).
 # ARM64 Linux: armv8-a, every 64-bit ARM core (a Raspberry Pi 4 included); macOS on Apple silicon:
 #   armv8.2-a with dot product and FP16, which every M-series chip has, and Metal (llama-cpp-python's default).
 os=$(uname -s); arch=$(uname -m)
