@@ -34,6 +34,7 @@ from .about import package_version
 from .errors import DeclragError
 from .http_server import Server
 from .inputs import user_text
+from .payloads import Citation, SearchHit
 from .pipeline.program import RAGProgram
 from .pipeline.selection import select_program
 from .stores.base import FILTER_FIELDS, Filter
@@ -45,36 +46,8 @@ HTTP_PATH = "/mcp"
 # -- the tools' results (their output schemas) ---------------------------------------------------------------
 
 
-class SearchHit(BaseModel):
-    rank: int
-    chunk_id: str
-    doc_id: str
-    source: str
-    title: str | None
-    page: int | None
-    span: tuple[int, int] = Field(description="[start, end): character offsets of the text in its document")
-    text: str
-    score: float
-
-
 class SearchResult(BaseModel):
     hits: list[SearchHit] = Field(description="best first")
-
-
-class Citation(BaseModel):
-    n: int = Field(description="the [n] marker in the answer")
-    chunk_id: str
-    doc_id: str
-    source: str
-    title: str | None
-    page: int | None
-    span: tuple[int, int]
-    snippet: str
-    score: float
-    attributed: bool = Field(description="true: not cited by the model, attributed to its claim afterwards")
-    quotes: list[tuple[int, int]] = Field(default_factory=list, description=(
-        "the exact character spans, in the document, of the words the answer took from this passage (the "
-        "extractive and verified generate modes)"))
 
 
 class AskResult(BaseModel):
@@ -165,7 +138,7 @@ def build_server(program: RAGProgram, name: str = "declrag") -> MCPServer:
             text = user_text(query, "query", limit, hint=too_long)
             _check_where(where)
             hits = program.search(text, history=history, where=where, k=k, alpha=alpha)
-        return SearchResult(hits=[SearchHit(**h.payload(i)) for i, h in enumerate(hits, 1)])
+        return SearchResult(hits=[SearchHit(**SearchHit.payload(h, i)) for i, h in enumerate(hits, 1)])
 
     def ask(
         question: Annotated[str, Field(description="the question")],

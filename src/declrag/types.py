@@ -151,11 +151,3 @@ class Hit:
     @property
     def doc_id(self) -> str:
         return self.chunk.doc_id
-
-    def payload(self, rank: int) -> dict[str, Any]:
-        """This hit as every search interface sends it (`/v1/search`, the MCP ``search`` tool): its rank (1 is the
-        best), the chunk it came from, the span and text to show and cite (with a window, wider than the chunk), and
-        its score (as the program ranked it, unrounded)."""
-        c = self.chunk
-        return {"rank": rank, "chunk_id": c.id, "doc_id": c.doc_id, "source": c.source, "title": c.title,
-                "page": c.page, "span": [self.start, self.end], "text": self.text, "score": float(self.score)}

@@ -29,6 +29,7 @@ from ..errors import DeclragError
 from ..folders import default_store
 from ..inputs import Turn, turns, user_text
 from ..lm import Meter, check_lm, metering, registry
+from ..payloads import Citation
 from ..stores import open_store, read_meta
 from ..stores.base import Filter, Store
 from ..types import Hit
@@ -62,17 +63,6 @@ class Answer(dspy.Prediction):
         return {k: self[k] for k in ("answer", "abstained", "citations", "judge", "usage", "latency_ms",
                                      "removed_citations", "dropped_sentences", "checked", "queries", "stages",
                                      "question", "history_turns")}
-
-
-def _citation(n: int, h: Hit, attributed: bool, quotes: list[tuple[int, int, int]]) -> dict[str, Any]:
-    """Passage ``n`` as the answer cites it; ``quotes``: the exact spans (in its document) of the words the answer
-    took from it (the extractive and verified modes)."""
-    out = {"n": n, "chunk_id": h.chunk.id, "doc_id": h.doc_id, "source": h.chunk.source, "title": h.chunk.title,
-           "page": h.chunk.page, "span": [h.start, h.end], "snippet": " ".join(h.text.split())[:300],
-           "score": round(float(h.score), 6), "attributed": attributed}
-    if mine := [[h.start + a, h.start + b] for p, a, b in quotes if p == n]:
-        out["quotes"] = mine
-    return out
 
 
 class RAGProgram(dspy.Module):
@@ -196,8 +186,8 @@ class RAGProgram(dspy.Module):
             ms["judge"] = _since(t)
         ms["embed"] = round(embed_ms[0], 3)
         ms["total"] = _since(t_all)
-        cites = [_citation(n, passages[n - 1], False, draft.quotes) for n in draft.used] + \
-                [_citation(n, passages[n - 1], True, draft.quotes) for n in draft.attributed]
+        cites = [Citation.payload(n, passages[n - 1], False, draft.quotes) for n in draft.used] + \
+                [Citation.payload(n, passages[n - 1], True, draft.quotes) for n in draft.attributed]
         checked = draft.checked or {"mode": c.generate.mode}
         return Answer(
             question=question, answer=draft.text, abstained=draft.abstained, citations=cites,

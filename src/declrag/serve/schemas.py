@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, WithJsonSchema
 
 from ..inputs import ROLES
+from ..payloads import SearchHit
 from .openai_compat import ChatMessage, conversation
 from .service import SEARCH_FIELDS, ApiError, Fields, Request
 
@@ -66,18 +67,6 @@ class SearchRequest(BaseModel):
                            "history")
         question, history = conversation(self.messages)
         return Request(question, self.where, history, "/v1/search", Fields("messages", "where", "messages"))
-
-
-class SearchHit(BaseModel):
-    rank: int
-    chunk_id: str
-    doc_id: str
-    source: str
-    title: str
-    page: int | None
-    span: tuple[int, int]
-    text: str
-    score: float
 
 
 class SearchResponse(BaseModel):

@@ -42,6 +42,7 @@ from ..gguf import LocalModelCrash, crash_in
 from ..inputs import InputError, api_key_problem, turns, user_text
 from ..lm import Meter, cache_sizes, metering, using_lm
 from ..lm.registry import LM_DISK_FAULT
+from ..payloads import SearchHit
 from ..pipeline.selection import DEFAULT_NAME
 from ..pipeline.streaming import Done, astream
 from ..stores.base import Filter
@@ -363,7 +364,7 @@ class AnswerService:
         k, alpha = k or r.k, r.alpha if alpha is None else alpha
         hits, _, took = await self._run(req, partial(self.searching, req, k, alpha),
                                         lambda res: self.metrics.usage(res[1]))
-        return {"hits": [h.payload(i) for i, h in enumerate(hits, 1)], "query": req.question, "k": k,
+        return {"hits": [SearchHit.payload(h, i) for i, h in enumerate(hits, 1)], "query": req.question, "k": k,
                 "alpha": alpha, "latency_ms": {"total": round(1000 * took, 3)}}
 
     async def answer_stream(self, req: Request) -> Events:
