@@ -79,7 +79,7 @@ def test_empty_in_and_nin_mean_nothing_and_everything_on_every_kind_of_read(stor
 
 
 def test_empty_lists_mean_the_same_on_weaviate():
-    from declrag.stores.weaviate import translate
+    from declrag.stores.weaviate.wire import translate
 
     assert translate(Filter({"source": {"$in": []}})) is False and translate(Filter({"page": {"$nin": []}})) is True
     assert translate(Filter({"$or": [{"doc_id": {"$in": []}}, {"page": {"$nin": []}}]})) is True
