@@ -148,7 +148,7 @@ def test_prompt_optimization_hands_gepa_the_configured_feedback(monkeypatch, kin
 
     monkeypatch.setattr(prompts.dspy, "GEPA", FakeGEPA)
     train = [example()] * 3
-    assert prompts._gepa("program", scorer(kind), train, train, lm=None) == "program"
+    assert prompts.Gepa(scorer(kind)).evolve("program", train, train, lm=None) == "program"
     assert seen["kw"]["max_metric_calls"] == PromptOptimizer().trials * 3
     text = seen["metric"](example(), prediction("The Norse raiders were led by Harald Bluetooth [1].")).feedback
     assert ("Harald Bluetooth" in text) == (kind == "findings")

@@ -32,7 +32,7 @@ from ..evaluate import score_case
 from ..golden import Example, GoldenSet, load_golden
 from ..metrics.base import to_case
 from ..metrics.stats import mean_of, paired_difference
-from ..optimize.compile import weighted
+from ..optimize.objective import weighted
 from ..optimize.prompts import Scorer, optimize_prompts
 from ..optimize.space import PromptOptimizer, Space
 from ..program import RAGProgram

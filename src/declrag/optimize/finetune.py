@@ -34,7 +34,7 @@ from ..errors import DeclragError
 from ..golden import Example, GoldenSet
 from ..memory import MemoryTracker, release_memory
 from ..metrics.stats import paired_difference
-from .compile import Compiler, score, tell
+from .objective import Objective, score, tell
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
             "threads": torch.get_num_threads(), "sha256": folder_sha256(out), "cpu_count": os.cpu_count()}
 
 
-def finetune_stage(comp: Compiler, prog, out: Path, progress: bool,
+def finetune_stage(comp: Objective, prog, out: Path, progress: bool,
                    mem: MemoryTracker | None = None) -> tuple[Any, dict[str, Any]]:
     """Fine-tune ``prog``'s embedding model on the train split (`declrag.optimize.finetune`), re-embed the
     corpus into a new index, and keep the tuned model only if dev improves beyond the bootstrap noise (the
