@@ -134,6 +134,29 @@ def test_budget_stops_cleanly_and_keeps_what_was_done(space, tmp_path):
         compile(CompileOptions(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=1), progress=False))
 
 
+def test_compile_returns_its_result_and_puts_optunas_log_level_back(tmp_path):
+    f = tmp_path / "two.yaml"
+    f.write_text(SPACE.split("params:")[0] + "params:\n  k: {path: retrieve.k, type: int, low: 1, high: 3}\n"
+                 "prompt_optimizer: {name: none}\n")
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.DEBUG)  # the caller's choice
+    try:
+        with using_lm(answers_by_prompt()):
+            s = compile(CompileOptions(f, str(GOLD), "r", tmp_path / "runs", Budget(max_trials=2), progress=False))
+        assert optuna.logging.get_verbosity() == optuna.logging.DEBUG  # quiet while it ran, then as it was
+    finally:
+        optuna.logging.set_verbosity(before)
+    assert s.role == "finalizer" and s.folder == tmp_path / "runs" / "r" and s.mine is None
+    assert (s.study, s.trials, s.complete + s.pruned, s.stopped_by_budget) == ("r", 2, 2, 0)
+    written = json.loads((s.folder / "summary.json").read_text())
+    assert {k: v for k, v in s.summary.items() if k != "report"} == written
+    for name in ("trials", "lm_calls", "cost_usd", "baseline", "best", "gain_test", "shipped", "guard", "finetune",
+                 "storage", "wall_s"):
+        assert getattr(s, name) == written[name], name
+    assert s.baseline is not None and s.baseline["trial"] == 0 and s.check_questions is None
+    assert s.memory["stages"] == written["memory"]["stages"]
+
+
 def test_a_program_proposed_again_is_not_scored_again(tmp_path, capsys):
     f = tmp_path / "two.yaml"
     f.write_text(SPACE.split("params:")[0] + "params:\n  prompt: {path: generate.variant, type: categorical, choices: [plain, terse]}\n"
