@@ -157,6 +157,31 @@ def test_compile_returns_its_result_and_puts_optunas_log_level_back(tmp_path):
     assert s.memory["stages"] == written["memory"]["stages"]
 
 
+def test_the_command_reads_the_result_of_a_finalizer_and_of_a_worker(tmp_path, capsys, monkeypatch):
+    import declrag.optimize
+    from declrag.cli import main as cli
+    from declrag.optimize import CompileResult
+
+    f = tmp_path / "one.yaml"
+    f.write_text(SPACE.split("params:")[0] + "params:\n  k: {path: retrieve.k, type: int, low: 1, high: 3}\n"
+                 "prompt_optimizer: {name: none}\n")
+    with using_lm(answers_by_prompt()):
+        code = cli(["compile", "--space", str(f), "--dataset", str(GOLD), "--name", "one", "--runs",
+                    str(tmp_path / "runs"), "--max-trials", "2", "-q"])
+    said = capsys.readouterr().out
+    assert code in (0, None) and "compile: 2 trials (" in said and "baseline (trial 0)" in said
+    assert f"program: {tmp_path / 'runs' / 'one' / 'best'} report: {tmp_path / 'runs' / 'one' / 'report.html'}" \
+        in " ".join(said.split())
+    worker = CompileResult(role="worker", study="w", storage="postgresql+psycopg://u@h/db", folder=tmp_path / "w",
+                           trials=5, complete=3, pruned=2, stopped_by_budget=0, repeats=0, wall_s=1.5,
+                           memory={}, mine=4)
+    monkeypatch.setattr(declrag.optimize, "compile", lambda options: worker)
+    code = cli(["compile", "--join", "w", "--storage", "postgresql+psycopg://u@h/db", "-q"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "worker done: the study 'w' in postgresql+psycopg://u@h/db has 3 finished and 2 pruned trials (4 of " \
+           "them run here, in 1.5 s)" in said
+
+
 def test_a_program_proposed_again_is_not_scored_again(tmp_path, capsys):
     f = tmp_path / "two.yaml"
     f.write_text(SPACE.split("params:")[0] + "params:\n  prompt: {path: generate.variant, type: categorical, choices: [plain, terse]}\n"
