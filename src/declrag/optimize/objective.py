@@ -62,7 +62,7 @@ class Objective:
         self.judged = [m for m in self.metrics if m.tier == "llm"]
         self.has_gold = any(e.gold for e in self.splits["dev"])
         self.account = Account()  # its ledger is set when a study is opened (`declrag.optimize.workers`)
-        self.trials = TrialLog(self.out, progress)
+        self.trial_log = TrialLog(self.out, progress)
         self._lock = threading.Lock()
         self._embedders: dict[str, Embedder] = {}
         self._stores: dict[str, Store] = {}
@@ -182,7 +182,7 @@ class Objective:
             metrics = same.user_attrs.get("metrics", {})
             for k, v in (("repeat_of", same.number), ("metrics", metrics), ("lm_calls", 0), ("cost_usd", 0.0)):
                 trial.set_user_attr(k, v)
-            self.trials.write(trial, values, metrics, f"repeat of {same.number}", time.perf_counter() - t0,
+            self.trial_log.write(trial, values, metrics, f"repeat of {same.number}", time.perf_counter() - t0,
                               self.account.state())
             return tuple(same.values) if len(same.values) > 1 else same.values[0]
         prog = self.program(values)
@@ -205,7 +205,7 @@ class Objective:
             trial.set_user_attr("metrics", {k: v for k, v in result.items()})
             trial.set_user_attr("lm_calls", self.spent.lm_calls - calls0)
             trial.set_user_attr("cost_usd", self.spent.cost_usd - cost0)
-            self.trials.write(trial, values, result, state, time.perf_counter() - t0, self.account.state())
+            self.trial_log.write(trial, values, result, state, time.perf_counter() - t0, self.account.state())
         if obj.also:
             return (result["objective"], *[result[k] for k in obj.also])
         return result["objective"]

@@ -115,8 +115,8 @@ class CompileOptions:
 @dataclass
 class CompileResult:
     """What a compile did. A process that finalizes (``role`` ``"finalizer"``) has the whole ``summary`` (what
-    ``summary.json`` holds, and the report's paths) and its headline parts as fields; a worker that does not
-    (``"worker"``) has the study's trial counts and ``mine``, the trials it ran."""
+    ``summary.json`` holds) and its headline parts as fields; a worker that does not (``"worker"``) has the study's
+    trial counts and ``mine``, the trials it ran."""
 
     role: Literal["finalizer", "worker"]
     study: str
@@ -149,7 +149,7 @@ class CompileResult:
         return cls(role="finalizer", folder=folder, summary=summary, **taken)
 
 
-def compile(options: CompileOptions) -> CompileResult:  # the builtin's name: `declrag.optimize.compile`, the command's
+def compile(options: CompileOptions) -> CompileResult:  # the builtin's name, as the command's: `declrag compile`
     """Start, continue or join a compile (`CompileOptions`); returns what it did (`CompileResult`). Optuna's own
     log lines are silenced while it runs (`workers.optuna_quiet`) and its level put back after."""
     o = options
@@ -265,8 +265,9 @@ def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience
         study = workers.search(study, Patience(p, patience_s, progress) if p.shared else None)
     if not finalizes:
         counts: dict[str, Any] = trial_counts(study.trials)
-        return CompileResult(role="worker", study=name, storage=p.shown, folder=out, **counts, mine=comp.trials.mine(),
-                             wall_s=round(time.perf_counter() - t0, 1), memory=mem.to_dict())
+        return CompileResult(role="worker", study=name, storage=p.shown, folder=out, **counts,
+                             mine=comp.trial_log.mine(), wall_s=round(time.perf_counter() - t0, 1),
+                             memory=mem.to_dict())
     led = p.ledger.state()  # the whole study's search, every worker
     here = (comp.spent.lm_calls, comp.spent.cached, comp.spent.cost_usd)
     summary = finish(comp, study, out, progress, mem)
