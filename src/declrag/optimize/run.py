@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import optuna
+from optuna.storages import RetryHeartbeatStaleTrialCallback
 
 from ..about import versions
 from ..errors import DeclragError
@@ -344,8 +345,6 @@ def _spent_before(study: optuna.Study) -> dict[str, Any]:
 def _retry_killed(study: optuna.Study) -> None:
     """A journal has one owner: a trial it lists as running was cut off when that process died. Mark it
     failed and queue it once more, as the database heartbeat does for a killed worker."""
-    from optuna.storages import RetryHeartbeatStaleTrialCallback
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         retry = RetryHeartbeatStaleTrialCallback(max_retry=1)
