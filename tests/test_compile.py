@@ -17,8 +17,7 @@ import pytest
 
 from declrag.errors import DeclragError
 from declrag.lm import using_lm
-from declrag.optimize.compile import Budget
-from declrag.optimize.run import compile_run
+from declrag.optimize import Budget, CompileOptions, compile
 from declrag.optimize.space import grid, read_space, sample
 from declrag.pipeline.program import load
 from declrag.testing import ScriptedLM
@@ -53,14 +52,14 @@ def space(tmp_path):
 
 def test_compile_writes_the_run_folder_and_a_loadable_best_program(space, tmp_path):
     with using_lm(answers_by_prompt()):
-        s = compile_run(space, str(GOLD), "c1", tmp_path / "runs", Budget(max_trials=6), progress=False)
+        s = compile(CompileOptions(space, str(GOLD), "c1", tmp_path / "runs", Budget(max_trials=6), progress=False))
     out = tmp_path / "runs" / "c1"
     for f in ("compile.json", "split.json", "study.journal", "trials.jsonl", "manifest.json", "summary.json",
               "report.md", "report.html", "best/program.json", "best/dspy_state.json"):
         assert (out / f).exists(), f
     trials = [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()]
     assert trials[0]["params"] == {"k": 5, "alpha": 0.5, "prompt": "plain", "rerank": "none"}  # the naive baseline
-    assert s["baseline"]["trial"] == 0 and s["trials"] == 6
+    assert s.baseline["trial"] == 0 and s.trials == 6
     saved = json.loads((out / "summary.json").read_text())
     assert {"objective", "baseline", "best", "trials", "lm_calls", "cost_usd", "wall_s", "memory"} <= set(saved)
     mem = saved["memory"]  # each stage's own peak RSS (declrag.process_memory), in the order the stages ran
@@ -69,13 +68,13 @@ def test_compile_writes_the_run_folder_and_a_loadable_best_program(space, tmp_pa
         assert all(v["peak_mb"] >= v["start_mb"] > 50 for v in mem["stages"].values())
         assert mem["peak_mb"] == max(v["peak_mb"] for v in mem["stages"].values())
     assert "## Memory" in (out / "report.md").read_text()
-    assert s["best"]["dev"]["objective"] >= s["baseline"]["dev"]["objective"]
+    assert s.best["dev"]["objective"] >= s.baseline["dev"]["objective"]
     split = json.loads((out / "split.json").read_text())
     assert not set(split["test"]) & (set(split["dev"]) | set(split["train"]))  # test is held out
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "done" and {"data", "space", "split", "config"} <= set(manifest["hashes"])
     prog = load(out / "best")
-    assert prog.config.retrieve.k == s["best"]["params"]["k"]
+    assert prog.config.retrieve.k == s.best["params"]["k"]
     assert "Gain over the naive baseline" in (out / "report.md").read_text()
 
 
@@ -128,10 +127,59 @@ def test_bad_spaces_name_the_file_and_key(tmp_path, change, message):
 def test_budget_stops_cleanly_and_keeps_what_was_done(space, tmp_path):
     slow = ScriptedLM({"passage number in brackets": {"answer": "Paris [1]"}}, {"answer": "It is in [1]."}, delay=0.2)
     with using_lm(slow):  # about 1.6 s a trial: 50 trials cannot fit in 20 s, the first one does
-        s = compile_run(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=50, timeout_s=20), progress=False)
-    assert 1 <= s["complete"] < 50 and s["stopped_by_budget"] <= 1
+        s = compile(CompileOptions(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=50, timeout_s=20),
+                                   progress=False))
+    assert 1 <= s.complete < 50 and s.stopped_by_budget <= 1
     with pytest.raises(DeclragError, match="already holds a compile"):
-        compile_run(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=1), progress=False)
+        compile(CompileOptions(space, str(GOLD), "c2", tmp_path / "runs", Budget(max_trials=1), progress=False))
+
+
+def test_compile_returns_its_result_and_puts_optunas_log_level_back(tmp_path):
+    f = tmp_path / "two.yaml"
+    f.write_text(SPACE.split("params:")[0] + "params:\n  k: {path: retrieve.k, type: int, low: 1, high: 3}\n"
+                 "prompt_optimizer: {name: none}\n")
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.DEBUG)  # the caller's choice
+    try:
+        with using_lm(answers_by_prompt()):
+            s = compile(CompileOptions(f, str(GOLD), "r", tmp_path / "runs", Budget(max_trials=2), progress=False))
+        assert optuna.logging.get_verbosity() == optuna.logging.DEBUG  # quiet while it ran, then as it was
+    finally:
+        optuna.logging.set_verbosity(before)
+    assert s.role == "finalizer" and s.folder == tmp_path / "runs" / "r" and s.mine is None
+    assert (s.study, s.trials, s.complete + s.pruned, s.stopped_by_budget) == ("r", 2, 2, 0)
+    written = json.loads((s.folder / "summary.json").read_text())
+    assert {k: v for k, v in s.summary.items() if k != "report"} == written
+    for name in ("trials", "lm_calls", "cost_usd", "baseline", "best", "gain_test", "shipped", "guard", "finetune",
+                 "storage", "wall_s"):
+        assert getattr(s, name) == written[name], name
+    assert s.baseline is not None and s.baseline["trial"] == 0 and s.check_questions is None
+    assert s.memory["stages"] == written["memory"]["stages"]
+
+
+def test_the_command_reads_the_result_of_a_finalizer_and_of_a_worker(tmp_path, capsys, monkeypatch):
+    import declrag.optimize
+    from declrag.cli import main as cli
+    from declrag.optimize import CompileResult
+
+    f = tmp_path / "one.yaml"
+    f.write_text(SPACE.split("params:")[0] + "params:\n  k: {path: retrieve.k, type: int, low: 1, high: 3}\n"
+                 "prompt_optimizer: {name: none}\n")
+    with using_lm(answers_by_prompt()):
+        code = cli(["compile", "--space", str(f), "--dataset", str(GOLD), "--name", "one", "--runs",
+                    str(tmp_path / "runs"), "--max-trials", "2", "-q"])
+    said = capsys.readouterr().out
+    assert code in (0, None) and "compile: 2 trials (" in said and "baseline (trial 0)" in said
+    assert f"program: {tmp_path / 'runs' / 'one' / 'best'} report: {tmp_path / 'runs' / 'one' / 'report.html'}" \
+        in " ".join(said.split())
+    worker = CompileResult(role="worker", study="w", storage="postgresql+psycopg://u@h/db", folder=tmp_path / "w",
+                           trials=5, complete=3, pruned=2, stopped_by_budget=0, repeats=0, wall_s=1.5,
+                           memory={}, mine=4)
+    monkeypatch.setattr(declrag.optimize, "compile", lambda options: worker)
+    code = cli(["compile", "--join", "w", "--storage", "postgresql+psycopg://u@h/db", "-q"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "worker done: the study 'w' in postgresql+psycopg://u@h/db has 3 finished and 2 pruned trials (4 of " \
+           "them run here, in 1.5 s)" in said
 
 
 def test_a_program_proposed_again_is_not_scored_again(tmp_path, capsys):
@@ -139,13 +187,13 @@ def test_a_program_proposed_again_is_not_scored_again(tmp_path, capsys):
     f.write_text(SPACE.split("params:")[0] + "params:\n  prompt: {path: generate.variant, type: categorical, choices: [plain, terse]}\n"
                  "prompt_optimizer: {name: none}\n")
     with using_lm(answers_by_prompt()):
-        s = compile_run(f, str(GOLD), "two", tmp_path / "runs", Budget(max_trials=6, max_lm_calls=1000))
+        s = compile(CompileOptions(f, str(GOLD), "two", tmp_path / "runs", Budget(max_trials=6, max_lm_calls=1000)))
     shown = [x for x in capsys.readouterr().out.splitlines() if x.startswith("trial ")]  # one line per trial
     assert [x.split()[1] for x in shown] == [str(n) for n in range(6)] and "LM calls (study " in shown[0]
     assert shown[0].startswith("trial 0 complete: objective 0.") and "/1000)" in shown[0]
     recs = [json.loads(x) for x in (tmp_path / "runs" / "two" / "trials.jsonl").read_text().splitlines()]
     repeats = [r for r in recs if r["state"].startswith("repeat of")]
-    assert len(recs) == 6 and len(repeats) >= 3 and s["repeats"] == len(repeats)
+    assert len(recs) == 6 and len(repeats) >= 3 and s.repeats == len(repeats)
     for r in repeats:
         first = next(x for x in recs if x["number"] == int(r["state"].split()[-1]))
         assert first["state"] == "complete" and first["params"] == r["params"] and first["metrics"] == r["metrics"]
@@ -155,31 +203,32 @@ def test_a_program_proposed_again_is_not_scored_again(tmp_path, capsys):
 def test_parallel_jobs_share_the_trial_budget_exactly(space, tmp_path):
     slow = ScriptedLM({"passage number in brackets": {"answer": "Paris [1]"}}, {"answer": "It is in [1]."}, delay=0.05)
     with using_lm(slow):  # the threads see the LM chosen here
-        s = compile_run(space, str(GOLD), "j", tmp_path / "runs", Budget(max_trials=7), jobs=2, progress=False)
+        s = compile(CompileOptions(space, str(GOLD), "j", tmp_path / "runs", Budget(max_trials=7), jobs=2,
+                                   progress=False))
     lines = [json.loads(x) for x in (tmp_path / "runs" / "j" / "trials.jsonl").read_text().splitlines()]
-    assert s["complete"] + s["pruned"] == 7 == len(lines) and len({r["number"] for r in lines}) == 7
-    assert s["stopped_by_budget"] == 0 and s["baseline"]["trial"] == 0
+    assert s.complete + s.pruned == 7 == len(lines) and len({r["number"] for r in lines}) == 7
+    assert s.stopped_by_budget == 0 and s.baseline["trial"] == 0
 
 
 def test_resume_keeps_the_budgets_the_study_started_with(space, tmp_path):
     with using_lm(answers_by_prompt()):
-        compile_run(space, str(GOLD), "b", tmp_path / "runs", Budget(max_trials=2), progress=False)
+        compile(CompileOptions(space, str(GOLD), "b", tmp_path / "runs", Budget(max_trials=2), progress=False))
         out = tmp_path / "runs" / "b"
         assert json.loads((out / "compile.json").read_text())["budget"]["max_trials"] == 2
-        assert compile_run(resume=out, progress=False)["trials"] == 2  # no budget given: still 2, nothing new
-        assert compile_run(resume=out, budget=Budget(max_trials=3), progress=False)["trials"] == 3  # raised
+        assert compile(CompileOptions(resume=out, progress=False)).trials == 2  # no budget given: still 2, nothing new
+        assert compile(CompileOptions(resume=out, budget=Budget(max_trials=3), progress=False)).trials == 3  # raised
 
 
 def test_a_trial_killed_in_flight_is_queued_again_once(space, tmp_path):
     from declrag.golden import load_golden
-    from declrag.optimize.compile import Compiler
+    from declrag.optimize import Objective, Workers
     from declrag.optimize.run import _retry_killed
     from declrag.optimize.study import place
 
-    comp = Compiler(read_space(space), load_golden(str(GOLD)), tmp_path, Budget(), progress=False)
+    workers = Workers(Objective(read_space(space), load_golden(str(GOLD)), tmp_path, progress=False), Budget())
 
     def open_study():
-        return comp.open_study(place(tmp_path, "k"), {"data": "d"})
+        return workers.open_study(place(tmp_path, "k"), {"data": "d"})
 
     study, created = open_study()
     first = study.ask()  # trial 0, the baseline, starts ... and the process dies
@@ -200,16 +249,16 @@ def test_a_trial_killed_in_flight_is_queued_again_once(space, tmp_path):
 KILL_SCRIPT = textwrap.dedent("""
     import sys, time
     from declrag.lm import using_lm
-    from declrag.optimize.compile import Budget
-    from declrag.optimize.run import compile_run
+    from declrag.optimize import Budget, CompileOptions, compile
     from declrag.testing import ScriptedLM
 
     lm = ScriptedLM({"passage number in brackets": {"answer": "Paris [1]"}}, {"answer": "It is in [1]."}, delay=0.15)
     with using_lm(lm):
         if sys.argv[1] == "start":
-            compile_run(sys.argv[2], sys.argv[3], "k", sys.argv[4], Budget(max_trials=int(sys.argv[5])), progress=False)
+            compile(CompileOptions(sys.argv[2], sys.argv[3], "k", sys.argv[4], Budget(max_trials=int(sys.argv[5])),
+                                   progress=False))
         else:
-            compile_run(resume=sys.argv[2], budget=Budget(max_trials=int(sys.argv[3])), progress=False)
+            compile(CompileOptions(resume=sys.argv[2], budget=Budget(max_trials=int(sys.argv[3])), progress=False))
 """)
 
 
@@ -317,9 +366,10 @@ def test_questions_without_answers_compile_on_the_shipped_triad_space(tmp_path):
     golden = load_golden(str(qs / "all.jsonl"))
     assert all(not e.answers and not e.gold for e in golden.split("all"))
     with using_lm(answers_by_prompt()):
-        s = compile_run("triad", str(qs / "all.jsonl"), "qs", tmp_path / "runs", Budget(max_trials=3), progress=False)
-    assert s["trials"] == 3 and 0 < s["best"]["dev"]["objective"] <= 1
-    assert s["best"]["test"]["objective"] is not None
+        s = compile(CompileOptions("triad", str(qs / "all.jsonl"), "qs", tmp_path / "runs", Budget(max_trials=3),
+                                   progress=False))
+    assert s.trials == 3 and 0 < s.best["dev"]["objective"] <= 1
+    assert s.best["test"]["objective"] is not None
     assert (tmp_path / "runs" / "qs" / "best" / "program.json").exists()
 
 
@@ -333,7 +383,7 @@ def test_questions_without_answers_compile_on_the_shipped_triad_space(tmp_path):
     ("sampler: {name: grid}\nbase: {retrieve: {k: 2}}", 1, optuna.samplers.BruteForceSampler),
 ])
 def test_the_space_chooses_the_sampler_and_its_options(tmp_path, declared, objectives, expected):
-    from declrag.optimize.compile import Compiler
+    from declrag.optimize.workers import sampler_and_pruner
 
     text = SPACE + declared + "\n"
     if objectives == 2:
@@ -341,7 +391,7 @@ def test_the_space_chooses_the_sampler_and_its_options(tmp_path, declared, objec
     f = tmp_path / "s.yaml"
     f.write_text(text)
     sp = read_space(f)
-    directions, sampler, _ = Compiler.sampler_and_pruner(type("C", (), {"space": sp})())
+    directions, sampler, _ = sampler_and_pruner(sp)
     assert type(sampler) is expected and len(directions) == objectives
     if expected is optuna.samplers.TPESampler:  # today's defaults: joint model, parallel workers spread out
         assert sampler._multivariate and sampler._constant_liar
@@ -362,8 +412,8 @@ def test_a_grid_compile_scores_every_program_once_and_stops(space, tmp_path):
     programs = {tuple(sorted(c.items())) for c in grid(read_space(f))}
     assert len(programs) == 2 * 3 * 2 * (1 + 3)
     with using_lm(answers_by_prompt()):
-        s = compile_run(f, str(GOLD), "g", tmp_path / "runs", Budget(max_trials=200), progress=False)
+        s = compile(CompileOptions(f, str(GOLD), "g", tmp_path / "runs", Budget(max_trials=200), progress=False))
     trials = [json.loads(x) for x in (tmp_path / "runs" / "g" / "trials.jsonl").read_text().splitlines()]
     seen = [tuple(sorted(t["params"].items())) for t in trials]  # the naive baseline is one of them
     assert set(seen) == programs and len(seen) == len(programs)  # each once, then the search ended by itself
-    assert s["trials"] == len(programs)
+    assert s.trials == len(programs)

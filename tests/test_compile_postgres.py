@@ -34,8 +34,7 @@ WORKER = textwrap.dedent("""
     import sys
     from declrag.errors import DeclragError
     from declrag.lm import using_lm
-    from declrag.optimize.compile import Budget
-    from declrag.optimize.run import compile_run
+    from declrag.optimize import Budget, CompileOptions, compile
     from declrag.testing import ScriptedLM
 
     role, storage, runs, name, space, gold, trials, calls, delay, patience = sys.argv[1:11]
@@ -44,10 +43,12 @@ WORKER = textwrap.dedent("""
     with using_lm(lm):
         try:
             if role == "start":
-                compile_run(space, gold, name, runs, Budget(max_trials=int(trials) or None, max_lm_calls=int(calls) or None),
-                            progress=False, storage=storage, heartbeat_s=1, patience_s=float(patience))
+                budget = Budget(max_trials=int(trials) or None, max_lm_calls=int(calls) or None)
+                compile(CompileOptions(space, gold, name, runs, budget, progress=False, storage=storage, heartbeat_s=1,
+                                       patience_s=float(patience)))
             else:
-                compile_run(runs=runs, join=name, storage=storage, progress=False, heartbeat_s=1, patience_s=float(patience))
+                compile(CompileOptions(runs=runs, join=name, storage=storage, progress=False, heartbeat_s=1,
+                                       patience_s=float(patience)))
         except DeclragError as e:
             print(f"error: {e.message}", f"  fix: {e.hint}", sep=chr(10), file=sys.stderr)
             sys.exit(2)

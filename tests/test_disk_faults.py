@@ -213,8 +213,7 @@ def test_a_compile_stops_on_a_full_run_disk_and_resumes_once_space_is_freed(smal
 
     from declrag.errors import DeclragError
     from declrag.lm import using_lm
-    from declrag.optimize.compile import Budget
-    from declrag.optimize.run import compile_run
+    from declrag.optimize import Budget, CompileOptions, compile
 
     from .test_compile import GOLD, SPACE, answers_by_prompt
 
@@ -223,7 +222,7 @@ def test_a_compile_stops_on_a_full_run_disk_and_resumes_once_space_is_freed(smal
     runs, filler = small_disk / "runs", small_disk / "filler"
     filler.write_bytes(b"x" * (os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize - free_kb * 1024))
     with using_lm(answers_by_prompt()), pytest.raises(DeclragError) as e:
-        compile_run(space, str(GOLD), "full", runs, Budget(max_trials=12), progress=False)
+        compile(CompileOptions(space, str(GOLD), "full", runs, Budget(max_trials=12), progress=False))
     run = runs / "full"
     assert f"compile stopped: the run folder {run} cannot be written" in e.value.message
     assert "\n" not in e.value.message and f"declrag compile --resume {run}" in e.value.hint
@@ -231,10 +230,10 @@ def test_a_compile_stops_on_a_full_run_disk_and_resumes_once_space_is_freed(smal
     before = [json.loads(x) for x in trials.read_text().splitlines()] if trials.exists() else []
     filler.unlink()  # space freed
     with using_lm(answers_by_prompt()):
-        s = compile_run(resume=run, progress=False)
+        s = compile(CompileOptions(resume=run, progress=False))
     after = [json.loads(x) for x in trials.read_text().splitlines()]
     numbers = [r["number"] for r in after]
-    assert len(numbers) == len(set(numbers)) and s["trials"] == 12  # none lost, none run twice
+    assert len(numbers) == len(set(numbers)) and s.trials == 12  # none lost, none run twice
     for r in before:  # every trial finished before the disk filled is there, unchanged
         assert next(a for a in after if a["number"] == r["number"]) == r
     assert (run / "best" / "program.json").exists()

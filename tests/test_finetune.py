@@ -17,7 +17,7 @@ from declrag.golden import load_golden
 from declrag.ingest.corpus import corpus_store
 from declrag.optimize.budget import Budget
 from declrag.optimize.finetune import finetune_model, training_rows
-from declrag.optimize.run import compile_run
+from declrag.optimize import CompileOptions, compile
 from declrag.optimize.space import Space, read_space
 from declrag.optimize.splits import split_examples, split_note
 from declrag.pipeline.program import RAGProgram, load
@@ -136,9 +136,9 @@ finetune: {enabled: true, learning_rate: 1.0e-12, batch_size: 4, max_steps: 1}
 def test_a_tuned_model_that_does_not_improve_dev_is_not_kept(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text(FT_SPACE)
-    s = compile_run(space, str(GOLD), "ft", tmp_path / "runs", Budget(max_trials=2), progress=False)
-    ft = s["finetune"]
-    assert ft["enabled"] and ft["training"]["steps"] == 1 and ft["pairs"]["questions"] == s["splits"]["train"]
+    s = compile(CompileOptions(space, str(GOLD), "ft", tmp_path / "runs", Budget(max_trials=2), progress=False))
+    ft = s.finetune
+    assert ft["enabled"] and ft["training"]["steps"] == 1 and ft["pairs"]["questions"] == s.summary["splits"]["train"]
     assert ft["kept"] == "base" and not ft["dev"]["gain"]["significant"]
     assert {"base", "tuned"} <= set(ft["dev"]) and {"base", "tuned", "gain"} <= set(ft["test"])
     summary = json.loads((tmp_path / "runs" / "ft" / "summary.json").read_text())
@@ -193,11 +193,11 @@ def test_the_shipped_space_runs_on_a_set_without_its_source_split(tmp_path, capl
     import logging
 
     with caplog.at_level(logging.WARNING):
-        s = compile_run("retrieval-finetune", str(GOLD), "shipped", tmp_path / "runs", Budget(max_trials=2),
-                        progress=False)
-    assert "no split 'train'" in s["split_note"] and "no split 'train'" in caplog.text
-    assert set(s["splits"]) == {"train", "dev", "test"} and s["finetune"]["training"]["steps"] == 40
-    assert s["finetune"]["kept"] in ("base", "tuned") and "ndcg@10" in s["best"]["test"]
+        s = compile(CompileOptions("retrieval-finetune", str(GOLD), "shipped", tmp_path / "runs",
+                                   Budget(max_trials=2), progress=False))
+    assert "no split 'train'" in s.summary["split_note"] and "no split 'train'" in caplog.text
+    assert set(s.summary["splits"]) == {"train", "dev", "test"} and s.finetune["training"]["steps"] == 40
+    assert s.finetune["kept"] in ("base", "tuned") and "ndcg@10" in s.best["test"]
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ test imported or configured hides a change."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -53,9 +54,17 @@ extra = {"answer": answer.answer, "calls": answer.usage["total"]["calls"],
 """
 
 
+def clean_env(tmp_path) -> dict[str, str]:
+    """A bare environment (and the caller's PYTHONPATH, where it points the interpreter at a checkout's src/)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
 def run_probe(tmp_path, before: str, then: str) -> dict:
     code = PROBE.format(before=textwrap.dedent(before), then=textwrap.dedent(then))
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    env = clean_env(tmp_path)
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env,
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -88,3 +97,38 @@ def test_building_and_running_a_program_on_the_local_model_changes_nothing(tmp_p
     s["after_use"]["env"].pop("TIKTOKEN_CACHE_DIR", None)
     for key in ("drop_params", "dspy_cache", "dspy_lm", "env"):
         assert s["after_use"][key] == s["first"][key], key
+
+
+LEVELS = """
+import importlib, json, logging, pkgutil
+import optuna
+from transformers.utils import logging as hf_logging
+
+optuna.logging.set_verbosity(optuna.logging.DEBUG)  # the caller's own choices, neither library's default
+hf_logging.set_verbosity_info()
+
+def levels():
+    return {"optuna": optuna.logging.get_verbosity(), "optuna_logger": logging.getLogger("optuna").level,
+            "transformers": hf_logging.get_verbosity(), "transformers_logger": logging.getLogger("transformers").level,
+            "root": logging.getLogger().level}
+
+first = levels()
+import declrag
+imported = []
+for m in pkgutil.walk_packages(declrag.__path__, "declrag."):
+    if not m.name.endswith("__main__"):  # the command line's entry point runs the command
+        importlib.import_module(m.name)
+        imported.append(m.name)
+print(json.dumps({"first": first, "after": levels(), "imported": imported}))
+"""
+
+
+def test_importing_every_module_leaves_optuna_and_transformers_logging_as_the_caller_set_it(tmp_path):
+    """No module sets a library's log level when it is imported (a compile quiets Optuna while it runs only)."""
+    env = clean_env(tmp_path)
+    r = subprocess.run([sys.executable, "-c", LEVELS], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert {"declrag.optimize.objective", "declrag.optimize.workers", "declrag.optimize.run"} <= set(s["imported"])
+    assert s["first"]["optuna"] == 10 and s["first"]["transformers"] == 20  # DEBUG, INFO: the probe set them
+    assert s["after"] == s["first"]

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import typing
+
 import dspy
 import pytest
 
+from declrag.errors import DeclragError
 from declrag.metrics.base import Case, Passage
 from declrag.metrics.feedback import LIMIT, NO_PROBLEMS, findings, lines
 from declrag.optimize import prompts
@@ -148,7 +151,55 @@ def test_prompt_optimization_hands_gepa_the_configured_feedback(monkeypatch, kin
 
     monkeypatch.setattr(prompts.dspy, "GEPA", FakeGEPA)
     train = [example()] * 3
-    assert prompts._gepa("program", scorer(kind), train, train, lm=None) == "program"
+    assert prompts.Gepa(scorer(kind)).evolve("program", train, train, lm=None) == "program"
     assert seen["kw"]["max_metric_calls"] == PromptOptimizer().trials * 3
     text = seen["metric"](example(), prediction("The Norse raiders were led by Harald Bluetooth [1].")).feedback
     assert ("Harald Bluetooth" in text) == (kind == "findings")
+
+
+# --------------------------------------------------------------------------------------------- the optimizer table
+def scorer_for(name: str) -> Scorer:
+    return Scorer.of(Space(name="t", params={}, prompt_optimizer=PromptOptimizer(name="knn").model_copy(
+        update={"name": name})))  # model_copy: a name the space itself would refuse
+
+
+def test_every_optimizer_the_space_can_name_is_in_the_table():
+    names = set(typing.get_args(PromptOptimizer.model_fields["name"].annotation)) - {"none"}
+    assert set(prompts.OPTIMIZERS) == names
+    assert all(prompts.OPTIMIZERS[n].name == n for n in names)
+
+
+def test_the_table_refuses_an_unknown_optimizer_by_name():
+    with pytest.raises(DeclragError) as e:
+        prompts.optimize_prompts("program", scorer_for("simba"), [], [])
+    assert "unknown prompt optimizer 'simba'" in e.value.message
+    assert "bootstrap, gepa, knn, mipro" in e.value.hint
+
+
+class _Program:
+    def named_predictors(self):
+        return [("generate", dspy.Predict("question -> answer"))]
+
+
+def test_a_registered_optimizer_is_run_by_name_and_its_failure_is_reported(monkeypatch):
+    seen = {}
+
+    class Echo(prompts.Optimizer):
+        name = "echo"
+
+        def info(self):
+            return {"echo": True}
+
+        def run(self, prog, train, dev):
+            seen["train"], seen["dev"] = train, dev
+            if not train:
+                raise RuntimeError("nothing to learn from\nsecond line")
+            return prog
+
+    monkeypatch.setitem(prompts.OPTIMIZERS, "echo", Echo)
+    comp, prog = scorer_for("echo"), _Program()
+    new, info = prompts.optimize_prompts(prog, comp, list(range(50)), list(range(60)))
+    assert new is prog and info["echo"] and info["train_examples"] == 40 == len(seen["train"]) == len(seen["dev"])
+    assert info["demos"] == {"generate": 0} and "error" not in info
+    new, info = prompts.optimize_prompts(prog, comp, [], [])
+    assert new is prog and info["error"] == "RuntimeError: nothing to learn from"  # reported; the program stands

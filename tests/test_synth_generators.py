@@ -140,10 +140,10 @@ def test_an_ict_set_is_scored_over_its_own_copy_of_the_corpus(tmp_path, minilm):
     # the copy carries what it took out: put back, it is the document again (what `declrag index --dataset` reads)
     assert {d.id: d.original().text for d in golden.documents} == {d.id: d.text for d in docs}
     # a compile on it is scored over the copy, and ships a program over the documents themselves
-    from declrag.optimize.run import compile_run
+    from declrag.optimize import CompileOptions, compile
 
-    compile_run("retrieval", str(tmp_path / "ict"), "ict", runs=tmp_path / "runs", budget=Budget(max_trials=2),
-                progress=False)
+    compile(CompileOptions("retrieval", str(tmp_path / "ict"), "ict", runs=tmp_path / "runs",
+                           budget=Budget(max_trials=2), progress=False))
     import declrag
 
     prog = declrag.load(tmp_path / "runs" / "ict")

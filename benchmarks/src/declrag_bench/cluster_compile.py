@@ -82,13 +82,12 @@ def _uri(t: Target, stem: str) -> str:
 
 def _scenario(t: Target, folder: Path, dataset: str, space: str, trials: int, victim: int, down_s: float,
               progress: bool) -> dict[str, Any]:
-    from declrag.optimize.budget import Budget
-    from declrag.optimize.run import compile_run
+    from declrag.optimize import Budget, CompileOptions, compile
 
     runs = folder / "runs"
     t0 = time.perf_counter()
-    clean = compile_run(space, dataset, "nofault", runs, Budget(max_trials=trials), store=_uri(t, "Nofault"),
-                        progress=progress)
+    clean = compile(CompileOptions(space, dataset, "nofault", runs, Budget(max_trials=trials),
+                                   store=_uri(t, "Nofault"), progress=progress)).summary
     clean_s = time.perf_counter() - t0
     events: dict[str, Any] = {}
     n_docs = len(load_golden(dataset).documents)
@@ -99,8 +98,8 @@ def _scenario(t: Target, folder: Path, dataset: str, space: str, trials: int, vi
     repairs = _Repairs()  # what verify and corpus_store did during the compile: stores built again, chunks written
     logging.getLogger("declrag").addHandler(repairs)
     try:
-        faulted: dict[str, Any] | None = compile_run(space, dataset, "fault", runs, Budget(max_trials=trials),
-                                                     store=_uri(t, "Fault"), progress=progress)
+        faulted: dict[str, Any] | None = compile(CompileOptions(space, dataset, "fault", runs, Budget(
+            max_trials=trials), store=_uri(t, "Fault"), progress=progress)).summary
         error = None
     except DeclragError as e:
         faulted, error = None, e.message

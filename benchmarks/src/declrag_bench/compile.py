@@ -18,9 +18,10 @@ from rich.table import Table
 from declrag.golden import load_golden
 from declrag.lm import use_lm_cache
 from declrag.optimize.budget import Budget, trial_counts
-from declrag.optimize.compile import Compiler
+from declrag.optimize.objective import Objective
 from declrag.optimize.space import grid, read_space
 from declrag.optimize.study import place
+from declrag.optimize.workers import Workers
 from declrag.process_memory import MemoryTracker, describe
 
 SPACE = "bench"  # optimizers/bench.yaml, found like every space (declrag.resources)
@@ -37,13 +38,13 @@ def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0
         tmp = Path(tmp_dir)
         # indexes first, for both arms
         with mem.stage("indexes"):
-            warm = Compiler(sp, golden, tmp / "warm", Budget(), progress=progress)
+            warm = Objective(sp, golden, tmp / "warm", progress=progress)
             for combo in grid(sp):
                 warm.program(combo)
         # the grid: every program on the whole dev set, cold LM cache
         use_lm_cache(tmp / "lm-grid")
         with mem.stage("grid"):
-            g = Compiler(sp, golden, tmp / "grid", Budget(), progress=progress)
+            g = Objective(sp, golden, tmp / "grid", progress=progress)
             t0 = time.perf_counter()
             scores = []
             for combo in grid(sp):
@@ -56,9 +57,10 @@ def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0
         (tmp / "search").mkdir()
         budget = Budget(max_lm_calls=max(1, int(share * g.spent.lm_calls)), max_trials=len(scores))
         with mem.stage("search"):
-            s = Compiler(sp, golden, tmp / "search", budget, progress=progress)
+            s = Objective(sp, golden, tmp / "search", progress=progress)
+            w = Workers(s, budget)
             t0 = time.perf_counter()
-            study = s.search(s.open_study(place(tmp / "search", "search"), {"data": golden.name})[0])
+            study = w.search(w.open_study(place(tmp / "search", "search"), {"data": golden.name})[0])
             search_wall = time.perf_counter() - t0
         trials = study.trials  # read now: the study's journal goes with the temporary folder
         complete = [(t.value, t) for t in trials if t.state.name == "COMPLETE" and t.value is not None]

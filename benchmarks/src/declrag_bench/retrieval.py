@@ -274,7 +274,7 @@ class _TimedStub:
 
 
 def _time_searches(st, calls: list[float]) -> None:
-    """Wrap the store's stub (the bench's own instrument: the store carries no timer); ``del st.search_stub`` undoes it."""
+    """Wrap the store's stub (the bench's own timer: the store carries none); `del st.search_stub` undoes it."""
     stub_of = st.search_stub
     st.search_stub = lambda: _TimedStub(stub_of(), calls)
 

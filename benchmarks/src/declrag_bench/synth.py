@@ -239,10 +239,10 @@ def _capped(space: str, runs: Path, max_dev: int) -> str:
 def _real_test(golden: GoldenSet, space: str, runs: Path, progress: bool):
     """A compiler over the real set, for scoring programs on its held-out test split (the split its own compile
     holds out: the same seeded cut)."""
-    from declrag.optimize.compile import Budget, Compiler
+    from declrag.optimize.objective import Objective
     from declrag.optimize.space import read_space
 
-    comp = Compiler(read_space(space), golden, runs / "scoring", Budget(), progress=progress)
+    comp = Objective(read_space(space), golden, runs / "scoring", progress=progress)
     return comp, comp.splits["test"]
 
 
@@ -251,21 +251,20 @@ def compile_arm(golden: GoldenSet, dataset: str, synthetic: Path, runs: Path, sp
     """``space`` compiled on the synthetic set; what it ships scored on real test beside the default program and
     a compile on the real set (``golden``, named ``dataset``: compiled once, kept in ``real`` for the next
     generator)."""
-    from declrag.optimize.compile import Budget, score
-    from declrag.optimize.run import compile_run
+    from declrag.optimize import Budget, CompileOptions, compile, score
 
     comp, test = _real_test(golden, space, runs, progress)
     if not real:
-        summary = compile_run(space, dataset, "compile-real", runs=runs, budget=Budget(max_trials=trials),
-                              progress=progress)
+        summary = compile(CompileOptions(space, dataset, "compile-real", runs=runs, budget=Budget(max_trials=trials),
+                                         progress=progress)).summary
         cfg = ProgramConfig.model_validate(summary["best"]["config"])
         means, real["per_q"] = score(comp, comp.program_for(cfg), test, "real test, compiled on real")
         base, real["base_q"] = score(comp, comp.program_for(ProgramConfig.model_validate(
             summary["baseline"]["config"])), test, "real test, default program")
         real.update(params=summary["best"]["params"], real_test=round(means["objective"], 4),
                     default_real_test=round(base["objective"], 4), real_test_questions=len(test))
-    summary = compile_run(space, str(synthetic), f"compile-{tag}", runs=runs, budget=Budget(max_trials=trials),
-                          progress=progress)
+    summary = compile(CompileOptions(space, str(synthetic), f"compile-{tag}", runs=runs,
+                                     budget=Budget(max_trials=trials), progress=progress)).summary
     shipped = summary[summary["shipped"]]
     means, per_q = score(comp, comp.program_for(ProgramConfig.model_validate(shipped["config"])), test,
                          f"real test, compiled on {tag}")
@@ -280,11 +279,10 @@ def finetune_arm(golden: GoldenSet, synthetic: Path, runs: Path, space: str, tri
                  progress: bool) -> dict[str, Any]:
     """``space`` (with its fine-tune stage) compiled on the synthetic set alone; the base and the tuned embedder
     scored on the real test split."""
-    from declrag.optimize.compile import Budget, score
-    from declrag.optimize.run import compile_run
+    from declrag.optimize import Budget, CompileOptions, compile, score
 
-    summary = compile_run(space, str(synthetic), "finetune-synthetic", runs=runs, budget=Budget(max_trials=trials),
-                          progress=progress)
+    summary = compile(CompileOptions(space, str(synthetic), "finetune-synthetic", runs=runs,
+                                     budget=Budget(max_trials=trials), progress=progress)).summary
     info = summary["finetune"]
     out: dict[str, Any] = {"space": Path(space).stem, "trials": trials, "params": summary["best"]["params"],
                            "pairs": info.get("pairs"), "training": info.get("training"),

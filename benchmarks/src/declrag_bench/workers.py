@@ -21,7 +21,7 @@ from typing import Any
 
 from declrag.errors import DeclragError
 from declrag.golden import load_golden
-from declrag.optimize.compile import Budget, Compiler
+from declrag.optimize.objective import Objective
 from declrag.optimize.space import grid, read_space
 
 from .servers import run_script
@@ -41,7 +41,7 @@ def warm(space: Path, dataset: str, progress: bool = True) -> int:
     ingest_only = sp.model_copy(update={"params": {k: p for k, p in sp.params.items() if p.path.startswith("ingest.")}})
     golden = load_golden(dataset)
     with tempfile.TemporaryDirectory() as tmp:
-        comp = Compiler(sp, golden, Path(tmp), Budget(), progress=progress)
+        comp = Objective(sp, golden, Path(tmp), progress=progress)
         return len({id(comp.program(combo).store) for combo in grid(ingest_only)})  # one store per ingest setting
 
 

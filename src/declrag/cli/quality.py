@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -22,6 +22,9 @@ from .common import (
     apply_cache_limits,
     out,
 )
+
+if TYPE_CHECKING:
+    from ..optimize import CompileResult
 
 
 @app.command("eval")
@@ -226,8 +229,7 @@ def compile_(
     """Search the declared space for the best program on a golden set; write runs/NAME/best. With --storage,
     workers on other machines join the same study with --join NAME."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
-    from ..optimize.compile import Budget
-    from ..optimize.run import compile_run
+    from ..optimize import Budget, CompileOptions, compile
     from ..pipeline.selection import model_route
 
     apply_cache_limits(lm_cache_entries, lm_cache_disk_mb, lm_history, embedding_rows)
@@ -235,44 +237,43 @@ def compile_(
     if heartbeat < 1 or patience < 0:
         raise DeclragError("--heartbeat is a whole number of seconds >= 1 and --patience >= 0",
                            hint="e.g. --heartbeat 10 --patience 120")
-    s = compile_run(space, dataset, name, runs, budget, jobs, resume, model if join else model_route(model),
-                    progress=not quiet, store=store, storage=storage, join=join, finalize=finalize,
-                    heartbeat_s=heartbeat, patience_s=patience, check_questions=check_questions)
-    if s.get("role") == "worker":
-        out.print(f"worker done: the study {s['study']!r} in {s['storage']} has {s['complete']} finished and "
-                  f"{s['pruned']} pruned trials ({s['mine']} of them run here, in {s['wall_s']} s); the process that "
+    s = compile(CompileOptions(space, dataset, name, runs, budget, jobs, resume,
+                               model if join else model_route(model), progress=not quiet, store=store,
+                               storage=storage, join=join, finalize=finalize, heartbeat_s=heartbeat,
+                               patience_s=patience, check_questions=check_questions))
+    if s.role == "worker":
+        out.print(f"worker done: the study {s.study!r} in {s.storage} has {s.complete} finished and "
+                  f"{s.pruned} pruned trials ({s.mine} of them run here, in {s.wall_s} s); the process that "
                   "created it writes the artifact and the report", markup=False, highlight=False)
         return
     _print_compile(s)
-    folder = resume or runs / cast(str, join or name)  # compile_run has refused a new run without --name
-    out.print(f"program: {folder / 'best'}   report: {folder / 'report.html'}")
+    out.print(f"program: {s.folder / 'best'}   report: {s.folder / 'report.html'}")
 
 
-def _print_compile(s: dict) -> None:
+def _print_compile(s: CompileResult) -> None:
     """What a finished compile says: dev and test of the baseline and the best, the gain, what ships and why, how
     its ranking agrees with the user's own questions, peak memory."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..process_memory import describe
 
-    g = s["gain_test"]
-    t = Table(title=f"compile: {s['trials']} trials ({s['pruned']} pruned, {s['stopped_by_budget']} stopped by a "
-                    f"budget), {s['lm_calls']} LM calls, ${s['cost_usd']:.4f}, {s['wall_s']} s")
-    for col in ("", f"baseline (trial {s['baseline']['trial']})", f"best (trial {s['best']['trial']})"):
+    assert s.baseline is not None and s.best is not None and s.gain_test is not None, "a finalizer's result"
+    g, base, best = s.gain_test, s.baseline, s.best
+    t = Table(title=f"compile: {s.trials} trials ({s.pruned} pruned, {s.stopped_by_budget} stopped by a "
+                    f"budget), {s.lm_calls} LM calls, ${s.cost_usd or 0:.4f}, {s.wall_s} s")
+    for col in ("", f"baseline (trial {base['trial']})", f"best (trial {best['trial']})"):
         t.add_column(col, justify="right")
-    t.add_row("dev objective", f"{s['baseline']['dev'].get('objective', 0):.4f}",
-              f"{s['best']['dev'].get('objective', 0):.4f}")
-    t.add_row("test objective", f"{s['baseline']['test'].get('objective', 0):.4f}",
-              f"{s['best']['test'].get('objective', 0):.4f}")
+    t.add_row("dev objective", f"{base['dev'].get('objective', 0):.4f}", f"{best['dev'].get('objective', 0):.4f}")
+    t.add_row("test objective", f"{base['test'].get('objective', 0):.4f}", f"{best['test'].get('objective', 0):.4f}")
     out.print(t)
     gain = (f"test gain {g['diff']:+.4f} [{g['ci95'][0]:+.4f}, {g['ci95'][1]:+.4f}] "
             f"({'holds' if g['significant'] else 'not distinguishable from noise'})" if g["diff"] is not None else
             "test gain: none (no test question could be scored; a larger set gives one)")
-    out.print(f"{gain}; best params: {json.dumps(s['best']['params'])}")
-    if (guard := s.get("guard", {})).get("applied"):
-        out.print(f"shipped in best/: the {s['shipped']} program: {guard['why']}", markup=False, highlight=False)
-    if c := s.get("check_questions"):
+    out.print(f"{gain}; best params: {json.dumps(best['params'])}")
+    if (guard := s.guard or {}).get("applied"):
+        out.print(f"shipped in best/: the {s.shipped} program: {guard['why']}", markup=False, highlight=False)
+    if c := s.check_questions:
         out.print(f"your {c['questions']} questions: " + (
             f"the trials' ranking agrees with theirs, Kendall tau {c['tau']:+.3f} [{c['ci95'][0]:+.3f}, "
             f"{c['ci95'][1]:+.3f}] over {c['trials']} trials" + (f" ({c['note']})" if c.get("note") else "")
             if c.get("tau") is not None else c.get("why", "no agreement measured")), markup=False, highlight=False)
-    out.print(describe(s["memory"]), markup=False, highlight=False)
+    out.print(describe(s.memory), markup=False, highlight=False)

@@ -24,7 +24,7 @@ from ..golden import Example, load_golden
 from ..metrics.passages import passage_scores, unit_of
 from ..metrics.stats import tau_with_interval
 from ..types import GoldSpan
-from .compile import Compiler
+from .objective import Objective
 from .space import tidy_params
 
 MAX_TRIALS = 12
@@ -63,7 +63,7 @@ def check_questions(path: str | Path, documents: list) -> list[Example]:
     return out
 
 
-def agreement(comp: Compiler, trials: list[optuna.trial.FrozenTrial], examples: list[Example], seed: int = 13,
+def agreement(comp: Objective, trials: list[optuna.trial.FrozenTrial], examples: list[Example], seed: int = 13,
               progress: bool = False) -> dict[str, Any]:
     """Kendall tau between the trials' dev objective and their nDCG@10 on ``examples``, with its interval."""
     done = sorted((t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.values),

@@ -6,9 +6,13 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
+
+if TYPE_CHECKING:
+    from .study import Ledger
 
 
 @dataclass
@@ -35,6 +39,37 @@ class Spent:
 
 class BudgetReached(Exception):
     pass
+
+
+@dataclass
+class Account:
+    """Where a compile's LM usage is charged: this process's tally (``spent``: per-trial attributes, the summary)
+    and, once a study is open, the study's ``ledger`` (`declrag.optimize.study.Ledger`), whose budgets every
+    worker reads. The budgets bound the search: once it ends (``searching`` False) the final scoring (prompts,
+    test) is tallied here but neither checked nor charged to the ledger."""
+
+    spent: Spent = field(default_factory=Spent)
+    ledger: Ledger | None = None
+    searching: bool = True
+
+    def check(self) -> None:
+        """Raise `BudgetReached` when the search has spent a budget."""
+        if not self.searching:
+            return
+        if self.ledger is not None and (reason := self.ledger.exhausted()):
+            raise BudgetReached(reason)
+
+    def spend(self, usage: dict) -> None:
+        """Add one call's (or one stage's) usage: ``{"calls", "cached", "cost_usd"}``."""
+        self.spent.add(usage)
+        if self.ledger is not None and self.searching:
+            self.ledger.spend(int(usage.get("calls", 0) - usage.get("cached", 0)), int(usage.get("cached", 0)),
+                              float(usage.get("cost_usd", 0.0)))
+
+    def state(self) -> dict[str, Any]:
+        """The study's LM calls and their budget (the ledger's, else this process's calls and no budget)."""
+        return self.ledger.state() if self.ledger is not None else {"lm_calls": self.spent.lm_calls,
+                                                                    "max_lm_calls": None}
 
 
 class StepMedianPruner(optuna.pruners.BasePruner):

@@ -29,12 +29,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
+from ..config import ProgramConfig
 from ..embed import folder_sha256
 from ..errors import DeclragError
 from ..golden import Example, GoldenSet
 from ..metrics.stats import paired_difference
 from ..process_memory import MemoryTracker, release_memory
-from .compile import Compiler, score, tell
+from .objective import Objective, score, tell
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +53,6 @@ def training_rows(prog: Any, golden: GoldenSet, examples: list[Example], hard_ne
     "negative_1", ...}``. The positive is the best-ranked candidate of a gold document that holds the answer
     span (when the set has spans), else the gold document's text; the negatives are the best-ranked candidates
     of documents that are not gold (the store's own hard negatives)."""
-    from tqdm import tqdm
-
     rows: list[dict[str, str]] = []
     counts = {"questions": 0, "no_gold": 0, "positive_from_pool": 0, "positive_from_document": 0,
               "short_of_negatives": 0}
@@ -98,7 +99,7 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
     texts per forward pass when smaller than the batch (the cached loss, see the module's docstring; None: the
     whole batch at once). Returns what happened: steps, seconds, the loss at the start and the end, whether a
     budget stopped it, the loss used, the hash."""
-    import torch
+    import torch  # torch, datasets, sentence-transformers: seconds to import, and only a fine-tune needs them
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformer,
@@ -139,8 +140,6 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
         bar: Any = None
 
         def on_train_begin(self, args, state, control, **kw):
-            from tqdm.auto import tqdm
-
             self.bar = tqdm(total=state.max_steps, desc="fine-tune: training", unit="step", disable=not progress)
 
         def on_step_end(self, args, state, control, **kw):
@@ -186,16 +185,13 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
             "threads": torch.get_num_threads(), "sha256": folder_sha256(out), "cpu_count": os.cpu_count()}
 
 
-def finetune_stage(comp: Compiler, prog, out: Path, progress: bool,
+def finetune_stage(comp: Objective, prog, out: Path, progress: bool,
                    mem: MemoryTracker | None = None) -> tuple[Any, dict[str, Any]]:
     """Fine-tune ``prog``'s embedding model on the train split (`declrag.optimize.finetune`), re-embed the
     corpus into a new index, and keep the tuned model only if dev improves beyond the bootstrap noise (the
     paired interval of the per-question objective excludes 0). Reports dev and test for both models either
     way (test is scored for the report only; the decision reads dev). Returns (the program kept, the report).
     ``mem`` measures the peak RSS of its parts (``finetune.mining``, ``.training``, ``.reembed``, ``.scoring``)."""
-    from ..config import ProgramConfig
-    from .finetune import finetune_model, training_rows
-
     spec, splits = comp.space.finetune, comp.splits
     base_cfg: ProgramConfig = prog.config
     info: dict[str, Any] = {"enabled": True, "base_model": base_cfg.ingest.embedder.model,

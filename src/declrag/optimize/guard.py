@@ -19,16 +19,16 @@ from typing import Any
 
 from ..golden import load_golden
 from ..metrics.stats import paired_difference
-from .compile import Compiler
+from .objective import Objective
 
 CHECK_QUESTIONS = 200  # questions of the second set: enough for a paired interval of a few hundredths
 # the second set's generator: the first of these that did not make the set (no model, and the corpus unchanged, so
 # that the compile's own indexes score it: not the inverse cloze, whose set has its sentences removed)
 CHECK_GENERATORS = ("keywords", "cloze")
-Scorer = Callable[[Compiler, Any, list, str], tuple[dict, list[float | None]]]
+Scorer = Callable[[Objective, Any, list, str], tuple[dict, list[float | None]]]
 
 
-def second_set_check(comp: Compiler, base_prog: Any, best_prog: Any, same: bool, score: Scorer,
+def second_set_check(comp: Objective, base_prog: Any, best_prog: Any, same: bool, score: Scorer,
                      progress: bool = False) -> dict[str, Any]:
     """Whether the best program's gain over the baseline holds on a second, independently drawn synthetic set:
     ``{"applied", "accepted", "why", "gain", "check_set"}``. ``score`` is the compile's own scorer."""

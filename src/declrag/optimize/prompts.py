@@ -12,28 +12,34 @@
   unsupported sentences, wrong citations, a wrong abstention, a missed reference answer), after the objective and
   the reference; with ``feedback: score`` the objective and the reference only.
 
-The metric is the compile objective. An optimizer that fails with the configured model (a small model may
-not follow the optimizer's own prompts) is reported, and the program is kept as it was. The step needs of a
-compile only its space, its objective's metrics and its usage tally (`Scoring`): a `Compiler`, or a `Scorer`
-made from a space alone (what ``declrag bench gepa`` runs it with).
+Each is one `Optimizer` class, registered by its name in `OPTIMIZERS`. The metric is the compile objective. An
+optimizer that fails with the configured model (a small model may not follow the optimizer's own prompts) is
+reported, and the program is kept as it was. The step needs of a compile only its space, its objective's metrics
+and its usage tally (`Scoring`): an `Objective`, or a `Scorer` made from a space alone (what ``declrag bench gepa``
+runs it with).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import dspy
 
+from ..errors import DeclragError
 from ..evaluate import score_case
+from ..golden import Example
 from ..lm import Meter, metering
 from ..metrics.base import Case, Metric, to_case
 from ..metrics.catalog import get_metrics
 from ..metrics.feedback import findings
 from ..pipeline.adapters import adapter_for
+from ..pipeline.stage import get_lm
 from .budget import Spent
-from .compile import weighted
+from .objective import weighted
 from .space import Space
 
 log = logging.getLogger(__name__)
@@ -46,7 +52,7 @@ def _examples(exs) -> list[dspy.Example]:
 
 
 class Scoring(Protocol):
-    """What the prompt step reads of a compile (a `Compiler` is one): the space (the optimizer's settings and the
+    """What the prompt step reads of a compile (an `Objective` is one): the space (the optimizer's settings and the
     objective's weights), the objective's metrics, and the tally its LM usage is added to."""
 
     @property
@@ -97,45 +103,125 @@ def gepa_metric(comp: Scoring, kind: Literal["findings", "score"] = "findings"):
     return feedback
 
 
-def _gepa(prog, comp: Scoring, trainset: list[dspy.Example], valset: list[dspy.Example], lm) -> Any:
-    cfg = comp.space.prompt_optimizer
-    tele = dspy.GEPA(metric=gepa_metric(comp, cfg.feedback), reflection_lm=lm,
-                     max_metric_calls=cfg.trials * len(trainset), num_threads=1, track_stats=False)
-    return tele.compile(prog, trainset=trainset, valset=valset)
+class Optimizer:
+    """One prompt optimizer, registered by its ``name`` in `OPTIMIZERS` (`register`); the space's
+    ``prompt_optimizer.name`` picks it. `run` returns the optimized program (``prog`` itself when it only sets
+    what ``prog`` carries); ``train`` and ``dev`` are the splits' examples, already capped at ``max_examples``.
+    Like DSPy's ``Teleprompter.compile``, one method per optimizer; the usage and failure handling are
+    `optimize_prompts`'s."""
+
+    name: ClassVar[str]
+
+    def __init__(self, comp: Scoring):
+        self.comp, self.cfg = comp, comp.space.prompt_optimizer
+
+    def info(self) -> dict[str, Any]:
+        """What the report says of this optimizer's settings beyond the train examples."""
+        return {}
+
+    def run(self, prog, train: list[Example], dev: list[Example]) -> Any:
+        raise NotImplementedError
+
+    @contextmanager
+    def task_lm(self, prog) -> Iterator[Any]:
+        """The generator's LM (and its adapter) as DSPy's current LM: the optimizers that prompt an LM themselves
+        (proposals, reflections) use the one the program answers with."""
+        gen = prog.config.stage_lm("generate")
+        lm = get_lm(gen)
+        with dspy.context(lm=lm, adapter=adapter_for(gen)):
+            yield lm
+
+
+OPTIMIZERS: dict[str, type[Optimizer]] = {}
+
+
+def register(cls: type[Optimizer]) -> type[Optimizer]:
+    """Add ``cls`` to `OPTIMIZERS` under its ``name`` (a class decorator)."""
+    OPTIMIZERS[cls.name] = cls
+    return cls
+
+
+def optimizer_for(comp: Scoring) -> Optimizer:
+    """The optimizer the space names, over ``comp``; an unknown name is refused with the known ones."""
+    name = comp.space.prompt_optimizer.name
+    if name not in OPTIMIZERS:
+        raise DeclragError(f"unknown prompt optimizer {name!r}",
+                           hint="prompt_optimizer.name is one of: none, " + ", ".join(sorted(OPTIMIZERS)))
+    return OPTIMIZERS[name](comp)
+
+
+@register
+class Bootstrap(Optimizer):
+    """DSPy's BootstrapFewShot: demos bootstrapped from the program's own successful runs."""
+
+    name = "bootstrap"
+
+    def run(self, prog, train, dev):
+        trainset = _examples(train)
+        tele = dspy.BootstrapFewShot(metric=objective_metric(self.comp), max_bootstrapped_demos=self.cfg.max_demos,
+                                     max_labeled_demos=0, max_rounds=1, max_errors=len(trainset))
+        return tele.compile(prog, trainset=trainset)
+
+
+@register
+class Knn(Optimizer):
+    """Demos chosen per question by similarity, from a pool that travels in the artifact (`knn_pool`)."""
+
+    name = "knn"
+
+    def run(self, prog, train, dev):
+        prog.generate.set_knn_pool(knn_pool(prog, train), self.cfg.max_demos)
+        return prog
+
+
+@register
+class Mipro(Optimizer):
+    """DSPy's MIPROv2: instruction proposals and demos, searched with Optuna."""
+
+    name = "mipro"
+
+    def run(self, prog, train, dev):
+        cfg = self.cfg
+        with self.task_lm(prog) as lm:
+            tele = dspy.MIPROv2(metric=objective_metric(self.comp), prompt_model=lm, task_model=lm, auto=None,
+                                num_candidates=cfg.trials, max_bootstrapped_demos=cfg.max_demos,
+                                max_labeled_demos=cfg.max_demos, num_threads=1, verbose=False)
+            return tele.compile(prog, trainset=_examples(train), valset=_examples(dev), num_trials=cfg.trials,
+                                minibatch=False, requires_permission_to_run=False)
+
+
+@register
+class Gepa(Optimizer):
+    """DSPy's GEPA: reflective instruction evolution; its reflection model reads `gepa_metric`'s feedback."""
+
+    name = "gepa"
+
+    def info(self) -> dict[str, Any]:
+        return {"feedback": self.cfg.feedback}
+
+    def run(self, prog, train, dev):
+        with self.task_lm(prog) as lm:
+            return self.evolve(prog, _examples(train), _examples(dev), lm)
+
+    def evolve(self, prog, trainset: list[dspy.Example], valset: list[dspy.Example], lm) -> Any:
+        tele = dspy.GEPA(metric=gepa_metric(self.comp, self.cfg.feedback), reflection_lm=lm,
+                         max_metric_calls=self.cfg.trials * len(trainset), num_threads=1, track_stats=False)
+        return tele.compile(prog, trainset=trainset, valset=valset)
 
 
 def optimize_prompts(prog, comp: Scoring, train, dev) -> tuple[Any, dict[str, Any]]:
-    cfg = comp.space.prompt_optimizer
-    trainset = _examples(train[: cfg.max_examples])
-    info: dict[str, Any] = {"train_examples": len(trainset)}
-    if cfg.name == "gepa":
-        info["feedback"] = cfg.feedback
+    """``prog`` with the space's prompt optimizer run on ``train`` (and ``dev``, for those that validate), and its
+    report: the examples, the usage, the demos, and the error of an optimizer that failed (the program is then
+    kept as it was)."""
+    opt = optimizer_for(comp)
+    cap = opt.cfg.max_examples
+    info: dict[str, Any] = {"train_examples": len(train[:cap]), **opt.info()}
     meter = Meter()
-    gen_lm_cfg = prog.config.stage_lm("generate")
     try:
         with metering(meter):
-            if cfg.name == "bootstrap":
-                tele = dspy.BootstrapFewShot(metric=objective_metric(comp), max_bootstrapped_demos=cfg.max_demos,
-                                             max_labeled_demos=0, max_rounds=1, max_errors=len(trainset))
-                new = tele.compile(prog, trainset=trainset)
-            elif cfg.name == "knn":
-                new = prog
-                new.generate.set_knn_pool(knn_pool(prog, train[: cfg.max_examples]), cfg.max_demos)
-            else:
-                from ..pipeline.stage import get_lm
-
-                lm = get_lm(gen_lm_cfg)
-                with dspy.context(lm=lm, adapter=adapter_for(gen_lm_cfg)):
-                    if cfg.name == "mipro":
-                        tele = dspy.MIPROv2(metric=objective_metric(comp), prompt_model=lm, task_model=lm, auto=None,
-                                            num_candidates=cfg.trials, max_bootstrapped_demos=cfg.max_demos,
-                                            max_labeled_demos=cfg.max_demos, num_threads=1, verbose=False)
-                        new = tele.compile(prog, trainset=trainset, valset=_examples(dev[: cfg.max_examples]),
-                                           num_trials=cfg.trials, minibatch=False, requires_permission_to_run=False)
-                    else:
-                        new = _gepa(prog, comp, trainset, _examples(dev[: cfg.max_examples]), lm)
+            new = opt.run(prog, train[:cap], dev[:cap])
     except Exception as e:  # reported, not fatal: the search's best program stands
-        log.warning("prompt optimizer %s failed: %s", cfg.name, e)
+        log.warning("prompt optimizer %s failed: %s", opt.name, e)
         info["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
         new = prog
     info["usage"] = meter.to_dict().get("total", {})

@@ -1,5 +1,18 @@
 """The compile run around the study: start or resume, pick the best, optimize its prompts, score the
-held-out test once, write the artifact, the manifest, the summary and the report."""
+held-out test once, write the artifact, the manifest, the summary and the report.
+
+runs/<name>/
+  compile.json    the inputs (space, dataset, budgets): what `--resume` reads
+  split.json      the seeded train / dev / test question ids
+  study.journal   Optuna's storage (an append-only journal: a killed process loses at most its trial), and
+  budget.sqlite3  the budget ledger; with --storage URL both live in that database instead (optimize/study.py)
+  trials.jsonl    one line per finished trial: params, every metric, cost, time, state (optimize/trials.py)
+  best/           the compiled program (declrag.load / declrag serve)
+  manifest.json, summary.json, report.md, report.html, plots/
+
+Trial 0 is the naive baseline; what a trial scores is `declrag.optimize.objective`, the loop that runs trials
+`declrag.optimize.workers`.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +22,12 @@ import subprocess
 import time
 import warnings
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
 import optuna
+from optuna.storages import RetryHeartbeatStaleTrialCallback
 
 from ..about import versions
 from ..errors import DeclragError
@@ -23,10 +37,25 @@ from ..metrics.stats import by_label, mean_ci, paired_difference
 from ..process_memory import MemoryTracker
 from .agreement import agreement, check_questions
 from .budget import Budget, trial_counts
-from .compile import Compiler, digest_of, score, tell
 from .finetune import finetune_stage
 from .guard import second_set_check
+from .objective import Objective, digest_of, score, tell
+from .prompts import optimize_prompts
+from .report import write_report
 from .space import Space, read_space, tidy_params
+from .study import (
+    DISK_ERRNOS,
+    DISK_WORDS,
+    Patience,
+    db_error,
+    disk_stop,
+    has_password,
+    identity_of,
+    is_db_error,
+    place,
+    redact,
+)
+from .workers import Workers, optuna_quiet
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +80,10 @@ def _identity(data: str, dataset: str, sp: Space, model: str | None) -> dict[str
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def compile_run(space: str | Path | None = None, dataset: str | None = None, name: str | None = None,
-                runs: str | Path = "runs", budget: Budget | None = None, jobs: int = 1,
-                resume: str | Path | None = None, model: str | None = None, progress: bool = True,
-                store: str | None = None, storage: str | None = None, join: str | None = None,
-                finalize: bool = False, heartbeat_s: int = 10,
-                patience_s: float = 120.0, check_questions: str | Path | None = None) -> dict[str, Any]:
-    """Start (``space``, ``dataset``, ``name``), continue (``resume``) or join (``join`` with ``storage``) a
-    compile. Returns the summary, or for a worker that does not finalize, its part of the search.
+@dataclass
+class CompileOptions:
+    """What `compile` is asked to do: start a study (``space``, ``dataset``, ``name``), continue one (``resume``: a
+    run folder) or join one (``join`` with ``storage``).
 
     ``store``: where the trials' indexes live (a folder or a Weaviate server, see `declrag.api.corpus_store`;
     default the cache folder). ``storage``: the study's database (any SQLAlchemy URL Optuna accepts; default the
@@ -68,13 +93,73 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
     search, then stop and say so; ``finalize`` makes a worker finalize too (when the creator's machine is gone).
     ``heartbeat_s``: a trial whose worker stops beating for 3x this is retried elsewhere; ``patience_s``: how long
     a worker retries a lost database before it stops. ``check_questions``: a golden file of the user's own
-    questions; the summary says how the trials' ranking agrees with them (`agreement`)."""
-    from .study import DISK_ERRNOS, DISK_WORDS, db_error, disk_stop, is_db_error
+    questions; the result says how the trials' ranking agrees with them (`agreement`)."""
 
-    folder = Path(resume) if resume else Path(runs) / name if name else None
+    space: str | Path | None = None
+    dataset: str | None = None
+    name: str | None = None
+    runs: str | Path = "runs"
+    budget: Budget | None = None
+    jobs: int = 1
+    resume: str | Path | None = None
+    model: str | None = None
+    progress: bool = True
+    store: str | None = None
+    storage: str | None = None
+    join: str | None = None
+    finalize: bool = False
+    heartbeat_s: int = 10
+    patience_s: float = 120.0
+    check_questions: str | Path | None = None
+
+
+@dataclass
+class CompileResult:
+    """What a compile did. A process that finalizes (``role`` ``"finalizer"``) has the whole ``summary`` (what
+    ``summary.json`` holds) and its headline parts as fields; a worker that does not (``"worker"``) has the study's
+    trial counts and ``mine``, the trials it ran."""
+
+    role: Literal["finalizer", "worker"]
+    study: str
+    storage: str  # where the study lives, as it may be shown (no password)
+    folder: Path  # the run folder: best/, report.html (a finalizer's)
+    trials: int  # the study's trials, every worker's: all of them, finished (repeats included), pruned...
+    complete: int
+    pruned: int
+    stopped_by_budget: int
+    repeats: int
+    wall_s: float
+    memory: dict[str, Any]  # peak RSS per stage (`declrag.memory.MemoryTracker`)
+    mine: int | None = None  # a worker: how many of the trials ran in this process
+    lm_calls: int | None = None  # a finalizer: the study's LM calls (every worker's search, then prompts and test)
+    cost_usd: float | None = None
+    baseline: dict[str, Any] | None = None  # dev, test, params, trial, config
+    best: dict[str, Any] | None = None  # the same, of the best trial
+    gain_test: dict[str, Any] | None = None  # best minus baseline on test: diff, ci95, significant
+    shipped: Literal["best", "baseline"] | None = None  # which program best/ holds
+    guard: dict[str, Any] | None = None  # why: the second-set check (`declrag.optimize.guard`)
+    finetune: dict[str, Any] | None = None
+    check_questions: dict[str, Any] | None = None  # agreement with the user's own questions, when given
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def finalized(cls, summary: dict[str, Any], folder: Path) -> CompileResult:
+        """The result of a finalizer, from its summary."""
+        taken: dict[str, Any] = {f.name: summary.get(f.name) for f in fields(cls)
+                                 if f.name not in ("role", "folder", "mine", "summary")}
+        return cls(role="finalizer", folder=folder, summary=summary, **taken)
+
+
+def compile(options: CompileOptions) -> CompileResult:  # the builtin's name, as the command's: `declrag compile`
+    """Start, continue or join a compile (`CompileOptions`); returns what it did (`CompileResult`). Optuna's own
+    log lines are silenced while it runs (`workers.optuna_quiet`) and its level put back after."""
+    o = options
+    folder = Path(o.resume) if o.resume else Path(o.runs) / o.name if o.name else None
     try:
-        plan = plan_compile(space, dataset, name, runs, budget, resume, model, store, storage, join, heartbeat_s)
-        return _compile_run(plan, jobs, progress, finalize, patience_s, check_questions)
+        with optuna_quiet():
+            plan = plan_compile(o.space, o.dataset, o.name, o.runs, o.budget, o.resume, o.model, o.store, o.storage,
+                                o.join, o.heartbeat_s)
+            return _compile_run(plan, o.jobs, o.progress, o.finalize, o.patience_s, o.check_questions)
     except DeclragError as e:
         if folder is not None and any(w in e.message for w in DISK_WORDS):
             raise disk_stop(e.message, folder) from None
@@ -88,6 +173,7 @@ def compile_run(space: str | Path | None = None, dataset: str | None = None, nam
             raise
         if folder is not None and any(w in str(e) for w in DISK_WORDS):
             raise disk_stop(str(getattr(e, "orig", None) or e).splitlines()[0], folder) from None
+        resume, storage = o.resume, o.storage
         saved = None if storage or not resume or not (Path(resume) / "compile.json").exists() else \
             json.loads((Path(resume) / "compile.json").read_text()).get("storage")
         raise db_error(e, storage or saved or "", "compiling") from None
@@ -114,8 +200,6 @@ class Plan:
 def plan_compile(space, dataset, name, runs, budget, resume, model, store, storage, join, heartbeat_s) -> Plan:
     """The `Plan` of a compile call: the role its arguments ask for, checked, and the inputs a resumed or joined
     study takes from where it was created (``compile.json`` or the study's database)."""
-    from .study import identity_of, place
-
     budget = budget or Budget()
     given = {k: v for k, v in asdict(budget).items() if v is not None}
     if join:
@@ -163,16 +247,15 @@ def plan_compile(space, dataset, name, runs, budget, resume, model, store, stora
 
 
 def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience_s: float,
-                 check: str | Path | None = None) -> dict[str, Any]:
+                 check: str | Path | None = None) -> CompileResult:
     """Run the plan: open the study, search, then (where this process finalizes) the artifact and the report."""
-    from .study import Patience
-
     p, out, name = plan.place, plan.out, plan.name
     mem = MemoryTracker()  # peak RSS per stage: summary.json's "memory", the compile's closing lines
     with mem.stage("setup"):  # ends once the study is open (a failure on the way ends the run)
         # the user's questions are checked before the run folder is written: a bad file leaves nothing behind
         theirs = check_questions(check, load_golden(plan.dataset).documents) if check else None
-        comp, study, creator, manifest = _open(plan, jobs, progress)
+        workers, study, creator, manifest = _open(plan, jobs, progress)
+    comp = workers.objective
     finalizes = creator or finalize
     if finalizes:
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
@@ -180,15 +263,12 @@ def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience
          " as a worker (the process that created the study writes the artifact)"))
     t0 = time.perf_counter()
     with mem.stage("search"):
-        study = comp.search(study, Patience(p, patience_s, progress) if p.shared else None)
+        study = workers.search(study, Patience(p, patience_s, progress) if p.shared else None)
     if not finalizes:
-        mine = [json.loads(x) for x in (out / "trials.jsonl").read_text().splitlines()] \
-            if (out / "trials.jsonl").exists() else []
-        from .compile import WORKER
-
-        return {"role": "worker", "study": name, "storage": p.shown, **trial_counts(study.trials),
-                "mine": len([r for r in mine if r.get("worker") == WORKER]),
-                "wall_s": round(time.perf_counter() - t0, 1), "memory": mem.to_dict()}
+        counts: dict[str, Any] = trial_counts(study.trials)
+        return CompileResult(role="worker", study=name, storage=p.shown, folder=out, **counts,
+                             mine=comp.trial_log.mine(), wall_s=round(time.perf_counter() - t0, 1),
+                             memory=mem.to_dict())
     led = p.ledger.state()  # the whole study's search, every worker
     here = (comp.spent.lm_calls, comp.spent.cached, comp.spent.cost_usd)
     summary = finish(comp, study, out, progress, mem)
@@ -203,21 +283,18 @@ def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience
     manifest.update(status="done", finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     hashes={**manifest["hashes"], "config": digest_of(summary["best"]["config"])})
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    from .report import write_report
-
     summary["memory"] = mem.to_dict()
     with mem.stage("report"):
         write_report(out, summary, study)
     summary["memory"] = mem.to_dict()  # and the report's own
     (out / "summary.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "report"}, indent=2))
-    return summary
+    return CompileResult.finalized(summary, out)
 
 
-def _open(plan: Plan, jobs: int, progress: bool) -> tuple[Compiler, optuna.Study, bool, dict[str, Any]]:
-    """The compiler and its study, opened as the plan's role asks. Returns them, whether this process created
-    the study (or resumes it: it writes the run folder's files), and the manifest to write."""
-    from .study import has_password, redact
-
+def _open(plan: Plan, jobs: int, progress: bool) -> tuple[Workers, optuna.Study, bool, dict[str, Any]]:
+    """The objective, its workers and its study, opened as the plan's role asks. Returns the workers (their
+    objective), the study, whether this process created the study (or resumes it: it writes the run folder's
+    files), and the manifest to write."""
     p, out, name, storage = plan.place, plan.out, plan.name, plan.storage
     if storage and has_password(storage):
         log.warning("the password in --storage is used by this process only and written nowhere; give it as "
@@ -229,13 +306,14 @@ def _open(plan: Plan, jobs: int, progress: bool) -> tuple[Compiler, optuna.Study
             raise
         raise DeclragError(f"the study {name!r} runs on the dataset {plan.dataset!r}, which is not here: {e.message}",
                            hint="make it available on this machine under the same name or path") from None
-    comp = Compiler(plan.space, golden, out, plan.budget, jobs, progress, plan.model, plan.store)
+    comp = Objective(plan.space, golden, out, progress, plan.model, plan.store)
+    workers = Workers(comp, plan.budget, jobs)
     if comp.split_note:
         log.warning("%s", comp.split_note)
     split = {k: [e.id for e in v] for k, v in comp.splits.items()}
     data = _data_digest(golden, split)
-    study, created = comp.open_study(p, _identity(data, plan.dataset, plan.space, plan.model),
-                                     join=plan.role != "new", adopt=plan.role == "resume")
+    study, created = workers.open_study(p, _identity(data, plan.dataset, plan.space, plan.model),
+                                        join=plan.role != "new", adopt=plan.role == "resume")
     creator = plan.role != "join"
     if plan.role == "new" and not created:  # the same study, started elsewhere: work on it as a worker
         creator = False
@@ -254,7 +332,7 @@ def _open(plan: Plan, jobs: int, progress: bool) -> tuple[Compiler, optuna.Study
                            "split": digest_of(split)},
                 "dataset": golden.name, "study": name, "storage": p.shown,
                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    return comp, study, creator, manifest
+    return workers, study, creator, manifest
 
 
 def _spent_before(study: optuna.Study) -> dict[str, Any]:
@@ -267,8 +345,6 @@ def _spent_before(study: optuna.Study) -> dict[str, Any]:
 def _retry_killed(study: optuna.Study) -> None:
     """A journal has one owner: a trial it lists as running was cut off when that process died. Mark it
     failed and queue it once more, as the database heartbeat does for a killed worker."""
-    from optuna.storages import RetryHeartbeatStaleTrialCallback
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         retry = RetryHeartbeatStaleTrialCallback(max_retry=1)
@@ -277,7 +353,7 @@ def _retry_killed(study: optuna.Study) -> None:
             retry(study, study.trials[t.number])
 
 
-def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool,
+def finish(comp: Objective, study: optuna.Study, out: Path, progress: bool,
            mem: MemoryTracker | None = None) -> dict[str, Any]:
     """Pick the best trial, optimize its prompts, fine-tune its embedder, score the held-out test once.
     ``mem`` measures each of these stages' peak RSS."""
@@ -341,10 +417,8 @@ def finish(comp: Compiler, study: optuna.Study, out: Path, progress: bool,
     }
 
 
-def _prompts(comp: Compiler, best, best_prog, prompt_info: dict[str, Any]):
+def _prompts(comp: Objective, best, best_prog, prompt_info: dict[str, Any]):
     """The prompt optimization stage: (the program kept, its report, the better dev scores)."""
-    from .prompts import optimize_prompts
-
     splits = comp.splits
     before, _ = score(comp, best_prog, splits["dev"], "dev, best program")
     best_prog, info = optimize_prompts(best_prog, comp, splits["train"], splits["dev"])

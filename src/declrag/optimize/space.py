@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..config import ProgramConfig
 from ..errors import DeclragError
+from ..pipeline.signatures import load_specs
 from ..resources import find
 from .samplers import SamplerSpec
 
@@ -239,8 +240,6 @@ VARIANT_SPECS = {"generate.variant": ["generate"], "rerank.variant": ["rerank"],
 
 def _check_variants(path: Path, space: Space) -> None:
     """Prompt-variant parameters may only name variants declared in signatures/."""
-    from ..pipeline.signatures import load_specs
-
     specs = load_specs()
     for name, p in space.params.items():
         if p.path in VARIANT_SPECS and p.choices:
