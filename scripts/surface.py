@@ -1,7 +1,7 @@
 """Print declrag's public surface as JSON: every command's ``--help`` and the HTTP API's OpenAPI schema.
 
 A reorganisation must leave both unchanged: ``python scripts/surface.py > before.json``, change, run it again and
-diff the two (``tests/test_surface.py`` compares against the copy kept in ``tests/data/surface.json``)."""
+diff the two (``tests/house/test_surface.py`` compares against the copy kept in ``tests/data/surface.json``)."""
 
 from __future__ import annotations
 

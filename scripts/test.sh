@@ -22,7 +22,7 @@ bash scripts/postgres.sh install >/dev/null || echo "PostgreSQL could not be ins
 # ruff and mypy on src/ (settings in pyproject.toml); set -e stops here when either fails
 bash scripts/lint.sh
 # the documentation site (docs/, mkdocs.yml), built strict: a broken link, a missing page or an API reference page
-# whose module is gone stops here (tests/test_docs.py builds it too, and runs the quick start's commands)
+# whose module is gone stops here (tests/e2e/test_docs.py builds it too, and runs the quick start's commands)
 site=$(mktemp -d)
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet -d "$site" || { rm -rf "$site"; exit 1; }
 rm -rf "$site"

@@ -1,0 +1,28 @@
+"""`declrag bench serve`: the load generator reads answers, as plain JSON and streamed, and counts errors."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from tests.unit.serve.test_serve import KEY, Q, app_for, prog, real_server  # noqa: F401, F811  (prog: a fixture)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_serve_benchmark_load_generator_reads_answers(prog, stream):
+    """`declrag bench serve`'s HTTP client against a real server: every answer read (plain JSON, or streamed to
+    its final event) and counted, none as an error; a refused request counts as an error."""
+    from declrag_bench.serve import _load
+
+    with real_server(app_for(prog)) as (base, _):
+        r = _load(base, [Q, "Where is the Eiffel Tower?"], clients=2, duration_s=0.5, stream=stream,
+                  server_pid=os.getpid())
+    assert r["errors"] == 0 and r["requests"] >= 2 and r["stream"] is stream
+    assert r["p50_ms"] > 0 and r["first_token_p50_ms"] > 0 and r["server_program_p50_ms"] is not None
+    assert r["client_cpu_ms"] is not None and r["server_cpu_ms"] is not None
+    with real_server(app_for(prog, api_key=KEY)) as (base, _):  # no key sent: every request is a 401
+        r = _load(base, [Q], clients=1, duration_s=0.2, stream=stream)
+    assert r["requests"] >= 1 and r["errors"] == r["requests"] and r["rps"] == 0
+
+
+# ---------------------------------------------------------------------------------------- the bench

@@ -1,0 +1,43 @@
+"""`declrag bench soak`: questions that never repeat, and a short soak's JSON and plot with no 5xx."""
+
+from __future__ import annotations
+
+
+def test_questions_never_repeat_even_from_a_uniform_base():
+    from declrag_bench.soak import Questions
+
+    qs = Questions(["What is it?", "What is it?"[::-1]], seed=1)
+    asked = [qs.next() for _ in range(500)]
+    assert len(set(asked)) == 500
+
+
+def test_a_short_soak_writes_its_json_and_png_with_no_5xx(tmp_path, minilm):
+    import json
+
+    from declrag_bench.soak import run, write
+
+    import declrag
+    from declrag.testing.store_contract import TEXTS
+
+    (tmp_path / "docs").mkdir()
+    for name, sents in TEXTS.items():
+        (tmp_path / "docs" / f"{name}.txt").write_text(" ".join(sents))
+    declrag.index([tmp_path / "docs"], store=tmp_path / "store", embedder=minilm, progress=False)
+    questions = [f"What is said about {w} in the corpus, question {i}?" for i, w in
+                 enumerate(["energy", "Rome", "wind power", "the capital", "solar panels"] * 40)]
+    r = run(duration_s=12, clients=4, store=str(tmp_path / "store"), questions=questions, progress=False,
+            serve_args=("--lm-cache-entries", "10", "--embedding-rows", "50"))
+    s = r["summary"]
+    for key in ("distinct_questions", "rss_mb_start", "rss_mb_after_warmup", "rss_mb_end", "growth_pct",
+                "status_counts", "errors", "growth_mb_per_10k_questions"):
+        assert key in s, key
+    assert s["errors"] == {"5xx": 0, "dropped": 0} and s["hostile_not_4xx"] == 0
+    assert s["distinct_questions"] > 0 and len(r["samples"]) >= 3
+    routes = {k.split()[0] for k in s["status_counts"]}
+    assert {"ask", "ask/stream", "chat", "chat/stream", "search"} <= routes
+    assert any(k.startswith("chat ") and k.endswith(" 200") for k in s["status_counts"])  # the served model's name
+    gauges = r["samples"][-1]["gauges"]
+    assert gauges['declrag_cache_entries{cache="lm_memory"}'] <= 10
+    assert gauges['declrag_cache_entries{cache="embeddings"}'] <= 50
+    js, png = write(r, tmp_path / "out")
+    assert json.loads(js.read_text())["summary"] == s and png.stat().st_size > 1000
