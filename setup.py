@@ -20,6 +20,10 @@ KINDS = ("signatures", "optimizers", "datasets")
 
 class build_py_with_defaults(build_py):
     def run(self) -> None:
+        if not getattr(self, "editable_mode", False):
+            # a build folder an earlier build left (build/lib, which pip reuses for a checkout) still holds modules
+            # removed from src/ since: the package is copied afresh, so a wheel never ships one
+            shutil.rmtree(Path(self.build_lib) / "declrag", ignore_errors=True)
         super().run()
         if getattr(self, "editable_mode", False):
             return

@@ -141,8 +141,7 @@ def test_sdist_and_wheels_carry_the_defaults_and_no_benchmark(built):
 def test_the_installed_package_is_the_wheel_and_its_requirements_hold(venv, project):
     bin_dir, env, purelib = venv
     r = sh(bin_dir / "python", "-c", "import declrag, json; from declrag import resources; print(json.dumps("
-           "[declrag.__file__] + [str(resources.default_dir(k)) for k in resources.KINDS] + "
-           "[str(resources.script('weaviate.sh'))]))", cwd=project, env=env)
+           "[declrag.__file__] + [str(resources.default_dir(k)) for k in resources.KINDS]))", cwd=project, env=env)
     where = [Path(p) for p in json.loads(r.stdout)]
     for p in where:
         assert purelib in p.parents and ROOT not in p.parents, p
