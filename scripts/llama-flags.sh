@@ -1,4 +1,4 @@
-# Sourced by setup.sh (and scripts/bench-llama-build.sh): the portable CMake flags llama-cpp-python is built with,
+# Sourced by setup.sh (and benchmarks/scripts/bench-llama-build.sh): the portable CMake flags llama-cpp-python is built with,
 # per platform, and the key of the wheel folder they name. DECLRAG_LLAMA_CMAKE_ARGS replaces them.
 # x86-64: the x86-64-v3 level (AVX2, FMA, F16C, BMI2: every x86-64 server and desktop CPU since 2013-2015), with
 #   AVX-512, AVX-VNNI and AMX left out; -march=native is what made the AMX build die (docs/guides/local-models.md).

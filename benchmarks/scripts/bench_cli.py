@@ -3,8 +3,8 @@ interpreter's own start): --help, --version, usage errors and every command's --
 max, in seconds), and the time until `declrag index` prints its first progress line. Target: <= 0.5 s median for
 each of the first kind, <= 2 s to the first line of index, on a 2-core machine.
 
-    .venv/bin/python scripts/bench_cli.py            # 10 runs each; Markdown on stdout
-    .venv/bin/python scripts/bench_cli.py --runs 20
+    .venv/bin/python benchmarks/scripts/bench_cli.py            # 10 runs each; Markdown on stdout
+    .venv/bin/python benchmarks/scripts/bench_cli.py --runs 20
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DECLRAG = str(Path(sys.executable).parent / "declrag")
 COMMANDS = ["version", "index", "synth", "search", "ask", "serve", "mcp", "eval", "datasets", "init", "compile",
             "indexes", "bench"]

@@ -3,13 +3,13 @@
 # (SmolLM2-135M Q4_1): the portable build setup.sh installs, and the candidates named. Each build goes into
 # .wheels/llama-cpp-python/<key>/ (as setup.sh's does; built once, --no-cache-dir) and runs from its own folder, in a
 # fresh process per repeat. Prints a Markdown table: prompt processing (pp) and generation (tg) tokens/s, medians.
-#   bash scripts/bench-llama-build.sh                       portable and native-without-AMX
-#   bash scripts/bench-llama-build.sh portable native avx512 --repeats 5 --threads 2
+#   bash benchmarks/scripts/bench-llama-build.sh                       portable and native-without-AMX
+#   bash benchmarks/scripts/bench-llama-build.sh portable native avx512 --repeats 5 --threads 2
 # Candidates: portable (x86-64-v3, what setup.sh builds), native (-march=native with AMX off: what llama.cpp builds
 # by default, less what crashes), native-amx (-march=native as is; only where the CPU has AMX), avx512 (x86-64-v3 plus
 # AVX-512 F/BW/VL/VNNI/VBMI/BF16), dl (GGML_BACKEND_DL with every CPU variant: llama.cpp's runtime dispatch).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bash scripts/setup.sh
 candidates=() repeats=3 threads=${DECLRAG_LOCAL_THREADS:-$(nproc)}
 while [ $# -gt 0 ]; do
@@ -49,7 +49,7 @@ for c in "${candidates[@]}"; do
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
   fi
   [ -d "$dir/site" ] || .venv/bin/python -m pip install -q --no-deps --target "$dir/site" "$dir"/llama_cpp_python-*.whl >&2
-  line=$(PYTHONPATH="$dir/site" .venv/bin/python scripts/llama_speed.py "$model" "$threads" "$repeats") || {
+  line=$(PYTHONPATH="$dir/site" .venv/bin/python benchmarks/scripts/llama_speed.py "$model" "$threads" "$repeats") || {
     echo "| $c | \`$args\` | failed (exit $?) | | |"; continue; }
   read -r pp tg <<<"$line"
   [ -n "$base" ] || base=$tg

@@ -1,4 +1,4 @@
-"""Prompt-processing and generation tokens/s of the llama_cpp on sys.path (scripts/bench-llama-build.sh runs it once
+"""Prompt-processing and generation tokens/s of the llama_cpp on sys.path (benchmarks/scripts/bench-llama-build.sh runs it once
 per build): ``python scripts/llama_speed.py MODEL THREADS REPEATS`` prints "pp tg", each the median over REPEATS
 fresh processes' runs (a 256-token prompt read in one batch; 128 tokens generated one at a time)."""
 

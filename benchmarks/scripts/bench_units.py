@@ -1,5 +1,5 @@
 """The same hybrid rankings scored on documents and on passages, per chunk size: what passage-level relevance changes
-on long files. ``.venv/bin/python scripts/bench_units.py [DATASET] [--every N] [--sizes 128,256,512]`` (default:
+on long files. ``.venv/bin/python benchmarks/scripts/bench_units.py [DATASET] [--every N] [--sizes 128,256,512]`` (default:
 squad-v1.1-articles, every 10th question, alpha 0.5, relative fusion); prints a Markdown table."""
 
 from __future__ import annotations
