@@ -85,7 +85,7 @@ class CompileOptions:
     """What `compile` is asked to do: start a study (``space``, ``dataset``, ``name``), continue one (``resume``: a
     run folder) or join one (``join`` with ``storage``).
 
-    ``store``: where the trials' indexes live (a folder or a Weaviate server, see `declrag.api.corpus_store`;
+    ``store``: where the trials' indexes live (a folder or a Weaviate server, see `declrag.ingest.corpus.corpus_store`;
     default the cache folder). ``storage``: the study's database (any SQLAlchemy URL Optuna accepts; default the
     run folder's journal). Roles: the process that created the study, or ``--resume``s it, finalizes: once the
     budgets are spent and no trial is running anywhere, it optimizes the best program's prompts, scores the
