@@ -13,6 +13,14 @@ from pydantic import BaseModel, Field
 from .types import Hit
 
 
+def _passage(hit: Hit) -> dict[str, Any]:
+    """Where a hit's text comes from, the part both payloads share: its chunk, document, source, title, page and
+    the span (in the document) shown and cited."""
+    c = hit.chunk
+    return {"chunk_id": c.id, "doc_id": c.doc_id, "source": c.source, "title": c.title, "page": c.page,
+            "span": [hit.start, hit.end]}
+
+
 class SearchHit(BaseModel):
     rank: int
     chunk_id: str
@@ -28,9 +36,7 @@ class SearchHit(BaseModel):
     def payload(hit: Hit, rank: int) -> dict[str, Any]:
         """``hit`` at ``rank`` (1 is the best): the chunk it came from, the span and text to show and cite (with a
         window, wider than the chunk), and its score as the program ranked it, unrounded."""
-        c = hit.chunk
-        return {"rank": rank, "chunk_id": c.id, "doc_id": c.doc_id, "source": c.source, "title": c.title,
-                "page": c.page, "span": [hit.start, hit.end], "text": hit.text, "score": float(hit.score)}
+        return {"rank": rank, **_passage(hit), "text": hit.text, "score": float(hit.score)}
 
 
 class Citation(BaseModel):
@@ -53,9 +59,7 @@ class Citation(BaseModel):
         """Passage ``n`` as the answer cites it; ``quotes``: (passage, start, end) of the words the answer took
         from its passages, offsets in the passage's text (only passage ``n``'s are kept, moved into its
         document); ``quotes`` is left out when there are none."""
-        c = hit.chunk
-        out = {"n": n, "chunk_id": c.id, "doc_id": c.doc_id, "source": c.source, "title": c.title, "page": c.page,
-               "span": [hit.start, hit.end], "snippet": " ".join(hit.text.split())[:300],
+        out = {"n": n, **_passage(hit), "snippet": " ".join(hit.text.split())[:300],
                "score": round(float(hit.score), 6), "attributed": attributed}
         if mine := [[hit.start + a, hit.start + b] for p, a, b in quotes if p == n]:
             out["quotes"] = mine
