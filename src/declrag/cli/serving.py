@@ -54,6 +54,11 @@ def serve(
     cors_origin: Annotated[list[str] | None, typer.Option(
         "--cors-origin",
         help="let browser pages from this origin call the API; repeatable (default: CORS off)")] = None,
+    otlp_endpoint: Annotated[str | None, typer.Option(
+        help="send OpenTelemetry traces (OTLP/HTTP) to this receiver, e.g. http://127.0.0.1:4318 "
+             "(default: $OTEL_EXPORTER_OTLP_ENDPOINT; none: no traces)")] = None,
+    otlp_content: Annotated[bool, typer.Option(
+        "--otlp-content", help="let spans carry questions, passages, prompts and answers (they may hold private data)")] = False,
     lm_cache_entries: LmCacheEntriesOpt = None,
     lm_cache_disk_mb: LmCacheDiskOpt = None,
     lm_history: LmHistoryOpt = None,
@@ -62,9 +67,13 @@ def serve(
     """Serve a program over HTTP: /v1/ask, /v1/search, OpenAI-compatible /v1/chat/completions, a web page,
     /metrics."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
+    from .. import tracing
     from ..serve import ServeSettings
     from ..serve import serve as serve_program
 
+    if (otlp_endpoint or otlp_content) and not tracing.configure(otlp_endpoint, content=otlp_content or None):
+        raise DeclragError("--otlp-content: no trace receiver to send the spans to",
+                           hint="give --otlp-endpoint URL, or set OTEL_EXPORTER_OTLP_ENDPOINT")
     limits = apply_cache_limits(lm_cache_entries, lm_cache_disk_mb, lm_history, embedding_rows)
     settings = config_from(ServeSettings, cache_limits=limits, host=host, port=port, api_key=_api_key(api_key_file),
                        max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, request_timeout_s=timeout,

@@ -13,6 +13,7 @@ from typing import Any
 
 import dspy
 
+from .. import tracing
 from ..cache_limits import current
 
 
@@ -103,28 +104,28 @@ def meter_call(entry: dict | None, ms: float) -> None:
 
 
 class RoutedLM(dspy.LM):
-    """A DSPy LM on LiteLLM that meters each call into the caller's `Meter`."""
+    """A DSPy LM on LiteLLM that meters each call into the caller's `Meter`, and traces it (`declrag.tracing`)."""
 
-    def _metered(self, call):
+    @contextmanager
+    def _metered(self, messages: Any) -> Iterator[None]:
         token = _ENTRY.set(None)
         t0 = time.perf_counter()
-        try:
-            return call()
-        finally:
-            meter_call(_ENTRY.get(), 1000 * (time.perf_counter() - t0))
-            _ENTRY.reset(token)
+        with tracing.lm_span(self.model, _STAGE.get(), self.kwargs, messages) as span:
+            try:
+                yield
+            finally:
+                entry = _ENTRY.get()
+                meter_call(entry, 1000 * (time.perf_counter() - t0))
+                tracing.lm_result(span, entry)
+                _ENTRY.reset(token)
 
     def __call__(self, prompt=None, *, messages=None, **kwargs):
-        return self._metered(lambda: super(RoutedLM, self).__call__(prompt, messages=messages, **kwargs))
+        with self._metered(messages or prompt):
+            return super().__call__(prompt, messages=messages, **kwargs)
 
     async def acall(self, prompt=None, *, messages=None, **kwargs):
-        token = _ENTRY.set(None)
-        t0 = time.perf_counter()
-        try:
+        with self._metered(messages or prompt):
             return await super().acall(prompt, messages=messages, **kwargs)
-        finally:
-            meter_call(_ENTRY.get(), 1000 * (time.perf_counter() - t0))
-            _ENTRY.reset(token)
 
     def update_history(self, entry):
         """Meter the call (``entry``), and keep it in DSPy's histories (this LM's, its calling modules', the

@@ -17,6 +17,7 @@ from typing import Any
 import dspy
 import numpy as np
 
+from .. import tracing
 from ..config import GenerateConfig, HistoryConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
 from ..embed import Embedder, resolve_model
 from ..stores.base import Filter, Store
@@ -164,8 +165,12 @@ class Retriever(dspy.Module):
             vecs = [given, *(list(self._embed(queries.texts[1:])) if len(queries.texts) > 1 else [])]
         else:
             vecs = list(self._embed([queries.vector_text or queries.texts[0], *queries.texts[1:]]))
-        lists = [self.store.hybrid_search(q, v, pool, c.alpha, c.fusion, c.candidates, filt, c.ann)
-                 for q, v in zip(queries.texts, vecs)]
+        lists = []
+        for i, (q, v) in enumerate(zip(queries.texts, vecs)):
+            with tracing.span("hybrid search", {"declrag.query.index": i, "declrag.search.fusion": c.fusion,
+                                                "gen_ai.retrieval.query.text": q if tracing.content() else None}) as s:
+                lists.append(self.store.hybrid_search(q, v, pool, c.alpha, c.fusion, c.candidates, filt, c.ann))
+                s.set_attribute("declrag.hits", len(lists[-1]))
         hits = rrf(lists)
         hits = cut(hits, c.autocut)
         return expand(self.store, hits, c.window)

@@ -15,13 +15,17 @@ import os
 import shutil
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import dspy
 import numpy as np
+from opentelemetry import trace
 from pydantic import ValidationError
 
+from .. import tracing
 from ..about import versions
 from ..config import LOCAL_DEFAULT_MODE, ProgramConfig, default_config, read_config, with_model
 from ..embed import Embedder, folder_sha256
@@ -133,12 +137,11 @@ class RAGProgram(dspy.Module):
     def _queries(self, question: str, history: tuple[Turn, ...], ms: dict[str, float] | None = None):
         """The search question of this turn (the history's, `HistoryQuery`) and the rewrite stage's queries;
         their times go to ``ms`` as ``history`` and ``rewrite``."""
-        t = time.perf_counter()
-        sq = self.history_query(question=question, history=history)
-        t2 = time.perf_counter()
-        queries = self.rewrite(question=sq.text)
-        if ms is not None:
-            ms["history"], ms["rewrite"] = round(1000 * (t2 - t), 3), _since(t2)
+        with _timed(ms, "history", {"declrag.history.turns": len(history)}):
+            sq = self.history_query(question=question, history=history)
+        with _timed(ms, "rewrite", {"declrag.rewrite.mode": self.config.rewrite.mode}) as s:
+            queries = self.rewrite(question=sq.text)
+            s.set_attribute("declrag.rewrite.queries", len(queries.texts))
         if sq.vector is not None and queries.vector_text is None and queries.texts[0] == sq.text:
             queries.vector = sq.vector
         return sq, queries
@@ -149,41 +152,27 @@ class RAGProgram(dspy.Module):
         question, history = self.check(question, history, where)
         meter, ms = Meter(), dict[str, float]()
         t_all = time.perf_counter()
-        with metering(meter), timing_embeddings() as embed_ms:
+        with metering(meter), timing_embeddings() as embed_ms, self._traced("answer", question, history):
             sq, queries = self._queries(question, history, ms)
-            t = time.perf_counter()
-            pool = self.retrieve(queries=queries, where=where)
-            ms["retrieve"] = _since(t)
-            t = time.perf_counter()
-            pool = self.rerank(question=sq.text, hits=pool)
-            ms["rerank"] = _since(t)
-            t = time.perf_counter()
-            passages = self._select(queries, pool)
-            ms["select"] = _since(t)
+            pool = self._retrieve(queries, where, ms)
+            with _timed(ms, "rerank", {"declrag.rerank.mode": c.rerank.mode}):
+                pool = self.rerank(question=sq.text, hits=pool)
+            with _timed(ms, "select", {"declrag.retrieve.k": c.retrieve.k}) as s:
+                passages = self._select(queries, pool)
+                if s.is_recording():
+                    s.set_attribute("gen_ai.retrieval.documents", tracing.documents(passages))
             gen_question = question if not queries.sub_questions else \
                 question + "\n(Sub-questions: " + "; ".join(queries.sub_questions) + ")"
             said = self._said(history)
-            t = time.perf_counter()
-            below = self._below_threshold(queries, passages)
-            draft = Draft(c.generate.abstain_phrase, True, []) if below else \
-                self.generate(question=gen_question, passages=passages, conversation=said)
-            ms["generate"] = _since(t)
-            t = time.perf_counter()
-            context = self.generate.context(passages)
-            verdict = self.judge(question=question, passages=passages, draft=draft, context=context)
-            verdict["action"] = "none" if c.judge.mode == "off" else "passed"
-            if verdict.get("supported") is False and c.judge.policy == "regenerate":
-                draft = self.generate(question=gen_question, passages=passages, strict=True, conversation=said)
-                again = self.judge(question=question, passages=passages, draft=draft, context=context)
-                verdict = {**again, "action": "regenerated", "first": verdict}
-            elif verdict.get("supported") is False and c.judge.policy == "abstain":
-                draft = Draft(c.generate.abstain_phrase, True, [], raw=draft.raw)
-                verdict["action"] = "abstained"
-            elif verdict.get("supported") is False:
-                verdict["action"] = "flagged"
-            if below:
-                verdict["reason"] = f"best passage similarity below {c.retrieve.abstain_below}"
-            ms["judge"] = _since(t)
+            with _timed(ms, "generate", {"declrag.generate.mode": c.generate.mode}) as s:
+                below = self._below_threshold(queries, passages)
+                draft = Draft(c.generate.abstain_phrase, True, []) if below else \
+                    self.generate(question=gen_question, passages=passages, conversation=said)
+                s.set_attribute("declrag.abstained", draft.abstained)
+            with _timed(ms, "judge", {"declrag.judge.mode": c.judge.mode, "declrag.judge.policy": c.judge.policy}):
+                draft, verdict = self._judged(question, gen_question, passages, draft, said)
+                if below:
+                    verdict["reason"] = f"best passage similarity below {c.retrieve.abstain_below}"
         ms["embed"] = round(embed_ms[0], 3)
         ms["total"] = _since(t_all)
         cites = [Citation.payload(n, passages[n - 1], False, draft.quotes) for n in draft.used] + \
@@ -196,6 +185,48 @@ class RAGProgram(dspy.Module):
             latency_ms=ms, queries=queries.texts, raw_answer=draft.raw, stages=self.stages(),
             history_turns=len(history))
 
+    def _judged(self, question: str, gen_question: str, passages: list[Hit], draft: Draft,
+                said: str | None) -> tuple[Draft, dict[str, Any]]:
+        """The self-judge's verdict on ``draft``, and the draft its policy leaves (regenerated, abstained, kept)."""
+        c = self.config
+        context = self.generate.context(passages)
+        verdict = self.judge(question=question, passages=passages, draft=draft, context=context)
+        verdict["action"] = "none" if c.judge.mode == "off" else "passed"
+        if verdict.get("supported") is False and c.judge.policy == "regenerate":
+            draft = self.generate(question=gen_question, passages=passages, strict=True, conversation=said)
+            again = self.judge(question=question, passages=passages, draft=draft, context=context)
+            verdict = {**again, "action": "regenerated", "first": verdict}
+        elif verdict.get("supported") is False and c.judge.policy == "abstain":
+            draft = Draft(c.generate.abstain_phrase, True, [], raw=draft.raw)
+            verdict["action"] = "abstained"
+        elif verdict.get("supported") is False:
+            verdict["action"] = "flagged"
+        if c.judge.mode != "off":
+            supported = verdict.get("supported")
+            tracing.evaluation(trace.get_current_span(), f"declrag.judge.{c.judge.mode}",
+                               label=None if supported is None else "supported" if supported else "unsupported",
+                               score=verdict.get("score"), explanation=verdict.get("reason"))
+        return draft, verdict
+
+    def _retrieve(self, queries, where: dict | None, ms: dict[str, float] | None, depth: int | None = None
+                  ) -> list[Hit]:
+        attributes = {"declrag.stage": "retrieve", "gen_ai.operation.name": "retrieval",
+                      "gen_ai.data_source.id": self.store_uri, "gen_ai.retrieval.top_k": self.retrieve.pool,
+                      "declrag.retrieve.alpha": self.config.retrieve.alpha}
+        with _timed(ms, "retrieve", attributes, name=f"retrieval {self.store_uri}") as s:
+            pool = self.retrieve(queries=queries, where=where, depth=depth)
+            if s.is_recording():
+                s.set_attribute("gen_ai.retrieval.documents", tracing.documents(pool))
+            return pool
+
+    @contextmanager
+    def _traced(self, name: str, question: str, history: tuple[Turn, ...]) -> Iterator[Any]:
+        """The span of one question, the parent of its stages' spans."""
+        attributes = {"declrag.history.turns": len(history),
+                      "declrag.question": question if tracing.content() else None}
+        with tracing.span(name, attributes) as s:
+            yield s
+
     def retrieve_only(self, question: str, where: dict | None = None, depth: int = 100,
                       history: Any = None) -> list[Hit]:
         """The ranked candidates (history, rewrite, retrieve at least ``depth`` chunks, rerank) without
@@ -203,7 +234,7 @@ class RAGProgram(dspy.Module):
         read."""
         question, history = self.check(question, history, where)
         sq, queries = self._queries(question, history)
-        return self.rerank(question=sq.text, hits=self.retrieve(queries=queries, where=where, depth=depth))
+        return self.rerank(question=sq.text, hits=self._retrieve(queries, where, None, depth))
 
     def search(self, question: str, history: Any = None, where: dict | None = None, k: int | None = None,
                alpha: float | None = None) -> list[Hit]:
@@ -216,9 +247,11 @@ class RAGProgram(dspy.Module):
         if (k is not None and k != r.k) or (alpha is not None and alpha != r.alpha):
             prog = self._with_retrieval(k, alpha)
         question, history = prog.check(question, history, where)
-        with timing_embeddings():
+        with timing_embeddings(), self._traced("search", question, history):
             sq, queries = prog._queries(question, history)
-            pool = prog.rerank(question=sq.text, hits=prog.retrieve(queries=queries, where=where))
+            pool = prog._retrieve(queries, where, None)
+            with _timed(None, "rerank", {"declrag.rerank.mode": prog.config.rerank.mode}):
+                pool = prog.rerank(question=sq.text, hits=pool)
             return prog._select(queries, pool)
 
     def learned_from(self, other: RAGProgram) -> RAGProgram:
@@ -332,6 +365,17 @@ class RAGProgram(dspy.Module):
 
 def _since(t: float) -> float:
     return round(1000 * (time.perf_counter() - t), 3)
+
+
+@contextmanager
+def _timed(ms: dict[str, float] | None, stage: str, attributes: dict[str, Any] | None = None,
+           name: str | None = None) -> Iterator[Any]:
+    """One stage of a question: its span (named ``name``, by default the stage), and its time into ``ms``."""
+    t = time.perf_counter()
+    with tracing.span(name or stage, {"declrag.stage": stage, **(attributes or {})}) as s:
+        yield s
+    if ms is not None:
+        ms[stage] = _since(t)
 
 
 def load(path: str | Path, store: Store | str | Path | None = None, model: str | None = None,

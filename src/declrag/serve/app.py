@@ -29,6 +29,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .. import tracing
 from ..errors import DeclragError
 from ..pipeline.selection import DEFAULT_NAME
 from . import openai_compat as oai
@@ -102,10 +103,24 @@ class Guard:
                         raise HTTPException(413, too_big)
                 return msg
 
-            await self.app(scope, receive_, send_)
+            if tracing.enabled():
+                await self._traced(scope, receive_, send_, route, status)
+            else:
+                await self.app(scope, receive_, send_)
         finally:
             self.metrics.requests.labels(route, str(status[0])).inc()
             self.metrics.latency.labels(route).observe(time.perf_counter() - t0)
+
+    async def _traced(self, scope, receive, send, route: str, status: list[int]) -> None:
+        """The request under a server span (``POST /v1/ask``), the child of the caller's ``traceparent``."""
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        method = scope.get("method", "GET")
+        with tracing.incoming(headers, f"{method} {route}", {"http.request.method": method, "url.path": route,
+                                                            "http.route": route}) as span:
+            await self.app(scope, receive, send)
+            span.set_attribute("http.response.status_code", status[0])
+            if status[0] >= 500:
+                tracing.failed(span, str(status[0]))
 
 
 def event_stream(events: AsyncIterator[str]) -> StreamingResponse:

@@ -21,6 +21,7 @@ answered from the cache within the same conversation.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import time
@@ -333,7 +334,8 @@ class AnswerService:
     async def _run(self, req: Request, call: Callable[[], Any], count: Callable[[Any], None]) -> Any:
         """``call()`` on a worker thread for an admitted request, within the request's timeout; its result is
         counted by ``count`` when the thread ends."""
-        fut = asyncio.get_running_loop().run_in_executor(self.state.executor, call)
+        # in the request's context (its trace span), as asyncio.to_thread would run it
+        fut = asyncio.get_running_loop().run_in_executor(self.state.executor, contextvars.copy_context().run, call)
         fut.add_done_callback(partial(self._done, count))
         try:
             return await asyncio.wait_for(asyncio.shield(fut), self.settings.request_timeout_s)

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError
 
+from .. import tracing
 from ..config import AnnConfig, Fusion, Metric
 from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
@@ -319,8 +320,13 @@ class LanceStore(Store):
         if snap is None:
             return []
         mask, k = snap.mask(Filter.of(where)), leg_size(limit, candidates)
-        kw = snap.keyword_leg(query, k, mask) if alpha < 1.0 else []
-        vec = snap.ranked(*self._vector_leg(snap, vector, k, mask, ann))[:k] if alpha > 0.0 else []
+        kw, vec = [], []
+        if alpha < 1.0:
+            with tracing.span("keyword leg", {"declrag.leg.size": k}):
+                kw = snap.keyword_leg(query, k, mask)
+        if alpha > 0.0:
+            with tracing.span("vector leg", {"declrag.leg.size": k}):
+                vec = snap.ranked(*self._vector_leg(snap, vector, k, mask, ann))[:k]
         ids = snap.ids  # fuse by chunk id, so ties break by its object UUID as on every backend
         legs = {"keyword": {ids[r]: s for r, s in kw}, "vector": {ids[r]: s for r, s in vec}}
         fused = fuse(list(legs["keyword"].items()), list(legs["vector"].items()), alpha, fusion, limit)
