@@ -13,7 +13,7 @@ from typing import Any
 
 import dspy
 
-from .. import tracing
+from ..tracing import lm_result, lm_span
 from ..cache_limits import current
 
 
@@ -110,13 +110,13 @@ class RoutedLM(dspy.LM):
     def _metered(self, messages: Any) -> Iterator[None]:
         token = _ENTRY.set(None)
         t0 = time.perf_counter()
-        with tracing.lm_span(self.model, _STAGE.get(), self.kwargs, messages) as span:
+        with lm_span(self.model, _STAGE.get(), self.kwargs, messages) as span:
             try:
                 yield
             finally:
                 entry = _ENTRY.get()
                 meter_call(entry, 1000 * (time.perf_counter() - t0))
-                tracing.lm_result(span, entry)
+                lm_result(span, entry)
                 _ENTRY.reset(token)
 
     def __call__(self, prompt=None, *, messages=None, **kwargs):
