@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .device import DEVICE
 from .errors import DeclragError
 from .gguf import DEFAULT_ROUTE
 from .types import content_hash
@@ -65,7 +66,7 @@ class EmbedderConfig(Strict):
     max_seq_length: int | None = Field(None, ge=8)
     query_prefix: str = ""
     document_prefix: str = ""
-    device: str = "cpu"
+    device: str = Field("auto", pattern=DEVICE.pattern)  # auto: a CUDA GPU, then Apple's MPS, then the CPU (device.py)
     # how the model runs: torch (sentence-transformers), or ONNX Runtime in float32 or with int8 weights
     # (declrag.embed_onnx). The vectors differ slightly, so the backend is part of the index's identity.
     backend: EmbedBackend = "torch"

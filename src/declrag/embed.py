@@ -24,6 +24,7 @@ import numpy as np
 
 from .cache_limits import WAL_BYTES, current
 from .config import EmbedderConfig
+from .device import resolve as resolve_device
 from .embed_onnx import OnnxEncoder, export
 from .errors import DeclragError
 from .folders import cache_dir
@@ -265,7 +266,7 @@ class Embedder:
 
         hf_logging.disable_progress_bar()  # the weight-loading bar is noise next to ours
         try:
-            m = SentenceTransformer(str(self.folder), device=self.config.device)
+            m = SentenceTransformer(str(self.folder), device=resolve_device(self.config.device))
         except Exception as e:
             raise DeclragError(f"could not load embedding model from {self.folder}: {e}",
                                hint="check that the folder is a sentence-transformers model") from e
@@ -274,7 +275,7 @@ class Embedder:
         return m
 
     def _onnx_model(self):
-        if self.config.device != "cpu":
+        if self.config.device not in ("auto", "cpu"):
             raise DeclragError(f"embedder backend {self.config.backend!r} runs on the CPU only, not on "
                                f"device {self.config.device!r}", hint="set `ingest.embedder.device: cpu`, or "
                                "`ingest.embedder.backend: torch` for another device")

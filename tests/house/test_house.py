@@ -143,7 +143,7 @@ def test_the_graph_sees_imports_hidden_in_functions(tmp_path):
 # lowest first: the first part of a module's dotted name below ``declrag`` ("" is the package's own facade)
 LAYERS: list[tuple[str, set[str]]] = [
     ("types, config, errors, paths", {"types", "config", "errors", "folders", "inputs", "resources", "gguf",
-                                      "payloads", "cache_limits", "process_memory", "text", "tracing"}),
+                                      "payloads", "cache_limits", "process_memory", "text", "tracing", "device"}),
     ("ingest, embed, stores, lm", {"ingest", "embed", "embed_onnx", "stores", "lm", "_llama_child", "about",
                                    "golden"}),
     ("pipeline", {"pipeline", "api"}),

@@ -58,7 +58,8 @@ def serve(
         help="send OpenTelemetry traces (OTLP/HTTP) to this receiver, e.g. http://127.0.0.1:4318 "
              "(default: $OTEL_EXPORTER_OTLP_ENDPOINT; none: no traces)")] = None,
     otlp_content: Annotated[bool, typer.Option(
-        "--otlp-content", help="let spans carry questions, passages, prompts and answers (they may hold private data)")] = False,
+        "--otlp-content",
+        help="let spans carry questions, passages, prompts and answers (they may hold private data)")] = False,
     lm_cache_entries: LmCacheEntriesOpt = None,
     lm_cache_disk_mb: LmCacheDiskOpt = None,
     lm_history: LmHistoryOpt = None,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 import litellm
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 
+from ..device import gpu_layers
 from ..errors import DeclragError
 from ..gguf import LocalModelCrash, check_load, resolve_local
 
@@ -44,7 +45,8 @@ class _LlamaCpp:
         from llama_cpp import Llama
 
         threads = int(os.environ.get("DECLRAG_LOCAL_THREADS") or os.cpu_count() or 2)  # fewer when sharing the CPU
-        self.llm: Any = Llama(model_path=str(path), n_ctx=LOCAL_CONTEXT, n_threads=threads, verbose=False)
+        self.llm: Any = Llama(model_path=str(path), n_ctx=LOCAL_CONTEXT, n_threads=threads, n_gpu_layers=gpu_layers(),
+                              verbose=False)
         self.base = "tokenizer.chat_template" not in (self.llm.metadata or {})  # a base model: text completion
 
     def close(self) -> None:

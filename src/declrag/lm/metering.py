@@ -13,8 +13,8 @@ from typing import Any
 
 import dspy
 
-from ..tracing import lm_result, lm_span
 from ..cache_limits import current
+from ..tracing import lm_result, lm_span
 
 
 @dataclass

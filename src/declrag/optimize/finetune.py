@@ -32,6 +32,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..config import ProgramConfig
+from ..device import resolve as resolve_device
 from ..embed import folder_sha256
 from ..errors import DeclragError
 from ..golden import Example, GoldenSet
@@ -89,10 +90,20 @@ def training_rows(prog: Any, golden: GoldenSet, examples: list[Example], hard_ne
     return rows, counts
 
 
+def mixed_precision(where: str) -> dict[str, bool]:
+    """The trainer's mixed precision on CUDA (bf16 where the GPU has it, Ampere and later; else fp16); float32
+    elsewhere."""
+    if not where.startswith("cuda"):
+        return {}
+    import torch  # only a fine-tune on a GPU asks
+
+    return {"bf16": True} if torch.cuda.is_bf16_supported() else {"fp16": True}
+
+
 def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs: float, learning_rate: float,
                    batch_size: int, max_steps: int | None, max_seconds: float | None, seed: int,
                    mini_batch_size: int | None = 4, query_prefix: str = "", document_prefix: str = "",
-                   progress: bool = False) -> dict[str, Any]:
+                   progress: bool = False, device: str = "auto") -> dict[str, Any]:
     """Train a copy of the sentence-transformers model in ``base`` on ``rows`` and save it to ``out``
     (safetensors; no pickle). Deterministic given ``seed`` on the same machine and thread count. Stops at
     ``max_steps`` or after ``max_seconds`` (checked between steps), whichever comes first. ``mini_batch_size``:
@@ -122,7 +133,8 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
         raise DeclragError("fine-tuning needs at least 2 train questions with gold passages")
     hf_logging.set_verbosity_error()
     torch.manual_seed(seed)
-    model = SentenceTransformer(str(base), device="cpu")
+    where = resolve_device(device)
+    model = SentenceTransformer(str(base), device=where)
     if query_prefix or document_prefix:
         rows = [{k: (query_prefix if k == "anchor" else document_prefix) + v for k, v in r.items()} for r in rows]
     data = Dataset.from_list(rows)
@@ -162,7 +174,8 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
             output_dir=tmp, num_train_epochs=epochs, per_device_train_batch_size=batch, learning_rate=learning_rate,
             max_steps=max_steps if max_steps else -1, warmup_ratio=0.1, seed=seed, data_seed=seed,
             batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", eval_strategy="no", report_to="none",
-            logging_steps=1, use_cpu=True, dataloader_num_workers=0, disable_tqdm=True)
+            logging_steps=1, use_cpu=where == "cpu", dataloader_num_workers=0, disable_tqdm=True,
+            **mixed_precision(where))
         trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
                                              loss=loss, callbacks=[Budget()])
         trainer.remove_callback(PrinterCallback)  # the losses show on our bar, not as printed dicts
@@ -181,7 +194,7 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
             "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
             "train_loss": round(float(state.training_loss), 6), "stopped_by": stopped["by"],
             "loss": "CachedMultipleNegativesRankingLoss" if mini else "MultipleNegativesRankingLoss",
-            "mini_batch_size": mini,
+            "mini_batch_size": mini, "device": where,
             "threads": torch.get_num_threads(), "sha256": folder_sha256(out), "cpu_count": os.cpu_count()}
 
 
@@ -215,7 +228,7 @@ def finetune_stage(comp: Objective, prog, out: Path, progress: bool,
                                  max_steps=spec.max_steps,
                                  max_seconds=spec.max_minutes * 60 if spec.max_minutes else None, seed=spec.seed,
                                  mini_batch_size=spec.mini_batch_size, query_prefix=e.query_prefix,
-                                 document_prefix=e.document_prefix, progress=progress)
+                                 document_prefix=e.document_prefix, progress=progress, device=e.device)
     info["training"] = trained
     emb = e.model_copy(update={"model": str(tuned_dir.resolve()), "weights": trained["sha256"]})
     cfg = base_cfg.model_copy(update={"ingest": base_cfg.ingest.model_copy(update={"embedder": emb})})

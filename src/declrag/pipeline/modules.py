@@ -17,7 +17,7 @@ from typing import Any
 import dspy
 import numpy as np
 
-from .. import tracing
+from .. import device, tracing
 from ..config import GenerateConfig, HistoryConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
 from ..embed import Embedder, resolve_model
 from ..stores.base import Filter, Store
@@ -211,7 +211,7 @@ class Reranker(dspy.Module):
         if self._cross is None:
             from sentence_transformers import CrossEncoder
 
-            self._cross = CrossEncoder(str(resolve_model(self.cfg.model)), device="cpu")
+            self._cross = CrossEncoder(str(resolve_model(self.cfg.model)), device=device.resolve())
         return self._cross
 
 
