@@ -130,11 +130,8 @@ def _overlap(question: set[str], piece: str) -> float:
 
 def missing_details(question: str, context: str) -> list[str]:
     """The names and numbers of ``question`` that ``context`` never mentions (its first word is not a name)."""
-    norm = norm_phrase(context)
-    nums = set(numbers(context))
     first = question.strip().split()[:1]
-    found = [d for d in details(question) if not (d.kind == "name" and first and d.text == first[0])]
-    return [d.text for d in found if not detail_supported(d, context, nums, norm)]
+    return [d.text for d in unsupported(question, context) if not (d.kind == "name" and first and d.text == first[0])]
 
 
 def shortlist(question: str, pool: list[Piece], size: int) -> list[Piece]:
