@@ -1,8 +1,7 @@
 """`declrag` on the command line: a thin layer over the Python API.
 
 Every `DeclragError` becomes a two-line message (what is wrong, how to fix it) and exit status 2;
-Ctrl-C exits with 130 after the store's last commit, which is always complete. The command modules import what
-a command needs inside it, not at the top: `declrag` starts without loading what other commands need.
+Ctrl-C exits with 130 after the store's last commit, which is always complete.
 """
 
 from __future__ import annotations
@@ -35,12 +34,14 @@ def _own_process(lms: bool = True) -> None:
     `--help`, `--version` and usage errors import none of DSPy, LiteLLM or torch and answer at once, and commands
     that call no LM never import DSPy."""
     if not lms:
+        # imported here, not at the top: `declrag` starts without loading what other commands need
         from ..cache_limits import CacheLimits, set_current
 
         set_current(CacheLimits())
         return
     import litellm
 
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..lm import use_cache_limits
 
     litellm.suppress_debug_info = True

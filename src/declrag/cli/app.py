@@ -54,6 +54,7 @@ def version(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] 
 
 
 def _print_about(json_out: bool) -> None:
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..about import report
 
     r = report()

@@ -79,6 +79,7 @@ EmbeddingRowsOpt = Annotated[int | None, typer.Option(
 def apply_cache_limits(lm_cache_entries: int | None, lm_cache_disk_mb: int | None, lm_history: int | None,
                        embedding_rows: int | None):
     """Bound this process's caches by the flags given (the others at their defaults); returns the limits."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..cache_limits import CacheLimits
     from ..lm import use_cache_limits
 

@@ -35,6 +35,7 @@ def index(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
     """Index files, folders and golden-set corpora into a store (incrementally)."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..config import ChunkerConfig, EmbedderConfig, IngestConfig, Metric
     from ..stores import read_meta
 
@@ -55,6 +56,7 @@ def index(
         what_s = ", ".join(what[:3]) + (f" and {len(what) - 3} more" if len(what) > 3 else "")
         err.print(f"indexing {what_s} into {target}: loading the embedder and the store", markup=False,
                   highlight=False)
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from .. import api
 
     report = api.index(paths or [], dataset or [], target, ingest, cast("Metric | None", metric), prune, rebuild,
@@ -92,6 +94,7 @@ def synth(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
     """Make a golden set from your own documents: questions, reference answers, gold documents, train/dev/test."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..config import DEFAULT_ROUTE
     from ..pipeline.selection import model_route
     from ..synth import GENERATORS, from_sources
@@ -136,6 +139,7 @@ def synth(
 @app.command()
 def datasets():
     """List the named datasets (declared in YAML: $DECLRAG_DATASETS, ./datasets, then the packaged defaults)."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..golden import find_spec, known_datasets
 
     t = Table(title="datasets (use a name wherever a dataset path is accepted)")
@@ -179,6 +183,7 @@ def indexes_list(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ):
     """List the indexes (one per corpus and ingest setting) with their size and settings."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..ingest.corpus import index_home
     from ..stores import list_stores
 
@@ -204,6 +209,7 @@ def indexes_rm(
     all_: Annotated[bool, typer.Option("--all", help="remove every index at --store")] = False,
 ):
     """Remove indexes (they are rebuilt when next needed)."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..ingest.corpus import index_home
     from ..stores import connect, list_stores
 

@@ -29,6 +29,7 @@ def mcp(
     port: Annotated[int, typer.Option(min=1, max=65535, help="with --transport http: port to listen on")] = 8000,
 ):
     """Serve a program as Model Context Protocol tools: search (ranked passages) and ask (answer with citations)."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..mcp_server import run
 
     run(target, config=config, store=store, model=model, transport=transport.value, host=host, port=port,

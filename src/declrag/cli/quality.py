@@ -64,6 +64,7 @@ def eval_(
     embedding_rows: EmbeddingRowsOpt = None,
 ):
     """Evaluate a program on a golden set: per-question records, a summary with 95% CIs, a report."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..evaluate import DEFAULT_JUDGE_METRICS, DEFAULT_METRICS, EvalSpec, Evaluation
     from ..evaluate import compare as compare_runs
 
@@ -74,6 +75,7 @@ def eval_(
     if not dataset:
         raise DeclragError("--dataset is required", hint="e.g. declrag eval --dataset squad-v2.0 --limit 50")
     chosen = _modes(modes)
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..golden import load_golden
     from ..pipeline.selection import select_program
 
@@ -96,6 +98,7 @@ def eval_(
 
 
 def _print_eval(run_name: str, summary: dict, runs: Path) -> None:
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..metrics.passages import UNIT_WORDS
 
     t = Table(title=f"{run_name}: {summary['n']} questions, {summary['wall_s']} s")
@@ -129,6 +132,7 @@ def _modes(text: str | None) -> list[str]:
 
 
 def _eval_mode(prog, mode: str, golden, spec, folder: Path, quiet: bool) -> Path:
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..evaluate import Evaluation
 
     out.print(f"generate mode {mode}")
@@ -138,6 +142,7 @@ def _eval_mode(prog, mode: str, golden, spec, folder: Path, quiet: bool) -> Path
 
 def _print_modes(modes: list[str], folders: list[Path]) -> None:
     """One row per metric, one column per mode, and each mode minus the first with its paired interval."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..evaluate import compare as compare_runs
 
     first = modes[0]
@@ -223,6 +228,7 @@ def compile_(
 ):
     """Search the declared space for the best program on a golden set; write runs/NAME/best. With --storage,
     workers on other machines join the same study with --join NAME."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..optimize import Budget, CompileOptions, compile
     from ..pipeline.selection import model_route
 
@@ -247,6 +253,7 @@ def compile_(
 def _print_compile(s: CompileResult) -> None:
     """What a finished compile says: dev and test of the baseline and the best, the gain, what ships and why, how
     its ranking agrees with the user's own questions, peak memory."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..process_memory import describe
 
     assert s.baseline is not None and s.best is not None and s.gain_test is not None, "a finalizer's result"

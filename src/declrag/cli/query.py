@@ -27,6 +27,7 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ):
     """Search a store: ranked chunks with source, span and score."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from .. import api
     from ..config import SearchParams
 
@@ -88,6 +89,7 @@ def ask(
 ):
     """Answer a question with citations (the default program, a saved one, or a config), optionally as the next
     turn of a conversation (--history)."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..pipeline.selection import select_program
 
     question = user_text(question, "question")  # fails before any model loads; the program checks it again
