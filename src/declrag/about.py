@@ -1,10 +1,5 @@
-"""What this install is: declrag's version and the versions of the libraries that decide its behaviour.
-
-`versions()` is what a saved program records (and compares when it is loaded again); `report()` is what a bug
-report needs (`declrag --version`, `declrag version --json`): those, the platform, the libraries around them,
-the default local model's file with its hash, and what the installed llama.cpp was built for beside what this CPU
-has. Versions come from the installed packages' metadata and llama.cpp's build from a child process
-(`declrag.gguf`), so nothing heavy is imported to read them.
+"""What this install is: `versions()`, the library versions a saved program records (and compares when loaded),
+and `report()`, what a bug report needs (`declrag version`). Nothing heavy is imported to read them.
 """
 
 from __future__ import annotations

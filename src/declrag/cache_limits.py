@@ -1,23 +1,9 @@
 """The bounds of every process-wide cache declrag keeps or configures (`CacheLimits`), and the limits in force.
 
 A process that runs for weeks (`declrag serve`) sees mostly distinct questions, and every cache keyed by the
-question grows with them; each is bounded here, in entries or bytes:
-
-- DSPy's response cache, in memory (``lm_cache_entries``, an LRU of responses) and on disk (``lm_cache_disk_mb``,
-  a diskcache folder, ``<cache>/dspy``, culled by diskcache beyond its size; 0: no disk cache);
-- the LM call history DSPy keeps on every LM, on every module that called it and in its global list
-  (``lm_history``: the most recent calls kept in each; 0: none kept). declrag's usage metering reads each call as
-  it happens and needs none of it;
-- the embedding cache, one SQLite file (``<cache>/embeddings.sqlite3``) of document and query vectors
-  (``embedding_rows``; beyond it the oldest rows are deleted, checked every few writes, and SQLite reuses their
-  pages, so the file stops growing; its write-ahead log is truncated to ``WAL_BYTES`` after each checkpoint).
-
-The semantic answer cache of `declrag serve` has its own bound (``--cache-size``, an LRU of answers).
-
-The limits are the process's: the `declrag` command sets them at start-up (`declrag.lm.use_cache_limits`), and
-``serve``, ``compile`` and ``eval`` take flags for each. A library import sets none: DSPy's cache and history are
-as the caller configured them and the embedding cache is unbounded, unless the caller calls
-`declrag.lm.use_cache_limits` itself.
+question grows with them; each is bounded here, in entries or bytes (the table in docs/guides/serve.md, "Caches
+and their bounds", says what each holds). The `declrag` command sets the limits for its process at start-up
+(`declrag.lm.use_cache_limits`); a library import sets none unless the caller calls that itself.
 """
 
 from __future__ import annotations
@@ -28,7 +14,7 @@ WAL_BYTES = 64 * 2**20  # the embedding cache's write-ahead log is truncated to 
 
 
 class CacheLimits(BaseModel):
-    """The bound of each process-wide cache (see the module docstring). Defaults fit a 2-core / 24 GB machine
+    """The bound of each process-wide cache (docs/guides/serve.md). Defaults fit a 2-core / 24 GB machine
     serving for weeks: whatever the questions, about 6 GB of disk at most (1 GiB of DSPy's disk cache, about 5 GB of
     embeddings: a 384-d vector takes about 5 kB on disk, its row overflowing a 4 KiB page)."""
 

@@ -19,7 +19,14 @@ def _plots(out: Path, summary: dict, records: list[dict]) -> list[tuple[str, Pat
 
     folder = out / "plots"
     folder.mkdir(exist_ok=True)
-    made = []
+    made: list[tuple[str, Path]] = []
+
+    def save(fig, title: str, name: str) -> None:
+        fig.tight_layout()
+        made.append((title, folder / name))
+        fig.savefig(folder / name, dpi=110)
+        plt.close(fig)
+
     names = [n for n, v in summary["metrics"].items() if v["mean"] is not None]
 
     fig, ax = plt.subplots(figsize=(8, max(3, 0.32 * len(names))))
@@ -30,10 +37,7 @@ def _plots(out: Path, summary: dict, records: list[dict]) -> list[tuple[str, Pat
     ax.set_xlim(0, 1)
     ax.set_xlabel("mean with 95% bootstrap interval")
     ax.set_title(f"{summary['dataset']} {summary['split']}: {summary['n']} questions")
-    fig.tight_layout()
-    made.append(("Metrics", folder / "metrics.png"))
-    fig.savefig(made[-1][1], dpi=110)
-    plt.close(fig)
+    save(fig, "Metrics", "metrics.png")
 
     dist = [n for n in names if len({r["metrics"].get(n) for r in records}) > 2][:9]
     if dist:
@@ -46,10 +50,7 @@ def _plots(out: Path, summary: dict, records: list[dict]) -> list[tuple[str, Pat
             ax.set_title(n, fontsize=9)
         for ax in list(axes.flat)[len(dist):]:
             ax.axis("off")
-        fig.tight_layout()
-        made.append(("Score distributions", folder / "distributions.png"))
-        fig.savefig(made[-1][1], dpi=110)
-        plt.close(fig)
+        save(fig, "Score distributions", "distributions.png")
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3))
     a1.hist([r["latency_ms"]["total"] / 1000 for r in records], bins=30, color="#f58518")
@@ -62,10 +63,7 @@ def _plots(out: Path, summary: dict, records: list[dict]) -> list[tuple[str, Pat
            color="#eeca3b")
     a2.set_title(f"tokens (cost ${u['program']['cost_usd'] + u['judges']['cost_usd']:.4f})")
     a2.legend(fontsize=8)
-    fig.tight_layout()
-    made.append(("Latency and usage", folder / "usage.png"))
-    fig.savefig(made[-1][1], dpi=110)
-    plt.close(fig)
+    save(fig, "Latency and usage", "usage.png")
     return made
 
 

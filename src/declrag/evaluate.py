@@ -80,7 +80,7 @@ def _passages(answer) -> list[dict]:
             for i, h in enumerate(answer["passages"], 1)]
 
 
-def case_of(rec: dict, ex: Example | None = None) -> Case:
+def case_of(rec: dict) -> Case:
     return Case(id=rec["id"], question=rec["question"], answer=rec["answer"], references=rec["references"],
                 answerable=rec["answerable"], abstained=rec["abstained"], gold=rec.get("gold", {}),
                 answer_starts=rec.get("answer_starts", []),

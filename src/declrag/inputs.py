@@ -2,18 +2,12 @@
 the HTTP routes and the CLI before they do any work), so a question means the same, and fails the same,
 wherever it comes from.
 
-`user_text` returns the text as the program sees it, or raises `InputError` (a `DeclragError` naming the
-field; the server answers it 422):
-
-- it must be a ``str`` of valid Unicode: a lone surrogate (``"\\ud800"``, which JSON's ``\\u`` escapes and
-  undecodable command-line bytes produce) is refused, since no tokenizer, LM provider or UTF-8 encoder takes it;
-- it is normalized: control characters other than whitespace (NUL, escape, ...) removed, NFC, whitespace and
-  invisible format characters (zero-width space, BOM, ...) stripped from both ends;
-- it must hold a visible character (a letter, digit, punctuation mark or symbol): text made only of
-  whitespace, control, zero-width or filler characters is empty;
-- it must be at most ``limit`` characters long, counted after normalizing.
-
-`turns` checks a conversation's earlier turns the same way, each turn's content by `user_text`.
+`user_text` returns the text as the program sees it, or raises `InputError` (a `DeclragError` naming the field; the
+server answers it 422). A lone surrogate is refused (JSON's ``\\u`` escapes and undecodable command-line bytes
+produce one; no tokenizer, LM provider or UTF-8 encoder takes it). Control characters other than whitespace are
+removed, the text is NFC-normalized and stripped of whitespace and invisible format characters at both ends; it must
+then hold a visible character (a letter, digit, punctuation mark or symbol) and be at most ``limit`` characters.
+`turns` checks a conversation's earlier turns the same way.
 """
 
 from __future__ import annotations

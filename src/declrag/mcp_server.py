@@ -1,17 +1,9 @@
 """`declrag mcp`: a program served as Model Context Protocol tools, on the official SDK (``mcp``, its 2.x
-`MCPServer`), over stdio (the default: an MCP client starts ``declrag mcp`` itself) or streamable HTTP.
+`MCPServer`), over stdio (the default) or streamable HTTP: ``search`` (the ranked passages, `RAGProgram.search`)
+and ``ask`` (the answer with its citations), on the program `declrag serve` would run (docs/guides/mcp.md).
 
-Two tools, the same program as `declrag serve` and `declrag ask` run (`declrag.pipeline.selection.select_program`):
-
-- ``search(query, history?, where?, k?, alpha?)``: the ranked passages the program would answer from, without
-  generating (`RAGProgram.search`): rank, chunk_id, doc_id, source, title, page, span, text, score.
-- ``ask(question, history?, where?)``: the answer with its citations (as `Answer.to_dict` words them).
-
-A bad argument (an empty query, ``k`` out of 1..50, a bad turn in ``history``, a bad filter) is answered with a
-tool error (``isError``) holding one line that names the argument and the fix; the server keeps serving. The
-program is loaded before the first message is read. On stdio, standard output is the protocol: whatever
-declrag, a library or a native extension writes to it meanwhile goes to standard error instead (while
-loading, `stdout_to_stderr`; while serving, the SDK's own stdio transport does the same).
+A bad argument is a tool error (``isError``) of one line naming the argument and the fix. On stdio, standard
+output is the protocol: whatever is written to it while loading goes to standard error (`stdout_to_stderr`).
 
 No ``from __future__ import annotations`` here: the SDK reads the tools' signatures, whose annotations name
 the loaded program's defaults, when they are registered."""

@@ -1,17 +1,8 @@
 """Where declrag finds its declarations: prompt variants (``signatures``), search spaces (``optimizers``) and
-dataset declarations (``datasets``). One lookup, the same for the three kinds; earlier places win:
-
-1. an explicit path given by the user (``--space my/space.yaml``, ``--dataset my/set.yaml``);
-2. the user's folders: ``$DECLRAG_SIGNATURES`` / ``$DECLRAG_OPTIMIZERS`` / ``$DECLRAG_DATASETS``
-   (``os.pathsep``-separated), then ``./signatures`` / ``./optimizers`` / ``./datasets`` in the current folder;
-3. the packaged defaults: ``declrag/defaults/<kind>/`` inside the installed package (the build copies the
-   checkout's top-level folders there); in an editable install of a source checkout, which has no copy,
-   the checkout's top-level ``signatures/``, ``optimizers/`` and ``datasets/`` folders.
-
-A file is named by its stem (``generate`` is ``generate.yaml``; a dataset declaration is also known by its
-``name`` field). A path that does not exist but whose file name is ``NAME.yaml`` resolves as ``NAME`` would,
-so ``--space optimizers/retrieval.yaml`` works from any folder. ``declrag init`` copies the packaged defaults
-into a project folder (2. then wins over 3.).
+dataset declarations (``datasets``). One lookup for the three kinds, earlier places winning: an explicit path,
+``$DECLRAG_<KIND>``, ``./<kind>``, then the packaged defaults (docs/guides/configuration.md). A file is named by
+its stem; a path that does not exist but whose file name is ``NAME.yaml`` resolves as ``NAME`` would, so
+``--space optimizers/retrieval.yaml`` works from any folder.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 
 def content_hash(*parts: str) -> str:
@@ -78,9 +78,6 @@ class Chunk:
 def chunk_id(doc_id: str, position: int) -> str:
     """The id of a document's ``position``-th chunk (the chunkers make it; context expansion finds neighbours by it)."""
     return f"{doc_id}#{position}"
-
-
-Leg = Literal["keyword", "vector", "hybrid"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,8 +91,11 @@ def eval_(
                     threads=threads, closed_book=closed_book, oracle=oracle, probes=probes)
     run_name = name or f"eval-{golden.name}-{split}-{limit or 'all'}-{prog.config.digest()[:8]}"
     if chosen:
-        _print_modes(chosen, [_eval_mode(prog, mode, golden, spec, runs / f"{run_name}-{mode}", quiet)
-                              for mode in chosen])
+        folders = [runs / f"{run_name}-{mode}" for mode in chosen]
+        for mode, folder in zip(chosen, folders):
+            out.print(f"generate mode {mode}")
+            Evaluation(prog.generating(mode).warm_up(), golden, spec, folder, progress=not quiet).run()
+        _print_modes(chosen, folders)
         return
     _print_eval(run_name, Evaluation(prog, golden, spec, runs / run_name, progress=not quiet).run(), runs)
 
@@ -129,15 +132,6 @@ def _modes(text: str | None) -> list[str]:
     if not chosen:
         raise DeclragError("--modes is empty", hint="e.g. --modes lm,extractive,verified")
     return chosen
-
-
-def _eval_mode(prog, mode: str, golden, spec, folder: Path, quiet: bool) -> Path:
-    # imported here, not at the top: `declrag` starts without loading what other commands need
-    from ..evaluate import Evaluation
-
-    out.print(f"generate mode {mode}")
-    Evaluation(prog.generating(mode).warm_up(), golden, spec, folder, progress=not quiet).run()
-    return folder
 
 
 def _print_modes(modes: list[str], folders: list[Path]) -> None:

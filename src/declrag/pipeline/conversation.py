@@ -1,21 +1,9 @@
-"""Conversations: the turns before the question, checked once, and the search query made from them.
+"""Conversations: the pieces the search query of a conversation's last turn is made from.
 
-A history is a list of turns ``{role, content}`` (``role``: ``user``, ``assistant`` or ``system``), oldest
-first, the same shape everywhere: `RAGProgram(question=..., history=[...])`, ``declrag ask --history FILE``,
-``/v1/ask``'s ``history``, ``/v1/chat/completions``'s earlier messages, golden sets' ``history``. A
-`dspy.History` whose messages are such turns is accepted too.
-
-`declrag.inputs.turns` checks a history the way `user_text` checks a question (every entry point calls it, so
-a history fails the same wherever it comes from) and raises `InputError` naming the turn. `search_query`
-makes the search query of the last turn from the turns before it, by ``history.query``:
-
-- ``off``: the last turn alone (what declrag did before conversations);
-- ``joined``: the user turns in the window joined, oldest first (the naive baseline);
-- ``deterministic`` (the default; no LM call): for the keyword leg, the last turn followed by the salient
-  terms of the earlier user turns, newest first; for the vector leg, the normalised mix of the turns'
-  embeddings, the last turn weighted 1 and each earlier user turn ``weight``, ``weight**2``, ... newest first;
-- ``condense``: the last turn rewritten by the LM as a standalone question (``signatures/condense.yaml``);
-  `declrag.pipeline.modules.Condenser` runs it, and falls back to ``deterministic`` when the model returns nothing.
+A history is a list of turns ``{role, content}`` (``role``: ``user``, ``assistant`` or ``system``), oldest first,
+the same shape at every entry point (a `dspy.History` of such turns too); `declrag.inputs.turns` checks it.
+`declrag.pipeline.modules.HistoryQuery` makes the search query by ``history.query`` (``off``, ``joined``,
+``deterministic``, ``condense``: see `declrag.config.HistoryConfig` and docs/guides/conversation.md).
 """
 
 from __future__ import annotations

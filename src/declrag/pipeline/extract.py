@@ -1,13 +1,9 @@
 """Answers that claim nothing the passages do not say, with no LM call.
 
-- `extract`: the ``extractive`` generate mode. The answer is made of the retrieved passages' own sentences (or parts
-  of a sentence longer than ``max_piece_chars``: clauses, then word windows; a table or code with no sentence
-  boundary is cut the same way). Each candidate is scored by its meaning against the question (and the
-  conversation), the share of the question's content words it holds, and its passage's rank; the best
-  ``max_sentences`` that clear ``min_score`` are the answer, each cited with its exact span. The answer is the
-  abstention when none clears it, or when the question names a detail (a name or a number) that the passage of
-  the best sentence never mentions (the question is then about something else, a frequent way of being
-  unanswerable).
+- `extract`: the ``extractive`` generate mode. The answer is the retrieved passages' own best sentences (or parts of
+  a sentence longer than ``max_piece_chars``), each cited with its exact span; it is the abstention when none
+  clears ``min_score``, or when the question names a detail (a name or a number) that the passage of the best
+  sentence never mentions (the question is then about something else, a frequent way of being unanswerable).
 - `check`: the ``verified`` mode's check of an LM's answer, sentence by sentence, and the grounding metrics' rule: a
   sentence is supported when most of its content words occur in one passage, or when it is close in meaning to one
   passage sentence and shares a good part of its words with it; and never when it holds a name, number or date
@@ -130,11 +126,8 @@ def _overlap(question: set[str], piece: str) -> float:
 
 def missing_details(question: str, context: str) -> list[str]:
     """The names and numbers of ``question`` that ``context`` never mentions (its first word is not a name)."""
-    norm = norm_phrase(context)
-    nums = set(numbers(context))
     first = question.strip().split()[:1]
-    found = [d for d in details(question) if not (d.kind == "name" and first and d.text == first[0])]
-    return [d.text for d in found if not detail_supported(d, context, nums, norm)]
+    return [d.text for d in unsupported(question, context) if not (d.kind == "name" and first and d.text == first[0])]
 
 
 def shortlist(question: str, pool: list[Piece], size: int) -> list[Piece]:

@@ -56,6 +56,11 @@ def timing_embeddings():
         _EMBED_MS.reset(token)
 
 
+def _stage(name: str, spec: SignatureSpec, variant: str, lm: LMConfig) -> Stage:
+    """A stage on ``spec``'s prompt ``variant`` ("default": the spec's own default)."""
+    return Stage(name, spec, spec.default if variant == "default" else variant, lm)
+
+
 @dataclass
 class Queries:
     texts: list[str]  # searched, results fused by reciprocal rank
@@ -80,10 +85,7 @@ class HistoryQuery(dspy.Module):
     def __init__(self, cfg: HistoryConfig, lm: LMConfig, specs: dict[str, SignatureSpec], embedder: Embedder):
         super().__init__()
         self.cfg, self.embedder = cfg, embedder
-        self.stage = None
-        if cfg.query == "condense":
-            spec = specs["condense"]
-            self.stage = Stage("condense", spec, cfg.variant if cfg.variant != "default" else spec.default, lm)
+        self.stage = _stage("condense", specs["condense"], cfg.variant, lm) if cfg.query == "condense" else None
 
     def forward(self, question: str, history: tuple[conv.Turn, ...] = ()) -> SearchQuestion:
         c = self.cfg
@@ -110,8 +112,7 @@ class QueryRewriter(dspy.Module):
     def __init__(self, cfg: RewriteConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
         super().__init__()
         self.cfg = cfg
-        self.stage = Stage("rewrite", specs[self.SPECS[cfg.mode]], cfg.variant if cfg.variant != "default" else
-                           specs[self.SPECS[cfg.mode]].default, lm) if cfg.mode != "off" else None
+        self.stage = _stage("rewrite", specs[self.SPECS[cfg.mode]], cfg.variant, lm) if cfg.mode != "off" else None
 
     def forward(self, question: str) -> Queries:
         c = self.cfg
@@ -187,8 +188,7 @@ class Reranker(dspy.Module):
         if cfg.mode == "llm":
             if lm is None or specs is None:
                 raise ValueError("an LLM reranker needs its LM config and the rerank prompt specs")
-            variant = cfg.variant if cfg.variant != "default" else specs["rerank"].default
-            self.stage = Stage("rerank", specs["rerank"], variant, lm)
+            self.stage = _stage("rerank", specs["rerank"], cfg.variant, lm)
         self._cross = None
 
     def forward(self, question: str, hits: list[Hit]) -> list[Hit]:
@@ -233,11 +233,7 @@ class Generator(dspy.Module):
     def __init__(self, cfg: GenerateConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
         super().__init__()
         self.cfg = cfg
-        spec = specs["generate"]
-        if cfg.demos:
-            spec = spec.model_copy(update={"demos": spec.demos[: cfg.demos]})
-        else:
-            spec = spec.model_copy(update={"demos": []})
+        spec = specs["generate"].model_copy(update={"demos": specs["generate"].demos[: cfg.demos]})
         self.main = Stage("generate", spec, cfg.variant, lm, abstain=cfg.abstain_phrase)
         self.strict = Stage("generate", spec, "strict" if "strict" in spec.variants else cfg.variant, lm,
                             abstain=cfg.abstain_phrase)
@@ -398,8 +394,7 @@ class SelfJudge(dspy.Module):
     def __init__(self, cfg: JudgeConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
         super().__init__()
         self.cfg = cfg
-        self.stage = Stage("judge", specs["judge"], cfg.variant if cfg.variant != "default" else specs["judge"].default,
-                           lm) if cfg.mode == "llm" else None
+        self.stage = _stage("judge", specs["judge"], cfg.variant, lm) if cfg.mode == "llm" else None
 
     def forward(self, question: str, passages: list[Hit], draft: Draft, context: str) -> dict[str, Any]:
         if self.cfg.mode == "off":

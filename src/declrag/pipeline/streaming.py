@@ -1,21 +1,13 @@
 """A program's answer as a token stream, for `declrag serve`'s ``stream: true``.
 
-The generate stage's LM call streams through LiteLLM (``stream=True``: a remote route's own stream, or the
-in-process local model's tokens through the ``local`` provider's ``astreaming``), driven by DSPy's streaming
-support: `dspy.streamify` puts a send stream into DSPy's settings, every LM call of the program then streams
-its chunks into it, and a `StreamListener` on the generate stage's main predictor picks out the ``answer``
-field. Only that stage's tokens come out; the other stages' chunks (rewrite, LLM rerank, LLM judge) are
-dropped, and their results are as without streaming. An LM response from DSPy's cache streams nothing: the
-answer then arrives whole with the result.
-
-What is streamed is the answer's text as the final answer will have it wherever post-processing keeps the
-model's words: `CitationStream` applies `resolve_citations` as the tokens come (a marker that points at no
-passage is dropped, spacing is normalised, text that may still change is held back a few characters).
-With ``generate.mode`` ``extractive`` or ``verified`` the answer is streamed as one piece once it is made (verified:
-once every sentence has been checked), so no word the check drops is ever sent.
-Post-processing that replaces the text cannot be streamed: an abstention recognised in the answer, ``[n]``
-markers attributed to the sentences of an answer that cited nothing, the self-judge abstaining or
-regenerating. `Done.streamed` says what was sent; the caller compares it with the final answer.
+`dspy.streamify` puts a send stream into DSPy's settings; every LM call of the program then streams its chunks into
+it (LiteLLM's ``stream=True``; the local model through the ``local`` provider's ``astreaming``), and an
+`AnswerListener` on the generate stage's main predictor picks out the ``answer`` field: the other stages' chunks are
+dropped, and a response from DSPy's cache streams nothing (the answer then arrives whole with the result).
+`CitationStream` keeps what is sent a prefix of the post-processed answer. The extractive and verified modes send
+their answer as one piece once it is made (verified: once checked, so no word the check drops is ever sent).
+Post-processing that replaces the text (an abstention recognised, markers attributed, the self-judge abstaining or
+regenerating) cannot be streamed: `Done.streamed` says what was sent, for the caller to compare.
 """
 
 from __future__ import annotations

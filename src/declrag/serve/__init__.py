@@ -23,10 +23,8 @@ MALLOC_ARENAS = 2  # glibc heaps a server's threads share (see `serve`)
 
 def resolve(target: str | Path | None = None, config: str | Path | None = None, store: str | Path | None = None,
             model: str | None = None) -> ProgramChoice:
-    """What to serve: ``(name, run, description, loader)``, decided as `declrag ask` and `eval` decide it
-    (`declrag.pipeline.selection.select_program`): ``target`` is a run folder (``runs/NAME``: its ``best`` program,
-    named NAME) or a program folder; with none, ``config`` (named after the file) or the default program over
-    ``store``. Everything cheap is checked up front so mistakes fail before the server starts."""
+    """What to serve: ``(name, run, description, loader)``, decided as `declrag ask` and `eval` decide it (see
+    `declrag.pipeline.selection.select_program`)."""
     return select_program(target, config, store, model)
 
 

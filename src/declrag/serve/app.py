@@ -1,12 +1,7 @@
-"""The HTTP face of a `RAGProgram`: ``create_app(program, name, run, settings)`` returns a FastAPI app:
-``POST /v1/ask`` (a question, with an optional conversation ``history``), ``POST /v1/search`` (the program's
-retrieval alone), OpenAI-compatible ``/v1/chat/completions`` (the earlier messages are the history) and
-``/v1/models``, ``/healthz``, ``/readyz`` (503 until loaded), ``/metrics`` (Prometheus), ``/`` (a web page that
-keeps the conversation). Errors are JSON
-``{"error": ..., "field": ...}``. The routes are thin: loading, admission, the worker threads, answering and
-failures are `declrag.serve.service.AnswerService`'s (limits and timeouts are described there). ``stream: true``
-(both POST routes) sends the answer's tokens as the LM generates them, as server-sent events
-(`declrag.pipeline.streaming`); anything that fails before the first event is still an ordinary JSON error."""
+"""The HTTP face of a `RAGProgram`: ``create_app(program, name, run, settings)`` returns a FastAPI app with the
+routes docs/guides/serve.md lists (``/v1/ask``, ``/v1/search``, the OpenAI-compatible ones, the health checks,
+``/metrics`` and the web page ``/``). Errors are JSON ``{"error": ..., "field": ...}``. The routes are thin:
+loading, admission, the worker threads, answering and failures are `declrag.serve.service.AnswerService`'s."""
 
 from __future__ import annotations
 

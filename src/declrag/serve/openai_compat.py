@@ -1,29 +1,12 @@
 """The OpenAI-compatible face of `declrag serve`: request models for ``/v1/chat/completions`` and the
-response, stream-chunk and model-list shapes.
+response, stream-chunk and model-list shapes (docs/guides/serve.md describes the route).
 
-The last message is the question and must be the user's (else 422 naming ``messages``); the messages before
-it are the conversation's history (`declrag.pipeline.conversation`), with the same limits and checks as ``/v1/ask``'s
-``history`` (a 422 names the message, e.g. ``messages[2].content``). ``user`` and ``assistant`` messages are
-turns as they are. A ``system`` message, and OpenAI's newer name for it, ``developer``, is kept as an
-instruction: a turn with role ``system``, which only the generate stage reads, after the program's own
-instructions (cite the passages, abstain when they do not answer), which come first and stay in force; the
-search query is made from the user turns alone. Chat clients such as Open WebUI send a system prompt by default,
-so refusing it would break them, and dropping it silently would ignore what the user configured. Any other role
-(``tool``, ``function``, ...) is refused, 422 naming the message's ``role``: declrag calls no tools. Of a
-message's content parts, the text parts are joined with newlines; others are ignored.
-
-OpenAI sampling parameters (temperature, max_tokens, n, ...) are accepted and ignored; the program's own
-settings apply. The answer text carries the ``[n]`` citation markers, and the citations
-travel as an extra top-level field ``citations`` (on the response, and on the final stream chunk):
-``[{n, chunk_id, source, span, snippet, score, attributed, ...}]``. ``usage`` is in OpenAI's shape, from
-the program's LM usage (every stage, every call).
-
-``stream: true`` streams the generate stage's tokens as the LM produces them (retrieval and the other
-stages run first). The content chunks are the answer as post-processed (markers that point at no passage
-dropped, spacing normalised), so they concatenate to the final answer, except when post-processing replaced
-the words: an abstention recognised in the answer, markers attributed to the sentences of an answer that
-cited nothing, or the self-judge abstaining or regenerating. The final chunk therefore also carries the
-final text as ``answer`` and ``replaced`` (true in those cases). A cached answer arrives as one chunk.
+The last message is the question and must be the user's; the earlier ones are the history, checked as ``/v1/ask``'s
+``history`` is. A ``system`` message (or ``developer``, OpenAI's newer name) is kept as a ``system`` turn that only
+the generate stage reads, after the program's own instructions: chat clients such as Open WebUI send one by
+default, so refusing it would break them. Other roles are refused (declrag calls no tools). OpenAI's sampling
+parameters are accepted and ignored. The citations travel as an extra top-level ``citations`` field; a stream's
+final chunk also carries the final ``answer`` and ``replaced`` (post-processing replaced the streamed words).
 """
 
 from __future__ import annotations

@@ -7,15 +7,8 @@ as a stream of tokens), searching, the semantic answer cache, metrics, and turni
     service = AnswerService(program, "my-rag", settings=ServeSettings(max_in_flight=4))
     await service.start()                      # worker threads up, the program loading on one of them
     payload = await service.answer(Request("Who ruled Normandy?"))
-    follow_up = await service.answer(Request("When?", history=[{"role": "user", "content": "Who ruled Normandy?"},
-                                                               {"role": "assistant", "content": payload["answer"]}]))
     hits = await service.search(Request("Normandy", route="/v1/search", fields=SEARCH_FIELDS), k=10)
     await service.stop()                       # calls in flight finish first
-
-A request's history (the conversation before its question, `declrag.pipeline.conversation`) is checked at admission
-against the program's limits (``history.max_turns``, ``history.max_chars``): a 422 names the turn at fault, or
-the limit. The semantic cache keys an answer on its filter and its whole history, so a question is only ever
-answered from the cache within the same conversation.
 """
 
 from __future__ import annotations
@@ -235,7 +228,6 @@ class AnswerService:
         o = self._lm_override
         if o is None:
             return nullcontext()
-
         return using_lm(o if isinstance(o, dspy.BaseLM) or not callable(o) else o())
 
     def work(self, req: Request) -> tuple[dict, bool]:
@@ -372,13 +364,10 @@ class AnswerService:
     async def answer_stream(self, req: Request) -> Events:
         """The answer as events: ``("delta", text)`` as the generate stage's LM produces it (see
         `declrag.pipeline.streaming`), then ``("done", (payload, replaced))``, or ``("error", ApiError)`` once events
-        have begun. Everything up to the first event (admission, retrieval, the first token) fails as an
-        ordinary `ApiError`, raised here before any event. ``replaced``: post-processing replaced the words
-        streamed (an abstention recognised, citations attributed, the self-judge), so the final answer is not
-        the streamed text; when it only extends it, the rest comes as one more delta. A cache hit (the
-        semantic cache, or DSPy's) has no tokens to stream: its answer is one delta. ``request_timeout_s``
-        bounds the whole stream; a stream cut off (timeout, or the client left) is cancelled: the LM stops at its
-        next token and the slot is freed when the program's thread has ended."""
+        have begun; anything that fails before the first event raises an ordinary `ApiError`. When the final answer
+        only extends the streamed text, the rest comes as one more delta (a cache hit's whole answer is one).
+        ``request_timeout_s`` bounds the whole stream; a stream cut off is cancelled, and its slot freed when the
+        program's thread has ended."""
         req = self.admit(req)
         loop, prog = asyncio.get_running_loop(), self.state.program
         queue: asyncio.Queue[str | Done | BaseException] = asyncio.Queue()
