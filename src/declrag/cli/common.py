@@ -89,7 +89,7 @@ def apply_cache_limits(lm_cache_entries: int | None, lm_cache_disk_mb: int | Non
 
 
 TargetArg = Annotated[Path | None, typer.Argument(
-    help="a run folder (runs/NAME serves runs/NAME/best) or a program folder (with program.json) "
-         "(default: the default program over --store)")]
+    help="a run folder (runs/NAME serves runs/NAME/best), a program folder (with program.json) or a program in "
+         "MLflow (runs:/RUN_ID/program, with $MLFLOW_TRACKING_URI) (default: the default program over --store)")]
 ProgramFileOpt = Annotated[Path | None, typer.Option(
     "--config", help="a program config file (YAML or JSON) instead of a saved program")]

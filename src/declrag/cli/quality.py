@@ -214,6 +214,10 @@ def compile_(
     check_questions: Annotated[Path | None, typer.Option(
         help="a JSONL file of your own questions (20 are enough; answers or gold ids): the compile reports how its "
              "ranking of the trials agrees with theirs (Kendall tau, interval)")] = None,
+    mlflow: Annotated[str | None, typer.Option(
+        help="log the study (parent run), each trial (child runs) and the best program (artifact) to this MLflow "
+             "tracking server, e.g. http://127.0.0.1:5000 (needs declrag[mlflow])")] = None,
+    mlflow_experiment: Annotated[str, typer.Option(help="the MLflow experiment the runs go to")] = "declrag",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
     lm_cache_entries: LmCacheEntriesOpt = None,
     lm_cache_disk_mb: LmCacheDiskOpt = None,
@@ -234,7 +238,8 @@ def compile_(
     s = compile(CompileOptions(space, dataset, name, runs, budget, jobs, resume,
                                model if join else model_route(model), progress=not quiet, store=store,
                                storage=storage, join=join, finalize=finalize, heartbeat_s=heartbeat,
-                               patience_s=patience, check_questions=check_questions))
+                               patience_s=patience, check_questions=check_questions, mlflow=mlflow,
+                               mlflow_experiment=mlflow_experiment))
     if s.role == "worker":
         out.print(f"worker done: the study {s.study!r} in {s.storage} has {s.complete} finished and "
                   f"{s.pruned} pruned trials ({s.mine} of them run here, in {s.wall_s} s); the process that "
@@ -242,6 +247,9 @@ def compile_(
         return
     _print_compile(s)
     out.print(f"program: {s.folder / 'best'}   report: {s.folder / 'report.html'}")
+    if m := s.mlflow:
+        out.print(f"MLflow: run {m['run_id']} at {m['uri']}; serve it from there: MLFLOW_TRACKING_URI={m['uri']} "
+                  f"declrag serve {m['program']}", markup=False, highlight=False)
 
 
 def _print_compile(s: CompileResult) -> None:

@@ -39,6 +39,7 @@ from .agreement import agreement, check_questions
 from .budget import Budget, trial_counts
 from .finetune import finetune_stage
 from .guard import second_set_check
+from .mlflow_runs import MlflowRuns
 from .objective import Objective, digest_of, score, tell
 from .prompts import optimize_prompts
 from .report import write_report
@@ -111,6 +112,8 @@ class CompileOptions:
     heartbeat_s: int = 10
     patience_s: float = 120.0
     check_questions: str | Path | None = None
+    mlflow: str | None = None  # an MLflow tracking URI: the study and its trials logged there (`mlflow_runs`)
+    mlflow_experiment: str = "declrag"
 
 
 @dataclass
@@ -140,6 +143,7 @@ class CompileResult:
     guard: dict[str, Any] | None = None  # why: the second-set check (`declrag.optimize.guard`)
     finetune: dict[str, Any] | None = None
     check_questions: dict[str, Any] | None = None  # agreement with the user's own questions, when given
+    mlflow: dict[str, Any] | None = None  # the MLflow run: uri, experiment, run_id, program (the artifact's URI)
     summary: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -159,7 +163,13 @@ def compile(options: CompileOptions) -> CompileResult:  # the builtin's name, as
         with optuna_quiet():
             plan = plan_compile(o.space, o.dataset, o.name, o.runs, o.budget, o.resume, o.model, o.store, o.storage,
                                 o.join, o.heartbeat_s)
-            return _compile_run(plan, o.jobs, o.progress, o.finalize, o.patience_s, o.check_questions)
+            tracked = MlflowRuns(o.mlflow, o.mlflow_experiment, plan.name, _tracked_params(plan)) if o.mlflow else None
+            try:
+                return _compile_run(plan, o.jobs, o.progress, o.finalize, o.patience_s, o.check_questions, tracked)
+            except BaseException:
+                if tracked is not None:
+                    tracked.failed()
+                raise
     except DeclragError as e:
         if folder is not None and any(w in e.message for w in DISK_WORDS):
             raise disk_stop(e.message, folder) from None
@@ -246,8 +256,13 @@ def plan_compile(space, dataset, name, runs, budget, resume, model, store, stora
     return Plan("new", sp, dataset, name, out, budget, model, store, storage, place(out, name, storage, heartbeat_s))
 
 
+def _tracked_params(plan: Plan) -> dict[str, Any]:
+    return {"study": plan.name, "role": plan.role, "dataset": plan.dataset, "space": plan.space.name,
+            "model": plan.model, "budget": asdict(plan.budget), "params": list(plan.space.params)}
+
+
 def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience_s: float,
-                 check: str | Path | None = None) -> CompileResult:
+                 check: str | Path | None = None, tracked: MlflowRuns | None = None) -> CompileResult:
     """Run the plan: open the study, search, then (where this process finalizes) the artifact and the report."""
     p, out, name = plan.place, plan.out, plan.name
     mem = MemoryTracker()  # peak RSS per stage: summary.json's "memory", the compile's closing lines
@@ -256,6 +271,8 @@ def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience
         theirs = check_questions(check, load_golden(plan.dataset).documents) if check else None
         workers, study, creator, manifest = _open(plan, jobs, progress)
     comp = workers.objective
+    if tracked is not None:
+        comp.trial_log.sinks.append(tracked.trial)
     finalizes = creator or finalize
     if finalizes:
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
@@ -265,6 +282,8 @@ def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience
     with mem.stage("search"):
         study = workers.search(study, Patience(p, patience_s, progress) if p.shared else None)
     if not finalizes:
+        if tracked is not None:
+            tracked.client.set_terminated(tracked.run_id, "FINISHED")
         counts: dict[str, Any] = trial_counts(study.trials)
         return CompileResult(role="worker", study=name, storage=p.shown, folder=out, **counts,
                              mine=comp.trial_log.mine(), wall_s=round(time.perf_counter() - t0, 1),
@@ -288,6 +307,8 @@ def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience
         write_report(out, summary, study)
     summary["memory"] = mem.to_dict()  # and the report's own
     (out / "summary.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "report"}, indent=2))
+    if tracked is not None:
+        summary["mlflow"] = {"uri": tracked.uri, "run_id": tracked.run_id, "program": tracked.finish(summary, out)}
     return CompileResult.finalized(summary, out)
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ class TrialLog:
     def __init__(self, out: Path, progress: bool = True):
         self.path, self.progress = Path(out) / "trials.jsonl", progress
         self._lock = threading.Lock()
+        self.sinks: list[Callable[[dict[str, Any]], None]] = []  # told each line too (`mlflow_runs.MlflowRuns.trial`)
 
     def write(self, trial: optuna.Trial, values: dict[str, Any], result: dict[str, Any], state: str, secs: float,
               study: dict[str, Any]) -> None:
@@ -36,6 +38,8 @@ class TrialLog:
             rec["retry_of"] = trial.user_attrs["retry_of"]
         with self._lock, self.path.open("a") as fh:
             fh.write(json.dumps(rec) + "\n")
+        for sink in self.sinks:
+            sink(rec)
         if self.progress:
             tqdm.write(_sentence(rec, result, study, secs))
 

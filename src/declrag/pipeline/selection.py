@@ -4,6 +4,7 @@ the route every LM call goes to (`model_route`)."""
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -17,6 +18,7 @@ from ..stores.base import Store
 from .program import RAGProgram, default_config, default_program, load, read_config, with_model
 
 DEFAULT_NAME = "declrag-default"
+MLFLOW_SCHEMES = ("runs:/", "models:/", "mlflow-artifacts:/")  # a program logged by `declrag compile --mlflow`
 
 
 def model_route(model: str | None) -> str | None:
@@ -49,6 +51,8 @@ def select_program(program: str | Path | None = None, config: str | Path | None 
     route = model_route(model)
     if program is not None and config is not None:
         raise DeclragError("give a program folder or a config, not both", hint="a saved program already has its config")
+    if program is not None and str(program).startswith(MLFLOW_SCHEMES):  # a typer Path keeps the text as given
+        program = mlflow_program(str(program))
     if program is not None:
         folder = Path(program)
         if (folder / "program.json").is_file():
@@ -86,3 +90,20 @@ def select_program(program: str | Path | None = None, config: str | Path | None 
 
 
 __all__ = ["DEFAULT_NAME", "ProgramChoice", "model_route", "select_program"]
+
+
+def mlflow_program(reference: str) -> Path:
+    """The program folder an MLflow artifact URI names (``runs:/RUN_ID/program``, as `declrag compile --mlflow`
+    prints it), downloaded from the tracking server in ``MLFLOW_TRACKING_URI`` into a new temporary folder."""
+    try:
+        import mlflow.artifacts
+    except ImportError as e:
+        raise DeclragError(f"{reference} is a program in MLflow, and MLflow's client is not installed",
+                           hint="pip install 'declrag[mlflow]'") from e
+    where = tempfile.mkdtemp(prefix="declrag-mlflow-")
+    try:
+        return Path(mlflow.artifacts.download_artifacts(artifact_uri=reference, dst_path=where))
+    except Exception as e:  # MLflow's own errors: an unreachable server, an unknown run
+        raise DeclragError(f"could not download {reference} from MLflow: {str(e).splitlines()[0][:300]}",
+                           hint="set MLFLOW_TRACKING_URI to the server the compile logged to, and check the run id "
+                                "(declrag compile --mlflow prints it)") from None
