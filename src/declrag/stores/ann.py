@@ -87,14 +87,10 @@ class IvfIndex:
         _faiss().write_index(self.index, str(tmp))
         os.replace(tmp, path)
 
-    @property
-    def nlist(self) -> int:
-        return int(self.index.nlist)
-
     def candidates(self, q: np.ndarray, k: int, nprobe: int, mask: np.ndarray | None = None) -> np.ndarray:
         """Rows of up to ``k`` approximate nearest neighbours of ``q`` (among the rows ``mask`` allows)."""
         faiss = _faiss()
-        params = faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist))
+        params = faiss.SearchParametersIVF(nprobe=min(nprobe, int(self.index.nlist)))
         if mask is not None:
             bits = np.packbits(mask.astype(np.uint8), bitorder="little")
             params.sel = faiss.IDSelectorBitmap(self.n, faiss.swig_ptr(bits))  # `bits` lives until we return

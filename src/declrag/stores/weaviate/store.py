@@ -30,10 +30,6 @@ BATCH = 1000  # objects per insert request
 PAGE = 5000  # objects per read request
 
 
-def _uuid(key: str) -> str:
-    return object_uuid(key)
-
-
 class WeaviateStore(Store):
     """The `Store` protocol on a Weaviate collection (see the module docstring)."""
 
@@ -239,7 +235,7 @@ class WeaviateStore(Store):
                                                                    "(or open_store in Python)")
             self._created = True
         self._check_index()
-        objs = [DataObject(properties=wire.chunk_props(c), uuid=_uuid(c.id), vector=v.tolist())
+        objs = [DataObject(properties=wire.chunk_props(c), uuid=object_uuid(c.id), vector=v.tolist())
                 for c, v in zip(chunks, vectors)]
         for i in range(0, len(objs), BATCH):
             self.insert(self.name, objs[i:i + BATCH])
@@ -251,7 +247,7 @@ class WeaviateStore(Store):
         if known:
             stale = W.by_property("doc_id").contains_any(known)
             if chunks:
-                stale = stale & W.by_id().contains_none([_uuid(c.id) for c in chunks])
+                stale = stale & W.by_id().contains_none([object_uuid(c.id) for c in chunks])
             self._delete_all(self.name, stale)
         recs = wire.document_objects(documents, chunks, file_stats or {})
         for i in range(0, len(recs), BATCH):
@@ -268,7 +264,7 @@ class WeaviateStore(Store):
 
         uniq, out = list(dict.fromkeys(keys)), []
         for i in range(0, len(uniq), PAGE):
-            part = [_uuid(k) for k in uniq[i:i + PAGE]]
+            part = [object_uuid(k) for k in uniq[i:i + PAGE]]
             res = self.call("read", lambda: self.collection(name).query.fetch_objects(  # called at once, in this pass
                 filters=W.by_id().contains_any(part), limit=len(part), return_properties=props))  # noqa: B023
             out.extend(res.objects)
@@ -304,7 +300,7 @@ class WeaviateStore(Store):
         if not doc_ids:
             return 0
         n = self._delete_all(self.name, W.by_property("doc_id").contains_any(list(doc_ids)))
-        self._delete_all(self.docs_name, W.by_id().contains_any([_uuid(d) for d in doc_ids]))  # records last
+        self._delete_all(self.docs_name, W.by_id().contains_any([object_uuid(d) for d in doc_ids]))  # records last
         return n
 
     def optimize(self) -> None:  # Weaviate compacts its own segments in the background
