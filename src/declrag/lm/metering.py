@@ -60,8 +60,6 @@ class Meter:
 _METER: ContextVar[tuple[Meter, ...]] = ContextVar("declrag_meter", default=())  # innermost last
 _STAGE: ContextVar[str] = ContextVar("declrag_stage", default="other")
 _ENTRY: ContextVar[dict | None] = ContextVar("declrag_lm_entry", default=None)
-
-
 _OVERRIDE: ContextVar[Any] = ContextVar("declrag_lm_override", default=None)
 
 
@@ -105,26 +103,24 @@ def meter_call(entry: dict | None, ms: float) -> None:
 class RoutedLM(dspy.LM):
     """A DSPy LM on LiteLLM that meters each call into the caller's `Meter`."""
 
-    def _metered(self, call):
+    @contextmanager
+    def _metered(self) -> Iterator[None]:
+        """Meter the call made inside (`update_history` hands over its history entry) into the caller's meters."""
         token = _ENTRY.set(None)
         t0 = time.perf_counter()
         try:
-            return call()
+            yield
         finally:
             meter_call(_ENTRY.get(), 1000 * (time.perf_counter() - t0))
             _ENTRY.reset(token)
 
     def __call__(self, prompt=None, *, messages=None, **kwargs):
-        return self._metered(lambda: super(RoutedLM, self).__call__(prompt, messages=messages, **kwargs))
+        with self._metered():
+            return super().__call__(prompt, messages=messages, **kwargs)
 
     async def acall(self, prompt=None, *, messages=None, **kwargs):
-        token = _ENTRY.set(None)
-        t0 = time.perf_counter()
-        try:
+        with self._metered():
             return await super().acall(prompt, messages=messages, **kwargs)
-        finally:
-            meter_call(_ENTRY.get(), 1000 * (time.perf_counter() - t0))
-            _ENTRY.reset(token)
 
     def update_history(self, entry):
         """Meter the call (``entry``), and keep it in DSPy's histories (this LM's, its calling modules', the
