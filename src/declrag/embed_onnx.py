@@ -1,22 +1,12 @@
 """ONNX Runtime backends for the embedder: ``onnx`` (float32) and ``onnx-int8`` (dynamically quantized).
 
 sentence-transformers' own ONNX backend goes through ``optimum-onnx``, whose releases pin transformers below 5
-(``pip`` cannot resolve it next to declrag's transformers), so declrag builds the same thing from the public
-pieces, offline, from the local weights:
-
-1. the model's transformer is exported once with ``torch.onnx.export`` (eager attention, so that step 2 finds
-   the attention pattern);
-2. ONNX Runtime's transformer optimizer fuses attention, LayerNorm and GELU (``model_type="bert"`` for
-   BERT-like encoders; other architectures keep ONNX Runtime's generic graph optimizations);
-3. for ``onnx-int8``, ``quantize_dynamic`` quantizes the weights per channel to int8 (activations are quantized
-   per batch at run time), which runs on the CPU's integer dot-product instructions;
-4. each exported file is checked against the torch model on sample texts before it is kept (``meta.json``
-   records the cosines), and a failed export is one clear error that names the setting.
-
-The files are cached under ``<cache>/onnx/<sha256 of the weights folder>/``: the weights' content, not their
-path, names them, so a fine-tuned folder gets its own export and a moved one keeps it. Pooling (mean, CLS or
-max, from the model's ``1_Pooling`` config) and L2 normalisation are done here in NumPy, as
-sentence-transformers does them.
+(``pip`` cannot resolve it next to declrag's transformers), so declrag builds the same thing offline from the local
+weights (docs/guides/indexing.md): ``torch.onnx.export`` with eager attention (so that ONNX Runtime's transformer
+optimizer finds the attention pattern to fuse), ``quantize_dynamic`` for ``onnx-int8`` (int8 weights per channel),
+and every file checked against the torch model on sample texts before it is kept (``meta.json``). The files are
+cached under ``<cache>/onnx/<sha256 of the weights folder>/``: the content, not the path, names them. Pooling and L2
+normalisation are done here in NumPy, as sentence-transformers does them.
 """
 
 from __future__ import annotations

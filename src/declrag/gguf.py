@@ -1,13 +1,10 @@
 """Local GGUF models on this machine: where a model's file is, the llama.cpp build that runs it, and the guarded
 first load.
 
-A llama.cpp library built for instructions this CPU lacks (``-march=native`` on another host; AMX tiles on
-threads that never asked the kernel for them) kills the process that runs it with SIGILL, which Python cannot
-catch. So the first time a process loads a model with llama.cpp, `check_load` tries it in a child process (load,
-read a short prompt, one token) and remembers the outcome per (llama.cpp library files' hash, model file's hash,
-CPU flags) in ``<cache>/local-model.json``: a child that died by a signal becomes a `LocalModelCrash` naming the
-signal, the CPU's instruction sets, what the library was built for, and the fix; later processes read the
-outcome instead of trying again (a rebuilt library, another model file or another CPU is a new key).
+A llama.cpp library built for instructions this CPU lacks kills the process that runs it with SIGILL, which Python
+cannot catch. So the first time a process loads a model with llama.cpp, `check_load` tries it in a child process
+and remembers the outcome per (library files' hash, model file's hash, CPU flags) in ``<cache>/local-model.json``;
+a child that died by a signal becomes a `LocalModelCrash` naming the fix (docs/guides/local-models.md).
 
 Nothing here imports llama.cpp, DSPy or LiteLLM: `declrag --version` reads the library's system info through the
 same child (once per library build; remembered too).

@@ -1,26 +1,14 @@
-"""Peak resident memory (RSS) per stage of a long run, so that a user sees what a stage needs before a larger
-corpus runs out of memory.
+"""Peak resident memory (RSS) per stage of a long run (`MemoryTracker`, docs/guides/compile.md), so that a user
+sees what a stage needs before a larger corpus runs out of memory; and the allocator's hand-back of freed memory.
 
-    tracker = MemoryTracker()
-    with tracker.stage("search"):
-        ...
-    with tracker.stage("finetune"):
-        with tracker.stage("finetune.training"):   # stages nest: the outer one's peak covers the inner ones
-            ...
-    tracker.to_dict()   # {"method": ..., "peak_mb": ..., "stages": {"search": {"peak_mb": ..., ...}, ...}}
+How the peak is measured (``method``): ``vmhwm``, Linux's own high-water mark (``VmHWM``), reset at the start of
+every stage by writing ``5`` to ``/proc/self/clear_refs`` (exact, free while the stage runs, every thread of the
+process but no child); ``sampled`` where that reset is refused: a thread reads the RSS every ``interval_s`` (a
+shorter peak can be missed); ``none`` where the RSS cannot be read (stages carry their times only).
 
-How the peak is measured (``method`` in the result):
-
-- ``vmhwm``: Linux's own high-water mark of the process (``VmHWM`` in ``/proc/self/status``), reset at the start
-  of every stage by writing ``5`` to ``/proc/self/clear_refs``. Exact (the kernel tracks every page), costs
-  nothing while the stage runs, and covers every thread of the process (not child processes).
-- ``sampled``: where that reset is refused (another OS, a restricted container), a background thread reads the
-  RSS every ``interval_s`` seconds; a peak shorter than the interval can be missed.
-- ``none``: no way to read the RSS here; stages carry their times only.
-
-A reset clears the high-water mark of the whole process, so an inner stage's reset would hide the outer
-stage's earlier peak: every reading is therefore credited to all the stages open at that moment, and a stage's
-peak is the largest reading taken while it was open.
+A reset clears the high-water mark of the whole process, so an inner stage's reset would hide the outer stage's
+earlier peak: every reading is credited to all the stages open at that moment (stages nest), and a stage's peak
+is the largest reading taken while it was open.
 """
 
 from __future__ import annotations

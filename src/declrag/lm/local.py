@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import litellm
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError
@@ -20,14 +20,6 @@ from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 from ..device import gpu_layers
 from ..errors import DeclragError
 from ..gguf import LocalModelCrash, check_load, resolve_local
-
-if TYPE_CHECKING:
-    from llama_cpp.llama_types import (
-        ChatCompletionRequestMessage,
-        ChatCompletionStreamResponseDelta,
-        CreateChatCompletionResponse,
-    )
-
 
 LOCAL_CONTEXT = 8192
 CLOSE_WAIT_S = 10.0  # how long closing a local model waits for the call in progress on it
@@ -61,20 +53,21 @@ class _LlamaCpp:
             raise CustomLLMError(status_code=503, message="local model: unloaded; retry the call")
         return self.llm
 
+    def _create(self, llm: Any, messages: list[dict], temperature: float, max_tokens: int, stop, seed: int | None,
+                stream: bool = False) -> Any:
+        args = dict(temperature=temperature, max_tokens=max_tokens, stop=stop, seed=seed if seed is not None else 0,
+                    repeat_penalty=REPEAT_PENALTY, stream=stream)
+        if self.base:
+            return llm.create_completion(as_text(messages), **args)
+        return llm.create_chat_completion(messages=messages, **args)
+
     def chat(self, messages: list[dict], temperature: float, max_tokens: int, stop,
              seed: int | None) -> tuple[str, int, int]:
-        args = dict(temperature=temperature, max_tokens=max_tokens, stop=stop, seed=seed if seed is not None else 0,
-                    repeat_penalty=REPEAT_PENALTY)
         try:  # not streamed: one response
-            if self.base:
-                done = self._live().create_completion(as_text(messages), **args)
-                text = done["choices"][0]["text"]
-            else:
-                done = cast("CreateChatCompletionResponse", self._live().create_chat_completion(
-                    messages=cast("list[ChatCompletionRequestMessage]", messages), **args))
-                text = done["choices"][0]["message"]["content"]
+            done = self._create(self._live(), messages, temperature, max_tokens, stop, seed)
         except ValueError as e:  # e.g. the prompt is longer than the context window
             raise CustomLLMError(status_code=400, message=f"local model: {e}") from e
+        text = done["choices"][0]["text"] if self.base else done["choices"][0]["message"]["content"]
         u = done["usage"]
         return text or "", u["prompt_tokens"], u["completion_tokens"]
 
@@ -85,15 +78,9 @@ class _LlamaCpp:
         n_out, finish = 0, None
         try:
             llm = self._live()
-            args = dict(temperature=temperature, max_tokens=max_tokens, stop=stop,
-                        seed=seed if seed is not None else 0, repeat_penalty=REPEAT_PENALTY, stream=True)
-            chunks: Iterator[Any] = (llm.create_completion(as_text(messages), **args) if self.base else
-                                     llm.create_chat_completion(
-                                         messages=cast("list[ChatCompletionRequestMessage]", messages), **args))
-            for ch in chunks:
+            for ch in self._create(llm, messages, temperature, max_tokens, stop, seed, stream=True):
                 finish = ch["choices"][0]["finish_reason"] or finish
-                piece = ch["choices"][0].get("text") if self.base else cast(
-                    "ChatCompletionStreamResponseDelta", ch["choices"][0]["delta"]).get("content")
+                piece = ch["choices"][0].get("text") if self.base else ch["choices"][0]["delta"].get("content")
                 if text := piece:
                     n_out += 1  # one piece per token (a multi-byte character may span two)
                     yield text
@@ -113,27 +100,31 @@ class _Transformers:
         self.model.eval()
         self.base = not getattr(self.tok, "chat_template", None)  # a base model: text completion
 
-    def _ids(self, messages: list[dict]):
+    def _ids(self, messages: list[dict], seed: int | None):
+        import torch
+
+        if seed is not None:
+            torch.manual_seed(seed)
         if self.base:
             return self.tok(as_text(messages), return_tensors="pt")
         return self.tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+
+    def _generate(self, ids, temperature: float, max_tokens: int, **more: Any):
+        import torch
+
+        sample = temperature > 0
+        with torch.no_grad():
+            return self.model.generate(**ids, max_new_tokens=max_tokens, do_sample=sample,
+                                       repetition_penalty=REPEAT_PENALTY, temperature=temperature if sample else None,
+                                       top_p=None, top_k=None, pad_token_id=self.tok.eos_token_id, **more)
 
     def close(self) -> None:  # torch frees the weights with the last reference
         pass
 
     def chat(self, messages: list[dict], temperature: float, max_tokens: int, stop,
              seed: int | None) -> tuple[str, int, int]:
-        import torch
-
-        ids = self._ids(messages)
-        if seed is not None:
-            torch.manual_seed(seed)
-        sample = temperature > 0
-        with torch.no_grad():
-            out = self.model.generate(**ids, max_new_tokens=max_tokens, do_sample=sample,
-                                      repetition_penalty=REPEAT_PENALTY,
-                                      temperature=temperature if sample else None, top_p=None, top_k=None,
-                                      pad_token_id=self.tok.eos_token_id)
+        ids = self._ids(messages, seed)
+        out = self._generate(ids, temperature, max_tokens)
         n_in = ids["input_ids"].shape[1]
         text = self.tok.decode(out[0][n_in:], skip_special_tokens=True)
         for s in [stop] if isinstance(stop, str) else (stop or []):
@@ -144,14 +135,11 @@ class _Transformers:
                     seed: int | None) -> Generator[str, None, tuple[int, int]]:
         """The reply's text pieces as ``generate`` produces them (`TextIteratorStreamer`, generation on a
         thread); returns (prompt tokens, completion tokens). Closing the generator stops the generation."""
-        import torch
         from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
 
-        ids = self._ids(messages)
+        ids = self._ids(messages, seed)
         n_in = ids["input_ids"].shape[1]
-        if seed is not None:
-            torch.manual_seed(seed)
-        sample, cancelled = temperature > 0, threading.Event()
+        cancelled = threading.Event()
         result: dict[str, Any] = {}  # n_out, or the error raised on the generating thread
         streamer = TextIteratorStreamer(self.tok, skip_prompt=True, skip_special_tokens=True)
 
@@ -161,12 +149,8 @@ class _Transformers:
 
         def generate() -> None:
             try:
-                with torch.no_grad():
-                    out = self.model.generate(**ids, max_new_tokens=max_tokens, do_sample=sample,
-                                              repetition_penalty=REPEAT_PENALTY,
-                                              temperature=temperature if sample else None, top_p=None, top_k=None,
-                                              pad_token_id=self.tok.eos_token_id, streamer=streamer,
-                                              stopping_criteria=StoppingCriteriaList([Cancelled()]))
+                out = self._generate(ids, temperature, max_tokens, streamer=streamer,
+                                     stopping_criteria=StoppingCriteriaList([Cancelled()]))
                 result["n_out"] = int(out.shape[1] - n_in)
             except BaseException as e:  # raised again on the caller's thread
                 result["error"] = e
@@ -265,15 +249,12 @@ class LocalProvider(CustomLLM):
         super().__init__()
         self.models = models
 
-    def _model(self, name: str):
-        return self.models.get(name)
-
     def _call(self, model: str, optional_params: dict | None) -> tuple[Any, threading.Lock, tuple]:
         """The loaded model behind ``model``, its lock, and the sampling arguments its ``chat`` and
         ``stream_chat`` take after the messages (temperature, max_tokens, stop, seed)."""
         p = optional_params or {}
         try:
-            backend, lock = self._model(model)
+            backend, lock = self.models.get(model)
         except LocalModelCrash as e:
             raise CustomLLMError(status_code=503, message=str(e)) from e
         except DeclragError as e:

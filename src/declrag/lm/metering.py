@@ -61,8 +61,6 @@ class Meter:
 _METER: ContextVar[tuple[Meter, ...]] = ContextVar("declrag_meter", default=())  # innermost last
 _STAGE: ContextVar[str] = ContextVar("declrag_stage", default="other")
 _ENTRY: ContextVar[dict | None] = ContextVar("declrag_lm_entry", default=None)
-
-
 _OVERRIDE: ContextVar[Any] = ContextVar("declrag_lm_override", default=None)
 
 
@@ -108,6 +106,8 @@ class RoutedLM(dspy.LM):
 
     @contextmanager
     def _metered(self, messages: Any) -> Iterator[None]:
+        """Meter the call made inside (`update_history` hands over its history entry) into the caller's meters,
+        under its span."""
         token = _ENTRY.set(None)
         t0 = time.perf_counter()
         with lm_span(self.model, _STAGE.get(), self.kwargs, messages) as span:

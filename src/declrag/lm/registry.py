@@ -25,16 +25,10 @@ T = TypeVar("T")
 
 
 class Registry:
-    """What this process holds loaded, in one place (``declrag.registry``):
-
-    - ``lm(cfg)``: one DSPy LM per distinct `LMConfig`, shared by every stage and program (so one history,
-      one connection pool, one local model per configuration);
-    - ``local_models``: the GGUF models run in-process behind ``local/<name>`` routes;
-    - ``shared(kind, key, make)``: any other object the whole process shares, made once (the metrics'
-      embedding model, the LLM judges by route).
-
-    A program's own embedder and cross-encoder are not here: they belong to the program (or indexer) that uses
-    them. ``loaded()`` lists what is held; ``clear()`` lets all of it go (the next use loads again)."""
+    """What this process holds loaded, in one place (``declrag.registry``): one DSPy LM per distinct `LMConfig`,
+    shared by every stage and program (one history, one connection pool), the in-process local models, and any
+    other object the whole process shares (the metrics' embedding model, the LLM judges by route). A program's own
+    embedder and cross-encoder are not here: they belong to the program (or indexer) that uses them."""
 
     def __init__(self) -> None:
         self.local_models = local_models  # the models the ``local`` provider runs (`declrag.lm.local`)

@@ -1,13 +1,8 @@
 """Stores: where chunks live and how they are searched. `open_store` is the one way in.
 
-A store is named by a URI, and the scheme picks the backend (as Optuna picks a storage from its URL):
-
-- a plain path (or ``file://``): the embedded LanceDB store in that folder (`declrag.stores.lancedb`);
-- ``weaviate://host:port/Collection?grpc=50051`` (``weaviates://`` for TLS): a Weaviate collection
-  (`declrag.stores.weaviate`; the API key comes from the environment variable named by ``api_key_env``,
-  default ``WEAVIATE_API_KEY``, never from the URI).
-
-Each backend keeps its `StoreMeta` (ingest settings, metric) inside the store, so every backend checks
+A store is named by a URI, and the scheme picks the backend (`declrag.stores.base.BACKENDS`): a plain path (or
+``file://``) is the embedded LanceDB store in that folder, ``weaviate://host:port/Collection`` a Weaviate
+collection. Each backend keeps its `StoreMeta` (ingest settings, metric) inside the store, so every backend checks
 ingest settings the same way, here.
 """
 

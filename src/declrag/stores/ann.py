@@ -1,16 +1,8 @@
 """Approximate nearest neighbours for the embedded store's vector leg: a FAISS inverted-file index with 8-bit
-scalar-quantized vectors (IVF-SQ8), whose candidates are rescored exactly in float32.
-
-Why this index (measured on the 1M-chunk corpus of `declrag bench scale`, see the README):
-- on that corpus it built in 46 s on 2 cores (k-means on a sample, then one assignment pass) and found 0.956 of
-  the exact top 10 at nprobe 384 (0.938 at 256); FAISS's HNSW-SQ8 (M 16, efConstruction 64) took 152 s and found 0.83
-  at efSearch 256;
-- it filters exactly: a metadata filter becomes a bitmap that FAISS applies *inside* the search
-  (``IDSelectorBitmap``), so a filtered query searches only the rows that pass, with no over-fetch;
-- its codes take a quarter of the float32 vectors' memory (384 MB at 1M x 384), and the exact rescoring of
-  ``refine x k`` candidates against the snapshot's float32 matrix makes every returned score exact; only which
-  rows are found is approximate. ``nprobe`` (lists searched) and ``refine`` trade recall for latency, per query,
-  from the retrieve config (`declrag.config.AnnConfig`), so compile can search them.
+scalar-quantized vectors (IVF-SQ8), whose ``refine x k`` candidates are rescored exactly in float32, so every
+returned score is exact and only which rows are found is approximate. A metadata filter becomes a bitmap that
+FAISS applies inside the search (``IDSelectorBitmap``). Why this index rather than a graph index, measured on the
+1M-chunk corpus of `declrag bench scale`: docs/guides/search.md.
 
 The index belongs to one committed version of the chunks table and is saved beside its BM25 index
 (``search/ann-v<version>-<nlist>.faiss``): rebuilt when the table changes, loaded otherwise.
@@ -87,14 +79,10 @@ class IvfIndex:
         _faiss().write_index(self.index, str(tmp))
         os.replace(tmp, path)
 
-    @property
-    def nlist(self) -> int:
-        return int(self.index.nlist)
-
     def candidates(self, q: np.ndarray, k: int, nprobe: int, mask: np.ndarray | None = None) -> np.ndarray:
         """Rows of up to ``k`` approximate nearest neighbours of ``q`` (among the rows ``mask`` allows)."""
         faiss = _faiss()
-        params = faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist))
+        params = faiss.SearchParametersIVF(nprobe=min(nprobe, int(self.index.nlist)))
         if mask is not None:
             bits = np.packbits(mask.astype(np.uint8), bitorder="little")
             params.sel = faiss.IDSelectorBitmap(self.n, faiss.swig_ptr(bits))  # `bits` lives until we return

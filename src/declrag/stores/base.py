@@ -25,7 +25,6 @@ from ..types import Chunk, Document, Hit
 
 # fields a filter may name; all of them are stored on every chunk (page may be null)
 FILTER_FIELDS = {"id": str, "doc_id": str, "source": str, "title": str, "page": int, "position": int}
-NULLABLE = {"page"}
 # integers are stored as 32-bit on every backend; a filter value outside that range is refused
 INT_MIN, INT_MAX = -(2 ** 31), 2 ** 31 - 1
 MAX_DEPTH = 32  # how deep $and / $or may nest

@@ -82,13 +82,6 @@ class KeywordIndex:
             return np.zeros(self.n, dtype=np.float32)
         return self._bm25.get_scores(ids)
 
-    def search(self, query: str, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Top ``k`` rows with a positive score, best first; only rows where ``mask`` is true if given."""
-        s = self.scores(query)
-        if mask is not None:
-            s = np.where(mask, s, 0.0)
-        return top_k(s, k, positive=True)
-
 
 SAMPLED_TOP_K_ROWS = 50_000  # from this many scores, `top_k` narrows the candidates with a sampled threshold
 _STRIDE = 64

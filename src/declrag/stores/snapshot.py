@@ -140,17 +140,13 @@ class Snapshot:
 
     def nearest(self, q: np.ndarray, k: int, mask: np.ndarray | None,
                 ann: AnnConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Rows of the ``k`` most similar vectors and their cosine similarities, best first.
+        """Rows of the ``k`` most similar vectors and their cosine similarities (exact float32), best first.
 
-        With the approximate index (see `approximate`), ``ann.refine x k`` candidates come from it, searched
-        among the rows ``mask`` allows, and are rescored exactly here. Should it find fewer than ``k`` rows (a
-        filter that leaves few rows in the lists probed), the exact path below answers instead.
-
-        Scores are exact float32. Below `EXACT_ROWS` rows every vector is scored in float32; above it, a
-        float16 pass picks ``k + RESCORE_MARGIN`` candidates, which are then rescored in float32. The
-        float16 error on a cosine of unit vectors is ~1e-3, far below the score gap a margin of 128
-        candidates leaves, so the result is the exact top k in practice, at half the memory traffic.
-        """
+        With the approximate index (see `approximate`), ``ann.refine x k`` candidates come from it, among the rows
+        ``mask`` allows, rescored here; should it find fewer than ``k``, the exact path answers. Above `EXACT_ROWS`
+        rows a float16 pass picks ``k + RESCORE_MARGIN`` candidates to rescore: its error on a cosine of unit
+        vectors (~1e-3) is far below the score gap that margin leaves, so the result is the exact top k in
+        practice, at half the memory traffic."""
         n_ok = self.n if mask is None else int(mask.sum())
         if ann is not None and self.approximate(ann, n_ok):
             cand = self.ivf.candidates(q, k * ann.refine, ann.nprobe, mask)

@@ -68,7 +68,6 @@ class ScriptedLM:
 
         from dspy.utils.dummies import DummyLM
 
-
         class _Scripted(DummyLM):
             def __call__(self, prompt=None, *, messages=None, **kwargs):
                 t0 = time.perf_counter()
@@ -90,7 +89,6 @@ class ScriptedLM:
         return lm
 
 
-
 class StreamingLM:
     """A scripted LM that streams, for tests of token streaming: a DSPy LM (metered as declrag's are) on a
     LiteLLM provider of its own, ``declrag-fake``, so its tokens travel exactly as a remote route's or the local
@@ -103,7 +101,7 @@ class StreamingLM:
 
     def __new__(cls, reply: str | Callable[[list], str], delay: float = 0.0, gate: Any = None,
                 gate_timeout: float = 30.0):
-        provider = _FakeProvider.register()
+        provider = _fake_provider()
         key = f"s{next(_FAKE_IDS)}"
         lm = RoutedLM(f"declrag-fake/{key}", engine="litellm", cache=False, temperature=0.0, max_tokens=256,
                       num_retries=0)
@@ -121,23 +119,19 @@ def _fake_usage(messages: list, n_out: int) -> dict:
     return {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
 
 
-class _FakeProvider:
+def _fake_provider() -> Any:
     """The LiteLLM provider ``declrag-fake`` behind `StreamingLM` (registered on first use)."""
+    import litellm
 
-    @staticmethod
-    def register():
-        import litellm
-
-
-        setup()
-        for p in litellm.custom_provider_map:
-            if p.get("provider") == "declrag-fake":
-                return p["custom_handler"]
-        handler = _fake_handler()
-        litellm.custom_provider_map = [*litellm.custom_provider_map,
-                                       {"provider": "declrag-fake", "custom_handler": handler}]
-        litellm.utils.custom_llm_setup()
-        return handler
+    setup()
+    for p in litellm.custom_provider_map:
+        if p.get("provider") == "declrag-fake":
+            return p["custom_handler"]
+    handler = _fake_handler()
+    litellm.custom_provider_map = [*litellm.custom_provider_map,
+                                   {"provider": "declrag-fake", "custom_handler": handler}]
+    litellm.utils.custom_llm_setup()
+    return handler
 
 
 def _fake_handler() -> Any:

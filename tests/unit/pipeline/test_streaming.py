@@ -85,7 +85,7 @@ def test_a_consumer_that_leaves_stops_the_local_model(monkeypatch):
     whole = litellm.completion(model="local/smollm2", messages=story, max_tokens=48, temperature=0)
     assert whole.usage.completion_tokens == 48  # left alone, it writes until the limit
     handler = next(p["custom_handler"] for p in litellm.custom_provider_map if p["provider"] == "local")
-    backend, lock = handler._model("smollm2")
+    backend, lock = handler.models.get("smollm2")
     made, real = [], backend.stream_chat
 
     def counting(*args, **kwargs):

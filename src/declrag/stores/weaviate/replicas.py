@@ -1,23 +1,15 @@
 """Every node's copy of a replicated Weaviate collection checked against what was written, and what a crash lost
-written again (`WeaviateStore.verify`).
+written again (`WeaviateStore.verify`; the measurements behind it: docs/benchmarks/weaviate.md).
 
-Why: a node killed (SIGKILL, power loss) within seconds of a write can come back with every object but without
-some of their vectors. Weaviate 1.33's vector index keeps its own log, flushed apart from the objects', and
-nothing reconciles the two on start, nor does async replication (it compares objects, which are equal). That
-node then answers hybrid searches from the keyword leg alone, with no error, for as long as it runs; writing
-the same object again does not help (an unchanged vector is not indexed again). A node back from a crash
+Why: a node killed within seconds of a write can come back with every object but without some of their vectors
+(Weaviate 1.33's vector index keeps its own log, and nothing reconciles the two on start, nor does async
+replication); it then answers hybrid searches from the keyword leg alone, with no error. A node back from a crash
 can also lack objects written while it was down, until async replication brings them.
 
-How: each node that answers is asked, on a handle of its own at consistency ONE (a search is served by the
-node's own replica), for its chunk count and, a page of object ids at a time, which of those ids its vector
-index finds (a vector search restricted to the page's ids). Objects a node lacks are left to async
-replication for up to `REPLICATION_WAIT_S` (it writes them to that node alone), then written again through
-the store's own handle (an unchanged object written again reaches every replica); objects whose vectors a
-node lost are written at once with the vector nudged, then as it was (see `_write_again`), each read with its
-vector from a node whose vector index has it. A node that does not answer is reported, not failed, and checked
-on the next call. Anything written again moves Weaviate 1.33's BM25 scores slightly (`_write_again`): a caller
-that needs a copy exactly like a clean build rebuilds it (`declrag.ingest.corpus.corpus_store` does when it has just
-written the store).
+How: each node that answers is asked, on a handle of its own at consistency ONE, for its chunk count and, a page of
+ids at a time, which of them its vector index finds. Objects a node lacks are left to async replication for up to
+`REPLICATION_WAIT_S`, then written again through the store's handle; objects whose vectors a node lost are written
+again at once (`_write_again`). A node that does not answer is reported, not failed, and checked on the next call.
 """
 
 from __future__ import annotations
@@ -185,20 +177,17 @@ def _copy(node: Handle) -> _Copy:
 def _write_again(store: Handle, open_node: Callable[[str], Handle], copies: dict[str, _Copy | None],
                  lacking: set[str], no_vector: set[str], consistency: str | None) -> int:
     """Write again, through the store's handle, the objects some node lacks or holds without their vector, each
-    read (with its vector) from a node whose vector index has it, else from any node whose object still carries
-    it: a node may hold an object without its vector in its object store too (measured on 1.33.18), and a read
-    through the handle may be served by that node.
-
-    An object a node lacks is written as it is. An object whose vector a node lost is written twice: with its
-    vector nudged by one float step, then as it was (Weaviate indexes a vector again only when it changed).
-    Deleting and inserting would restore the vector too, but searches running meanwhile would miss the chunk.
-    Either way Weaviate 1.33 moves BM25 scores slightly for objects written again, until it compacts."""
+    read with its vector from a node whose vector index has it, else from any node whose object still carries it
+    (a node may hold an object without its vector in its object store too, measured on 1.33.18, and a read through
+    the handle may be served by that node). An object whose vector a node lost is written twice, its vector nudged
+    by one float step, then as it was: Weaviate indexes a vector again only when it changed (a delete and an insert
+    would drop the chunk from searches running meanwhile). Either way Weaviate 1.33 moves BM25 scores slightly for
+    objects written again, until it compacts."""
     from weaviate.classes.data import DataObject
     from weaviate.classes.query import Filter as W
 
     todo, n = lacking | no_vector, 0
-    # first from nodes whose vector index has them, then from any node holding them: every copy's vector index
-    # can lack a chunk whose object still carries its vector (a batch whose coordinator died, measured)
+    # every copy's vector index can lack a chunk whose object still carries its vector (a batch whose coordinator died)
     for where in ("indexed", "held"):
         for name, c in copies.items():
             if c is None or not (ids := sorted(todo & getattr(c, where))):

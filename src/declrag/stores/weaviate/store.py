@@ -30,10 +30,6 @@ BATCH = 1000  # objects per insert request
 PAGE = 5000  # objects per read request
 
 
-def _uuid(key: str) -> str:
-    return object_uuid(key)
-
-
 class WeaviateStore(Store):
     """The `Store` protocol on a Weaviate collection (see the module docstring)."""
 
@@ -239,7 +235,7 @@ class WeaviateStore(Store):
                                                                    "(or open_store in Python)")
             self._created = True
         self._check_index()
-        objs = [DataObject(properties=wire.chunk_props(c), uuid=_uuid(c.id), vector=v.tolist())
+        objs = [DataObject(properties=wire.chunk_props(c), uuid=object_uuid(c.id), vector=v.tolist())
                 for c, v in zip(chunks, vectors)]
         for i in range(0, len(objs), BATCH):
             self.insert(self.name, objs[i:i + BATCH])
@@ -251,7 +247,7 @@ class WeaviateStore(Store):
         if known:
             stale = W.by_property("doc_id").contains_any(known)
             if chunks:
-                stale = stale & W.by_id().contains_none([_uuid(c.id) for c in chunks])
+                stale = stale & W.by_id().contains_none([object_uuid(c.id) for c in chunks])
             self._delete_all(self.name, stale)
         recs = wire.document_objects(documents, chunks, file_stats or {})
         for i in range(0, len(recs), BATCH):
@@ -268,7 +264,7 @@ class WeaviateStore(Store):
 
         uniq, out = list(dict.fromkeys(keys)), []
         for i in range(0, len(uniq), PAGE):
-            part = [_uuid(k) for k in uniq[i:i + PAGE]]
+            part = [object_uuid(k) for k in uniq[i:i + PAGE]]
             res = self.call("read", lambda: self.collection(name).query.fetch_objects(  # called at once, in this pass
                 filters=W.by_id().contains_any(part), limit=len(part), return_properties=props))  # noqa: B023
             out.extend(res.objects)
@@ -304,7 +300,7 @@ class WeaviateStore(Store):
         if not doc_ids:
             return 0
         n = self._delete_all(self.name, W.by_property("doc_id").contains_any(list(doc_ids)))
-        self._delete_all(self.docs_name, W.by_id().contains_any([_uuid(d) for d in doc_ids]))  # records last
+        self._delete_all(self.docs_name, W.by_id().contains_any([object_uuid(d) for d in doc_ids]))  # records last
         return n
 
     def optimize(self) -> None:  # Weaviate compacts its own segments in the background
@@ -355,22 +351,18 @@ class WeaviateStore(Store):
                 for o in self._by_keys(self.docs_name, doc_ids, ["doc_id", "text"])}
 
     def keyword_search(self, query: str, limit: int = 10, where: Where = None) -> list[Hit]:
-        filt = wire.filter_pb(Filter.of(where))
-        if filt is False or not query_terms(query):
+        req = self._request(where, limit, score=True)
+        if req is None or not query_terms(query):
             return []
-        pb = wire.protos()
-        req = self._request(limit, filt, score=True)
-        req.bm25_search.CopyFrom(pb.base_search_pb2.BM25(query=query, properties=["text"]))
+        req.bm25_search.CopyFrom(wire.protos().base_search_pb2.BM25(query=query, properties=["text"]))
         return [Hit.of(c, s, keyword=s) for c, s in self._search("keyword search", req, "score") if s > 0]
 
     def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None,
                       ann: AnnConfig | None = None) -> list[Hit]:  # ann: Weaviate's index is set in the store URI
-        filt = wire.filter_pb(Filter.of(where))
-        if filt is False:
+        req = self._request(where, limit, distance=True)
+        if req is None:
             return []
-        pb = wire.protos()
-        req = self._request(limit, filt, distance=True)
-        req.near_vector.CopyFrom(pb.base_search_pb2.NearVector(vector_bytes=wire.vector_bytes(vector)))
+        req.near_vector.CopyFrom(wire.protos().base_search_pb2.NearVector(vector_bytes=wire.vector_bytes(vector)))
         return [Hit.of(c, 1.0 - d, vector=1.0 - d) for c, d in self._search("vector search", req, "distance")]
 
     def hybrid_search(self, query: str, vector: np.ndarray | None, limit: int = 10, alpha: float = 0.5,
@@ -378,14 +370,12 @@ class WeaviateStore(Store):
                       ann: AnnConfig | None = None) -> list[Hit]:
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha}")
-        filt = wire.filter_pb(Filter.of(where))
-        if filt is False:
+        req = self._request(where, max(limit, candidates), score=True)
+        if req is None:
             return []
-        pb = wire.protos()
-        h = pb.base_search_pb2.Hybrid
+        h = wire.protos().base_search_pb2.Hybrid
         # at alpha 0 (keyword only) Weaviate needs no vector. alpha goes in both fields: servers before 1.36.6
         # read ``alpha``, later ones ``alpha_param`` (which can say 0 explicitly)
-        req = self._request(max(limit, candidates), filt, score=True)
         req.hybrid_search.CopyFrom(h(
             query=query, properties=["text"], alpha=alpha, alpha_param=alpha, use_alpha_param=True,
             fusion_type=h.FUSION_TYPE_RELATIVE_SCORE if fusion == "relative" else h.FUSION_TYPE_RANKED,
@@ -396,8 +386,11 @@ class WeaviateStore(Store):
     # Searches build the request message themselves and read the reply's fields directly, without the
     # client library's generic query layer (its request validation and per-property decoding cost more than
     # the server's own query time on a small collection; see `declrag bench retrieval --store weaviate://`).
-    def _request(self, limit: int, filt, score: bool = False, distance: bool = False):
-        return wire.search_request(self.name, self.target.consistency, limit, filt, score, distance)
+    def _request(self, where: Where, limit: int, score: bool = False, distance: bool = False):
+        """A Search request for the chunks that pass ``where``; None when the filter matches nothing."""
+        filt = wire.filter_pb(Filter.of(where))
+        return None if filt is False else wire.search_request(self.name, self.target.consistency, limit, filt, score,
+                                                               distance)
 
     def search_stub(self):
         """The gRPC stub searches go through: on a channel of this handle to its current node, opened on first use."""
@@ -412,8 +405,7 @@ class WeaviateStore(Store):
 
     def _search(self, what: str, req, key: str) -> list[tuple[Chunk, float]]:
         """Run one Search request: the chunks of the reply, in order, with their score or distance."""
-        if not self._checked:
-            self._check_index()
+        self._check_index()
         end = time.monotonic() + self.target.timeout
 
         def call():  # on the node current at each attempt, within what is left of the request's timeout

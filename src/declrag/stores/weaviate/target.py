@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -239,21 +240,33 @@ def auth_error(t: Target, e: BaseException) -> DeclragError:
 _GRPC_AS_HTTP = {"UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403}
 
 
+def causes(e: BaseException | None) -> Iterator[BaseException]:
+    """``e`` and the exceptions it wraps, outermost first (at most 10)."""
+    for _ in range(10):
+        if e is None:
+            return
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def grpc_status(e: BaseException) -> str:
+    """A gRPC call's error: its status name (``UNAVAILABLE``...); "" for any other error."""
+    if not callable(code := getattr(e, "code", None)):
+        return ""
+    try:
+        return getattr(code(), "name", "")
+    except Exception:
+        return ""
+
+
 def http_status(e: BaseException | None) -> int | None:
-    """The HTTP status behind a client error, looking through the exceptions it wraps."""
-    seen = 0
-    while e is not None and seen < 10:
-        if isinstance(code := getattr(e, "status_code", None), int):
+    """The HTTP status behind a client error (a gRPC status as HTTP's), looking through the exceptions it wraps."""
+    for x in causes(e):
+        if isinstance(code := getattr(x, "status_code", None), int):
             return code
-        if callable(grpc_code := getattr(e, "code", None)):  # a gRPC call's error: its status, as HTTP's
-            try:
-                name = getattr(grpc_code(), "name", "")
-            except Exception:
-                name = ""
-            if name in _GRPC_AS_HTTP:
-                return _GRPC_AS_HTTP[name]
-        if m := re.search(r"status code: (\d{3})", str(e)):
+        if (name := grpc_status(x)) in _GRPC_AS_HTTP:
+            return _GRPC_AS_HTTP[name]
+        if m := re.search(r"status code: (\d{3})", str(x)):
             return int(m.group(1))
-        e, seen = e.__cause__ or e.__context__, seen + 1
     return None
 

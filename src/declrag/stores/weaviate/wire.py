@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
@@ -15,7 +16,7 @@ import numpy as np
 from ...types import Chunk
 from ..base import Cond, DocRecord, Filter, Node
 from ..fusion import object_uuid
-from .target import Target, Unreachable
+from .target import Target, Unreachable, causes, grpc_status
 
 CHUNK_INTS = ("start", "end", "position", "page", "parent_start", "parent_end")
 CHUNK_TEXTS = ("chunk_id", "doc_id", "text", "source", "title")
@@ -109,19 +110,8 @@ _DOWN_TEXT = ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED", "onnecti
 def node_down(e: BaseException | None) -> bool:
     """Whether a failure says that the node itself did not answer (refused, reset, unavailable, timed out),
     looking through the exceptions it wraps; not an error the node answered with."""
-    seen = 0
-    while e is not None and seen < 10:
-        if type(e).__name__ in _DOWN_TYPES or any(s in str(e) for s in _DOWN_TEXT):
-            return True
-        if callable(code := getattr(e, "code", None)):  # a gRPC call's error: its status
-            try:
-                name = getattr(code(), "name", "")
-            except Exception:
-                name = ""
-            if name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
-                return True
-        e, seen = e.__cause__ or e.__context__, seen + 1
-    return False
+    return any(type(x).__name__ in _DOWN_TYPES or any(s in str(x) for s in _DOWN_TEXT)
+               or grpc_status(x) in ("UNAVAILABLE", "DEADLINE_EXCEEDED") for x in causes(e))
 
 
 def error_detail(e: BaseException) -> str:
@@ -277,9 +267,7 @@ def document_objects(documents, chunks, stats: Mapping[str, tuple[int, int]]) ->
     """The document records of an upsert (each with its text, chunk count and file stats) as objects to write."""
     from weaviate.classes.data import DataObject  # with the client library, loaded by the store's first write
 
-    counts: dict[str, int] = {}
-    for c in chunks:
-        counts[c.doc_id] = counts.get(c.doc_id, 0) + 1
+    counts = Counter(c.doc_id for c in chunks)
     return [DataObject(uuid=object_uuid(d.id), properties={
         "doc_id": d.id, "source": d.source, "title": d.title, "page": d.page, "hash": d.hash, "text": d.text,
         "chunks": counts.get(d.id, 0), "mtime_ns": stats.get(d.source, (0, -1))[0],
