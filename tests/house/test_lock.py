@@ -15,7 +15,7 @@ from packaging.utils import canonicalize_name
 from tests.conftest import ROOT
 
 LOCK = ROOT / "requirements.lock"
-EXTRAS = ("dev", "offline", "postgres")  # what scripts/setup.sh installs (and scripts/lock.sh resolves)
+EXTRAS = ("dev", "offline", "postgres", "otel", "mlflow")  # what scripts/setup.sh installs (and scripts/lock.sh resolves)
 
 
 def locked() -> dict[str, list[Requirement]]:

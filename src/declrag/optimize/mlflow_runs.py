@@ -12,8 +12,11 @@ at once each reach their own run."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,8 @@ class MlflowRuns:
     def __init__(self, uri: str, experiment: str, study: str, params: dict[str, Any]):
         self.uri, self.client, self._lock = uri, _client(uri), threading.Lock()
         try:
+            if uri.startswith(("http://", "https://")):  # at once, not after MLflow's minutes of retries
+                _reachable(uri)
             found = self.client.get_experiment_by_name(experiment)
             self.experiment = found.experiment_id if found else self.client.create_experiment(experiment)
             self.run_id = self.client.create_run(self.experiment, run_name=study,
@@ -89,10 +94,25 @@ class MlflowRuns:
         from mlflow.entities import Metric, Param
 
         now = int(time.time() * 1000)
-        numbers = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()
+        numbers = [Metric(_name(k), float(v), now, 0) for k, v in (metrics or {}).items()
                    if isinstance(v, int | float) and not isinstance(v, bool)]
         with self._lock:
-            self.client.log_batch(run_id, metrics=numbers, params=[Param(k, v) for k, v in (params or {}).items()])
+            self.client.log_batch(run_id, metrics=numbers,
+                                  params=[Param(_name(k), v) for k, v in (params or {}).items()])
+
+
+def _name(key: str) -> str:
+    """A metric or parameter name MLflow takes (letters, digits, ``_-. :/``): ``ndcg@10`` is ``ndcg_at_10``."""
+    return re.sub(r"[^\w\-. :/]", "_", key.replace("@", "_at_"))
+
+
+def _reachable(uri: str) -> None:
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).close()
+    except urllib.error.HTTPError:  # it answers (a proxy's 401, an old server's 404): reachable
+        pass
+    except (OSError, ValueError) as e:
+        raise RuntimeError(f"the tracking server does not answer ({getattr(e, 'reason', e)})") from None
 
 
 def _flat(params: dict[str, Any], prefix: str = "") -> dict[str, str]:
