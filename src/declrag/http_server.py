@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import hmac
 from collections.abc import Iterator
 
 import uvicorn
+
+
+def bearer_ok(authorization: bytes, key: str) -> bool:
+    """Whether an ``Authorization`` header's value is ``Bearer <key>``, compared in constant time."""
+    scheme, _, given = authorization.decode("latin-1").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), key.encode())
 
 
 class Server(uvicorn.Server):
@@ -23,4 +30,4 @@ class Server(uvicorn.Server):
             captured.clear()
 
 
-__all__ = ["Server"]
+__all__ = ["Server", "bearer_ok"]

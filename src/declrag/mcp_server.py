@@ -8,11 +8,15 @@ output is the protocol: whatever is written to it while loading goes to standard
 No ``from __future__ import annotations`` here: the SDK reads the tools' signatures, whose annotations name
 the loaded program's defaults, when they are registered."""
 
+import asyncio
 import contextlib
+import contextvars
+import json
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,7 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .about import package_version
 from .errors import DeclragError
-from .http_server import Server
+from .http_server import Server, bearer_ok
 from .inputs import user_text
 from .payloads import Citation, SearchHit
 from .pipeline.program import RAGProgram
@@ -109,14 +113,47 @@ def _check_where(where: dict[str, Any] | None) -> None:
         raise ToolError("where: " + one_line(e)) from e
 
 
-def build_server(program: RAGProgram, name: str = "declrag") -> MCPServer:
-    """An `MCPServer` whose ``search`` and ``ask`` tools run ``program`` (loaded; see `load_program`)."""
+@dataclass
+class CallLimits:
+    """How the tools' calls are admitted: at most ``max_in_flight`` at once (one more is refused at once with a
+    "busy" tool error), each answered within ``timeout_s`` (else a "timeout" tool error; the call's thread still
+    counts until it ends). Per server process, as `declrag serve`'s."""
+
+    timeout_s: float = 120.0
+    max_in_flight: int = 8
+
+
+class _Gate:
+    def __init__(self, limits: CallLimits):
+        self.limits, self.in_flight = limits, 0
+
+    async def run(self, work: Callable[[], Any]) -> Any:
+        """``work()`` on a worker thread, in the caller's context (its LM, its trace), within the limits."""
+        lim = self.limits
+        if self.in_flight >= lim.max_in_flight:
+            raise ToolError(f"busy: {self.in_flight} calls in flight (the limit is {lim.max_in_flight}); retry later")
+        self.in_flight += 1
+        fut = asyncio.get_running_loop().run_in_executor(None, contextvars.copy_context().run, work)
+        fut.add_done_callback(self._release)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), lim.timeout_s)
+        except TimeoutError:
+            raise ToolError(f"timeout: no result within {lim.timeout_s:g} s") from None
+
+    def _release(self, _: Any) -> None:
+        self.in_flight -= 1
+
+
+def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits | None = None) -> MCPServer:
+    """An `MCPServer` whose ``search`` and ``ask`` tools run ``program`` (loaded; see `load_program`) within
+    ``limits``."""
+    gate = _Gate(limits or CallLimits())
     server = _Server(name="declrag", title=f"declrag: {name}", version=package_version("declrag"),
                      instructions=f"Search and question the documents of the declrag program {name!r}. `search` "
                                   "returns the ranked passages; `ask` answers with citations to them.")
     limit, too_long = program.config.max_question_chars, "shorten it, or raise max_question_chars in the program config"
 
-    def search(
+    async def search(
         query: Annotated[str, Field(description="what to look for (a question or keywords)")],
         history: History = None,
         where: Where = None,
@@ -129,10 +166,10 @@ def build_server(program: RAGProgram, name: str = "declrag") -> MCPServer:
         with _tool_errors():
             text = user_text(query, "query", limit, hint=too_long)
             _check_where(where)
-            hits = program.search(text, history=history, where=where, k=k, alpha=alpha)
+            hits = await gate.run(lambda: program.search(text, history=history, where=where, k=k, alpha=alpha))
         return SearchResult(hits=[SearchHit(**SearchHit.payload(h, i)) for i, h in enumerate(hits, 1)])
 
-    def ask(
+    async def ask(
         question: Annotated[str, Field(description="the question")],
         history: History = None,
         where: Where = None,
@@ -140,7 +177,7 @@ def build_server(program: RAGProgram, name: str = "declrag") -> MCPServer:
         with _tool_errors():
             text = user_text(question, "question", limit, hint=too_long)
             _check_where(where)
-            a = program(question=text, history=history, where=where).to_dict()
+            a = (await gate.run(lambda: program(question=text, history=history, where=where))).to_dict()
         return AskResult.model_validate({k: a[k] for k in AskResult.model_fields})
 
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
@@ -194,26 +231,52 @@ def stdout_to_stderr() -> Iterator[None]:
             os.close(saved)
 
 
+class KeyGuard:
+    """Pure ASGI middleware of the HTTP transport: a request without ``Authorization: Bearer <key>`` (compared in
+    constant time, as `declrag serve` does) is answered 401 with a JSON-RPC error, before the MCP app sees it."""
+
+    BODY = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32001, "message": "unauthorized: send the server's API key as 'Authorization: Bearer <key>'"}})
+
+    def __init__(self, app: Any, key: str):
+        self.app, self.key = app, key
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            auth = next((v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"), b"")
+            if not bearer_ok(auth, self.key):
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": self.BODY.encode()})
+                return
+        await self.app(scope, receive, send)
+
+
 def run(target: str | Path | None = None, *, config: str | Path | None = None, store: str | Path | None = None,
         model: str | None = None, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000,
-        say: Callable[[str], None] = print) -> None:
+        api_key: str | None = None, limits: CallLimits | None = None, say: Callable[[str], None] = print) -> None:
     """Load the program, then serve its tools until the client disconnects (stdio) or SIGTERM / Ctrl-C (HTTP).
-    ``say`` gets the start-up lines (write them to standard error for stdio)."""
+    ``api_key``: the key HTTP clients must send (none: no check); ``say`` gets the start-up lines (write them to
+    standard error for stdio)."""
     protect = stdout_to_stderr() if transport == "stdio" else contextlib.nullcontext()
     with protect:
         name, what, program = load_program(target, config=config, store=store, model=model, say=say)
-        server = build_server(program, name)
+        server = build_server(program, name, limits)
     if transport == "stdio":
         say(f"declrag mcp: {what} as {name!r} over stdio (tools: search, ask)")
         server.run("stdio")
         return
     where = f"[{host}]" if ":" in host else host
-    say(f"declrag mcp: {what} as {name!r} on http://{where}:{port}{HTTP_PATH} (streamable HTTP; tools: search, ask)")
-    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)  # host: DNS-rebinding protection
+    say(f"declrag mcp: {what} as {name!r} on http://{where}:{port}{HTTP_PATH} (streamable HTTP; tools: search, ask; "
+        + ("API key required)" if api_key else "no API key: any client on the network may call it)"))
+    app: Any = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)  # host: DNS-rebinding guard
+    if api_key:
+        app = KeyGuard(app, api_key)
     http = Server(uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=30))
     http.run()
     if http.stopped_by:
         say("stopped")
 
 
-__all__ = ["AskResult", "MAX_K", "SearchResult", "build_server", "load_program", "run", "stdout_to_stderr"]
+__all__ = ["AskResult", "CallLimits", "KeyGuard", "MAX_K", "SearchResult", "build_server", "load_program", "run",
+           "stdout_to_stderr"]

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from ..errors import DeclragError
+from ..inputs import api_key_problem
 
 LOG_WIDTH = 1000  # columns a table may take when printed to a pipe or a file (a log keeps every number whole)
 
@@ -93,3 +94,33 @@ TargetArg = Annotated[Path | None, typer.Argument(
          "MLflow (runs:/RUN_ID/program, with $MLFLOW_TRACKING_URI) (default: the default program over --store)")]
 ProgramFileOpt = Annotated[Path | None, typer.Option(
     "--config", help="a program config file (YAML or JSON) instead of a saved program")]
+
+
+ApiKeyFileOpt = Annotated[Path | None, typer.Option(
+    help="file holding the key clients must send as 'Authorization: Bearer <key>' "
+         "(default: $DECLRAG_API_KEY; none: no auth)")]
+TimeoutOpt = Annotated[float, typer.Option(help="seconds a request may take (504 beyond)")]
+MaxInFlightOpt = Annotated[int, typer.Option(help="questions answered at once; more get 503 with Retry-After at once")]
+
+
+def api_key_from(path: Path | None) -> str | None:
+    """The API key of `declrag serve` and `declrag mcp`: from --api-key-file, else $DECLRAG_API_KEY, else none (no
+    auth). A key that no HTTP client could send (not visible ASCII) is refused here, naming where it came from."""
+    if path is None:
+        key, origin = os.environ.get("DECLRAG_API_KEY") or None, "in $DECLRAG_API_KEY"
+        if key is None:
+            return None
+    else:
+        origin = f"in {path}"
+        try:
+            key = path.read_text(encoding="utf-8", errors="surrogateescape").strip()
+        except OSError as e:
+            raise DeclragError(f"cannot read the API key file {path}: {e.strerror}",
+                               hint="check the path and its permissions") from e
+        if not key:
+            raise DeclragError(f"the API key file {path} is empty", hint="write the key in it (one line)")
+    if problem := api_key_problem(key):
+        raise DeclragError(f"the API key {origin} {problem}",
+                           hint="choose a key of ASCII letters, digits and punctuation, "
+                                "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+    return key

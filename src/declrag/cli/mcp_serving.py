@@ -7,8 +7,17 @@ from typing import Annotated
 
 import typer
 
+from ..errors import DeclragError
 from .app import app
-from .common import ModelOpt, ProgramFileOpt, StoreOpt, TargetArg, err
+from .common import (
+    ApiKeyFileOpt,
+    ModelOpt,
+    ProgramFileOpt,
+    StoreOpt,
+    TargetArg,
+    api_key_from,
+    err,
+)
 
 
 class McpTransport(StrEnum):
@@ -27,10 +36,23 @@ def mcp(
              "http: streamable HTTP on --host/--port, path /mcp")] = McpTransport.stdio,
     host: Annotated[str, typer.Option(help="with --transport http: address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="with --transport http: port to listen on")] = 8000,
+    api_key_file: ApiKeyFileOpt = None,
+    timeout: Annotated[float, typer.Option(
+        help="seconds a tool call may take (a 'timeout' tool error beyond)")] = 120.0,
+    max_in_flight: Annotated[int, typer.Option(
+        help="tool calls run at once; one more gets a 'busy' tool error at once")] = 8,
 ):
     """Serve a program as Model Context Protocol tools: search (ranked passages) and ask (answer with citations)."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
-    from ..mcp_server import run
+    from ..mcp_server import CallLimits, run
 
+    if timeout <= 0 or max_in_flight < 1:
+        raise DeclragError("--timeout is seconds > 0 and --max-in-flight a whole number >= 1",
+                           hint="e.g. --timeout 120 --max-in-flight 8")
+    if api_key_file is not None and transport == McpTransport.stdio:
+        raise DeclragError("--api-key-file guards --transport http; over stdio the client starts this command itself",
+                           hint="drop --api-key-file, or add --transport http")
+    key = api_key_from(api_key_file) if transport == McpTransport.http else None
     run(target, config=config, store=store, model=model, transport=transport.value, host=host, port=port,
+        api_key=key, limits=CallLimits(timeout, max_in_flight),
         say=lambda m: err.print(m, markup=False, highlight=False))

@@ -6,7 +6,6 @@ loading, admission, the worker threads, answering and failures are `declrag.serv
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import time
@@ -26,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import tracing
 from ..errors import DeclragError
+from ..http_server import bearer_ok
 from ..pipeline.selection import DEFAULT_NAME
 from . import openai_compat as oai
 from .jsonenc import FastJSONResponse
@@ -76,11 +76,7 @@ class Guard:
                 length = v
         try:
             too_big = f"request body is larger than {self.max_body} bytes"
-            # "Bearer <key>", compared in constant time
-            scheme, _, given = auth.decode("latin-1").partition(" ")
-            authorized = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
-                                                                            (self.key or "").encode())
-            if self.key and route not in OPEN_ROUTES and not authorized:
+            if self.key and route not in OPEN_ROUTES and not bearer_ok(auth, self.key):
                 self.metrics.errors.labels(route, "unauthorized").inc()
                 return await error_response(401, "unauthorized",
                                             headers={"WWW-Authenticate": "Bearer"})(scope, receive, send_)

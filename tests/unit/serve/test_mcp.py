@@ -29,7 +29,7 @@ import declrag
 from declrag.cli import main
 from declrag.config import ProgramConfig
 from declrag.lm import using_lm
-from declrag.mcp_server import MAX_K, build_server, stdout_to_stderr
+from declrag.mcp_server import MAX_K, CallLimits, build_server, stdout_to_stderr
 from declrag.pipeline.program import RAGProgram
 from declrag.stores.base import StoreMeta
 from declrag.stores.lancedb import LanceStore
@@ -39,6 +39,7 @@ from declrag.testing.store_contract import TEXTS, corpus
 SCRIPT = Path(sys.executable).parent / "declrag"
 Q = "What is the capital of Italy?"
 ANSWER = "Rome is the capital of Italy [1]."
+KEY = "mcp-s3cret"
 
 # (arguments of `search`, what its one-line error says)
 BAD_SEARCH = [
@@ -146,6 +147,53 @@ def test_ask_checks_its_arguments_too(prog):
     assert bad_turn.is_error and "history[0].content" in text_of(bad_turn)
     assert bad_filter.is_error and text_of(bad_filter).startswith("Error executing tool ask: where: invalid filter")
     assert unknown.is_error and "Unknown tool: nope" in text_of(unknown)
+
+
+def test_a_call_past_its_timeout_is_a_timeout_error_and_the_server_goes_on(prog):
+    server = build_server(prog, "demo", CallLimits(timeout_s=0.3))
+
+    async def go():
+        async with Client(server) as c:
+            with using_lm(ScriptedLM({}, {"answer": ANSWER}, delay=1.5)):
+                slow = await c.call_tool("ask", {"question": Q})
+            with using_lm(ScriptedLM({}, {"answer": ANSWER})):
+                fast = await c.call_tool("ask", {"question": Q})
+            return slow, fast
+
+    slow, fast = anyio.run(go)
+    assert slow.is_error and "timeout: no result within 0.3 s" in text_of(slow)
+    assert not fast.is_error and fast.structured_content["answer"] == ANSWER
+
+
+def test_calls_beyond_the_limit_are_refused_busy_at_once(prog):
+    server = build_server(prog, "demo", CallLimits(max_in_flight=1))
+    results: dict[str, object] = {}
+
+    async def go():
+        async with Client(server) as c:
+            async def slow():
+                results["slow"] = await c.call_tool("ask", {"question": Q})
+
+            with using_lm(ScriptedLM({}, {"answer": ANSWER}, delay=1.5)):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(slow)
+                    await anyio.sleep(0.5)  # the slow call holds the one place
+                    t0 = time.monotonic()
+                    results["busy"] = await c.call_tool("search", {"query": Q})
+                    results["busy_s"] = time.monotonic() - t0
+            results["after"] = await c.call_tool("search", {"query": Q})
+
+    anyio.run(go)
+    assert results["busy"].is_error and "busy: 1 calls in flight (the limit is 1)" in text_of(results["busy"])
+    assert results["busy_s"] < 0.5  # refused at once, not queued
+    assert not results["slow"].is_error and not results["after"].is_error
+
+
+def test_an_api_key_over_stdio_is_refused_in_one_line(capsys, tmp_path):
+    (tmp_path / "key").write_text(KEY)
+    code = main(["mcp", "--api-key-file", str(tmp_path / "key")])
+    out, err = capsys.readouterr()
+    assert code == 2 and "--api-key-file guards --transport http" in err and "Traceback" not in err
 
 
 def test_load_time_output_goes_to_stderr(capfd):
@@ -268,12 +316,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_over_streamable_http(saved, tmp_path):
+def test_over_streamable_http_behind_the_api_key(saved, tmp_path):
+    import httpx2
+
     run, program = saved
     port = _free_port()
+    env = {**os.environ, "DECLRAG_API_KEY": KEY}
     with open(tmp_path / "log.txt", "w") as log:
         proc = subprocess.Popen([str(SCRIPT), "mcp", str(run), "--transport", "http", "--port", str(port)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -283,15 +334,28 @@ def test_over_streamable_http(saved, tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "log.txt").read_text()
             time.sleep(0.3)
 
-        async def go():
+        url = f"http://127.0.0.1:{port}/mcp"
+
+        async def go(key: str | None):
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
             with anyio.fail_after(240):
-                async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (r, w), ClientSession(r, w) as s:
+                async with httpx2.AsyncClient(headers=headers, timeout=240) as http, \
+                        streamable_http_client(url, http_client=http) as (r, w), ClientSession(r, w) as s:
                     return await _session_calls(s, E2E_CALLS)
 
-        _check_e2e(anyio.run(go), program)
+        refused = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+                              headers={"Authorization": "Bearer wrong-key"})
+        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+        assert refused.json()["error"]["code"] == -32001 and "unauthorized" in refused.json()["error"]["message"]
+        for key in (None, "wrong-key"):  # the SDK's client, without the key or with a wrong one, gets no session
+            with pytest.raises(Exception) as e:  # noqa: B017 (an ExceptionGroup of the SDK's task groups)
+                anyio.run(go, key)
+            assert "MCPError(-32001" in repr(e.value) and "unauthorized" in repr(e.value), repr(e.value)
+        _check_e2e(anyio.run(go, KEY), program)
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=60)
     text = (tmp_path / "log.txt").read_text()
     assert code == 0 and f"on http://127.0.0.1:{port}/mcp (streamable HTTP" in text and "Traceback" not in text, text
+    assert "API key required" in text
     assert text.rstrip().endswith("stopped"), text
