@@ -166,11 +166,10 @@ def squad(files: dict[str, Path], articles: bool = False) -> Parsed:
                     for qa in para.get("qas") or []:
                         impossible, meta = bool(qa.get("is_impossible", False)), {}
                         answers, starts = ((), ()) if impossible else _spans(qa.get("answers"))
-                        if offsets and starts:
-                            starts = tuple(s + offsets[pi] if s is not None and s >= 0 else s for s in starts)
                         plausible, pstarts = _spans(qa.get("plausible_answers"))
-                        if offsets and pstarts:
-                            pstarts = tuple(s + offsets[pi] if s is not None and s >= 0 else s for s in pstarts)
+                        if offsets:  # the paragraph's offsets moved into the article
+                            starts, pstarts = (tuple(s + offsets[pi] if s is not None and s >= 0 else s for s in xs)
+                                               for xs in (starts, pstarts))
                         if impossible and plausible:
                             meta = {"plausible_answers": list(plausible), "plausible_answer_starts": list(pstarts)}
                         out.append(Example(id=str(qa["id"]), question=qa["question"], answers=answers,

@@ -1,15 +1,10 @@
-"""The MTRAG / MTRAG-UN task format (IBM's mt-rag-benchmark, ``generation_tasks/*.jsonl``): one task a line, the
-conversation so far as ``input`` (``{speaker: user/agent, text}`` turns, the last the user's question), its
-reference passages as ``contexts`` (``{document_id, text, title?}``), the reference answer as ``targets`` and
-the labels ``answerability``, ``Multi-Turn`` and ``Question Type``.
+"""The MTRAG / MTRAG-UN task format (IBM's mt-rag-benchmark, ``generation_tasks/*.jsonl``; docs/guides/
+conversation.md): one task a line, the conversation so far as ``input`` (the last turn the user's question), its
+reference passages as ``contexts``, the reference answer as ``targets`` and its labels.
 
 The corpus is the tasks' reference passages, ids kept (the benchmark's full corpora are separate downloads).
-Each task becomes an `Example`: the last user turn is the question, the turns before it the history, the
-reference passages the gold documents, and the labels go to ``metadata`` (``answerability``, ``multi_turn``,
-``question_type``, plus ``conversation_id``, ``turn`` and ``collection``). UNANSWERABLE tasks expect the
-abstention (``answerable`` false). UNDERSPECIFIED tasks are answerable by a clarifying question, which is their
-reference answer: they are scored like the others against it, and reports show them apart (label
-``answerability``), since neither an abstention nor a confident answer is right there.
+UNDERSPECIFIED tasks are answerable by a clarifying question, which is their reference answer; reports show them
+apart (label ``answerability``), since neither an abstention nor a confident answer is right there.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """GEPA's feedback text: what was wrong with one answer, in plain English, from the deterministic grounding tier.
 
-DSPy's GEPA rewrites a predictor's instructions by reading, for a few examples, the program's output and a
-feedback text; a bare score tells its reflection model that an answer was bad, not why. `findings` tells it why,
-with no LM call, by the rules of the grounding metrics (`declrag.pipeline.extract.check`, `declrag.metrics.grounding`):
-
-1. the abstention, when it was wrong: an unanswerable question answered, or an answerable one abstained on
-   although the reference answer was in the retrieved passages;
-2. the names, numbers and dates (and quotes) of the answer that the passages never mention;
-3. the sentences no passage supports;
-4. the sentences whose ``[n]`` citation points at a passage that does not support them while another does;
-5. an answer that does not hold the reference answer (and whether the passages did).
-
-Most telling first: each line is cut short and the text stops at ``limit`` characters (about 800), so a long,
-bad answer cannot crowd the reflection prompt. An answer with none of these gets one short "no problems" line.
+A bare score tells GEPA's reflection model that an answer was bad, not why. `findings` tells it why, with no LM
+call, by the rules of the grounding metrics (`declrag.pipeline.extract.check`): a wrong abstention, the names,
+numbers and dates no passage mentions, unsupported sentences, citations that point at the wrong passage, and a
+missed reference answer. Most telling first, each line cut short and the text stopped at ``limit`` characters,
+so that a long, bad answer cannot crowd the reflection prompt.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
-"""Retrieval metrics over passages, independent of chunking: one truth, whatever the chunk size.
+"""Retrieval metrics over passages, independent of chunking: one truth, whatever the chunk size (the units and
+the metrics are defined in docs/guides/eval.md, "Retrieval over passages").
 
-A question's truth is one of three units, chosen per question (`unit_of`), the most precise it has:
-
-- ``span``: gold spans ``(document, start, end, grade)`` (`declrag.types.GoldSpan`): given in the set; an
-  extractive answer's offset in its one gold document (SQuAD's); or, for short answers without offsets, where they
-  occur in their gold documents, found when the set is loaded (every occurrence, one credit). A retrieved passage
-  (a chunk's character span in its document) **covers** a gold span when it contains it, or holds at least half of
-  it and the answer string the span carries (normalized; a span without one: half of it is enough). Spans that
-  overlap one another (SQuAD's several annotators marking the same answer) are one credit: covering any covers it.
-- ``answer``: short reference answers (at most `SHORT_ANSWER_TOKENS` normalized tokens) and no gold document: a
-  passage is relevant when it holds a reference answer, normalized as SQuAD normalizes (whole tokens). The question
-  has one credit: the first such passage.
-- ``document``: the gold documents themselves, for corpora whose documents are passages (BEIR, MTRAG) and questions
-  whose answers occur nowhere in them (yes/no, free text): the ranking is the documents in the order of their best
-  passage (`doc_ranking`).
-
-Over passages, each credit counts once: hit@k (a credit within the top k), recall@k (the share of credits covered
-within the top k), MRR@k (1 / rank of the first passage that covers a credit), nDCG@k (a passage's gain is the
-grades of the credits it covers first; the ideal puts the grades, highest first, one per rank; capped at 1) and
-precision@k (passages in the top k that cover a credit, over k).
+A question's truth is one unit, the most precise it has (`unit_of`): ``span`` (gold spans, `GoldSpan`: a passage
+**covers** one when it contains it, or at least half of it and the answer string the span carries), ``answer``
+(short reference answers and no gold document: a passage holding one is relevant; one credit) or ``document``
+(the gold documents, ranked by their best passage). Over passages each credit counts once; spans that overlap one
+another (SQuAD's several annotators marking the same answer) are one credit.
 """
 
 from __future__ import annotations
@@ -29,7 +16,7 @@ from typing import Any, Literal
 
 from ..text import squad_normalize
 from ..types import GoldSpan
-from .retrieval import RETRIEVAL_METRICS, doc_ranking, hit_at_k, mrr_at_k, ndcg_at_k, precision_at_k, recall_at_k
+from .retrieval import RETRIEVAL_METRICS, at_k, doc_ranking, split_at
 
 Unit = Literal["span", "answer", "document"]
 # how each unit reads in a report
@@ -112,16 +99,11 @@ def _fields(p: Any) -> tuple[str, int, int, str]:
     return p.doc_id, p.start, p.end, p.text
 
 
-def _at(name: str) -> tuple[str, int]:
-    kind, _, k = name.partition("@")
-    return kind, int(k)
-
-
 def credit_scores(covered: Sequence[set[int]], grades: Sequence[int], names: Iterable[str]) -> dict[str, float]:
     """Each metric ``kind@k`` over passages whose credits are ``covered`` (rank order), each credit once."""
     out = {}
     for name in names:
-        kind, k = _at(name)
+        kind, k = split_at(name)
         seen: set[int] = set()
         first: list[set[int]] = []  # per rank: the credits covered here for the first time
         for c in covered[:k]:
@@ -156,13 +138,7 @@ def passage_scores(passages: Sequence[Any], spans: Sequence[GoldSpan], answers: 
         return None
     if unit == "document":
         ranked = doc_ranking(_fields(p)[0] for p in passages)
-        return {n: RETRIEVAL_METRICS[n](ranked, gold) if n in RETRIEVAL_METRICS else _doc_metric(n, ranked, gold)
-                for n in names}, unit
+        return {n: at_k(n, ranked, gold) for n in names}, unit
     covered, grades = coverage(passages, spans) if unit == "span" else answer_coverage(passages, answers, gold)
     return credit_scores(covered, grades, names), unit
 
-
-def _doc_metric(name: str, ranked: list[str], gold: dict[str, int]) -> float:
-    kind, k = _at(name)
-    fn = {"hit": hit_at_k, "recall": recall_at_k, "precision": precision_at_k, "mrr": mrr_at_k, "ndcg": ndcg_at_k}
-    return fn[kind](ranked, gold, k)

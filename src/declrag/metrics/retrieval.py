@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 
 
 def doc_ranking(doc_ids: Iterable[str]) -> list[str]:
@@ -44,15 +45,23 @@ def ndcg_at_k(ranked: Sequence[str], gold: Mapping[str, int], k: int) -> float:
     return dcg / idcg if idcg else 0.0
 
 
-RETRIEVAL_METRICS = {
-    "ndcg@10": lambda r, g: ndcg_at_k(r, g, 10),
-    "recall@5": lambda r, g: recall_at_k(r, g, 5),
-    "recall@10": lambda r, g: recall_at_k(r, g, 10),
-    "mrr@10": lambda r, g: mrr_at_k(r, g, 10),
-    "hit@1": lambda r, g: hit_at_k(r, g, 1),
-    "hit@5": lambda r, g: hit_at_k(r, g, 5),
-    "hit@20": lambda r, g: hit_at_k(r, g, 20),
-}
+AT_K = {"hit": hit_at_k, "recall": recall_at_k, "precision": precision_at_k, "mrr": mrr_at_k, "ndcg": ndcg_at_k}
+
+
+def split_at(name: str) -> tuple[str, int]:
+    """A metric's name as its kind and depth: ``ndcg@10`` -> ``("ndcg", 10)``."""
+    kind, _, k = name.partition("@")
+    return kind, int(k)
+
+
+def at_k(name: str, ranked: Sequence[str], gold: Mapping[str, int]) -> float:
+    """The metric ``name`` (``kind@k``, a kind of `AT_K`) of a ranking."""
+    kind, k = split_at(name)
+    return AT_K[kind](ranked, gold, k)
+
+
+RETRIEVAL_METRICS = {name: partial(at_k, name)
+                     for name in ("ndcg@10", "recall@5", "recall@10", "mrr@10", "hit@1", "hit@5", "hit@20")}
 
 
 def retrieval_scores(ranked: Sequence[str], gold: Mapping[str, int],

@@ -1,10 +1,7 @@
 """Compile: search a declared space of RAG programs for the best one on a golden set (`compile`).
 
-The surface is the names below; the modules behind them are the parts of a compile: `run` (the run folder, the
-roles, the final stages), `objective` (what a trial scores), `workers` (the loop that runs trials), `trials` (the
-trial log), `budget`, `study` (where a study lives), `space`, `prompts` (the prompt optimizers), `finetune`,
-`report`. Importing this package loads none of them: each name is imported on first use (PEP 562), so that
-``declrag.optimize.space`` stays light.
+The surface is the names below (docs/development.md maps the modules behind them). Importing this package loads
+none of them: each name is imported on first use (PEP 562), so that ``declrag.optimize.space`` stays light.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """`declrag compile --check-questions FILE`: how the compile's ranking of its trials agrees with a few real
-questions of the user's (20 are enough; answers optional).
-
-Up to `MAX_TRIALS` of the study's finished trials, spread over its ranking (best, worst and evenly between, one per
-distinct setting), are each run on the user's questions (retrieval only: no LM call unless a trial rewrites
-queries) and scored by nDCG@10 in each question's unit (`declrag.metrics.passages`: over the passages covering its
-spans or holding its short answer, located in the compile's corpus; else over its gold documents). Kendall tau
-between the trials' objective on the compile's dev split and their nDCG@10 on the user's questions is reported
-with a 95% bootstrap interval (the user's questions resampled). Read it as: near 1, the set the compile searched
-on orders settings as the user's own questions do; near 0 or below, its choice says little about them.
+questions of the user's (docs/guides/compile.md). Up to `MAX_TRIALS` distinct finished trials, spread over the
+ranking, are run on them (retrieval only) and scored by nDCG@10 in each question's unit
+(`declrag.metrics.passages`); Kendall tau against the trials' dev objective comes with a bootstrap interval.
 """
 
 from __future__ import annotations

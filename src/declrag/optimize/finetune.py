@@ -1,21 +1,15 @@
-"""Compile's retriever stage: fine-tune the program's embedding model on the train split.
+"""Compile's retriever stage: fine-tune the program's embedding model on the train split (docs/guides/compile.md).
 
-Supervised retriever fine-tuning with sentence-transformers: each train question is an anchor, the passage
-that holds its gold answer the positive, and the chunks the program itself ranks high that are not gold the
-hard negatives; the other questions' positives in a batch are in-batch negatives
-(`MultipleNegativesRankingLoss`, batches without duplicates).
+Each train question is an anchor, the passage that holds its gold answer the positive, and the chunks the program
+itself ranks high that are not gold the hard negatives; the other questions' positives in a batch are in-batch
+negatives (`MultipleNegativesRankingLoss`, batches without duplicates).
 
-Memory: the activations that a backward pass keeps grow with the texts in one forward pass times their length.
-A batch of 32 SciFact rows (question, passage, hard negative: 96 texts, most at the model's 256-token limit)
-held about 9 GB on the CPU. With ``mini_batch_size`` below the batch, the loss is
-`CachedMultipleNegativesRankingLoss` (GradCache): the whole batch is embedded without gradients, the loss and
-its gradient with respect to the embeddings are computed over the whole batch (every in-batch negative), then
-each mini-batch is embedded again with gradients and back-propagated from those. The gradients are those of
-the plain loss; the memory is that of one mini-batch, at the cost of one more forward pass without gradients.
+Memory: a batch of 32 SciFact rows (96 texts, most at the model's 256-token limit) held about 9 GB on the CPU.
+With ``mini_batch_size`` below the batch, the loss is `CachedMultipleNegativesRankingLoss` (GradCache): the same
+gradients, the memory of one mini-batch, at the cost of one more forward pass without gradients.
 
 The model is saved as safetensors in a folder named by nothing but its content: `folder_sha256` is the model's
-identity in index addresses and in the embedding cache (`EmbedderConfig.weights`), so nothing embedded with
-another model is ever reused.
+identity in index addresses and in the embedding cache, so nothing embedded with another model is ever reused.
 """
 
 from __future__ import annotations
@@ -106,10 +100,8 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
                    progress: bool = False, device: str = "auto") -> dict[str, Any]:
     """Train a copy of the sentence-transformers model in ``base`` on ``rows`` and save it to ``out``
     (safetensors; no pickle). Deterministic given ``seed`` on the same machine and thread count. Stops at
-    ``max_steps`` or after ``max_seconds`` (checked between steps), whichever comes first. ``mini_batch_size``:
-    texts per forward pass when smaller than the batch (the cached loss, see the module's docstring; None: the
-    whole batch at once). Returns what happened: steps, seconds, the loss at the start and the end, whether a
-    budget stopped it, the loss used, the hash."""
+    ``max_steps`` or after ``max_seconds`` (checked between steps). ``mini_batch_size``: texts per forward pass
+    when smaller than the batch (the cached loss; None: the whole batch at once). Returns what happened."""
     import torch  # torch, datasets, sentence-transformers: seconds to import, and only a fine-tune needs them
     from datasets import Dataset
     from sentence_transformers import (
@@ -200,11 +192,9 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
 
 def finetune_stage(comp: Objective, prog, out: Path, progress: bool,
                    mem: MemoryTracker | None = None) -> tuple[Any, dict[str, Any]]:
-    """Fine-tune ``prog``'s embedding model on the train split (`declrag.optimize.finetune`), re-embed the
-    corpus into a new index, and keep the tuned model only if dev improves beyond the bootstrap noise (the
-    paired interval of the per-question objective excludes 0). Reports dev and test for both models either
-    way (test is scored for the report only; the decision reads dev). Returns (the program kept, the report).
-    ``mem`` measures the peak RSS of its parts (``finetune.mining``, ``.training``, ``.reembed``, ``.scoring``)."""
+    """Fine-tune ``prog``'s embedding model on the train split, re-embed the corpus into a new index, and keep the
+    tuned model only if dev improves beyond the bootstrap noise (the paired interval of the per-question objective
+    excludes 0). Returns (the program kept, the report). ``mem`` measures the peak RSS of its parts."""
     spec, splits = comp.space.finetune, comp.splits
     base_cfg: ProgramConfig = prog.config
     info: dict[str, Any] = {"enabled": True, "base_model": base_cfg.ingest.embedder.model,
@@ -241,15 +231,13 @@ def finetune_stage(comp: Objective, prog, out: Path, progress: bool,
         tuned.embedder_provenance = {"base_model": e.model, "sha256": trained["sha256"], "split": "train",
                                      "questions": counts["questions"], "seed": spec.seed, "steps": trained["steps"],
                                      "loss": trained["loss"], "settings": spec.model_dump(mode="json")}
-        dev_base, q_dev_base = score(comp, prog, splits["dev"], "dev, base embedder")
-        dev_tuned, q_dev_tuned = score(comp, tuned, splits["dev"], "dev, tuned embedder")
-        gain = paired_difference(q_dev_base, q_dev_tuned)
+        for part in ("dev", "test"):  # test for the report only: the decision reads dev
+            (base, q_base), (new, q_new) = (score(comp, p, splits[part], f"{part}, {name} embedder")
+                                            for p, name in ((prog, "base"), (tuned, "tuned")))
+            info[part] = {"base": base, "tuned": new, "gain": paired_difference(q_base, q_new)}
+        gain = info["dev"]["gain"]
         keep = bool(gain["significant"] and (gain["diff"] or 0) > 0)
-        test_base, q_test_base = score(comp, prog, splits["test"], "test, base embedder")
-        test_tuned, q_test_tuned = score(comp, tuned, splits["test"], "test, tuned embedder")
-        info.update(dev={"base": dev_base, "tuned": dev_tuned, "gain": gain},
-                    test={"base": test_base, "tuned": test_tuned, "gain": paired_difference(q_test_base, q_test_tuned)},
-                    kept="tuned" if keep else "base")
+        info["kept"] = "tuned" if keep else "base"
         alpha = base_cfg.retrieve.alpha
         if comp.space.objective.retrieval_only and alpha not in (0.0, 1.0):  # the vector leg alone, both models
             legs = {}
@@ -259,10 +247,10 @@ def finetune_stage(comp: Objective, prog, out: Path, progress: bool,
             info["test"]["vector_leg"] = legs
     info["stage_s"] = round(time.perf_counter() - t_stage, 1)
     info["memory"] = {k.split(".", 1)[1]: v for k, v in mem.stages.items() if k.startswith("finetune.")}
-    d = gain["diff"] or 0.0
+    d, dev = gain["diff"] or 0.0, info["dev"]
     tell(progress, f"fine-tune: {trained['steps']} steps in {trained['seconds']} s, "
                    f"re-embedding {info['reembed_s']} s; "
-                   f"dev {dev_base['objective']:.4f} -> {dev_tuned['objective']:.4f} ({d:+.4f}, 95% CI "
+                   f"dev {dev['base']['objective']:.4f} -> {dev['tuned']['objective']:.4f} ({d:+.4f}, 95% CI "
                    f"[{gain['ci95'][0] or 0:+.4f}, {gain['ci95'][1] or 0:+.4f}]): keeping the "
                    + ("tuned model" if keep else "base model (no gain beyond the noise)"))
     return (tuned if keep else prog), info

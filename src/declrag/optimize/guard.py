@@ -1,13 +1,9 @@
-"""A compile on a synthetic set ships what its set can support, and no more.
+"""A compile on a synthetic set ships what its set can support, and no more (docs/guides/compile.md).
 
 A synthetic set's questions share its generator's habits (a cloze question favours keyword matching), so a best
-trial chosen on them can beat the baseline on that set alone. Before it ships, `second_set_check` draws a second
-set from the same documents, independently (another seed, and another generator: `CHECK_GENERATORS`), scores
-the baseline and the best program on all of it, and accepts the best program only when the paired 95% interval of
-its gain there lies above 0. Otherwise the compile ships the baseline and its summary and report say why.
-
-Applied to retrieval objectives (what a no-model set can score); a compile whose objective reads answers says it
-was not applied, and why.
+trial chosen on them can beat the baseline on that set alone. `second_set_check` draws a second set from the same
+documents with another seed and generator, and accepts the best program only when the paired 95% interval of its
+gain there lies above 0. Applied to retrieval objectives only (a set drawn with no model has no answers).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """What one trial of a compile scores, and how: the program of a point of the space over the golden corpus (its
 index built, or found, once per ingest setting and shared by the trials), every objective metric on dev, and the
-trial's steps for the pruner.
-
-Efficiency: retrieval is scored first where gold passages exist (no LM call) and pruned on; LM trials answer
-growing slices of dev, reporting the deterministic part of the objective to the pruner before any LLM judge is
-asked; every index, embedding, retrieval and LM call is cached, so trials and runs share work. The loop that runs
-trials (slots, the study, threads) is `declrag.optimize.workers`; the trial log is `declrag.optimize.trials`.
+trial's steps for the pruner (retrieval first, then growing slices of dev, then the LLM judges). The loop that
+runs trials is `declrag.optimize.workers`; the trial log is `declrag.optimize.trials`.
 """
 
 from __future__ import annotations
@@ -34,7 +30,7 @@ from ..pipeline.program import RAGProgram
 from ..stores import Store, StoreCheck
 from ..types import content_hash
 from .budget import Account, BudgetReached, Spent
-from .space import Space, apply, sample
+from .space import RETRIEVAL_METRIC_PREFIXES, Space, apply, sample
 from .splits import split_examples, split_note
 from .trials import TrialLog
 
@@ -120,8 +116,7 @@ class Objective:
     def retrieval_scores(self, prog: RAGProgram, examples: list[Example]) -> dict[str, float | None]:
         """Retrieval metrics of the candidate pool on gold passages; no LM call unless the program rewrites
         queries or reranks with an LLM (those calls are counted)."""
-        names = [m.name for m in self.det if m.name.startswith(("hit@", "ndcg@", "mrr@", "recall@", "precision@"))] \
-            or ["ndcg@10", "hit@5"]
+        names = [m.name for m in self.det if m.name.startswith(RETRIEVAL_METRIC_PREFIXES)] or ["ndcg@10", "hit@5"]
         metrics = get_metrics(names)
         rows, meter = [], Meter()
         prog.embedder.embed_queries([ex.question for ex in examples if ex.gold])  # batched, then from the cache
@@ -257,10 +252,8 @@ def digest_of(obj: Any) -> str:
 def score(comp: Objective, prog, examples, desc: str) -> tuple[dict, list[float | None]]:
     """Metrics on ``examples`` and the per-question objective (for paired intervals)."""
     if comp.space.objective.retrieval_only:
-        rows = []
         prog.embedder.embed_queries([ex.question for ex in examples if ex.gold])  # batched, then from the cache
-        for ex in examples:
-            rows.append(comp.retrieval_scores(prog, [ex]))
+        rows = [comp.retrieval_scores(prog, [ex]) for ex in examples]
         means = {k: mean_of([r[k] for r in rows]) for k in rows[0]} if rows else {}
         means["objective"] = weighted(means, comp.space.objective.metrics)
         # a question without gold passages has no retrieval score (None, left out of intervals), not a 0

@@ -1,22 +1,11 @@
-"""Prompt optimization of the chosen program with DSPy's optimizers, on the train split only.
+"""Prompt optimization of the chosen program with DSPy's optimizers, on the train split only: ``bootstrap``,
+``knn`` (DSPy's KNNFewShot idea, kept inside the program so that the saved artifact carries its pool), ``mipro``
+and ``gepa`` (whose reflection model reads `gepa_metric`'s feedback; docs/guides/compile.md).
 
-- ``bootstrap``: DSPy's BootstrapFewShot: demos bootstrapped from the program's own successful runs.
-- ``knn``: demos chosen per question by similarity: a pool of labelled train examples (question, the
-  program's own retrieved context, the reference answer) travels in the artifact, and the generator picks
-  the nearest ``max_demos`` for each question (the idea of DSPy's KNNFewShot, kept inside the program so
-  the saved artifact carries it).
-- ``mipro``: DSPy's MIPROv2 (instruction proposals and demos, searched with Optuna).
-- ``gepa``: DSPy's GEPA (reflective instruction evolution). Its reflection model reads, with each answer, a
-  feedback text (`gepa_metric`): with ``feedback: findings`` (the default) what the deterministic grounding tier
-  found wrong with the answer (`declrag.metrics.feedback.findings`: invented names, numbers and dates,
-  unsupported sentences, wrong citations, a wrong abstention, a missed reference answer), after the objective and
-  the reference; with ``feedback: score`` the objective and the reference only.
-
-Each is one `Optimizer` class, registered by its name in `OPTIMIZERS`. The metric is the compile objective. An
+Each is one `Optimizer` class, registered by its name in `OPTIMIZERS`; the metric is the compile objective. An
 optimizer that fails with the configured model (a small model may not follow the optimizer's own prompts) is
-reported, and the program is kept as it was. The step needs of a compile only its space, its objective's metrics
-and its usage tally (`Scoring`): an `Objective`, or a `Scorer` made from a space alone (what ``declrag bench gepa``
-runs it with).
+reported, and the program is kept as it was. The step reads of a compile only `Scoring`: an `Objective`, or a
+`Scorer` made from a space alone (what ``declrag bench gepa`` runs it with).
 """
 
 from __future__ import annotations

@@ -51,11 +51,10 @@ def anova(study: optuna.Study) -> list[dict[str, Any]]:
         groups: dict[str, list[float]] = {}
         for x, y in pairs:
             groups.setdefault(label(x), []).append(y)
-        usable = [g for g in groups.values() if len(g) >= 1]
         f = p = None
-        if len(usable) >= 2 and sum(len(g) for g in usable) > len(usable):
+        if len(groups) >= 2 and len(pairs) > len(groups):  # two groups at least, one with two values
             with np.errstate(all="ignore"):
-                res = f_oneway(*[g for g in usable if len(g) > 0])
+                res = f_oneway(*groups.values())
             f, p = (float(res.statistic), float(res.pvalue)) if np.isfinite(res.statistic) else (None, None)
         out.append({"param": name, "F": f, "p": p,
                     "levels": {k: {"mean": float(np.mean(v)), "n": len(v)} for k, v in sorted(groups.items())}})

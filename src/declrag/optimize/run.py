@@ -69,18 +69,6 @@ def _git_revision() -> str | None:
         return None
 
 
-def _data_digest(golden, split: dict[str, list[str]]) -> str:
-    """The dataset by content: every document's hash and the question ids of each part of the split."""
-    return digest_of([d.hash for d in golden.documents] + [i for ids in split.values() for i in ids])
-
-
-def _identity(data: str, dataset: str, sp: Space, model: str | None) -> dict[str, Any]:
-    """What makes two processes work on the same study: the space, the dataset (by name and by content,
-    ``data``: documents and split) and the model every LM call goes to."""
-    return {"space": sp.model_dump(mode="json"), "dataset": dataset, "model": model, "data": data,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-
-
 @dataclass
 class CompileOptions:
     """What `compile` is asked to do: start a study (``space``, ``dataset``, ``name``), continue one (``resume``: a
@@ -332,9 +320,11 @@ def _open(plan: Plan, jobs: int, progress: bool) -> tuple[Workers, optuna.Study,
     if comp.split_note:
         log.warning("%s", comp.split_note)
     split = {k: [e.id for e in v] for k, v in comp.splits.items()}
-    data = _data_digest(golden, split)
-    study, created = workers.open_study(p, _identity(data, plan.dataset, plan.space, plan.model),
-                                        join=plan.role != "new", adopt=plan.role == "resume")
+    data = digest_of([d.hash for d in golden.documents] + [i for ids in split.values() for i in ids])
+    # the study's identity: what makes two processes work on the same study (the dataset by content too)
+    identity = {"space": plan.space.model_dump(mode="json"), "dataset": plan.dataset, "model": plan.model,
+                "data": data, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    study, created = workers.open_study(p, identity, join=plan.role != "new", adopt=plan.role == "resume")
     creator = plan.role != "join"
     if plan.role == "new" and not created:  # the same study, started elsewhere: work on it as a worker
         creator = False

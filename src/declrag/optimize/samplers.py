@@ -1,19 +1,7 @@
-"""The study's sampler, declared in the space (``sampler:``) and built here, in one place.
-
-    sampler: {name: tpe, options: {n_startup_trials: 5}}
-
-Names and the Optuna class each builds (``options`` are that class's keyword arguments, checked by name):
-
-- ``auto`` (the default): ``tpe`` for one objective, ``nsga2`` for a Pareto front (``objective.also``).
-- ``tpe``: `optuna.samplers.TPESampler`, by default ``multivariate: true`` (parameters modelled jointly) and
-  ``constant_liar: true`` (trials still running, other workers' among them, count as bad results while sampling,
-  so parallel workers do not all propose the same region: Optuna's advice for distributed studies).
-- ``nsga2``: `NSGAIISampler`, the genetic algorithm for several objectives (also for one).
-- ``cmaes``: `CmaEsSampler`, for numeric spaces (categorical parameters are sampled independently); one objective.
-- ``gp``: `GPSampler`, Gaussian-process Bayesian optimization (needs torch, which declrag has), for small budgets.
-- ``random``: `RandomSampler`; ``qmc``: `QMCSampler` (a quasi-random Sobol or Halton sequence).
-- ``grid``: `BruteForceSampler`: every combination once (float parameters need a ``step``); conditions and bounds
-  by other parameters are honoured, since it enumerates what the trials actually ask for.
+"""The study's sampler, declared in the space (``sampler: {name: tpe, options: {n_startup_trials: 5}}``) and built
+here, in one place; optimizers/README.md lists the names. ``options`` are the Optuna class's keyword arguments,
+checked by name and type. TPE defaults to ``constant_liar: true``: trials still running (other workers' among
+them) count as bad results while sampling, so parallel workers do not all propose the same region.
 
 The seed is not an option: every sampler is seeded with ``split.seed``, and a worker that joins a study (or a
 later sitting of it) with a seed of its own, so that two workers do not propose the same programs.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from ..errors import DeclragError
 from ..golden import Example, GoldenSet
@@ -13,11 +14,8 @@ FALLBACK_TEST = 0.3  # the test share when the declared source split is missing 
 
 def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
     """Seeded train / dev / test. With ``test_split`` the test set is that golden split as it is and the
-    source split is cut into train and dev only. Test is never read by the search.
-
-    When the declared source split is missing (a BEIR set downloaded with its test qrels only), the splits
-    that exist are pooled and cut, seeded and disjoint: test takes `FALLBACK_TEST` of the questions and the
-    rest is cut as the space's fractions say. `split_note` says what was done."""
+    source split is cut into train and dev only. Test is never read by the search. When the declared source
+    split is missing, every split is pooled and cut instead (test: `FALLBACK_TEST`), as `split_note` says."""
     s = space.split
     source = s.source or next(iter(golden.splits))
     fr = dict(s.fractions)
@@ -25,11 +23,7 @@ def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
     if source in golden.splits:
         pool = list(golden.split(source))
     else:
-        by_id: dict[str, Example] = {}
-        for examples in golden.splits.values():
-            for e in examples:
-                by_id.setdefault(e.id, e)
-        pool = list(by_id.values())
+        pool = golden.examples()
         if test_split or "test" not in fr:
             kept = {k: v for k, v in fr.items() if k != "test"}
             total = sum(kept.values()) or 1.0
@@ -70,18 +64,11 @@ def split_examples(golden: GoldenSet, space: Space) -> dict[str, list[Example]]:
 def _conversations(pool: list[Example]) -> list[list[int]]:
     """The units that are cut: the examples of one conversation (``metadata.conversation_id``) together, every
     other example alone (so a set without conversations is cut exactly as before)."""
-    units: list[list[int]] = []
-    seen: dict[str, int] = {}
+    units: dict[Any, list[int]] = {}
     for i, e in enumerate(pool):
         cid = e.metadata.get("conversation_id")
-        if cid is None:
-            units.append([i])
-        elif cid in seen:
-            units[seen[cid]].append(i)
-        else:
-            seen[cid] = len(units)
-            units.append([i])
-    return units
+        units.setdefault(i if cid is None else ("conversation", cid), []).append(i)
+    return list(units.values())
 
 
 def split_note(golden: GoldenSet, space: Space, splits: dict[str, list[Example]]) -> str | None:

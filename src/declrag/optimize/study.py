@@ -1,18 +1,9 @@
-"""Where a compile's study lives, who may join it, and what it may still spend.
+"""Where a compile's study lives, who may join it, and what it may still spend (docs/guides/many-machines.md).
 
-One machine (the default): the run folder holds the study as Optuna's append-only journal
-(``study.journal``) and the budget ledger as a small SQLite file (``budget.sqlite3``). Many machines:
-``--storage URL``, any SQLAlchemy URL Optuna's RDBStorage accepts (``postgresql+psycopg://user@host/db``):
-the study and the ledger are tables of that database, and every worker that joins reads and writes the
-same rows. The URL is kept and shown without its password; the password comes from ``$PGPASSWORD`` or
-``~/.pgpass`` (libpq reads both), or from the URL itself for this process only.
-
-Faults, with what Optuna already has: on a database, each running trial beats a heartbeat; a worker that
-finds a trial whose heartbeat stopped (its worker was killed) marks it failed and queues it once more
-(``RetryHeartbeatStaleTrialCallback(max_retry=1)``), so a killed trial is neither lost nor counted twice.
-A journal has no heartbeat: one process owns it, and ``--resume`` does the same for the trials it finds
-running. A lost connection is retried with backoff (``patience_s`` in all), then the worker stops with a
-clear error; finished trials are committed rows and stay.
+One machine (the default): the run folder holds the study as Optuna's append-only journal (``study.journal``)
+and the budget ledger as a small SQLite file (``budget.sqlite3``). Many machines: ``--storage URL`` (any
+SQLAlchemy URL Optuna's RDBStorage accepts), where the study and the ledger are tables of that database. The URL
+is kept and shown without its password.
 
 Budgets are one row of ``declrag_budget`` per study: trial slots are taken with one conditional UPDATE
 (atomic in PostgreSQL and SQLite), LM calls and cost are added with ``x = x + :d``, so any number of
@@ -27,11 +18,16 @@ import logging
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import optuna
+import sqlalchemy as sa
+import sqlalchemy.exc as sx
+from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.storages.journal import JournalFileBackend
+from sqlalchemy.engine import URL, make_url
 
 from ..errors import DeclragError
 
@@ -43,8 +39,6 @@ HINT_START = "start one on loopback with: bash scripts/postgres.sh start (it pri
 def redact(url: str) -> str:
     """``url`` without its password (for files, logs and messages)."""
     try:
-        from sqlalchemy.engine import URL, make_url
-
         u = make_url(url)
         if u.password is None:
             return url
@@ -56,8 +50,6 @@ def redact(url: str) -> str:
 
 def has_password(url: str) -> bool:
     try:
-        from sqlalchemy.engine import make_url
-
         return make_url(url).password is not None
     except Exception:
         return False
@@ -105,10 +97,6 @@ def disk_stop(why: str, folder: Path) -> DeclragError:
 def is_db_error(e: BaseException | None) -> bool:
     """A lost or refused database connection (worth retrying), as opposed to a bug or bad input: the error
     itself or any error it arose from (Optuna's trial loop can fail on its own while reporting one)."""
-    try:
-        import sqlalchemy.exc as sx
-    except ImportError:  # pragma: no cover
-        return False
     seen = set()
     while e is not None and id(e) not in seen:
         seen.add(id(e))
@@ -121,8 +109,6 @@ def is_db_error(e: BaseException | None) -> bool:
 
 def db_cause(e: BaseException) -> BaseException:
     """The database error ``e`` arose from (itself if none)."""
-    import sqlalchemy.exc as sx
-
     x: BaseException | None = e
     while x is not None:
         if isinstance(x, sx.DBAPIError):
@@ -133,8 +119,6 @@ def db_cause(e: BaseException) -> BaseException:
 
 def open_rdb(url: str, heartbeat_s: int):
     """Optuna's RDBStorage on ``url`` with the heartbeat, the one-retry callback and connection checks."""
-    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
-
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if url.startswith("postgresql"):
         kwargs["connect_args"] = {"connect_timeout": 10}
@@ -167,14 +151,9 @@ class Place:
 
 def place(out: Path, name: str, url: str | None = None, heartbeat_s: int = 10) -> Place:
     """The study ``name``: in the database at ``url``, or in the run folder ``out``."""
-    import sqlalchemy as sa
-
     if url:
         storage = open_rdb(url, heartbeat_s)
         return Place(storage, name, Ledger(storage.engine, name, url), url)
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend
-
     storage = JournalStorage(JournalFileBackend(str(out / "study.journal")))
     engine = sa.create_engine(f"sqlite:///{out / 'budget.sqlite3'}", connect_args={"timeout": 60})
     return Place(storage, name, Ledger(engine, name, None))
@@ -257,8 +236,6 @@ class Ledger:
     """The study's budgets and what all its workers have spent: one row, updated atomically."""
 
     def __init__(self, engine, study: str, url: str | None):
-        import sqlalchemy as sa
-
         self.engine, self.study, self.url = engine, study, url
         meta = sa.MetaData()
         self.t = sa.Table(
@@ -289,10 +266,7 @@ class Ledger:
     def start(self, budget, spent: dict[str, float] | None = None) -> None:
         """Set the budgets (keeping the counts) and start the clock ``--timeout`` counts from; ``spent``: the
         counts of a new row (what a study made before it had a ledger already spent)."""
-        import sqlalchemy as sa
-
-        vals = {"max_trials": budget.max_trials, "max_lm_calls": budget.max_lm_calls,
-                "max_cost_usd": budget.max_cost_usd, "timeout_s": budget.timeout_s}
+        vals = asdict(budget)  # max_trials, timeout_s, max_cost_usd, max_lm_calls
 
         def go(c):
             row = c.execute(sa.select(self.t).where(self.t.c.study == self.study)).first()
@@ -305,8 +279,6 @@ class Ledger:
         self._run(go, "setting the budgets")
 
     def state(self) -> dict[str, Any]:
-        import sqlalchemy as sa
-
         row = self._run(lambda c: c.execute(sa.select(self.t).where(self.t.c.study == self.study)).first(),
                         "reading the budgets")
         if row is None:
@@ -326,23 +298,17 @@ class Ledger:
 
     def take_trial(self) -> bool:
         """Take one trial slot; False when ``max_trials`` are taken (one conditional UPDATE: atomic)."""
-        import sqlalchemy as sa
-
         t = self.t
         q = sa.update(t).where(t.c.study == self.study, sa.or_(t.c.max_trials.is_(None), t.c.trials < t.c.max_trials)
                                ).values(trials=t.c.trials + 1)
         return self._run(lambda c: c.execute(q).rowcount, "taking a trial") == 1
 
     def give_back_trial(self) -> None:
-        import sqlalchemy as sa
-
         t = self.t
         self._run(lambda c: c.execute(sa.update(t).where(t.c.study == self.study, t.c.trials > 0)
                                       .values(trials=t.c.trials - 1)), "giving back a trial")
 
     def spend(self, lm_calls: int, cached: int, cost_usd: float) -> None:
-        import sqlalchemy as sa
-
         if not (lm_calls or cached or cost_usd):
             return
         t = self.t
@@ -360,8 +326,6 @@ class Patience:
 
     def wait(self, first: BaseException, doing: str) -> None:
         """Return once the database answers again; raise DeclragError when patience runs out."""
-        import sqlalchemy as sa
-
         t0, delay, err = time.monotonic(), 1.0, db_cause(first)
         while True:
             left = self.seconds - (time.monotonic() - t0)

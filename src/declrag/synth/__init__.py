@@ -1,23 +1,11 @@
-"""Golden sets from the user's own documents (`declrag synth`): questions whose gold is the place they came from
-(spans of their source document), filtered and counted, written as a golden set that `--dataset DIR` loads
-everywhere.
+"""Golden sets from the user's own documents (`declrag synth`): questions whose gold is the place they came from,
+filtered and counted, written as a golden set that `--dataset DIR` loads everywhere (docs/guides/synth.md says
+what each generator and filter does, and what the output folder holds).
 
-The path: the documents are cut into passages (sentence chunks of ``SYNTH_CHUNKER``); passages are drawn
-uniformly, so documents are sampled in proportion to their length and no file dominates; each passage gives a
-question by the writer chosen (`GENERATORS`: the no-model ones in `queries`, the inverse cloze's over a copy of the
-documents with its sentences removed; `inpars`, an LM's few-shot query; `generate`, an LM's question of a drawn
-type with its checked reference answer); the filters (`filters`) drop what cannot serve as a test item, each
-counted with examples; judged gold is added; the kept questions are split into train/dev/test by source document
-(seeded, so no document's questions land in two splits).
-
-The output folder holds ``corpus.jsonl`` (the documents under the ids `declrag index` gives them),
-``train.jsonl``/``dev.jsonl``/``test.jsonl`` (the jsonl golden format, provenance in ``metadata``),
-``dataset.yaml`` (the declaration `load_golden` reads for the folder), ``report.json`` and, with an LM,
-``generated.jsonl`` (every passage's outcome: its candidate, or why it gave none). Work goes to
-``OUT.partial/`` and is moved into place when complete: nothing is ever half written. With an LM, every passage
-done is appended to ``OUT.partial/generated.jsonl`` as it is done, so a killed run resumes there (``resume``)
-and loses at most the passage in flight; each passage draws from its own seeded generator, so a resumed run
-makes the same set as an uninterrupted one.
+Work goes to ``OUT.partial/`` and is moved into place when complete: nothing is ever half written. With an LM,
+every passage done is appended to ``OUT.partial/generated.jsonl`` as it is done, so a killed run resumes there
+(``resume``) and loses at most the passage in flight; each passage draws from its own seeded generator, so a
+resumed run makes the same set as an uninterrupted one.
 """
 
 from __future__ import annotations

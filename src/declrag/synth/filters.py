@@ -1,19 +1,9 @@
-"""The filters of `declrag synth`, each counted in the report with examples of what it removed, and the grading
-that adds gold beyond the seed passage.
+"""The filters of `declrag synth` (wording, language, duplicates, the round trip; docs/guides/synth.md), each
+counted in the report with examples of what it removed, and the grading that adds gold beyond the seed passage.
 
-- wording that only makes sense beside the passage ("according to the text", "in this passage"), or that is
-  about the task ("this question", "your answer");
-- a question not in its passage's language, as far as a check without a language model can tell (another writing
-  system; English function words in a question whose Latin-script passage has almost none);
-- exact duplicates (normalized text) and near duplicates (embedding cosine >= ``DEDUP_COSINE``);
-- the round trip: an answerable question's source document must come back in the top ``ROUND_TRIP_K`` of the
-  keyword or the vector leg of the set's own index (both legs, so the set does not simply favour the retriever
-  that filtered it; each leg's rank is recorded);
-- judged gold (``grade``): a synthetic question is often answered by other documents too, and a set that counts
-  only its seed as relevant ranks systems badly. The top candidates of the keyword, vector and hybrid legs are
-  pooled and graded: deterministically (a pooled document that contains the reference answer, normalized, is
-  relevant) or by an LM (`LMGrader`: one call grades the whole pool). Sets without reference answers (no model)
-  keep seed-only gold, and say so.
+Judged gold (`grade`): a synthetic question is often answered by other documents too, and a set that counts only
+its seed as relevant ranks systems badly, so the top candidates of the keyword, vector and hybrid legs are pooled
+and graded. The round trip asks for both legs so that the set does not simply favour the retriever that filtered it.
 """
 
 from __future__ import annotations

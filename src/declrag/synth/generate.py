@@ -1,11 +1,7 @@
-"""The candidates of `declrag synth` and its typed LM questions (generator ``lm``; the no-model generators are in
-`queries`, the few-shot one in `inpars`). With an LM route: one declared prompt per question type (`signatures/
-synth_factoid.yaml`, `synth_explanatory.yaml`, `synth_unanswerable.yaml`, `synth_multi.yaml`, each with a demo),
-then the reference answer (`synth_answer.yaml`), checked against its passage: a factoid answer must be an exact
-span of it (its offset is kept), an explanatory one supported sentence by sentence (the faithfulness metric).
-Each prompt has one output field, which a 135M model can keep; a reply that is not a usable question is retried
-(at a higher temperature, another seed) and then counted as malformed and dropped, never a crash; a question
-that shares no word with its passage, or more with the prompt's demo (a copied demo), is dropped and counted.
+"""The candidates of `declrag synth` and its typed LM questions (generator ``lm``; docs/guides/synth.md): one
+declared prompt per question type (`signatures/synth_*.yaml`, each with a demo, which a 135M model needs), then the
+reference answer, checked against its passage. A reply that is not a usable question is retried, then counted as
+malformed and dropped, never a crash.
 """
 
 from __future__ import annotations

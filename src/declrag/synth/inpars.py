@@ -1,10 +1,8 @@
 """The ``inpars`` generator of `declrag synth`: few-shot query generation (InPars, Bonifacio et al., SIGIR 2022).
 
-The prompt is three documents, each followed by a query a user would type to find it, then the passage and
-"Relevant Query:"; the model completes one line. It suits a base model (Gemma 3 270M, ``local/gemma3-270m``, which
-has no chat template: the local provider sends it the prompt as text to continue) and works on any LiteLLM route.
-A reply that is not a usable query (no letters, under 2 or over 30 words, no word of its passage, or more words of
-the demos than of the passage) is dropped and counted. Gold: the passage the query was written from.
+Three documents, each followed by a query a user would type to find it, then the passage and "Relevant Query:";
+the model completes one line. It suits a base model (``local/gemma3-270m`` has no chat template: the local
+provider sends it the prompt as text to continue) and works on any LiteLLM route. Gold: the passage.
 """
 
 from __future__ import annotations

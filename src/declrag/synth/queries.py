@@ -1,22 +1,11 @@
-"""The question writers of `declrag synth` that need no model, one per generator (`GENERATORS` names them all):
+"""The question writers of `declrag synth` that need no model (``cloze``, ``ict``, ``keywords``, ``mixed``; the
+table in docs/guides/synth.md says what each writes and what its gold is). The LM writers are in `generate` and
+`inpars`.
 
-- ``cloze``: a sentence of a passage cut down to a random ``CLOZE_KEEP`` share of its content words (the inverse
-  cloze task, cropped, so that it is not a verbatim copy for keyword search to match), plus the titles of documents
-  that have a real title of their own. Gold: the sentence.
-- ``ict``: the inverse cloze task as published (Lee et al., ACL 2019): a whole sentence is the query and is
-  **removed from the copy of the corpus the set is scored against** (the set's own ``corpus.jsonl``), so no
-  passage can match it word for word and retrieval must find its context. Gold: the sentences around the gap
-  (the one before and the one after, in the copy). Sentences next to one another are never both removed.
-- ``keywords``: the salient terms of a short window of a passage (three sentences): the 3 to 5 content words
-  with the highest tf-idf, idf over all passages of the corpus, in the order they occur (a user typing keywords).
-  Gold: the window.
-- ``mixed``: half ``ict``, half ``keywords`` (from other passages), scored over one copy of the corpus. The two
-  bracket real questions: keyword queries share their words with the passage (keyword search finds nearly all of
-  them), inverse-cloze questions share none of the sentence left in the corpus (it favours dense retrieval); real
-  questions lie between, and a set of both ranks retrieval settings closer to them than either alone (README,
-  "Synthetic sets against real ones").
-
-The LM writers are in `generate` (typed questions with reference answers) and `inpars` (few-shot queries).
+``ict`` (the inverse cloze task, Lee et al., ACL 2019) removes each query's sentence from the copy of the corpus
+the set is scored against, so that no passage matches it word for word. ``mixed`` is half ``ict``, half
+``keywords``: keyword queries share their words with the passage, inverse-cloze ones share none, and real
+questions lie between; a set of both ranks retrieval settings closer to them than either alone.
 """
 
 from __future__ import annotations
