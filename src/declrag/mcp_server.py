@@ -30,7 +30,7 @@ from .about import package_version
 from .errors import DeclragError
 from .http_server import Server, bearer_ok
 from .inputs import user_text
-from .payloads import Citation, SearchHit
+from .payloads import Citation, PublicPaths, SearchHit
 from .pipeline.program import RAGProgram
 from .pipeline.selection import select_program
 from .stores.base import FILTER_FIELDS, Filter
@@ -144,10 +144,12 @@ class _Gate:
         self.in_flight -= 1
 
 
-def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits | None = None) -> MCPServer:
+def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits | None = None,
+                 source_base: str | None = None) -> MCPServer:
     """An `MCPServer` whose ``search`` and ``ask`` tools run ``program`` (loaded; see `load_program`) within
-    ``limits``."""
+    ``limits``; files are named as `declrag serve` names them (`PublicPaths`, ``source_base``)."""
     gate = _Gate(limits or CallLimits())
+    paths = PublicPaths([r.source for r in program.store.documents().values()], source_base)
     server = _Server(name="declrag", title=f"declrag: {name}", version=package_version("declrag"),
                      instructions=f"Search and question the documents of the declrag program {name!r}. `search` "
                                   "returns the ranked passages; `ask` answers with citations to them.")
@@ -166,8 +168,9 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
         with _tool_errors():
             text = user_text(query, "query", limit, hint=too_long)
             _check_where(where)
-            hits = await gate.run(lambda: program.search(text, history=history, where=where, k=k, alpha=alpha))
-        return SearchResult(hits=[SearchHit(**SearchHit.payload(h, i)) for i, h in enumerate(hits, 1)])
+            stored = paths.inward(where)
+            hits = await gate.run(lambda: program.search(text, history=history, where=stored, k=k, alpha=alpha))
+        return SearchResult(hits=[SearchHit(**paths.rewrite(SearchHit.payload(h, i))) for i, h in enumerate(hits, 1)])
 
     async def ask(
         question: Annotated[str, Field(description="the question")],
@@ -177,7 +180,9 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
         with _tool_errors():
             text = user_text(question, "question", limit, hint=too_long)
             _check_where(where)
-            a = (await gate.run(lambda: program(question=text, history=history, where=where))).to_dict()
+            stored = paths.inward(where)
+            a = (await gate.run(lambda: program(question=text, history=history, where=stored))).to_dict()
+        a["citations"] = [paths.rewrite(c) for c in a["citations"]]
         return AskResult.model_validate({k: a[k] for k in AskResult.model_fields})
 
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
@@ -254,14 +259,15 @@ class KeyGuard:
 
 def run(target: str | Path | None = None, *, config: str | Path | None = None, store: str | Path | None = None,
         model: str | None = None, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000,
-        api_key: str | None = None, limits: CallLimits | None = None, say: Callable[[str], None] = print) -> None:
+        api_key: str | None = None, limits: CallLimits | None = None, source_base: str | None = None,
+        say: Callable[[str], None] = print) -> None:
     """Load the program, then serve its tools until the client disconnects (stdio) or SIGTERM / Ctrl-C (HTTP).
     ``api_key``: the key HTTP clients must send (none: no check); ``say`` gets the start-up lines (write them to
     standard error for stdio)."""
     protect = stdout_to_stderr() if transport == "stdio" else contextlib.nullcontext()
     with protect:
         name, what, program = load_program(target, config=config, store=store, model=model, say=say)
-        server = build_server(program, name, limits)
+        server = build_server(program, name, limits, source_base)
     if transport == "stdio":
         say(f"declrag mcp: {what} as {name!r} over stdio (tools: search, ask)")
         server.run("stdio")

@@ -6,7 +6,10 @@ payload is exactly its model."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, Field
 
@@ -66,4 +69,56 @@ class Citation(BaseModel):
         return out
 
 
-__all__ = ["Citation", "SearchHit"]
+class PublicPaths:
+    """How a server names its documents' files to its clients: a public API need not say where its files live.
+    An absolute path in a payload's ``source``, ``doc_id`` and ``chunk_id`` becomes the path relative to the folder
+    the store's files were indexed from (the common folder of every file in it); with ``base`` (`declrag serve
+    --source-base`, a public URL) the ``source`` is that relative path under it. A filter a client sends back with
+    those names is read as the stored ones (`inward`). Sources that are not absolute paths (URLs, dataset ids) stay
+    as they are. The CLI and the Python API keep the absolute paths."""
+
+    ID_FIELDS = ("chunk_id", "doc_id")
+
+    def __init__(self, sources: Iterable[str], base: str | None = None):
+        files = {s for s in sources if os.path.isabs(s)}
+        root = os.path.commonpath(sorted({os.path.dirname(f) for f in files})) if files else None
+        self.prefix = None if root is None else root if root.endswith(os.sep) else root + os.sep
+        self.base = base.rstrip("/") + "/" if base else None
+        self.known = {self.relative(f) for f in files}  # what `inward` maps back: only names that are ours
+
+    def relative(self, name: str) -> str:
+        p = self.prefix
+        return name[len(p):].replace(os.sep, "/") if p and name.startswith(p) else name
+
+    def source(self, name: str) -> str:
+        rel = self.relative(name)
+        return self.base + quote(rel, safe="/") if self.base and rel != name else rel
+
+    def rewrite(self, passage: dict[str, Any]) -> dict[str, Any]:
+        """A `SearchHit` or `Citation` payload with its public names."""
+        out = {**passage, **{k: self.relative(passage[k]) for k in self.ID_FIELDS if k in passage}}
+        if "source" in out:
+            out["source"] = self.source(out["source"])
+        return out
+
+    def inward(self, where: Any) -> Any:
+        """A filter with the public names of ``doc_id``, ``id`` and ``source`` turned back into the stored ones."""
+        if self.prefix is None or not isinstance(where, dict):
+            return where
+        return {k: self._stored(v) if k in ("doc_id", "id", "source") else
+                [self.inward(w) for w in v] if k in ("$and", "$or") and isinstance(v, list) else v
+                for k, v in where.items()}
+
+    def _stored(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {op: self._stored(v) for op, v in value.items()}
+        if isinstance(value, list):
+            return [self._stored(v) for v in value]
+        if not isinstance(value, str) or self.prefix is None:
+            return value
+        rel = unquote(value[len(self.base):]) if self.base and value.startswith(self.base) else value
+        name, sep, n = rel.partition("#")  # a chunk id: its document's name, then #n
+        return self.prefix + name.replace("/", os.sep) + sep + n if name in self.known else value
+
+
+__all__ = ["Citation", "PublicPaths", "SearchHit"]

@@ -133,18 +133,25 @@ def bench_serve(
     workers: Annotated[str | None, typer.Option(
         help="the server's worker threads, e.g. 4, or 2,4,16 for one server each, side by side "
              "(default: one per client)")] = None,
+    tracing: Annotated[str, typer.Option(
+        help="the server's OpenTelemetry traces: off, unreachable (to a receiver that is down), jaeger (to a real "
+             "one, scripts/jaeger.sh); several, e.g. off,unreachable,jaeger, for one server each, side by side")
+    ] = "off",
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """`declrag serve` under concurrent clients on loopback: latency, throughput, errors, overhead vs direct calls."""
-    from .serve import SCENARIOS, print_report, run
+    from .serve import SCENARIOS, TRACING, print_report, run
 
     if bad := [s for s in scenario or [] if s not in SCENARIOS]:
         raise DeclragError(f"unknown scenario {bad[0]!r}", hint=f"use one of: {', '.join(SCENARIOS)}")
     if duration <= 0 or clients < 1:
         raise DeclragError("--duration must be positive and --clients at least 1")
     counts = _positive_ints(workers, "--workers", "e.g. --workers 4 or --workers 2,4,16") if workers else [None]
+    arms = tuple(dict.fromkeys(t.strip() for t in tracing.split(",")))
+    if bad := [t for t in arms if t not in TRACING]:
+        raise DeclragError(f"unknown --tracing {bad[0]!r}", hint=f"use one or more of: {','.join(TRACING)}")
     _bench_out(run(duration_s=duration, clients=clients, scenarios=tuple(scenario or SCENARIOS),
-                   workers=tuple(counts)), print_report, as_json)
+                   workers=tuple(counts), tracing=arms), print_report, as_json)
 
 
 @bench_app.command("synth")

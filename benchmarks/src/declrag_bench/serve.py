@@ -45,6 +45,7 @@ when installed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import importlib
 import itertools
@@ -66,6 +67,8 @@ from rich.console import Console
 from rich.table import Table
 
 from declrag.metrics.stats import percentiles
+
+from .servers import run_script
 
 SCENARIOS = ("retrieval", "program", "search")
 SCRIPTED_ANSWER = {"answer": "It is stated in the passage [1]."}
@@ -132,14 +135,14 @@ def _free_port() -> int:
 
 
 def _start_server(scenario: str, store: str, clients: int, lm_cache: Path,
-                  workers: int | None = None) -> tuple[subprocess.Popen, str]:
+                  workers: int | None = None, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     import httpx
 
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "declrag_bench.serve", "--scenario", scenario, "--store", store,
                              "--port", str(port), "--max-in-flight", str(clients), "--lm-cache", str(lm_cache),
                              *(["--workers", str(workers)] if workers else [])],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stderr is not None  # stderr=PIPE
     base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 600
     while True:
@@ -288,9 +291,26 @@ def _server_stack() -> dict[str, str]:
             "http": "httptools" if imports("httptools") else "h11"}
 
 
+TRACING = ("off", "unreachable", "jaeger")  # the server's traces: none, to a receiver that is down, to a real Jaeger
+
+
+def _tracing_envs(tracing: tuple[str, ...], stack: contextlib.ExitStack) -> dict[str, dict[str, str]]:
+    """The server's environment per tracing arm (`declrag.tracing` reads OTEL_EXPORTER_OTLP_ENDPOINT); "jaeger"
+    starts one (scripts/jaeger.sh), stopped when ``stack`` closes."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    envs = {"off": base, "unreachable": {**base, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}}
+    if "jaeger" in tracing:
+        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="declrag-bench-jaeger-"))
+        query = run_script("jaeger.sh", "start", "--dir", folder, "--port", str(_free_port()))
+        stack.callback(run_script, "jaeger.sh", "stop", "--dir", folder)
+        host, _, port = query.rpartition(":")
+        envs["jaeger"] = {**base, "OTEL_EXPORTER_OTLP_ENDPOINT": f"{host}:{int(port) - 1}"}  # OTLP/HTTP: query - 1
+    return {t: envs[t] for t in tracing}
+
+
 def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] = SCENARIOS, n_docs: int = 200,
         dataset: str = "squad-v2.0", progress: bool = True,
-        workers: tuple[int | None, ...] = (None,)) -> dict[str, Any]:
+        workers: tuple[int | None, ...] = (None,), tracing: tuple[str, ...] = ("off",)) -> dict[str, Any]:
     from declrag.config import IngestConfig
     from declrag.embed import Embedder, cache_dir
     from declrag.golden import load_golden
@@ -313,14 +333,16 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
                            "load_average": [round(x, 2) for x in os.getloadavg()], "scenarios": {}}
     path = store.uri
     try:
-        with tempfile.TemporaryDirectory(prefix="declrag-bench-serve-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="declrag-bench-serve-") as tmp, contextlib.ExitStack() as stack:
+            envs = _tracing_envs(tracing, stack)
             for sc in scenarios:
                 asked = distinct if sc == "search" else questions
                 direct = _direct(sc, path, asked, duration_s, Path(tmp) / f"{sc}-direct")
                 results = {}
-                for w in workers:  # one server per worker-thread count, measured back to back
-                    proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server", w)
-                    tag = f" workers={w}" if len(workers) > 1 else ""
+                # one server per worker-thread count and tracing arm, measured back to back
+                for w, (t, env) in itertools.product(workers, envs.items()):
+                    proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server", w, env)
+                    tag = (f" workers={w}" if len(workers) > 1 else "") + (f" tracing={t}" if len(envs) > 1 else "")
                     try:
                         # retrieval: plain JSON requests (what a search client sends), then streamed ones
                         arms = {sc: False, f"{sc}/stream": True} if sc == "retrieval" else \
@@ -382,6 +404,7 @@ def _serve_main(argv: list[str] | None = None) -> None:
     """The benchmark's server process: one scenario's program under uvicorn on loopback."""
     import uvicorn
 
+    from declrag import tracing
     from declrag.lm import use_lm_cache
     from declrag.serve import ServeSettings, create_app
 
@@ -393,6 +416,7 @@ def _serve_main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--lm-cache", required=True)
     a = p.parse_args(argv)
+    tracing.configure()  # on where the bench's tracing arm set OTEL_EXPORTER_OTLP_ENDPOINT
     use_lm_cache(Path(a.lm_cache))
     settings = ServeSettings(port=a.port, max_in_flight=a.max_in_flight, workers=a.workers,
                              request_timeout_s=SERVER_TIMEOUT_S)

@@ -124,3 +124,8 @@ def api_key_from(path: Path | None) -> str | None:
                            hint="choose a key of ASCII letters, digits and punctuation, "
                                 "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'")
     return key
+
+
+SourceBaseOpt = Annotated[str | None, typer.Option(
+    help="name a cited file by this public URL plus its path in the indexed folder, e.g. https://docs.example.com/ "
+         "(default: the path relative to the indexed folder; never the server's own path)")]

@@ -13,6 +13,7 @@ from .common import (
     ApiKeyFileOpt,
     ModelOpt,
     ProgramFileOpt,
+    SourceBaseOpt,
     StoreOpt,
     TargetArg,
     api_key_from,
@@ -37,6 +38,7 @@ def mcp(
     host: Annotated[str, typer.Option(help="with --transport http: address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="with --transport http: port to listen on")] = 8000,
     api_key_file: ApiKeyFileOpt = None,
+    source_base: SourceBaseOpt = None,
     timeout: Annotated[float, typer.Option(
         help="seconds a tool call may take (a 'timeout' tool error beyond)")] = 120.0,
     max_in_flight: Annotated[int, typer.Option(
@@ -49,10 +51,12 @@ def mcp(
     if timeout <= 0 or max_in_flight < 1:
         raise DeclragError("--timeout is seconds > 0 and --max-in-flight a whole number >= 1",
                            hint="e.g. --timeout 120 --max-in-flight 8")
+    if source_base is not None and not source_base.startswith(("http://", "https://")):
+        raise DeclragError(f"--source-base {source_base!r} is not an http(s) URL", hint="e.g. https://docs.example.com/")
     if api_key_file is not None and transport == McpTransport.stdio:
         raise DeclragError("--api-key-file guards --transport http; over stdio the client starts this command itself",
                            hint="drop --api-key-file, or add --transport http")
     key = api_key_from(api_key_file) if transport == McpTransport.http else None
     run(target, config=config, store=store, model=model, transport=transport.value, host=host, port=port,
-        api_key=key, limits=CallLimits(timeout, max_in_flight),
+        api_key=key, limits=CallLimits(timeout, max_in_flight), source_base=source_base,
         say=lambda m: err.print(m, markup=False, highlight=False))

@@ -17,6 +17,7 @@ from .common import (
     MaxInFlightOpt,
     ModelOpt,
     ProgramFileOpt,
+    SourceBaseOpt,
     StoreOpt,
     TargetArg,
     TimeoutOpt,
@@ -53,6 +54,7 @@ def serve(
     cors_origin: Annotated[list[str] | None, typer.Option(
         "--cors-origin",
         help="let browser pages from this origin call the API; repeatable (default: CORS off)")] = None,
+    source_base: SourceBaseOpt = None,
     otlp_endpoint: Annotated[str | None, typer.Option(
         help="send OpenTelemetry traces (OTLP/HTTP) to this receiver, e.g. http://127.0.0.1:4318 "
              "(default: $OTEL_EXPORTER_OTLP_ENDPOINT; none: no traces)")] = None,
@@ -78,6 +80,7 @@ def serve(
     settings = config_from(ServeSettings, cache_limits=limits, host=host, port=port, api_key=api_key_from(api_key_file),
                        max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, request_timeout_s=timeout,
                        max_in_flight=max_in_flight, workers=workers, cache_threshold=cache_threshold,
-                       cache_size=cache_size, cors_origins=cors_origin or [], max_search_k=max_search_k)
+                       cache_size=cache_size, cors_origins=cors_origin or [], max_search_k=max_search_k,
+                       source_base=source_base)
     serve_program(target, config=config, store=store, model=model, settings=settings,
                   say=lambda m: out.print(m, markup=False, highlight=False))

@@ -36,7 +36,7 @@ from ..gguf import LocalModelCrash, crash_in
 from ..inputs import InputError, api_key_problem, turns, user_text
 from ..lm import Meter, cache_sizes, metering, using_lm
 from ..lm.registry import LM_DISK_FAULT
-from ..payloads import SearchHit
+from ..payloads import PublicPaths, SearchHit
 from ..pipeline.selection import DEFAULT_NAME
 from ..pipeline.streaming import Done, astream
 from ..stores.base import Filter
@@ -66,6 +66,8 @@ class ServeSettings(BaseModel):
     cache_size: int = Field(1024, ge=1)
     cors_origins: list[str] = []
     max_search_k: int = Field(50, ge=1, le=100)  # the most passages one /v1/search request may ask for (422 beyond)
+    # a citation's source as a URL under this base instead of its path relative to the indexed folder (PublicPaths)
+    source_base: str | None = Field(None, pattern=r"^https?://")
     # the process-wide caches' bounds (declrag.cache_limits), applied by `declrag.serve.serve` before the program loads;
     # None: left as the process has them (create_app never changes them)
     cache_limits: CacheLimits | None = None
@@ -129,6 +131,7 @@ class ServiceState:
     """What the service holds between requests."""
 
     program: Any = None  # the loaded program; None while loading (or after a failed load)
+    paths: PublicPaths = field(default_factory=lambda: PublicPaths(()))  # the files' names clients see
     error: BaseException | None = None  # why loading failed
     in_flight: int = 0  # admitted calls whose worker thread has not ended
     executor: ThreadPoolExecutor | None = None
@@ -209,10 +212,17 @@ class AnswerService:
                 prog.warm_up(lms=False)
         return prog
 
+    def _public_paths(self, prog: Any) -> PublicPaths:
+        store = getattr(prog, "store", None)
+        sources = [r.source for r in store.documents().values()] if store is not None else []
+        return PublicPaths(sources, self.settings.source_base)
+
     async def _load_in_background(self) -> None:
         t0 = time.perf_counter()
         try:
-            self.state.program = await asyncio.to_thread(self._load)
+            program = await asyncio.to_thread(self._load)
+            self.state.paths = await asyncio.to_thread(self._public_paths, program)
+            self.state.program = program  # ready: from here on requests are admitted
             log.info("ready: %s loaded in %.1f s", self.name, time.perf_counter() - t0)
         except Exception as e:  # reported on /readyz and to on_load
             self.state.error = e
@@ -242,7 +252,8 @@ class AnswerService:
             t0 = time.perf_counter()
             a = prog(question=req.question, where=req.where, **({"history": req.history} if req.history else {}))
             self.metrics.program.observe(time.perf_counter() - t0)
-        payload = plain({"answer": a.answer, "abstained": bool(a.abstained), "citations": a.citations,
+        cites = [self.state.paths.rewrite(c) for c in a.citations]
+        payload = plain({"answer": a.answer, "abstained": bool(a.abstained), "citations": cites,
                          "dropped_sentences": a.dropped_sentences, "judge": a.judge, "usage": a.usage,
                          "latency_ms": a.latency_ms, "program": dict(self.info), "cache": {"hit": False}})
         if cache and vec is not None:
@@ -303,7 +314,7 @@ class AnswerService:
         st.in_flight += 1
         self.metrics.in_flight.inc()
         self.metrics.history_turns.labels(req.route).observe(len(history))
-        return replace(req, question=question, history=history)
+        return replace(req, question=question, history=history, where=st.paths.inward(req.where))
 
     @staticmethod
     def failure(e: BaseException, question: str) -> ApiError:
@@ -358,8 +369,9 @@ class AnswerService:
         k, alpha = k or r.k, r.alpha if alpha is None else alpha
         hits, _, took = await self._run(req, partial(self.searching, req, k, alpha),
                                         lambda res: self.metrics.usage(res[1]))
-        return {"hits": [SearchHit.payload(h, i) for i, h in enumerate(hits, 1)], "query": req.question, "k": k,
-                "alpha": alpha, "latency_ms": {"total": round(1000 * took, 3)}}
+        paths = self.state.paths
+        return {"hits": [paths.rewrite(SearchHit.payload(h, i)) for i, h in enumerate(hits, 1)],
+                "query": req.question, "k": k, "alpha": alpha, "latency_ms": {"total": round(1000 * took, 3)}}
 
     async def answer_stream(self, req: Request) -> Events:
         """The answer as events: ``("delta", text)`` as the generate stage's LM produces it (see

@@ -30,6 +30,7 @@ from declrag.cli import main
 from declrag.config import ProgramConfig
 from declrag.lm import using_lm
 from declrag.mcp_server import MAX_K, CallLimits, build_server, stdout_to_stderr
+from declrag.payloads import PublicPaths
 from declrag.pipeline.program import RAGProgram
 from declrag.stores.base import StoreMeta
 from declrag.stores.lancedb import LanceStore
@@ -116,7 +117,8 @@ def test_search_is_the_programs_search(prog):
     assert ids(filtered) == [h.chunk.id for h in prog.search(Q, where=where)]
     assert ids(talk) == [h.chunk.id for h in prog.search("its capital?", history=history)]
     first, hit = default.structured_content["hits"][0], prog.search(Q)[0]
-    assert first == {"rank": 1, "chunk_id": hit.chunk.id, "doc_id": hit.doc_id, "source": hit.chunk.source,
+    assert hit.chunk.source == "/data/rome.txt"  # served relative to the indexed folder (test_public_paths.py)
+    assert first == {"rank": 1, "chunk_id": hit.chunk.id, "doc_id": hit.doc_id, "source": "rome.txt",
                      "title": hit.chunk.title, "page": hit.chunk.page, "span": [hit.start, hit.end], "text": hit.text,
                      "score": pytest.approx(hit.score, abs=1e-6)}
     assert json.loads(text_of(default)) == default.structured_content  # the same, as text for older clients
@@ -284,16 +286,22 @@ E2E_CALLS = [("search", {"query": Q}), ("search", {"query": "wind power", "k": 2
 
 
 def _check_e2e(results, program) -> None:
+    """The tools' results against the program's own calls; files are named relative to the indexed folder."""
+    public = PublicPaths([r.source for r in program.store.documents().values()])
+
+    def chunk_ids(hits) -> list[str]:
+        return [public.relative(h.chunk.id) for h in hits]
+
     default, custom, bad_k, asked, bad_turn, after = results
-    assert ids(default) == [h.chunk.id for h in program.search(Q)]
-    assert ids(custom) == [h.chunk.id for h in program.search("wind power", k=2, alpha=0.0)]
+    assert ids(default) == chunk_ids(program.search(Q))
+    assert ids(custom) == chunk_ids(program.search("wind power", k=2, alpha=0.0))
     assert bad_k.is_error and "k: Input should be greater than or equal to 1" in text_of(bad_k)
     assert not asked.is_error, text_of(asked)
     a = asked.structured_content
     assert a["answer"] == ANSWER and not a["abstained"] and a["citations"] and a["citations"][0]["n"] == 1
-    assert a["citations"][0]["chunk_id"] == program.search(Q)[0].chunk.id
+    assert a["citations"][0]["chunk_id"] == chunk_ids(program.search(Q))[0]
     assert bad_turn.is_error and "history[0].role must be one of" in text_of(bad_turn)
-    assert ids(after) == [h.chunk.id for h in program.search("energy")]
+    assert ids(after) == chunk_ids(program.search("energy"))
 
 
 def test_over_stdio_through_the_sdks_client(saved, tmp_path):
