@@ -57,7 +57,7 @@ def configure(endpoint: str | None = None, *, content: bool | None = None, provi
         return False
     if provider is None:
         provider = _otlp_provider(endpoint)
-    _state["provider"] = provider
+    _state["provider"], _state["endpoint"] = provider, endpoint
     _state["tracer"] = provider.get_tracer("declrag")
     if not _state.get("atexit"):  # the last batch goes out when the process ends
         _state["atexit"] = atexit.register(shutdown)
@@ -90,6 +90,11 @@ def shutdown() -> None:
     provider, _state["provider"], _state["tracer"] = _state["provider"], None, None
     if provider is not None:
         provider.shutdown()
+
+
+def given() -> dict[str, Any]:
+    """What `configure` was given (the endpoint, the content opt-in): for another process to configure the same."""
+    return {"endpoint": _state.get("endpoint"), "content": _state["content"]}
 
 
 def enabled() -> bool:

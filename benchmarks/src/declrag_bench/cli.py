@@ -133,6 +133,8 @@ def bench_serve(
     workers: Annotated[str | None, typer.Option(
         help="the server's worker threads, e.g. 4, or 2,4,16 for one server each, side by side "
              "(default: one per client)")] = None,
+    processes: Annotated[str, typer.Option(
+        help="server processes (declrag serve --processes), e.g. 2, or 1,2 for one server each, side by side")] = "1",
     tracing: Annotated[str, typer.Option(
         help="the server's OpenTelemetry traces: off, unreachable (to a receiver that is down), jaeger (to a real "
              "one, scripts/jaeger.sh); several, e.g. off,unreachable,jaeger, for one server each, side by side")
@@ -151,7 +153,9 @@ def bench_serve(
     if bad := [t for t in arms if t not in TRACING]:
         raise DeclragError(f"unknown --tracing {bad[0]!r}", hint=f"use one or more of: {','.join(TRACING)}")
     _bench_out(run(duration_s=duration, clients=clients, scenarios=tuple(scenario or SCENARIOS),
-                   workers=tuple(counts), tracing=arms), print_report, as_json)
+                   workers=tuple(counts), tracing=arms,
+                   processes=tuple(_positive_ints(processes, "--processes", "e.g. --processes 2 or 1,2"))),
+               print_report, as_json)
 
 
 @bench_app.command("synth")

@@ -44,7 +44,6 @@ when installed).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import http.client
 import importlib
@@ -134,22 +133,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(scenario: str, store: str, clients: int, lm_cache: Path,
-                  workers: int | None = None, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+def _start_server(scenario: str, store: str, clients: int, lm_cache: Path, workers: int | None = None,
+                  env: dict[str, str] | None = None, processes: int = 1) -> tuple[subprocess.Popen, str]:
     import httpx
 
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "declrag_bench.serve", "--scenario", scenario, "--store", store,
+    proc = subprocess.Popen([sys.executable, "-m", "declrag_bench.served", "--scenario", scenario, "--store", store,
                              "--port", str(port), "--max-in-flight", str(clients), "--lm-cache", str(lm_cache),
-                             *(["--workers", str(workers)] if workers else [])],
+                             *(["--workers", str(workers)] if workers else []), "--processes", str(processes)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stderr is not None  # stderr=PIPE
     base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 600
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"the benchmark server exited: {proc.stderr.read()[-2000:]}")
-        try:
-            if httpx.get(base + "/readyz", timeout=5).status_code == 200:
+        try:  # several processes: ready when 20 requests in a row, on new connections, found one that is ready
+            tries = 20 if processes > 1 else 1
+            if all(httpx.get(base + "/readyz", timeout=5).status_code == 200 for _ in range(tries)):
                 return proc, base
         except httpx.TransportError:
             pass
@@ -204,14 +204,21 @@ def _own_cpu_s() -> float:
 
 
 def _proc_cpu_s(pid: int | None) -> float | None:
-    """CPU seconds (user + system) of process ``pid`` (Linux's /proc; None elsewhere, or without a pid)."""
+    """CPU seconds (user + system) of process ``pid`` and its live children (the server processes of a
+    ``--processes`` server) (Linux's /proc; None elsewhere, or without a pid)."""
     if pid is None:
         return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+
+    def stat(p: int | str) -> list[str] | None:
+        try:
+            return Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+
+    if (own := stat(pid)) is None:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    kids = [f for d in os.listdir("/proc") if d.isdigit() and (f := stat(d)) is not None and f[1] == str(pid)]
+    return sum(int(f[11]) + int(f[12]) for f in [own, *kids]) / os.sysconf("SC_CLK_TCK")
 
 
 def _load(base: str, questions: list[str], clients: int, duration_s: float, stream: bool = True,
@@ -310,7 +317,8 @@ def _tracing_envs(tracing: tuple[str, ...], stack: contextlib.ExitStack) -> dict
 
 def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] = SCENARIOS, n_docs: int = 200,
         dataset: str = "squad-v2.0", progress: bool = True,
-        workers: tuple[int | None, ...] = (None,), tracing: tuple[str, ...] = ("off",)) -> dict[str, Any]:
+        workers: tuple[int | None, ...] = (None,), tracing: tuple[str, ...] = ("off",),
+        processes: tuple[int, ...] = (1,)) -> dict[str, Any]:
     from declrag.config import IngestConfig
     from declrag.embed import Embedder, cache_dir
     from declrag.golden import load_golden
@@ -339,17 +347,20 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
                 asked = distinct if sc == "search" else questions
                 direct = _direct(sc, path, asked, duration_s, Path(tmp) / f"{sc}-direct")
                 results = {}
-                # one server per worker-thread count and tracing arm, measured back to back
-                for w, (t, env) in itertools.product(workers, envs.items()):
-                    proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server", w, env)
-                    tag = (f" workers={w}" if len(workers) > 1 else "") + (f" tracing={t}" if len(envs) > 1 else "")
+                # one server per worker-thread count, process count and tracing arm, measured back to back
+                for w, n, (t, env) in itertools.product(workers, processes, envs.items()):
+                    proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server", w, env, n)
+                    tag = (f" workers={w}" if len(workers) > 1 else "") + (f" processes={n}" if len(processes) > 1
+                                                                             else "") + \
+                        (f" tracing={t}" if len(envs) > 1 else "")
                     try:
                         # retrieval: plain JSON requests (what a search client sends), then streamed ones
                         arms = {sc: False, f"{sc}/stream": True} if sc == "retrieval" else \
                             {sc: False} if sc == "search" else {sc: True}
                         for arm, stream in arms.items():
                             results[arm + tag] = {**_load(base, asked, clients, duration_s, stream, proc.pid,
-                                                          search=sc == "search"), "workers": w or clients}
+                                                          search=sc == "search"), "workers": w or clients,
+                                                  "processes": n}
                     finally:
                         _stop(proc)
                 d50 = direct["p50_ms"]
@@ -398,40 +409,3 @@ def print_report(r: dict[str, Any], console: Console) -> None:
                   "which does not stream (its first piece is the whole answer). The load generator runs on the same "
                   f"cores (client CPU per request); load average at the start: {r.get('load_average', '?')}.",
                   style="dim")
-
-
-def _serve_main(argv: list[str] | None = None) -> None:
-    """The benchmark's server process: one scenario's program under uvicorn on loopback."""
-    import uvicorn
-
-    from declrag import tracing
-    from declrag.lm import use_lm_cache
-    from declrag.serve import ServeSettings, create_app
-
-    p = argparse.ArgumentParser()
-    p.add_argument("--scenario", required=True, choices=SCENARIOS)
-    p.add_argument("--store", required=True)
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--max-in-flight", type=int, default=16)
-    p.add_argument("--workers", type=int, default=None)
-    p.add_argument("--lm-cache", required=True)
-    a = p.parse_args(argv)
-    tracing.configure()  # on where the bench's tracing arm set OTEL_EXPORTER_OTLP_ENDPOINT
-    use_lm_cache(Path(a.lm_cache))
-    settings = ServeSettings(port=a.port, max_in_flight=a.max_in_flight, workers=a.workers,
-                             request_timeout_s=SERVER_TIMEOUT_S)
-
-    def load():
-        prog, lm = _program(a.scenario, a.store)
-        holder["lm"] = lm
-        return prog
-
-    holder: dict[str, Any] = {}
-    app = create_app(load, f"bench-{a.scenario}", settings=settings,
-                     lm_override=(lambda: holder["lm"]()) if a.scenario in ("retrieval", "search") else None)
-    uvicorn.run(app, host="127.0.0.1", port=a.port, log_level="warning", access_log=False)
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _serve_main()

@@ -42,6 +42,10 @@ def serve(
         help="longest question (422 beyond) (default: the program's max_question_chars)")] = None,
     timeout: TimeoutOpt = 120.0,
     max_in_flight: MaxInFlightOpt = 8,
+    processes: Annotated[int, typer.Option(
+        min=1, max=64, help="server processes, each with the program loaded once (past one interpreter lock: "
+                            "throughput on several cores); --max-in-flight, --workers and the caches are per process"
+    )] = 1,
     workers: Annotated[int | None, typer.Option(
         help="threads that run program calls; admitted questions beyond wait for one (default: --max-in-flight; "
              "fewer is faster when calls are CPU-bound, e.g. retrieval with an instant or in-process model)")] = None,
@@ -81,6 +85,6 @@ def serve(
                        max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, request_timeout_s=timeout,
                        max_in_flight=max_in_flight, workers=workers, cache_threshold=cache_threshold,
                        cache_size=cache_size, cors_origins=cors_origin or [], max_search_k=max_search_k,
-                       source_base=source_base)
+                       source_base=source_base, processes=processes)
     serve_program(target, config=config, store=store, model=model, settings=settings,
                   say=lambda m: out.print(m, markup=False, highlight=False))

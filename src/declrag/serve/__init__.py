@@ -11,12 +11,14 @@ from pathlib import Path
 
 import uvicorn
 
+from .. import tracing
 from ..errors import DeclragError
 from ..http_server import Server
 from ..lm import use_cache_limits
 from ..pipeline.selection import DEFAULT_NAME, ProgramChoice, select_program
 from ..process_memory import bound_allocator, trim_periodically
 from .app import ServeSettings, create_app
+from .processes import run as run_processes
 
 MALLOC_ARENAS = 2  # glibc heaps a server's threads share (see `serve`)
 
@@ -40,7 +42,17 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
     bound_allocator(MALLOC_ARENAS)
     trimming = threading.Event()
     trim_periodically(60.0, trimming)
-    name, run, what, loader = resolve(target, config, store, model)
+    name, run, what, loader = resolve(target, config, store, model)  # cheap checks first: paths, config, store
+    if s.processes > 1:
+        _say_serving(s, what, name, say)
+        spec = {"target": None if target is None else str(target), "config": None if config is None else str(config),
+                "store": None if store is None else str(store), "model": model, "tracing": tracing.given()}
+        try:
+            run_processes(spec, s, s.processes, log_level=log_level)
+        finally:
+            trimming.set()
+        say("stopped; requests in flight were answered first")
+        return
     failed: list[BaseException] = []
     t0 = time.perf_counter()
 
@@ -54,17 +66,7 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
     app = create_app(loader, name, run, s, on_load=on_load)
     server = Server(uvicorn.Config(app, host=s.host, port=s.port, log_level=log_level,
                                     timeout_graceful_shutdown=int(s.request_timeout_s) + 10))
-    host = f"[{s.host}]" if ":" in s.host else s.host
-    say(f"declrag serve: {what} as {name!r} on http://{host}:{s.port}/ (web page /, POST /v1/ask, "
-        f"POST /v1/search, OpenAI-compatible /v1/chat/completions and /v1/models, /healthz, /readyz, /metrics)")
-    say("auth: " + ("Bearer API key required" if s.api_key else "none (set DECLRAG_API_KEY or --api-key-file)")
-        + f"; limits: {s.max_in_flight} in flight on {s.worker_threads} worker "
-        f"threads, {s.request_timeout_s:g} s per request, "
-        f"{s.max_body_bytes} bytes per body; semantic cache: "
-        + (f"on (cosine >= {s.cache_threshold}, {s.cache_size} answers)" if s.cache_threshold else "off"))
-    if (c := s.cache_limits) is not None:
-        say(f"caches: LM responses {c.lm_cache_entries} in memory, {c.lm_cache_disk_mb} MiB on disk; LM history "
-            f"{c.lm_history} calls; embedding cache {c.embedding_rows} vectors")
+    _say_serving(s, what, name, say)
     try:
         server.run()
     finally:
@@ -75,6 +77,21 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
         raise failed[0]
     if failed:
         raise DeclragError(f"could not load the program: {failed[0]}", hint="see the log above") from failed[0]
+
+
+def _say_serving(s: ServeSettings, what: str, name: str, say: Callable[[str], None]) -> None:
+    host = f"[{s.host}]" if ":" in s.host else s.host
+    say(f"declrag serve: {what} as {name!r} on http://{host}:{s.port}/ (web page /, POST /v1/ask, "
+        f"POST /v1/search, OpenAI-compatible /v1/chat/completions and /v1/models, /healthz, /readyz, /metrics)")
+    each = f" in each of {s.processes} processes" if s.processes > 1 else ""
+    say("auth: " + ("Bearer API key required" if s.api_key else "none (set DECLRAG_API_KEY or --api-key-file)")
+        + f"; limits: {s.max_in_flight} in flight on {s.worker_threads} worker "
+        f"threads{each}, {s.request_timeout_s:g} s per request, "
+        f"{s.max_body_bytes} bytes per body; semantic cache: "
+        + (f"on (cosine >= {s.cache_threshold}, {s.cache_size} answers)" if s.cache_threshold else "off"))
+    if (c := s.cache_limits) is not None:
+        say(f"caches: LM responses {c.lm_cache_entries} in memory, {c.lm_cache_disk_mb} MiB on disk; LM history "
+            f"{c.lm_history} calls; embedding cache {c.embedding_rows} vectors")
 
 
 __all__ = ["DEFAULT_NAME", "ServeSettings", "create_app", "resolve", "serve"]

@@ -241,7 +241,7 @@ def _operations(app: FastAPI, service: AnswerService) -> None:
     @app.get("/metrics")
     async def prometheus() -> Response:
         await asyncio.to_thread(service.measure_caches)
-        return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(service.metrics.exposition()), media_type=CONTENT_TYPE_LATEST)
 
     page = files(__package__).joinpath("page.html").read_text(encoding="utf-8")
 

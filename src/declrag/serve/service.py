@@ -68,6 +68,7 @@ class ServeSettings(BaseModel):
     max_search_k: int = Field(50, ge=1, le=100)  # the most passages one /v1/search request may ask for (422 beyond)
     # a citation's source as a URL under this base instead of its path relative to the indexed folder (PublicPaths)
     source_base: str | None = Field(None, pattern=r"^https?://")
+    processes: int = Field(1, ge=1, le=64)  # server processes (`declrag.serve.processes`); the limits above: each
     # the process-wide caches' bounds (declrag.cache_limits), applied by `declrag.serve.serve` before the program loads;
     # None: left as the process has them (create_app never changes them)
     cache_limits: CacheLimits | None = None

@@ -1,12 +1,14 @@
 """What `declrag serve` counts for ``GET /metrics`` (Prometheus): one registry per app, so several apps can live
-in one process."""
+in one process; under `declrag serve --processes`, the processes' metrics summed (`declrag.serve.processes`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.multiprocess import MultiProcessCollector
 
 
 class Metrics:
@@ -20,7 +22,8 @@ class Metrics:
                                  buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120))
         self.program = Histogram("declrag_program_seconds", "time inside the program per answered question",
                                  registry=r, buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120))
-        self.in_flight = Gauge("declrag_in_flight", "program calls running now", registry=r)
+        self.in_flight = Gauge("declrag_in_flight", "program calls running now", registry=r,
+                               multiprocess_mode="livesum")
         self.tokens = Counter("declrag_lm_tokens", "LM tokens by direction (in, out)", ["direction"], registry=r)
         self.cost = Counter("declrag_lm_cost_usd", "LM cost in USD (LiteLLM's price table)", registry=r)
         self.abstentions = Counter("declrag_abstentions", "answers that abstained", registry=r)
@@ -41,17 +44,26 @@ class Metrics:
         self.cache_entries = Gauge("declrag_cache_entries", "entries each process-wide cache holds, at the last "
                                    "scrape (lm_memory: DSPy's response LRU; lm_history, lm_history_global: DSPy's "
                                    "call histories; embeddings: vectors in the embedding file; answers: the "
-                                   "semantic answer cache)", ["cache"], registry=r)
+                                   "semantic answer cache)", ["cache"], registry=r, multiprocess_mode="liveall")
         self.cache_bytes = Gauge("declrag_cache_bytes", "bytes each on-disk cache takes, at the last scrape "
                                  "(lm_disk: DSPy's disk cache; embeddings: the embedding file and its WAL)", ["cache"],
-                                 registry=r)
+                                 registry=r, multiprocess_mode="liveall")
         self.cache_fault = Gauge("declrag_cache_fault", "1 when a cache's file failed (disk full, read-only, locked "
                                  "or corrupt) and the cache went on without writing to it or without it (the log "
-                                 "says which, once); 0 otherwise", ["cache"], registry=r)
+                                 "says which, once); 0 otherwise", ["cache"], registry=r, multiprocess_mode="liveall")
         self.cache_limit = Gauge("declrag_cache_limit", "the bound of each cache, in its unit (entries, or bytes "
-                                 "for lm_disk)", ["cache"], registry=r)
+                                 "for lm_disk)", ["cache"], registry=r, multiprocess_mode="max")
         self.search = Histogram("declrag_search_seconds", "time inside the program per /v1/search request",
                                 registry=r, buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+
+    def exposition(self) -> CollectorRegistry:
+        """What ``GET /metrics`` reports: this app's registry, or, under `declrag serve --processes`
+        (``PROMETHEUS_MULTIPROC_DIR``), every server process's metrics together."""
+        if folder := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            merged = CollectorRegistry()
+            MultiProcessCollector(merged, path=folder)
+            return merged
+        return self.registry
 
     def caches(self, sizes: Mapping[str, Mapping[str, float]], limits: Mapping[str, float]) -> None:
         """Set the cache gauges: ``sizes`` by cache (``{"entries": n}`` and/or ``{"bytes": n}``), their bounds."""
