@@ -16,6 +16,13 @@ if command -v go >/dev/null; then
 else
   echo "Go not found: the Weaviate tests will be skipped (install Go from https://go.dev/dl to run them)"
 fi
+# the tracing test sends its spans to a real Jaeger, also built from its Go module (scripts/jaeger.sh), and the MLflow
+# test logs a compile to a real tracking server (scripts/mlflow.sh: MLflow from PyPI in a venv of its own): both
+# prepared here, once, so that their cost shows up front
+if command -v go >/dev/null; then
+  bash scripts/jaeger.sh build >/dev/null || echo "jaeger could not be built: the tracing test will fail"
+fi
+bash scripts/mlflow.sh build >/dev/null || echo "MLflow could not be installed: the MLflow test will be skipped"
 # the PostgreSQL tests (marker `postgres`) start their own servers from Debian's postgresql package; install it
 # here, once, so that its cost shows up front. Where it cannot be installed they are skipped and say why.
 bash scripts/postgres.sh install >/dev/null || echo "PostgreSQL could not be installed: the postgres tests will be skipped"
