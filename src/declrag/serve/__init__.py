@@ -18,9 +18,8 @@ from ..lm import use_cache_limits
 from ..pipeline.selection import DEFAULT_NAME, ProgramChoice, select_program
 from ..process_memory import bound_allocator, trim_periodically
 from .app import ServeSettings, create_app
+from .processes import MALLOC_ARENAS
 from .processes import run as run_processes
-
-MALLOC_ARENAS = 2  # glibc heaps a server's threads share (see `serve`)
 
 
 def resolve(target: str | Path | None = None, config: str | Path | None = None, store: str | Path | None = None,

@@ -21,10 +21,17 @@ from typing import Any
 
 import uvicorn
 
+from .. import tracing
+from ..lm import use_cache_limits
+from ..pipeline.selection import select_program
+from ..process_memory import bound_allocator, trim_periodically
+from .app import ServeSettings, create_app
+
 SPEC_ENV = "DECLRAG_SERVE_SPEC"
+MALLOC_ARENAS = 2  # glibc heaps a server's threads share (see `declrag.serve.serve`)
 
 
-def run(spec: dict[str, Any], settings: Any, processes: int, factory: str = "declrag.serve.processes:app",
+def run(spec: dict[str, Any], settings: ServeSettings, processes: int, factory: str = "declrag.serve.processes:app",
         log_level: str = "info") -> None:
     """Serve ``factory`` (an import path to a function that returns the app; it reads `spec`) in ``processes``
     processes until SIGTERM / Ctrl-C; each drains its requests in flight first."""
@@ -53,12 +60,6 @@ def spec() -> dict[str, Any]:
 def app() -> Any:
     """One server process of `declrag serve --processes`: its process settings, then the app over its own copy of
     the program (loaded in the background; /readyz says when)."""
-    # imported here, in the server process: the package imports this module, and the supervisor needs none of it
-    from .. import tracing
-    from ..lm import use_cache_limits
-    from ..process_memory import bound_allocator, trim_periodically
-    from . import MALLOC_ARENAS, ServeSettings, create_app, resolve
-
     s = spec()
     settings = ServeSettings.model_validate(s["settings"])
     tracing.configure(**s.get("tracing", {}))
@@ -66,7 +67,7 @@ def app() -> Any:
         use_cache_limits(settings.cache_limits)
     bound_allocator(MALLOC_ARENAS)
     trim_periodically(60.0, threading.Event())  # for the process's life
-    name, run_folder, _, loader = resolve(s.get("target"), s.get("config"), s.get("store"), s.get("model"))
+    name, run_folder, _, loader = select_program(s.get("target"), s.get("config"), s.get("store"), s.get("model"))
     return create_app(loader, name, run_folder, settings)
 
 
