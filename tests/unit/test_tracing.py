@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -22,6 +21,7 @@ from declrag.serve import ServeSettings, create_app
 from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, StreamingLM
 from declrag.testing.store_contract import corpus
+from tests.unit.serve.test_serve import client
 
 Q = "What is the capital of Italy?"
 ANSWER = "Rome is the capital of Italy [1]."
@@ -109,7 +109,7 @@ def test_text_people_wrote_is_left_out_unless_the_operator_opts_in(prog, spans):
 def test_serve_makes_a_server_span_under_the_callers_traceparent(prog, spans):
     trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
     app = create_app(prog, "demo", None, ServeSettings(), lm_override=lambda: StreamingLM(ANSWER))
-    with TestClient(app) as c:
+    with client(app) as c:  # once ready
         r = c.post("/v1/ask", json={"question": Q}, headers={"traceparent": f"00-{trace_id}-{parent}-01"})
         assert r.status_code == 200
         assert c.post("/v1/search", json={"query": Q}).status_code == 200

@@ -306,7 +306,8 @@ def test_own_files_to_synth_to_compile_to_serve_with_no_golden_set_given(capsys,
         r = c.post("/v1/ask", json={"question": question.question})
     assert r.status_code == 200, r.text
     sources = {cite["source"] for cite in r.json()["citations"]}
-    assert sources and all(s.startswith(str(folder.resolve())) for s in sources), sources
+    # the user's own files, named relative to the folder indexed (a server does not show its disk)
+    assert sources and all((folder / s).is_file() and not s.startswith("/") for s in sources), sources
 
 
 @pytest.mark.slow
@@ -484,4 +485,4 @@ def test_long_markdown_and_pdf_files_to_synth_to_compile_to_serve_scored_on_pass
             time.sleep(0.05)
         r = client.post("/v1/search", json={"query": golden.splits["test"][0].question, "k": 3})
     assert r.status_code == 200, r.text
-    assert {h["source"] for h in r.json()["hits"]} <= {str(p.resolve()) for p in docs.iterdir()}
+    assert {h["source"] for h in r.json()["hits"]} <= {p.name for p in docs.iterdir()}  # relative to the folder
