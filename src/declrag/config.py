@@ -67,18 +67,19 @@ class EmbedderConfig(Strict):
     query_prefix: str = ""
     document_prefix: str = ""
     device: str = Field("auto", pattern=DEVICE.pattern)  # auto: a CUDA GPU, then Apple's MPS, then the CPU (device.py)
-    # how the model runs: torch (sentence-transformers), or ONNX Runtime in float32 or with int8 weights
-    # (declrag.embed_onnx). The vectors differ slightly, so the backend is part of the index's identity.
-    backend: EmbedBackend = "torch"
+    # how the model runs: ONNX Runtime in float32 (the default: torch's vectors to float32 rounding, so torch's index
+    # and cache entries; torch runs instead on a GPU or without onnxruntime), torch (sentence-transformers), or ONNX
+    # Runtime with int8 weights, whose vectors differ: onnx-int8 alone is part of the index's identity
+    backend: EmbedBackend = "onnx"
     # a fine-tuned model (compile's `finetune` stage): the sha256 of its folder (declrag.optimize.finetune.
     # folder_sha256). It, not the folder's path, names the model in index addresses and the embedding cache.
     weights: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
     def identity(self) -> dict[str, Any]:
         """What decides the vectors: the model (by content hash when it is a fine-tuned folder) and the
-        settings that change its output (not batch_size or device)."""
+        settings that change its output (not batch_size, device, or torch against float32 ONNX)."""
         e = self.model_dump(exclude={"batch_size", "device", "weights", "backend"})
-        if self.backend != "torch":  # absent for torch, so that indexes built before backends keep their address
+        if self.backend == "onnx-int8":  # torch and onnx (float32) are one index, the one built before backends
             e["backend"] = self.backend
         if self.weights:
             e["model"] = f"sha256:{self.weights}"

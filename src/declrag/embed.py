@@ -249,7 +249,7 @@ class Embedder:
             ident = f"sha256:{self.config.weights}"
         else:
             ident = self.name if not Path(self.name).exists() else f"path:{Path(self.name).resolve()}"
-        backend = "" if self.config.backend == "torch" else f"|backend={self.config.backend}"
+        backend = "|backend=onnx-int8" if self.config.backend == "onnx-int8" else ""  # onnx is torch's vectors
         return f"{ident}|msl={self.config.max_seq_length}{backend}"
 
     @cached_property
@@ -258,8 +258,11 @@ class Embedder:
 
     @cached_property
     def model(self):
-        """The encoder: a SentenceTransformer, or for an ONNX backend an `embed_onnx.OnnxEncoder`."""
-        if self.config.backend != "torch":
+        """The encoder: a SentenceTransformer, or for an ONNX backend an `embed_onnx.OnnxEncoder`. The default
+        ``onnx`` runs torch instead where the device is a GPU (torch is the faster there, and its vectors are the
+        same index) or where onnxruntime is missing (said once)."""
+        b = self.config.backend
+        if b == "onnx-int8" or (b == "onnx" and self._onnx_here()):
             return self._onnx_model()
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
@@ -273,6 +276,13 @@ class Embedder:
         if self.config.max_seq_length:
             m.max_seq_length = self.config.max_seq_length
         return m
+
+    def _onnx_here(self) -> bool:
+        if importlib.util.find_spec("onnxruntime") is None:
+            log.warning("onnxruntime is not installed: the embedder runs on torch (the same vectors, slower on a "
+                        "CPU); pip install onnxruntime to run it on ONNX Runtime")
+            return False
+        return resolve_device(self.config.device) == "cpu"
 
     def _onnx_model(self):
         if self.config.device not in ("auto", "cpu"):

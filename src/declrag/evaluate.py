@@ -27,6 +27,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from . import tracing
 from .errors import DeclragError
 from .eval_report import write_report
 from .golden import LABELS, Example, GoldenSet, labels_of
@@ -160,6 +161,10 @@ class Evaluation:
         return base
 
     def run(self) -> dict[str, Any]:
+        with tracing.span(f"eval {self.golden.name}", {"declrag.examples": len(self.examples)}):
+            return self._run()
+
+    def _run(self) -> dict[str, Any]:
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "config.json").write_text(json.dumps({
             "spec": asdict(self.spec), "dataset": self.golden.name,

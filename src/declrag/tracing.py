@@ -11,8 +11,9 @@ Spans follow the OpenTelemetry GenAI semantic conventions v0.1.0 (open-telemetry
 continues semantic-conventions v1.41.0; status Development): ``chat {model}`` per LM call (``gen_ai.operation.name``,
 ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``/``output_tokens``, and the cost as
 ``declrag.lm.cost_usd``), ``retrieval {store}`` (``gen_ai.data_source.id``, ``gen_ai.retrieval.top_k``,
-``gen_ai.retrieval.documents`` as ids and scores), ``gen_ai.conversation.id`` where a conversation has one, and the
-self-judge's verdict as a ``gen_ai.evaluation.result`` event. Text a user or a document wrote (the question, the
+``gen_ai.retrieval.documents`` as ids and scores), and the self-judge's verdict as a ``gen_ai.evaluation.result``
+event. `declrag compile` puts each trial's questions under a ``trial N`` span, `declrag eval` under ``eval {set}``,
+`declrag synth` under ``synth``. Text a user or a document wrote (the question, the
 passages, prompts and completions) is recorded only when the operator opts in (``--otlp-content`` or the
 conventions' ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``), since it may hold private data.
 """
@@ -35,7 +36,6 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from .errors import DeclragError
 
 log = logging.getLogger(__name__)
-CONVENTIONS = "OpenTelemetry GenAI semantic conventions v0.1.0"
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _OFF = contextlib.nullcontext(INVALID_SPAN)  # what every span is while tracing is off: reusable, no allocation
 _state: dict[str, Any] = {"tracer": None, "provider": None, "content": False}
@@ -129,6 +129,13 @@ def incoming(headers: Mapping[str, str], name: str, attributes: Mapping[str, Any
             yield s
     finally:
         otel_context.detach(token)
+
+
+def annotate(attributes: Mapping[str, Any]) -> None:
+    """Attributes on the current span, where one records (the parameters of a trial, known once sampled)."""
+    s = trace.get_current_span()
+    if s.is_recording():
+        s.set_attributes(_clean(attributes) or {})
 
 
 def failed(s: Span, error: BaseException | str) -> None:

@@ -46,9 +46,14 @@ def test_a_gpu_named_where_there_is_none_is_an_error_not_a_silent_cpu_run():
     assert "auto" in str(e.value)
 
 
-def test_the_embedder_runs_where_auto_says(minilm):
-    assert minilm.config.device == "auto"
-    assert minilm.model.device.type == expected_auto()
+def test_the_embedder_runs_where_auto_says():
+    from declrag.embed import Embedder
+
+    torch_embedder = Embedder(EmbedderConfig(backend="torch"))
+    assert torch_embedder.config.device == "auto"
+    assert torch_embedder.model.device.type == expected_auto()
+    # the default backend, onnx, is ONNX Runtime on the CPU and torch on a GPU: the same vectors, the same index
+    assert Embedder()._onnx_here() == (expected_auto() == "cpu")
 
 
 def test_mixed_precision_only_on_cuda():

@@ -139,3 +139,34 @@ def test_an_unsupported_otlp_protocol_is_one_clear_error(monkeypatch):
     with pytest.raises(DeclragError, match="http/protobuf"):
         tracing.configure("http://127.0.0.1:4318")
     assert not tracing.enabled()
+
+
+def test_compile_trials_and_eval_runs_are_parent_spans_of_their_questions(prog, spans, tmp_path):
+    from declrag.evaluate import EvalSpec, Evaluation
+    from declrag.golden import Example, GoldenSet
+    from declrag.optimize import Budget, CompileOptions, compile
+    from tests.unit.optimize.test_compile import GOLD, SPACE
+
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE.replace("prompt_optimizer: {name: bootstrap, max_demos: 1, max_examples: 4}",
+                                   "prompt_optimizer: {name: none}"))
+    lm = StreamingLM(ANSWER)
+    with using_lm(lm):
+        compile(CompileOptions(space, str(GOLD), "traced", tmp_path / "runs", Budget(max_trials=2), progress=False))
+    got = spans.get_finished_spans()
+    trials = {s.name: s for s in got if s.name.startswith("trial ")}
+    assert set(trials) == {"trial 0", "trial 1"}
+    assert trials["trial 0"].attributes["declrag.trial"] == 0
+    assert trials["trial 0"].attributes["declrag.param.k"] == 5  # the naive baseline's
+    under = {s.parent.span_id for s in got if s.name == "answer" and s.parent is not None}
+    assert {t.context.span_id for t in trials.values()} <= under  # each trial's questions are its children
+
+    spans.clear()
+    golden = GoldenSet("tiny", [], {"dev": [Example(id="q1", question=Q, answers=("Rome",), gold={"rome": 1})]})
+    with using_lm(lm):
+        Evaluation(prog, golden, EvalSpec(dataset="tiny", split="dev", metrics=["f1"]), tmp_path / "eval",
+                   progress=False).run()
+    got = spans.get_finished_spans()
+    run = next(s for s in got if s.name == "eval tiny")
+    answer = next(s for s in got if s.name == "answer")
+    assert answer.parent.span_id == run.context.span_id  # on the evaluation's worker thread, in its trace

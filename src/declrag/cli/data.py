@@ -28,7 +28,8 @@ def index(
     parent_size: Annotated[int | None, typer.Option(help="parent-child: tokens per parent")] = None,
     model: Annotated[str | None, typer.Option(help="embedding model: hub name or folder")] = None,
     backend: Annotated[str | None, typer.Option(
-        help="how the embedding model runs: torch | onnx | onnx-int8 (see README, Embeddings)")] = None,
+        help="how the embedding model runs: onnx (the default; torch's vectors) | torch | onnx-int8 "
+             "(see docs/guides/indexing.md)")] = None,
     metric: Annotated[str | None, typer.Option(help="cosine | dot | l2 (new stores only)")] = None,
     prune: Annotated[bool, typer.Option(help="remove documents whose files are gone from these folders")] = False,
     rebuild: Annotated[bool, typer.Option(help="rebuild the store from these sources with these settings")] = False,

@@ -17,6 +17,7 @@ import numpy as np
 import optuna
 from tqdm.auto import tqdm
 
+from .. import tracing
 from ..config import ProgramConfig, with_model
 from ..embed import Embedder
 from ..evaluate import correct, score_case
@@ -168,10 +169,16 @@ class Objective:
 
     # -- one trial ------------------------------------------------------------------------------------------
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
+        """One trial under its span (`declrag.tracing`): its questions and LM calls are the span's children."""
+        with tracing.span(f"trial {trial.number}", {"declrag.trial": trial.number}):
+            return self._trial(trial)
+
+    def _trial(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         """Score the program ``trial`` samples on dev (a repeat of a finished trial takes its scores); log it."""
         t0 = time.perf_counter()
         calls0, cost0 = self.spent.lm_calls, self.spent.cost_usd
         values = sample(trial, self.space)
+        tracing.annotate({f"declrag.param.{k}": v for k, v in values.items()})
         same = _finished_with(trial)
         if same is not None:  # the sampler proposed a program already scored: its scores, no work
             metrics = same.user_attrs.get("metrics", {})

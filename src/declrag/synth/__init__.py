@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from tqdm import tqdm
 
+from .. import tracing
 from ..api import load_documents
 from ..config import ChunkerConfig, IngestConfig
 from ..embed import Embedder
@@ -90,7 +91,8 @@ def from_sources(paths: Sequence[str | Path] = (), datasets: Sequence[str] = (),
     if not paths and not datasets:
         raise DeclragError("nothing to draw questions from", hint="give file or folder paths, or --dataset NAME")
     docs, skipped = load_documents(paths, datasets)
-    return synthesize(docs, out, n, **options), skipped
+    with tracing.span("synth", {"declrag.documents": len(docs), "declrag.n": n}):
+        return synthesize(docs, out, n, **options), skipped
 
 
 def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model: str | None = None, seed: int = 13,
