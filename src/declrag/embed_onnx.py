@@ -85,6 +85,9 @@ def export(folder: Path, digest: str, backend: str, cache: Path) -> Path:
     with FileLock(str(where / ".lock")):
         if target.is_file():  # another process built it while this one waited
             return target
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the weight-loading bars are noise next to ours (as the torch backend's)
         try:
             st = StModel(folder)
         except (OSError, ValueError, KeyError, IndexError) as e:
