@@ -60,7 +60,10 @@ class StModel:
         if kinds[:2] != ["Transformer", "Pooling"] or extra:
             raise ValueError(f"modules {kinds}: only Transformer + Pooling (+ Normalize) run outside torch")
         pooling = json.loads((folder / modules[1]["path"] / "config.json").read_text())
-        modes = [m for m in ("mean", "cls", "max") if pooling.get(f"pooling_mode_{m}_tokens")]
+        if isinstance(named := pooling.get("pooling_mode"), str):  # sentence-transformers 5 saves one name
+            modes = [named] if named in ("mean", "cls", "max") else []
+        else:
+            modes = [m for m in ("mean", "cls", "max") if pooling.get(f"pooling_mode_{m}_tokens")]
         if len(modes) != 1 or any(pooling.get(k) for k in ("pooling_mode_mean_sqrt_len_tokens",
                                                            "pooling_mode_weightedmean_tokens",
                                                            "pooling_mode_lasttoken")):

@@ -112,7 +112,7 @@ def test_the_artifact_carries_the_tuned_model_and_the_loaded_program_embeds_with
     prog = load(tmp_path / "best")
     q = "Where is the Colosseum?"
     expected = SentenceTransformer(str(out), device="cpu").encode([q], normalize_embeddings=True)[0]
-    assert np.allclose(prog.embedder.embed_query(q), expected, atol=1e-6)
+    assert float(prog.embedder.embed_query(q) @ expected) >= 0.9999  # ONNX Runtime (the default): torch's to rounding
     assert not np.allclose(base.embedder.embed_query(q), expected, atol=1e-4)
     assert prog.retrieve_only(q)[0].chunk.doc_id == "rome"  # its index and queries use the tuned model
     with pytest.raises(DeclragError, match="other ingest settings"):
