@@ -259,11 +259,16 @@ class Embedder:
     @cached_property
     def model(self):
         """The encoder: a SentenceTransformer, or for an ONNX backend an `embed_onnx.OnnxEncoder`. The default
-        ``onnx`` runs torch instead where the device is a GPU (torch is the faster there, and its vectors are the
-        same index) or where onnxruntime is missing (said once)."""
+        ``onnx`` runs torch instead, with the same vectors and so the same index, where torch is the better choice
+        or the only one: on a GPU, without onnxruntime, or for a model ONNX cannot run (said once)."""
         b = self.config.backend
-        if b == "onnx-int8" or (b == "onnx" and self._onnx_here()):
+        if b == "onnx-int8":
             return self._onnx_model()
+        if b == "onnx" and self._onnx_here():
+            try:
+                return self._onnx_model()
+            except DeclragError as e:
+                log.warning("%s; running it on torch instead (the same vectors)", e.message)
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
 

@@ -41,8 +41,7 @@ MIN_COSINE = {"onnx": 0.9999, "onnx-int8": 0.95}  # an export below this on the 
 
 def _fail(backend: str, folder: Path, why: str) -> DeclragError:
     return DeclragError(f"embedder backend {backend!r} could not be built for {folder}: {why}",
-                        hint="set `ingest.embedder.backend: torch` (the default), which runs any "
-                             "sentence-transformers model")
+                        hint="set `ingest.embedder.backend: torch`, which runs any sentence-transformers model")
 
 
 class StModel:

@@ -105,11 +105,28 @@ def test_a_model_onnx_cannot_run_is_a_clear_error_naming_the_setting(tmp_path, m
     modules = json.loads((folder / "modules.json").read_text())
     modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
     (folder / "modules.json").write_text(json.dumps(modules))
-    e = Embedder(EmbedderConfig(model=str(folder), backend="onnx"), EmbeddingCache(tmp_path / "c.sqlite3"))
+    e = Embedder(EmbedderConfig(model=str(folder), backend="onnx-int8"), EmbeddingCache(tmp_path / "c.sqlite3"))
     with pytest.raises(DeclragError) as err:
         e.embed_documents(["x"])
-    assert "backend 'onnx'" in str(err.value) and "Dense" in str(err.value)
+    assert "backend 'onnx-int8'" in str(err.value) and "Dense" in str(err.value)
     assert "backend: torch" in err.value.hint
+
+
+def test_the_default_runs_a_model_onnx_cannot_on_torch_and_says_so(tmp_path, minilm, caplog):
+    import json
+    import shutil
+
+    folder = tmp_path / "weighted"
+    shutil.copytree(minilm.folder, folder)
+    pooling = folder / "1_Pooling" / "config.json"
+    conf = json.loads(pooling.read_text())
+    conf.update(pooling_mode_mean_tokens=False, pooling_mode_weightedmean_tokens=True)  # a pooling ONNX here lacks
+    pooling.write_text(json.dumps(conf))
+    with caplog.at_level("WARNING"):
+        got = Embedder(EmbedderConfig(model=str(folder)), EmbeddingCache(tmp_path / "c.sqlite3")).embed_documents(["x"])
+    assert "running it on torch instead" in caplog.text
+    ref = Embedder(EmbedderConfig(model=str(folder), backend="torch"), EmbeddingCache(tmp_path / "d.sqlite3"))
+    assert np.allclose(got, ref.embed_documents(["x"]), atol=1e-6)
     with pytest.raises(DeclragError) as err:
         Embedder(EmbedderConfig(backend="onnx-int8", device="cuda")).embed_query("x")
     assert "CPU only" in str(err.value)
