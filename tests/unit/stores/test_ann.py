@@ -111,14 +111,14 @@ def test_compile_can_search_the_embedder_backend_and_the_ann_settings(tmp_path):
 name: scale
 objective: {metrics: {ndcg@10: 1.0}}
 params:
-  backend: {path: ingest.embedder.backend, type: categorical, choices: [torch, onnx-int8]}
+  backend: {path: ingest.embedder.backend, type: categorical, choices: [onnx, onnx-int8]}
   nprobe:  {path: retrieve.ann.nprobe, type: categorical, choices: [64, 384]}
   refine:  {path: retrieve.ann.refine, type: int, low: 1, high: 8}
 """)
     sp = read_space(space)
     cfg = apply(sp.base, {"backend": "onnx-int8", "nprobe": 64, "refine": 2}, sp.params)
     assert cfg.ingest.embedder.backend == "onnx-int8" and (cfg.retrieve.ann.nprobe, cfg.retrieve.ann.refine) == (64, 2)
-    assert cfg.ingest.digest() != apply(sp.base, {"backend": "torch"}, sp.params).ingest.digest()  # another index
+    assert cfg.ingest.digest() != apply(sp.base, {"backend": "onnx"}, sp.params).ingest.digest()  # another index
     space.write_text(space.read_text().replace("[64, 384]", "[0, 384]"))
     with pytest.raises(DeclragError) as e:
         read_space(space)

@@ -165,7 +165,7 @@ def test_a_store_of_another_embedder_backend_is_refused_and_the_message_says_whi
     open_store(tmp_path / "s", IngestConfig(embedder=EmbedderConfig(backend="onnx-int8")))
     with pytest.raises(DeclragError) as e:
         open_store(tmp_path / "s", IngestConfig())
-    assert "backend=onnx-int8) than asked" in e.value.message and e.value.message.endswith("backend=torch)")
+    assert "backend=onnx-int8) than asked" in e.value.message and e.value.message.endswith("backend=onnx)")
     assert "--backend" in e.value.hint
 
 
