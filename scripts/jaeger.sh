@@ -20,9 +20,11 @@ CACHE=${DECLRAG_CACHE:-$HOME/.cache/declrag}/jaeger
 BIN_DIR=$CACHE/$VERSION
 BIN=$BIN_DIR/jaeger
 LAST=$CACHE/last-dir
+NAME=jaeger LABEL=Jaeger PORT=24317
+# shellcheck source=scripts/one-server.sh
+. "$(dirname "$0")/one-server.sh"
 
 usage() { sed -n '5,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-say() { echo "jaeger.sh: $*" >&2; }
 
 build() {
   if [ -x "$BIN" ]; then echo "$BIN"; return 0; fi
@@ -92,22 +94,7 @@ exporters:
 EOF
 }
 
-alive() { [ -f "$1/jaeger.pid" ] && kill -0 "$(cat "$1/jaeger.pid")" 2>/dev/null; }
-
-cmd=${1:-}; [ -n "$cmd" ] || usage; shift
-dir="" port=24317 clean=0
-while [ $# -gt 0 ]; do
-  case $1 in
-    --dir) dir=$2; shift 2 ;;
-    --port) port=$2; shift 2 ;;
-    --clean) clean=1; shift ;;
-    *) usage ;;
-  esac
-done
-if [ -z "$dir" ] && [ "$cmd" = stop ]; then
-  [ -f "$LAST" ] || { say "no Jaeger started yet (give --dir)"; exit 2; }
-  dir=$(cat "$LAST")
-fi
+server_args "$@"
 
 case $cmd in
   build) build ;;
@@ -117,34 +104,17 @@ case $cmd in
     mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
     if alive "$dir"; then say "$dir already has a running Jaeger (stop it first)"; exit 2; fi
     write_config "$dir" "$port"
-    mkdir -p "$CACHE"; echo "$dir" > "$LAST"
     t0=$SECONDS
-    setsid "$BIN" --config "$dir/config.yaml" >> "$dir/jaeger.log" 2>&1 < /dev/null &
-    echo $! > "$dir/jaeger.pid"
-    deadline=$((SECONDS + 60))
-    until curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$((port + 2))/api/services" \
-        && curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$((port + 1))/v1/traces"; do
-      if ! alive "$dir" || [ $SECONDS -ge $deadline ]; then
-        say "Jaeger did not become ready; the end of its log:"; tail -n 15 "$dir/jaeger.log" >&2 || true
-        alive "$dir" && kill -KILL "$(cat "$dir/jaeger.pid")"
-        exit 1
-      fi
-      sleep 0.3
-    done
+    launch "$dir" "$BIN" --config "$dir/config.yaml"
+    ready() {
+      curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$((port + 2))/api/services" \
+        && curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$((port + 1))/v1/traces"
+    }
+    wait_ready "$dir" 60 ready
     say "Jaeger ${VERSION#v} ready in $((SECONDS - t0)) s; log in $dir/jaeger.log"
     echo "http://127.0.0.1:$((port + 1))"
     echo "http://127.0.0.1:$((port + 2))"
     ;;
-  stop)
-    if alive "$dir"; then
-      pid=$(cat "$dir/jaeger.pid"); kill -TERM "$pid" 2>/dev/null || true
-      deadline=$((SECONDS + 15))
-      while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
-    fi
-    rm -f "$dir/jaeger.pid"
-    [ "$clean" = 1 ] && rm -rf "$dir"
-    say "stopped $dir"
-    ;;
+  stop) stop_server "$dir" ;;
   *) usage ;;
 esac

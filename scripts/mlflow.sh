@@ -16,9 +16,11 @@ CACHE=${DECLRAG_CACHE:-$HOME/.cache/declrag}/mlflow
 ENV_DIR=$CACHE/$VERSION
 BIN=$ENV_DIR/bin/mlflow
 LAST=$CACHE/last-dir
+NAME=mlflow LABEL="MLflow server" PORT=15000
+# shellcheck source=scripts/one-server.sh
+. "$(dirname "$0")/one-server.sh"
 
 usage() { sed -n '5,7p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-say() { echo "mlflow.sh: $*" >&2; }
 
 build() {
   if [ -x "$BIN" ]; then echo "$BIN"; return 0; fi
@@ -37,22 +39,7 @@ build() {
   echo "$BIN"
 }
 
-alive() { [ -f "$1/mlflow.pid" ] && kill -0 "$(cat "$1/mlflow.pid")" 2>/dev/null; }
-
-cmd=${1:-}; [ -n "$cmd" ] || usage; shift
-dir="" port=15000 clean=0
-while [ $# -gt 0 ]; do
-  case $1 in
-    --dir) dir=$2; shift 2 ;;
-    --port) port=$2; shift 2 ;;
-    --clean) clean=1; shift ;;
-    *) usage ;;
-  esac
-done
-if [ -z "$dir" ] && [ "$cmd" = stop ]; then
-  [ -f "$LAST" ] || { say "no MLflow server started yet (give --dir)"; exit 2; }
-  dir=$(cat "$LAST")
-fi
+server_args "$@"
 
 case $cmd in
   build) build ;;
@@ -61,34 +48,13 @@ case $cmd in
     dir=${dir:-$(mktemp -d "${TMPDIR:-/tmp}/declrag-mlflow.XXXXXX")}
     mkdir -p "$dir/artifacts"; dir=$(cd "$dir" && pwd)
     if alive "$dir"; then say "$dir already has a running server (stop it first)"; exit 2; fi
-    mkdir -p "$CACHE"; echo "$dir" > "$LAST"
     t0=$SECONDS
-    setsid "$BIN" server --backend-store-uri "sqlite:///$dir/mlflow.db" --artifacts-destination "$dir/artifacts" \
-      --host 127.0.0.1 --port "$port" --workers 1 >> "$dir/mlflow.log" 2>&1 < /dev/null &
-    echo $! > "$dir/mlflow.pid"
-    deadline=$((SECONDS + 120))
-    until curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$port/health"; do
-      if ! alive "$dir" || [ $SECONDS -ge $deadline ]; then
-        say "MLflow did not become ready; the end of its log:"; tail -n 15 "$dir/mlflow.log" >&2 || true
-        alive "$dir" && kill -KILL -- "-$(cat "$dir/mlflow.pid")" 2>/dev/null
-        exit 1
-      fi
-      sleep 0.5
-    done
+    launch "$dir" "$BIN" server --backend-store-uri "sqlite:///$dir/mlflow.db" --artifacts-destination \
+      "$dir/artifacts" --host 127.0.0.1 --port "$port" --workers 1
+    wait_ready "$dir" 120 curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$port/health"
     say "MLflow $VERSION ready in $((SECONDS - t0)) s; runs and artifacts in $dir"
     echo "http://127.0.0.1:$port"
     ;;
-  stop)
-    if alive "$dir"; then
-      pid=$(cat "$dir/mlflow.pid")
-      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true  # the server and its workers
-      deadline=$((SECONDS + 15))
-      while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-      kill -KILL -- "-$pid" 2>/dev/null || true
-    fi
-    rm -f "$dir/mlflow.pid"
-    [ "$clean" = 1 ] && rm -rf "$dir"
-    say "stopped $dir"
-    ;;
+  stop) stop_server "$dir" ;;
   *) usage ;;
 esac
