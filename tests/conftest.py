@@ -121,6 +121,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_served(base: str, proc, log: Path, timeout: float = 300.0, in_a_row: int = 1) -> None:
+    """Until the `declrag serve` process ``proc`` answers ``base``/readyz with 200, ``in_a_row`` times on new
+    connections (several server processes are ready one by one); fails with the end of its ``log`` if it exits."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(f"{base}/readyz", timeout=5) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+
+    deadline = time.monotonic() + timeout
+    while not all(ready() for _ in range(in_a_row)):
+        assert proc.poll() is None, f"the server exited {proc.returncode}:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"the server was not ready in {timeout:g} s"
+        time.sleep(0.5)
+
+
 def start_postgres(password_env: str | None = None) -> tuple[str, Path]:
     """Start a real PostgreSQL (Debian's package, installed by scripts/postgres.sh if missing) in a new
     temporary cluster on loopback; returns its SQLAlchemy URL and folder. Skips the test when PostgreSQL

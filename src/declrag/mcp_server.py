@@ -149,7 +149,7 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
     """An `MCPServer` whose ``search`` and ``ask`` tools run ``program`` (loaded; see `load_program`) within
     ``limits``; files are named as `declrag serve` names them (`PublicPaths`, ``source_base``)."""
     gate = _Gate(limits or CallLimits())
-    paths = PublicPaths([r.source for r in program.store.documents().values()], source_base)
+    paths = PublicPaths.of_store(program.store, source_base)
     server = _Server(name="declrag", title=f"declrag: {name}", version=package_version("declrag"),
                      instructions=f"Search and question the documents of the declrag program {name!r}. `search` "
                                   "returns the ranked passages; `ask` answers with citations to them.")

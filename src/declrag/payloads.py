@@ -86,6 +86,11 @@ class PublicPaths:
         self.base = base.rstrip("/") + "/" if base else None
         self.known = {self.relative(f) for f in files}  # what `inward` maps back: only names that are ours
 
+    @classmethod
+    def of_store(cls, store: Any, base: str | None = None) -> PublicPaths:
+        """The public names of ``store``'s files (read once: its document records)."""
+        return cls([r.source for r in store.documents().values()] if store is not None else [], base)
+
     def relative(self, name: str) -> str:
         p = self.prefix
         return name[len(p):].replace(os.sep, "/") if p and name.startswith(p) else name

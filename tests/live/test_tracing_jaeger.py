@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, free_port, wait_served
 
 JAEGER = ROOT / "scripts" / "jaeger.sh"
 BIN = Path(sys.executable).parent
@@ -95,17 +95,7 @@ def test_a_served_answer_and_search_are_traced_into_jaeger_with_every_stage(jaeg
                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"{base}/readyz", timeout=5) as resp:
-                    if resp.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            assert time.monotonic() < deadline, "the server was not ready in 300 s"
-            time.sleep(0.5)
+        wait_served(base, server, tmp_path / "serve.log")
         ask_id, search_id = os.urandom(16).hex(), os.urandom(16).hex()
         answer = post(f"{base}/v1/ask", {"question": "How deep is Lake Baikal?"}, f"00-{ask_id}-{'1' * 16}-01")
         assert answer["answer"]

@@ -213,16 +213,12 @@ class AnswerService:
                 prog.warm_up(lms=False)
         return prog
 
-    def _public_paths(self, prog: Any) -> PublicPaths:
-        store = getattr(prog, "store", None)
-        sources = [r.source for r in store.documents().values()] if store is not None else []
-        return PublicPaths(sources, self.settings.source_base)
-
     async def _load_in_background(self) -> None:
         t0 = time.perf_counter()
         try:
             program = await asyncio.to_thread(self._load)
-            self.state.paths = await asyncio.to_thread(self._public_paths, program)
+            self.state.paths = await asyncio.to_thread(PublicPaths.of_store, getattr(program, "store", None),
+                                                       self.settings.source_base)
             self.state.program = program  # ready: from here on requests are admitted
             log.info("ready: %s loaded in %.1f s", self.name, time.perf_counter() - t0)
         except Exception as e:  # reported on /readyz and to on_load

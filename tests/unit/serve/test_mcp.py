@@ -287,7 +287,7 @@ E2E_CALLS = [("search", {"query": Q}), ("search", {"query": "wind power", "k": 2
 
 def _check_e2e(results, program) -> None:
     """The tools' results against the program's own calls; files are named relative to the indexed folder."""
-    public = PublicPaths([r.source for r in program.store.documents().values()])
+    public = PublicPaths.of_store(program.store)
 
     def chunk_ids(hits) -> list[str]:
         return [public.relative(h.chunk.id) for h in hits]

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import free_port, wait_served
 
 SCRIPT = Path(sys.executable).parent / "declrag"
 TEXT = {"lakes.txt": "Lake Baikal is the deepest lake on Earth. Lake Superior is the largest of the Great Lakes.",
@@ -54,16 +54,7 @@ def test_two_processes_answer_and_one_metrics_route_counts_both(tmp_path):
                              "--workers", "1"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 300
-        while True:  # ready when 20 new connections in a row found a ready process
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                if all(httpx.get(f"{base}/readyz", timeout=5).status_code == 200 for _ in range(20)):
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "not ready in 300 s"
-            time.sleep(0.5)
+        wait_served(base, proc, tmp_path / "serve.log", in_a_row=20)  # every process ready
         workers = children(proc.pid)
         servers = [p for p in workers if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]  # not the tracker
         assert len(servers) == 2, workers
