@@ -41,3 +41,30 @@ def test_a_short_soak_writes_its_json_and_png_with_no_5xx(tmp_path, minilm):
     assert gauges['declrag_cache_entries{cache="embeddings"}'] <= 50
     js, png = write(r, tmp_path / "out")
     assert json.loads(js.read_text())["summary"] == s and png.stat().st_size > 1000
+
+
+def test_a_soak_of_two_server_processes_reports_each_process(tmp_path, minilm):
+    """``--serve-arg=--processes=2``: the server's memory is summed over its processes, and each server process that
+    lived through the run has its own start, after-warm-up and end RSS (the per-process bound)."""
+    from declrag_bench.soak import run, write
+
+    import declrag
+    from declrag.testing.store_contract import TEXTS
+
+    (tmp_path / "docs").mkdir()
+    for name, sents in TEXTS.items():
+        (tmp_path / "docs" / f"{name}.txt").write_text(" ".join(sents))
+    declrag.index([tmp_path / "docs"], store=tmp_path / "store", embedder=minilm, progress=False)
+    questions = [f"Which place is question {i} about: {w}?" for i, w in enumerate(["Rome", "energy", "wind"] * 60)]
+    r = run(duration_s=12, clients=4, store=str(tmp_path / "store"), questions=questions, progress=False,
+            serve_args=("--processes", "2"))
+    s = r["summary"]
+    assert s["errors"] == {"5xx": 0, "dropped": 0} and s["distinct_questions"] > 0
+    big = {pid: p for pid, p in s["processes"].items() if p["rss_mb_end"] > 500}  # those that loaded the program
+    assert len(big) == 2, s["processes"]
+    for p in big.values():
+        assert p["rss_mb_start"] > 0 and p["rss_mb_after_warmup"] > 0 and isinstance(p["growth_pct"], float)
+    last = r["samples"][-1]
+    assert abs(last["rss_mb"] - sum(last["rss_mb_by_process"].values())) < 1
+    js, png = write(r, tmp_path / "out")
+    assert js.exists() and png.stat().st_size > 1000

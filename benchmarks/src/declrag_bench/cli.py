@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 
 from declrag.cli.common import config_from, out
+from declrag.config import EmbedBackend
 from declrag.errors import DeclragError
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (quality and speed), printed as tables.")
@@ -139,6 +140,10 @@ def bench_serve(
         help="the server's OpenTelemetry traces: off, unreachable (to a receiver that is down), jaeger (to a real "
              "one, scripts/jaeger.sh); several, e.g. off,unreachable,jaeger, for one server each, side by side")
     ] = "off",
+    embed_backend: Annotated[str | None, typer.Option(
+        help="the server's query embedder, with an empty embedding cache so that each new question is embedded: "
+             "torch, onnx, onnx-int8; several, e.g. torch,onnx, for one server each, side by side (default: the "
+             "index's, its cache warmed)")] = None,
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """`declrag serve` under concurrent clients on loopback: latency, throughput, errors, overhead vs direct calls."""
@@ -152,8 +157,15 @@ def bench_serve(
     arms = tuple(dict.fromkeys(t.strip() for t in tracing.split(",")))
     if bad := [t for t in arms if t not in TRACING]:
         raise DeclragError(f"unknown --tracing {bad[0]!r}", hint=f"use one or more of: {','.join(TRACING)}")
+    backends: tuple[str | None, ...] = (None,)
+    if embed_backend:
+        named = list(dict.fromkeys(b.strip() for b in embed_backend.split(",")))
+        if bad := [b for b in named if b not in get_args(EmbedBackend)]:
+            raise DeclragError(f"unknown --embed-backend {bad[0]!r}",
+                               hint=f"use one or more of: {','.join(get_args(EmbedBackend))}")
+        backends = tuple(named)
     _bench_out(run(duration_s=duration, clients=clients, scenarios=tuple(scenario or SCENARIOS),
-                   workers=tuple(counts), tracing=arms,
+                   workers=tuple(counts), tracing=arms, embed=backends,
                    processes=tuple(_positive_ints(processes, "--processes", "e.g. --processes 2 or 1,2"))),
                print_report, as_json)
 

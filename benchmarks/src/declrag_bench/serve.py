@@ -34,8 +34,10 @@ whole answer), ``first_token_p50_ms``/``first_token_p95_ms``, ``rps`` (successes
 request: HTTP, JSON, the thread hop) against a direct Python call of the program; and ``queueing_ratio`` =
 (server p50 - direct p50) / direct p50, which also counts waiting for the other clients' requests (one model,
 two cores), plus ``direct_p50_ms`` and ``server_program_p50_ms``. Query embeddings are cached (warmed for every
-question first) on both sides. The server runs with ``max_in_flight`` = clients, so nothing is
-turned away with 503, on ``workers`` threads (`declrag serve --workers`; by default one per client; several
+question first) on both sides, except in the ``embed`` arms (``--embed-backend torch,onnx``): there the server's
+query embedder runs that backend with an empty embedding cache of its own, so that each new question is embedded
+(in ``search``, where no question repeats, every request; the direct call stays cached). The server runs with
+``max_in_flight`` = clients, so nothing is turned away with 503, on ``workers`` threads (`declrag serve --workers`; by default one per client; several
 counts give one server each, measured back to back, their arms tagged ``workers=N``), and a long timeout, so
 slow answers are measured rather than cut off. After the duration no new request starts; those in flight are
 waited for and counted. ``server`` names the event loop and HTTP parser uvicorn ran with (uvloop and httptools
@@ -88,16 +90,25 @@ def _scripted_lm_factory():
     return get
 
 
-def _program(scenario: str, store: str):
-    """The program of a scenario and the LM override it runs under (None: its configured route)."""
+def _program(scenario: str, store: str, embed: tuple[str, Path] | None = None):
+    """The program of a scenario and the LM override it runs under (None: its configured route). ``embed``
+    (backend, folder): the query embedder runs that backend with an empty embedding cache in the folder, so
+    that every new question is embedded (the ``--embed-backend`` arms)."""
     from declrag.config import ProgramConfig
+    from declrag.embed import Embedder, EmbeddingCache
     from declrag.pipeline.program import RAGProgram, default_program
     from declrag.stores import read_meta
 
     if scenario in ("retrieval", "search"):
         if (meta := read_meta(store)) is None:
             raise ValueError(f"no index at {store}: the {scenario} scenario runs on an existing one")
-        return RAGProgram(ProgramConfig(ingest=meta.ingest), store=store), _scripted_lm_factory()
+        embedder = None
+        if embed:
+            backend, folder = embed
+            embedder = Embedder(meta.ingest.embedder.model_copy(update={"backend": backend}),
+                                cache=EmbeddingCache(folder / f"embeddings-{backend}.sqlite3"))
+        return RAGProgram(ProgramConfig(ingest=meta.ingest), store=store, embedder=embedder), \
+            _scripted_lm_factory()
     if scenario == "program":
         return default_program(store, model="local/smollm2"), None
     raise ValueError(f"unknown scenario {scenario!r}; use one of {SCENARIOS}")
@@ -134,13 +145,15 @@ def _free_port() -> int:
 
 
 def _start_server(scenario: str, store: str, clients: int, lm_cache: Path, workers: int | None = None,
-                  env: dict[str, str] | None = None, processes: int = 1) -> tuple[subprocess.Popen, str]:
+                  env: dict[str, str] | None = None, processes: int = 1,
+                  embed: str | None = None) -> tuple[subprocess.Popen, str]:
     import httpx
 
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "declrag_bench.served", "--scenario", scenario, "--store", store,
                              "--port", str(port), "--max-in-flight", str(clients), "--lm-cache", str(lm_cache),
-                             *(["--workers", str(workers)] if workers else []), "--processes", str(processes)],
+                             *(["--workers", str(workers)] if workers else []), "--processes", str(processes),
+                             *(["--embed-backend", embed] if embed else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stderr is not None  # stderr=PIPE
     base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 600
@@ -318,7 +331,7 @@ def _tracing_envs(tracing: tuple[str, ...], stack: contextlib.ExitStack) -> dict
 def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] = SCENARIOS, n_docs: int = 200,
         dataset: str = "squad-v2.0", progress: bool = True,
         workers: tuple[int | None, ...] = (None,), tracing: tuple[str, ...] = ("off",),
-        processes: tuple[int, ...] = (1,)) -> dict[str, Any]:
+        processes: tuple[int, ...] = (1,), embed: tuple[str | None, ...] = (None,)) -> dict[str, Any]:
     from declrag.config import IngestConfig
     from declrag.embed import Embedder, cache_dir
     from declrag.golden import load_golden
@@ -348,11 +361,11 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
                 direct = _direct(sc, path, asked, duration_s, Path(tmp) / f"{sc}-direct")
                 results = {}
                 # one server per worker-thread count, process count and tracing arm, measured back to back
-                for w, n, (t, env) in itertools.product(workers, processes, envs.items()):
-                    proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server", w, env, n)
+                for w, n, (t, env), b in itertools.product(workers, processes, envs.items(), embed):
+                    proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server", w, env, n, b)
                     tag = (f" workers={w}" if len(workers) > 1 else "") + (f" processes={n}" if len(processes) > 1
                                                                              else "") + \
-                        (f" tracing={t}" if len(envs) > 1 else "")
+                        (f" tracing={t}" if len(envs) > 1 else "") + (f" embed={b}" if b else "")
                     try:
                         # retrieval: plain JSON requests (what a search client sends), then streamed ones
                         arms = {sc: False, f"{sc}/stream": True} if sc == "retrieval" else \
@@ -360,7 +373,7 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
                         for arm, stream in arms.items():
                             results[arm + tag] = {**_load(base, asked, clients, duration_s, stream, proc.pid,
                                                           search=sc == "search"), "workers": w or clients,
-                                                  "processes": n}
+                                                  "processes": n, "embed_backend": b}
                     finally:
                         _stop(proc)
                 d50 = direct["p50_ms"]

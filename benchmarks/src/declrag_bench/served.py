@@ -27,10 +27,11 @@ def _serve_main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=None)
     p.add_argument("--processes", type=int, default=1)
     p.add_argument("--lm-cache", required=True)
+    p.add_argument("--embed-backend", default=None)
     a = p.parse_args(argv)
     settings = ServeSettings(port=a.port, max_in_flight=a.max_in_flight, workers=a.workers,
                              request_timeout_s=SERVER_TIMEOUT_S, processes=a.processes)
-    spec = {"scenario": a.scenario, "store": a.store, "lm_cache": a.lm_cache}
+    spec = {"scenario": a.scenario, "store": a.store, "lm_cache": a.lm_cache, "embed": a.embed_backend}
     if a.processes > 1:
         run_processes(spec, settings, a.processes, factory="declrag_bench.served:_process_app", log_level="warning")
         return
@@ -55,8 +56,10 @@ def _bench_app(spec: dict[str, Any], settings: Any) -> Any:
     use_lm_cache(Path(spec["lm_cache"]))
     scenario, holder = spec["scenario"], {}
 
+    embed = (spec["embed"], Path(spec["lm_cache"])) if spec.get("embed") else None  # a fresh folder per server
+
     def load():
-        prog, lm = _program(scenario, spec["store"])
+        prog, lm = _program(scenario, spec["store"], embed)
         holder["lm"] = lm
         return prog
 

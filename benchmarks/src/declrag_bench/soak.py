@@ -8,13 +8,15 @@ SciFact (about 23,000), then seeded recombinations of two of them.
 Every route is asked: ``/v1/ask`` plain and streaming, ``/v1/chat/completions`` plain and streaming (with the
 served model's name, from ``GET /v1/models``), ``/v1/search``; and about 10% hostile requests (broken JSON, a
 lone surrogate, a 120 kB question, a wrong key, a blank question, a bad filter), each of which must get a 4xx.
-Every 10 s a sampler records the server's resident memory, open file descriptors and threads, the bytes of its
+Every 10 s a sampler records the server's resident memory (in all, and per process: ``--serve-arg=--processes=2``
+runs two server processes under a supervisor), open file descriptors and threads, the bytes of its
 cache folder's parts (DSPy's response cache, the query-embedding SQLite file with its WAL) and the cache gauges
 of ``/metrics``. The server's cache folder (``DECLRAG_CACHE``) is a fresh one per run.
 
 ``summary``: ``distinct_questions`` (answered with 200), ``rss_mb_start`` (ready, before load),
 ``rss_mb_after_warmup`` (at ``warmup_s``: minute 5, or a quarter of the run when it is shorter than 20 minutes),
-``rss_mb_end``, ``growth_pct`` (end against after-warmup), ``growth_mb_per_10k_questions`` (after warm-up),
+``rss_mb_end``, ``growth_pct`` (end against after-warmup), ``processes`` (the same per process),
+``growth_mb_per_10k_questions`` (after warm-up),
 ``status_counts`` (by route), ``errors`` (5xx and dropped connections) and ``hostile_not_4xx``."""
 
 from __future__ import annotations
@@ -189,14 +191,36 @@ def _metrics_gauges(base: str) -> dict[str, float]:
 
 
 def sample(pid: int, cache: Path, base: str, load: Load, t0: float) -> dict[str, Any]:
+    """The server's resident memory, file descriptors and threads, summed over its process and their children
+    (the server processes of ``--serve-arg=--processes=N``); ``rss_mb_by_process`` per process id."""
     import psutil
 
-    p = psutil.Process(pid)
+    rss, fds, threads = {}, 0, 0
+    root = psutil.Process(pid)
+    for p in [root, *root.children(recursive=True)]:
+        try:
+            with p.oneshot():
+                rss[str(p.pid)] = round(p.memory_info().rss / 2**20, 1)
+                fds, threads = fds + p.num_fds(), threads + p.num_threads()
+        except psutil.Error:  # a child that ended between the listing and the reading
+            continue
     with load.lock:
         counts = {"requests": load.requests, "distinct_questions": load.answered}
-    return {"t_s": round(time.monotonic() - t0, 1), **counts, "rss_mb": round(p.memory_info().rss / 2**20, 1),
-            "fds": p.num_fds(), "threads": p.num_threads(), "cache_bytes": folder_bytes(cache),
+    return {"t_s": round(time.monotonic() - t0, 1), **counts, "rss_mb": round(sum(rss.values()), 1),
+            "rss_mb_by_process": rss, "fds": fds, "threads": threads, "cache_bytes": folder_bytes(cache),
             "gauges": _metrics_gauges(base)}
+
+
+def per_process(start: dict[str, Any], warm: dict[str, Any], end: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """RSS of each process that lived from the start to the end (MB at the start, after warm-up and at the end, and
+    its growth after warm-up, %): a server of several processes keeps its bound in each."""
+    out = {}
+    for pid, mb in end.get("rss_mb_by_process", {}).items():
+        w, s = warm.get("rss_mb_by_process", {}).get(pid), start.get("rss_mb_by_process", {}).get(pid)
+        if w and s is not None:
+            out[pid] = {"rss_mb_start": s, "rss_mb_after_warmup": w, "rss_mb_end": mb,
+                        "growth_pct": round(100 * (mb - w) / w, 2)}
+    return out
 
 
 def _program_file(folder: Path, lm_port: int) -> Path:
@@ -314,6 +338,7 @@ def summarize(samples: list[dict], load: Load, warmup_s: float) -> dict[str, Any
             "rss_mb_end": end["rss_mb"], "rss_mb_max": max(s["rss_mb"] for s in samples),
             "growth_pct": round(100 * grew / warm["rss_mb"], 2) if warm["rss_mb"] else None,
             "growth_mb_per_10k_questions": round(10_000 * grew / asked, 2) if asked else None,
+            "processes": per_process(start, warm, end),
             "fds_start": start["fds"], "fds_end": end["fds"], "threads_start": start["threads"],
             "threads_end": end["threads"], "cache_bytes_end": end["cache_bytes"],
             "status_counts": dict(sorted(load.status.items())),
@@ -332,7 +357,11 @@ def write(result: dict[str, Any], out: Path) -> tuple[Path, Path]:
     stem.with_suffix(".json").write_text(json.dumps(result, indent=1))
     fig, ax = plt.subplots(figsize=(8, 4.5))
     xs = [s["requests"] for s in result["samples"]]
-    ax.plot(xs, [s["rss_mb"] for s in result["samples"]], marker=".")
+    ax.plot(xs, [s["rss_mb"] for s in result["samples"]], marker=".", label="server (all processes)")
+    if len(pids := result["summary"].get("processes", {})) > 1:  # several server processes: each its own line
+        for pid in pids:
+            ax.plot(xs, [s.get("rss_mb_by_process", {}).get(pid) for s in result["samples"]], label=f"process {pid}")
+        ax.legend()
     ax.set_xlabel("requests")
     ax.set_ylabel("server RSS (MB)")
     s = result["summary"]
@@ -353,6 +382,10 @@ def print_report(r: dict[str, Any], console) -> None:
                   f"{s['rss_mb_start']} MB, after warm-up ({s['after_warmup_at_s']:g} s) {s['rss_mb_after_warmup']} "
                   f"MB, end {s['rss_mb_end']} MB: growth {s['growth_pct']}%, "
                   f"{s['growth_mb_per_10k_questions']} MB per 10,000 distinct questions")
+    if len(procs := s.get("processes", {})) > 1:
+        console.print("per process (RSS MB start / after warm-up / end, growth): " + "; ".join(
+            f"{pid}: {p['rss_mb_start']} / {p['rss_mb_after_warmup']} / {p['rss_mb_end']}, {p['growth_pct']}%"
+            for pid, p in procs.items()))
     console.print(f"fds {s['fds_start']} -> {s['fds_end']}, threads {s['threads_start']} -> {s['threads_end']}; "
                   f"cache folder bytes at the end {s['cache_bytes_end']}")
     console.print(f"errors {s['errors']}; hostile requests not answered 4xx: {s['hostile_not_4xx']}")
