@@ -77,6 +77,7 @@ def test_no_arguments_show_the_help():
     (["bench", "scale", "--nprobe", "0"], "nprobe"),
     (["bench", "scale", "--chunks", "100000,-5"], "--chunks"),
     (["bench", "serve", "--workers", "4,zero"], "--workers"),
+    (["bench", "serve", "--embed-backend", "torch,onxx"], "--embed-backend"),
     (["serve", "--workers", "0", "--store", "never-made"], "workers"),
     (["bench", "embed", "--backend", "onnx-fp16"], "--backend"),
     (["bench", "cluster", "--scenario", "soak"], "--scenario"),
