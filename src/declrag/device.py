@@ -4,8 +4,10 @@ leaves it out): vectors computed on a GPU agree with the CPU's to float rounding
 
 from __future__ import annotations
 
+import glob
 import os
 import re
+import sys
 
 from .errors import DeclragError
 
@@ -19,12 +21,23 @@ def check(device: str) -> str:
     return device
 
 
+def gpu_possible() -> bool:
+    """Whether this machine may have a GPU that torch can use, known without importing torch (a second and about
+    300 MB of memory, which a process on the ONNX embedder never needs otherwise): CUDA and ROCm need their device
+    files on Linux (``/dev/nvidia*``, WSL's ``/dev/dxg``, ``/dev/kfd``); elsewhere torch is asked."""
+    if not sys.platform.startswith("linux"):
+        return True
+    return bool(glob.glob("/dev/nvidia*")) or os.path.exists("/dev/dxg") or os.path.exists("/dev/kfd")
+
+
 def resolve(device: str = "auto") -> str:
     """The torch device ``device`` names: ``auto`` becomes ``cuda``, ``mps`` or ``cpu``, whichever this machine
     has first. A GPU asked for by name that this machine lacks is an error, not a silent CPU run."""
+    if check(device) == "cpu" or (device == "auto" and not gpu_possible()):
+        return "cpu"
     import torch
 
-    if check(device) == "auto":
+    if device == "auto":
         if torch.cuda.is_available():
             return "cuda"
         mps = getattr(torch.backends, "mps", None)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import warnings
 from functools import cached_property
@@ -87,23 +89,42 @@ def export(folder: Path, digest: str, backend: str, cache: Path) -> Path:
     with FileLock(str(where / ".lock")):
         if target.is_file():  # another process built it while this one waited
             return target
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # the weight-loading bars are noise next to ours (as the torch backend's)
-        try:
-            st = StModel(folder)
-        except (OSError, ValueError, KeyError, IndexError) as e:
-            raise _fail(backend, folder, str(e)) from e
-        fp32 = where / "model.onnx"
-        if not fp32.is_file():
-            log.info("exporting %s to ONNX (once; cached in %s)", folder, where)
-            _export_fp32(folder, st, fp32, backend)
-            _verify(folder, st, fp32, "onnx")
-        if backend == "onnx-int8":
-            log.info("quantizing %s to int8 (once)", fp32)
-            _quantize(fp32, target, backend, folder)
-            _verify(folder, st, target, backend)
+        _model(folder, backend)  # a model ONNX cannot run is refused here, before a child starts
+        log.info("exporting %s to ONNX%s (once; cached in %s)", folder, " and int8" * (backend == "onnx-int8"), where)
+        # in a child process: the export loads torch and the model (about 500 MB) for good, which a server on the
+        # ONNX embedder never needs afterwards
+        p = subprocess.run([sys.executable, "-m", "declrag.embed_onnx", str(folder), str(where), backend],
+                           capture_output=True, text=True)
+        if p.returncode != 0 or not target.is_file():
+            try:
+                e = json.loads(p.stderr.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                raise _fail(backend, folder, f"the export's process ended with code {p.returncode}: "
+                                             f"{p.stderr.strip()[-500:]}") from None
+            raise DeclragError(e["message"], hint=e.get("hint"))
     return target
+
+
+def _model(folder: Path, backend: str) -> StModel:
+    try:
+        return StModel(folder)
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        raise _fail(backend, folder, str(e)) from e
+
+
+def _build(folder: Path, where: Path, backend: str) -> None:
+    """What `export` runs in its child process: the float32 file (unless there), then the int8 one, each verified."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the weight-loading bars are noise next to ours (as the torch backend's)
+    st = _model(folder, backend)
+    fp32 = where / "model.onnx"
+    if not fp32.is_file():
+        _export_fp32(folder, st, fp32, backend)
+        _verify(folder, st, fp32, "onnx")
+    if backend == "onnx-int8":
+        _quantize(fp32, where / "model-int8.onnx", backend, folder)
+        _verify(folder, st, where / "model-int8.onnx", backend)
 
 
 def _export_fp32(folder: Path, st: StModel, target: Path, backend: str) -> None:
@@ -187,6 +208,15 @@ def _verify(folder: Path, st: StModel, path: Path, backend: str) -> None:
                                      f"< {MIN_COSINE[backend]})")
 
 
+def _omp_threads() -> int:
+    """``OMP_NUM_THREADS`` where it is a positive whole number (torch honours it too), else 0: ONNX Runtime's default.
+    Read here rather than from torch, so that a process on the ONNX embedder never imports torch."""
+    try:
+        return max(0, int(os.environ.get("OMP_NUM_THREADS", "0")))
+    except ValueError:
+        return 0
+
+
 class OnnxEncoder:
     """Runs an exported model in ONNX Runtime; the subset of SentenceTransformer's API the Embedder uses."""
 
@@ -198,17 +228,30 @@ class OnnxEncoder:
 
     @cached_property
     def tokenizer(self) -> Any:
-        from transformers import AutoTokenizer
+        """The model's fast tokenizer (`tokenizers`, as transformers' AutoTokenizer runs it, without importing
+        transformers' model code and with it torch): truncated to the model's length, padded to a batch's longest."""
+        from tokenizers import Tokenizer
 
-        return AutoTokenizer.from_pretrained(str(self.folder))
+        path, conf_path = self.folder / "tokenizer.json", self.folder / "tokenizer_config.json"
+        conf = json.loads(conf_path.read_text()) if conf_path.is_file() else {}
+        if path.is_file():
+            tok = Tokenizer.from_file(str(path))
+        else:  # a slow-tokenizer-only model: transformers converts it
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(str(self.folder), use_fast=True).backend_tokenizer
+        pad = conf.get("pad_token") or "[PAD]"
+        pad = pad.get("content", "[PAD]") if isinstance(pad, dict) else pad
+        tok.enable_truncation(self.max_seq_length or min(int(conf.get("model_max_length") or 512), 2**16))
+        tok.enable_padding(pad_id=tok.token_to_id(pad) or 0, pad_token=pad)
+        return tok
 
     @cached_property
     def session(self) -> Any:
         import onnxruntime as ort
-        import torch
 
         so = ort.SessionOptions()
-        so.intra_op_num_threads = self.threads or torch.get_num_threads()  # as many as torch would use
+        so.intra_op_num_threads = self.threads or _omp_threads()  # 0: one per physical core, as torch's default
         so.inter_op_num_threads = 1
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         return ort.InferenceSession(str(self.path), so, providers=["CPUExecutionProvider"])
@@ -225,13 +268,13 @@ class OnnxEncoder:
         names = [i.name for i in self.session.get_inputs()]
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.zeros((len(texts), self.get_sentence_embedding_dimension()), dtype=np.float32)
-        limit = self.max_seq_length or self.tokenizer.model_max_length
         for i in range(0, len(texts), batch_size):
             idx = order[i : i + batch_size]
-            enc = self.tokenizer([texts[j] for j in idx], padding=True, truncation=True, max_length=limit,
-                                 return_tensors="np")
-            hidden = self.session.run(None, {n: enc[n].astype(np.int64) for n in names})[0]
-            mask = enc["attention_mask"][..., None].astype(np.float32)
+            encs = self.tokenizer.encode_batch([texts[j] for j in idx])
+            enc = {"input_ids": [e.ids for e in encs], "attention_mask": [e.attention_mask for e in encs],
+                   "token_type_ids": [e.type_ids for e in encs]}
+            hidden = self.session.run(None, {n: np.asarray(enc[n], dtype=np.int64) for n in names})[0]
+            mask = np.asarray(enc["attention_mask"], dtype=np.float32)[..., None]
             if self.st.pooling == "mean":
                 v = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
             elif self.st.pooling == "cls":
@@ -240,3 +283,11 @@ class OnnxEncoder:
                 v = np.where(mask > 0, hidden, -1e9).max(axis=1)
             out[idx] = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
         return out
+
+
+if __name__ == "__main__":  # `export`'s child: python -m declrag.embed_onnx FOLDER WHERE BACKEND
+    try:
+        _build(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])
+    except DeclragError as err:  # the parent raises it again, as the one line and fix it would have been
+        print(json.dumps({"message": err.message, "hint": err.hint}), file=sys.stderr)
+        sys.exit(3)

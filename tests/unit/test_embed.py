@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from declrag.config import EmbedderConfig
+from declrag.device import gpu_possible
 from declrag.embed import Embedder, EmbeddingCache, canonical_model_name, resolve_model
 from declrag.errors import DeclragError
 
@@ -159,3 +160,25 @@ def test_without_onnxruntime_the_default_runs_on_torch_and_says_so(monkeypatch, 
         assert e._onnx_here() is False
     assert "onnxruntime is not installed" in caplog.text
 
+
+
+@pytest.mark.skipif(gpu_possible(), reason="a GPU may be here, and the default embedder then runs torch on it")
+def test_a_process_on_the_onnx_embedder_never_imports_torch(tmp_path):
+    """The export runs in a child process and the tokenizer is the `tokenizers` one, so a process that embeds on
+    ``onnx`` (a server, above all: N of them with ``--processes N``) holds no torch: about 250 MB instead of 700 MB
+    here. A fresh cache folder: the export happens too, in its child."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys\nfrom declrag.embed import Embedder\n"
+            "v = Embedder().embed_queries(['Which region of France?', 'x'])\n"
+            "print(json.dumps({'torch': 'torch' in sys.modules, 'transformers': 'transformers' in sys.modules,"
+            " 'shape': list(v.shape)}))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "DECLRAG_CACHE": str(tmp_path / "cache")})
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got == {"torch": False, "transformers": False, "shape": [2, 384]}
+    assert list((tmp_path / "cache" / "onnx").glob("*/model.onnx"))  # exported, by the child, into this cache
