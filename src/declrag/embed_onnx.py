@@ -26,6 +26,7 @@ import numpy as np
 
 from .config import EmbedBackend
 from .errors import DeclragError
+from .ingest.chunkers import fast_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -230,16 +231,9 @@ class OnnxEncoder:
     def tokenizer(self) -> Any:
         """The model's fast tokenizer (`tokenizers`, as transformers' AutoTokenizer runs it, without importing
         transformers' model code and with it torch): truncated to the model's length, padded to a batch's longest."""
-        from tokenizers import Tokenizer
-
-        path, conf_path = self.folder / "tokenizer.json", self.folder / "tokenizer_config.json"
+        conf_path = self.folder / "tokenizer_config.json"
         conf = json.loads(conf_path.read_text()) if conf_path.is_file() else {}
-        if path.is_file():
-            tok = Tokenizer.from_file(str(path))
-        else:  # a slow-tokenizer-only model: transformers converts it
-            from transformers import AutoTokenizer
-
-            tok = AutoTokenizer.from_pretrained(str(self.folder), use_fast=True).backend_tokenizer
+        tok = fast_tokenizer(self.folder)
         pad = conf.get("pad_token") or "[PAD]"
         pad = pad.get("content", "[PAD]") if isinstance(pad, dict) else pad
         tok.enable_truncation(self.max_seq_length or min(int(conf.get("model_max_length") or 512), 2**16))

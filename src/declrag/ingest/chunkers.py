@@ -44,19 +44,24 @@ class WordTokens:
         return [m.span() for m in self._re.finditer(text)]
 
 
+def fast_tokenizer(model_dir: str | Path):
+    """A Hugging Face model folder's fast tokenizer (a `tokenizers.Tokenizer`): its ``tokenizer.json``, read without
+    importing transformers (and with it torch), or transformers' conversion of a slow-tokenizer-only model."""
+    from tokenizers import Tokenizer
+
+    path = Path(model_dir) / "tokenizer.json"
+    if path.exists():
+        return Tokenizer.from_file(str(path))
+    from transformers import AutoTokenizer  # slow-tokenizer-only models: let transformers convert it
+
+    return AutoTokenizer.from_pretrained(str(model_dir), use_fast=True).backend_tokenizer
+
+
 class HFTokens:
     """The tokenizer of a Hugging Face model folder, with offsets, without truncation."""
 
     def __init__(self, model_dir: str | Path):
-        from tokenizers import Tokenizer
-
-        path = Path(model_dir) / "tokenizer.json"
-        if path.exists():
-            self._tok = Tokenizer.from_file(str(path))
-        else:  # slow-tokenizer-only models: let transformers convert it
-            from transformers import AutoTokenizer
-
-            self._tok = AutoTokenizer.from_pretrained(str(model_dir), use_fast=True).backend_tokenizer
+        self._tok = fast_tokenizer(model_dir)
         self._tok.no_truncation()
         self._tok.no_padding()
 
