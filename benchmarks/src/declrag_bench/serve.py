@@ -37,11 +37,11 @@ two cores), plus ``direct_p50_ms`` and ``server_program_p50_ms``. Query embeddin
 question first) on both sides, except in the ``embed`` arms (``--embed-backend torch,onnx``): there the server's
 query embedder runs that backend with an empty embedding cache of its own, so that each new question is embedded
 (in ``search``, where no question repeats, every request; the direct call stays cached). The server runs with
-``max_in_flight`` = clients, so nothing is turned away with 503, on ``workers`` threads (`declrag serve
---workers`; by default one per client; several counts give one server each, measured back to back, their arms
-tagged ``workers=N``), and a long timeout, so slow answers are measured rather than cut off. After the duration
-no new request starts; those in flight are waited for and counted. ``server`` names the event loop and HTTP parser uvicorn ran with (uvloop and httptools
-when installed).
+``max_in_flight`` = clients, so nothing is turned away with 503, on ``workers`` threads (`declrag serve --workers`; by
+default one per client; several counts give one server each, measured back to back, their arms tagged ``workers=N``),
+and a long timeout, so slow answers are measured rather than cut off. After the duration no new request starts; those
+in flight are waited for and counted. ``server`` names the event loop and HTTP parser uvicorn ran with (uvloop and
+httptools when installed).
 """
 
 from __future__ import annotations
