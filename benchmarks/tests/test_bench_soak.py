@@ -60,7 +60,8 @@ def test_a_soak_of_two_server_processes_reports_each_process(tmp_path, minilm):
             serve_args=("--processes", "2"))
     s = r["summary"]
     assert s["errors"] == {"5xx": 0, "dropped": 0} and s["distinct_questions"] > 0
-    big = {pid: p for pid, p in s["processes"].items() if p["rss_mb_end"] > 500}  # those that loaded the program
+    # the server processes: not the supervisor (the server's own process), nor multiprocessing's resource tracker
+    big = {pid: p for pid, p in s["processes"].items() if pid != str(r["server_pid"]) and p["rss_mb_end"] > 100}
     assert len(big) == 2, s["processes"]
     for p in big.values():
         assert p["rss_mb_start"] > 0 and p["rss_mb_after_warmup"] > 0 and isinstance(p["growth_pct"], float)

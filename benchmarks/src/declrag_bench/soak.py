@@ -322,7 +322,8 @@ def run(duration_s: float = 1200.0, clients: int = 16, model: str | None = None,
             lm.terminate()
             lm.wait()
     return {"duration_s": duration_s, "clients": clients, "model": model or "instant stand-in (openai/standin)",
-            "served_model": served, "documents": n_docs, "max_in_flight": max_in_flight, "warmup_s": warmup_s,
+            "served_model": served, "server_pid": proc.pid, "documents": n_docs, "max_in_flight": max_in_flight,
+            "warmup_s": warmup_s,
             "serve_args": list(serve_args), "load_average": [round(x, 2) for x in os.getloadavg()],
             "summary": summarize(samples, load, warmup_s), "samples": samples}
 
