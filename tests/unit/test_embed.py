@@ -161,7 +161,6 @@ def test_without_onnxruntime_the_default_runs_on_torch_and_says_so(monkeypatch, 
     assert "onnxruntime is not installed" in caplog.text
 
 
-
 @pytest.mark.skipif(gpu_possible(), reason="a GPU may be here, and the default embedder then runs torch on it")
 def test_a_process_on_the_onnx_embedder_never_imports_torch(tmp_path):
     """The export runs in a child process and the tokenizer is the `tokenizers` one, so a process that embeds on

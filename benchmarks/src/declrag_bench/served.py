@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,10 @@ def _bench_app(spec: dict[str, Any], settings: Any) -> Any:
     use_lm_cache(Path(spec["lm_cache"]))
     scenario, holder = spec["scenario"], {}
 
-    embed = (spec["embed"], Path(spec["lm_cache"])) if spec.get("embed") else None  # a fresh folder per server
+    embed = None
+    if spec.get("embed"):  # an empty embedding cache of this server process's own
+        Path(spec["lm_cache"]).mkdir(parents=True, exist_ok=True)
+        embed = (spec["embed"], Path(tempfile.mkdtemp(prefix="embeddings-", dir=spec["lm_cache"])))
 
     def load():
         prog, lm = _program(scenario, spec["store"], embed)
