@@ -28,21 +28,14 @@ def test_the_serve_benchmark_load_generator_reads_answers(prog, stream):
 # ---------------------------------------------------------------------------------------- the bench
 
 
-def test_an_embed_arm_runs_its_backend_with_an_empty_cache_of_its_own(tmp_path, minilm):
+def test_an_embed_arm_runs_its_backend_with_an_empty_cache_of_its_own(tmp_path, texts_store):
     """``--embed-backend torch,onnx``: each arm's server embeds every new query with that backend (its own empty
     embedding cache, nothing found there), on the same index, and both backends find the same passages."""
     from declrag_bench.serve import _program
 
-    import declrag
-    from declrag.testing.store_contract import TEXTS
-
-    (tmp_path / "docs").mkdir()
-    for name, sents in TEXTS.items():
-        (tmp_path / "docs" / f"{name}.txt").write_text(" ".join(sents))
-    declrag.index([tmp_path / "docs"], store=tmp_path / "store", embedder=minilm, progress=False)
     found = {}
     for backend in ("torch", "onnx"):
-        prog, _ = _program("search", str(tmp_path / "store"), (backend, tmp_path / "arm"))
+        prog, _ = _program("search", str(texts_store), (backend, tmp_path / "arm"))
         assert prog.embedder.config.backend == backend
         assert prog.embedder.cache.path == tmp_path / "arm" / f"embeddings-{backend}.sqlite3"
         found[backend] = [h.chunk.id for h in prog.search("Where does the wind blow?")]

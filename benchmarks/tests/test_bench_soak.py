@@ -11,21 +11,14 @@ def test_questions_never_repeat_even_from_a_uniform_base():
     assert len(set(asked)) == 500
 
 
-def test_a_short_soak_writes_its_json_and_png_with_no_5xx(tmp_path, minilm):
+def test_a_short_soak_writes_its_json_and_png_with_no_5xx(tmp_path, texts_store):
     import json
 
     from declrag_bench.soak import run, write
 
-    import declrag
-    from declrag.testing.store_contract import TEXTS
-
-    (tmp_path / "docs").mkdir()
-    for name, sents in TEXTS.items():
-        (tmp_path / "docs" / f"{name}.txt").write_text(" ".join(sents))
-    declrag.index([tmp_path / "docs"], store=tmp_path / "store", embedder=minilm, progress=False)
     questions = [f"What is said about {w} in the corpus, question {i}?" for i, w in
                  enumerate(["energy", "Rome", "wind power", "the capital", "solar panels"] * 40)]
-    r = run(duration_s=12, clients=4, store=str(tmp_path / "store"), questions=questions, progress=False,
+    r = run(duration_s=12, clients=4, store=str(texts_store), questions=questions, progress=False,
             serve_args=("--lm-cache-entries", "10", "--embedding-rows", "50"))
     s = r["summary"]
     for key in ("distinct_questions", "rss_mb_start", "rss_mb_after_warmup", "rss_mb_end", "growth_pct",
@@ -43,20 +36,13 @@ def test_a_short_soak_writes_its_json_and_png_with_no_5xx(tmp_path, minilm):
     assert json.loads(js.read_text())["summary"] == s and png.stat().st_size > 1000
 
 
-def test_a_soak_of_two_server_processes_reports_each_process(tmp_path, minilm):
+def test_a_soak_of_two_server_processes_reports_each_process(tmp_path, texts_store):
     """``--serve-arg=--processes=2``: the server's memory is summed over its processes, and each server process that
     lived through the run has its own start, after-warm-up and end RSS (the per-process bound)."""
     from declrag_bench.soak import run, write
 
-    import declrag
-    from declrag.testing.store_contract import TEXTS
-
-    (tmp_path / "docs").mkdir()
-    for name, sents in TEXTS.items():
-        (tmp_path / "docs" / f"{name}.txt").write_text(" ".join(sents))
-    declrag.index([tmp_path / "docs"], store=tmp_path / "store", embedder=minilm, progress=False)
     questions = [f"Which place is question {i} about: {w}?" for i, w in enumerate(["Rome", "energy", "wind"] * 60)]
-    r = run(duration_s=12, clients=4, store=str(tmp_path / "store"), questions=questions, progress=False,
+    r = run(duration_s=12, clients=4, store=str(texts_store), questions=questions, progress=False,
             serve_args=("--processes", "2"))
     s = r["summary"]
     assert s["errors"] == {"5xx": 0, "dropped": 0} and s["distinct_questions"] > 0

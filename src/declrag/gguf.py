@@ -215,7 +215,8 @@ def instruction_sets(flags: list[str] | None = None) -> str:
 
 
 # -- the child process ---------------------------------------------------------------------------------------------
-def _threads() -> int:
+def local_threads() -> int:
+    """llama.cpp's threads for a local model: ``DECLRAG_LOCAL_THREADS`` (fewer on a shared CPU), else every core."""
     return int(os.environ.get("DECLRAG_LOCAL_THREADS") or os.cpu_count() or 2)
 
 
@@ -276,7 +277,7 @@ def check_load(path: Path) -> None:
         return
     known = _read()["loads"].get(key)
     if not isinstance(known, dict):
-        done = _child(["--load", str(path), str(_threads())], timeout=CHILD_TIMEOUT_S)
+        done = _child(["--load", str(path), str(local_threads())], timeout=CHILD_TIMEOUT_S)
         ok = done is not None and (done.returncode == 0 or "ok" in done.stdout.split())  # a token came out
         if done is None or (not ok and done.returncode > 0):
             return  # not a crash (a Python error: a corrupt file, say; or slow): the load here says what, or works

@@ -19,7 +19,7 @@ from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 
 from ..device import gpu_layers
 from ..errors import DeclragError
-from ..gguf import LocalModelCrash, check_load, resolve_local
+from ..gguf import LocalModelCrash, check_load, local_threads, resolve_local
 
 LOCAL_CONTEXT = 8192
 CLOSE_WAIT_S = 10.0  # how long closing a local model waits for the call in progress on it
@@ -36,9 +36,8 @@ class _LlamaCpp:
     def __init__(self, path: Path):
         from llama_cpp import Llama
 
-        threads = int(os.environ.get("DECLRAG_LOCAL_THREADS") or os.cpu_count() or 2)  # fewer when sharing the CPU
-        self.llm: Any = Llama(model_path=str(path), n_ctx=LOCAL_CONTEXT, n_threads=threads, n_gpu_layers=gpu_layers(),
-                              verbose=False)
+        self.llm: Any = Llama(model_path=str(path), n_ctx=LOCAL_CONTEXT, n_threads=local_threads(),
+                              n_gpu_layers=gpu_layers(), verbose=False)
         self.base = "tokenizer.chat_template" not in (self.llm.metadata or {})  # a base model: text completion
 
     def close(self) -> None:
