@@ -1,8 +1,8 @@
 """Golden sets: questions with reference answers and gold documents, for evaluation and benchmarks.
 
-Loads the common public layouts (BEIR, SQuAD v1.1/v2.0, the CMU Question-Answer dataset, Hugging Face
-datasets) and a simple JSONL format, from a path or from a YAML declaration found in ``dataset_dirs()``.
-Parsed sets are cached in-process per (resolved path, modification time). This module finds a set and picks
+Loads the common public layouts (BEIR, SQuAD v1.1/v2.0, the CMU Question-Answer dataset, MTRAG, L-Eval, Hugging
+Face datasets) and a simple JSONL format, from a path or from a YAML declaration found in ``dataset_dirs()``. Parsed
+sets are cached in-process per (resolved path, modification time). This module finds a set and picks
 its reader; ``formats`` holds one reader per layout; ``sets`` the Example and GoldenSet types.
 """
 
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from ..errors import DeclragError
 from ..resources import search_dirs
 from ..types import Document, GoldSpan
-from . import mtrag
+from . import leval, mtrag
 from .formats import (
     HF_COLUMNS,
     Parsed,
@@ -40,10 +40,10 @@ from .sets import LABELS, Example, GoldenSet, labels_of, no_split
 __all__ = ["LABELS", "DatasetSpec", "Example", "GoldenSet", "HFSpec", "dataset_dirs", "find_spec", "known_datasets",
            "labels_of", "load_golden"]
 
-Format = Literal["beir", "squad", "cmu-qa", "jsonl", "mtrag", "hf"]
+Format = Literal["beir", "squad", "cmu-qa", "jsonl", "mtrag", "leval", "hf"]
 _FORMATS_HINT = ("pass a registered name, a YAML declaration, a BEIR folder (corpus.jsonl), a SQuAD JSON file, "
-                 "a CMU QA folder, a JSONL golden file (questions, or MTRAG conversation tasks), a save_to_disk folder "
-                 "or hf:<id>")
+                 "a CMU QA folder, a JSONL golden file (questions, MTRAG conversation tasks or L-Eval long documents), "
+                 "a save_to_disk folder or hf:<id>")
 
 
 class HFSpec(BaseModel):
@@ -114,8 +114,9 @@ def _read_spec(path: Path) -> DatasetSpec:
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(top)'}: {err['msg']}" for err in e.errors())
         raise DeclragError(f"{path}: invalid dataset declaration: {problems}",
-                           hint="fields: name, format (beir|squad|cmu-qa|jsonl|mtrag|hf), path, hf, splits, corpus, "
-                                "documents (squad: paragraphs|articles), description, license, reference") from e
+                           hint="fields: name, format (beir|squad|cmu-qa|jsonl|mtrag|leval|hf), path, hf, splits, "
+                                "corpus, documents (squad: paragraphs|articles), description, license, "
+                                "reference") from e
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as e:
         raise DeclragError(f"{path}: cannot read dataset declaration: {e}", hint="see datasets/*.yaml") from e
     spec._file = path.resolve()
@@ -167,7 +168,7 @@ def _detect(p: Path) -> Format:
         return "squad"
     elif p.suffix == ".jsonl":
         first = next(read_jsonl(p), (0, {}))[1]
-        return "mtrag" if mtrag.looks_like(first) else "jsonl"
+        return "mtrag" if mtrag.looks_like(first) else "leval" if leval.looks_like(first) else "jsonl"
     raise DeclragError(f"{p}: cannot tell the dataset format", hint=_FORMATS_HINT)
 
 
@@ -245,6 +246,8 @@ def _read_local(fmt: str, path: str, splits: tuple[tuple[str, str], ...], corpus
         return cmu(p, names or {"all": "."})
     if fmt == "mtrag":
         return mtrag.read(files or {"all": p})
+    if fmt == "leval":
+        return leval.read(files or {"test": p})
     if fmt == "jsonl":
         sibling = base / "corpus.jsonl"
         auto = {"all": p} if p.is_file() else \
