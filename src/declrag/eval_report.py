@@ -143,55 +143,23 @@ def markdown(summary: dict, plots: list[tuple[str, Path]], out: Path) -> str:
 
 
 def _html(md: str, out: Path) -> str:
-    """A small Markdown-to-HTML rendering of the report (headings, tables, lists, images inlined)."""
-    body: list[str] = []
-    table: list[str] = []
+    """The report's Markdown as one HTML page (markdown-it-py, CommonMark with tables; raw HTML escaped), its
+    images inlined so that the page travels alone."""
+    from markdown_it import MarkdownIt
 
-    def flush():
-        if table:
-            rows = [r.strip("|").split("|") for r in table if not set(r.replace("|", "").strip()) <= {"-"}]
-            head, *rest = rows
-            body.append("<table><tr>" + "".join(f"<th>{html.escape(c.strip())}</th>" for c in head) + "</tr>"
-                        + "".join("<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in r) + "</tr>"
-                                  for r in rest)
-                        + "</table>")
-            table.clear()
+    md_it = MarkdownIt("commonmark", {"html": False}).enable("table")
 
-    code: list[str] | None = None
-    for line in md.splitlines():
-        if line.startswith("```"):
-            if code is None:
-                flush()
-                code = []
-            else:
-                body.append("<pre>" + html.escape("\n".join(code)) + "</pre>")
-                code = None
-            continue
-        if code is not None:
-            code.append(line)
-            continue
-        if line.startswith("|"):
-            table.append(line)
-            continue
-        flush()
-        if line.startswith("## "):
-            body.append(f"<h2>{html.escape(line[3:])}</h2>")
-        elif line.startswith("# "):
-            body.append(f"<h1>{html.escape(line[2:])}</h1>")
-        elif line.startswith("!["):
-            src = line[line.index("(") + 1:-1]
-            data = base64.b64encode((out / src).read_bytes()).decode()
-            body.append(f'<img alt="{html.escape(src)}" src="data:image/png;base64,{data}">')
-        elif line.startswith("- "):
-            body.append(f"<li>{html.escape(line[2:])}</li>")
-        elif line.strip():
-            body.append(f"<p>{html.escape(line).replace('`', '')}</p>")
-    flush()
+    def image(self, tokens, idx, options, env) -> str:  # noqa: ARG001 - markdown-it's render rule signature
+        src = str(tokens[idx].attrGet("src") or "")
+        data = base64.b64encode((out / src).read_bytes()).decode()
+        return f'<img alt="{html.escape(src)}" src="data:image/png;base64,{data}">'
+
+    md_it.add_render_rule("image", image)
     style = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
              "table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.25rem .6rem;"
              "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>declrag evaluation</title>"
-            f"<style>{style}</style></head><body>" + "\n".join(body) + "</body></html>")
+            f"<style>{style}</style></head><body>" + md_it.render(md) + "</body></html>")
 
 
 def write_report(out: Path, summary: dict, records: list[dict]) -> None:

@@ -15,8 +15,8 @@ asked for (``ict``, ``cloze``, ``keywords``, and ``inpars`` / ``lm`` on an LM ro
   matters (tau 0.157 seed-only vs 0.82-0.86 judged, Rahmani et al., SIGIR 2024); with the ``ablations`` arm, again
   with each filter switched off in turn. Per generator: questions kept, LM calls, usable questions per call,
   seconds per question.
-- **compile**: `optimizers/retrieval.yaml` is compiled on each synthetic set (with the second-set check that
-  decides what ships) and once on the real set (same trial budget); the shipped programs and the default program
+- **compile**: `optimizers/retrieval.yaml` is compiled on each synthetic set (`declrag.optimize.select` decides
+  what ships) and once on the real set (same trial budget); the shipped programs and the default program
   are scored on the real held-out test split, with paired intervals.
 - **fine-tune**: `optimizers/retrieval-finetune.yaml` is compiled on the first generator's set alone (its train
   split trains the embedder: no real label is read), and the tuned and base embedders are scored on the real test
@@ -268,7 +268,8 @@ def compile_arm(golden: GoldenSet, dataset: str, synthetic: Path, runs: Path, sp
     shipped = summary[summary["shipped"]]
     means, per_q = score(comp, comp.program_for(ProgramConfig.model_validate(shipped["config"])), test,
                          f"real test, compiled on {tag}")
-    return {"space": Path(space).stem, "trials": trials, "shipped": summary["shipped"], "guard": summary["guard"],
+    return {"space": Path(space).stem, "trials": trials, "shipped": summary["shipped"],
+            "selection": summary["selection"],
             "params": shipped["params"], "dev": shipped["dev"].get("objective"),
             "real_test": round(means["objective"], 4),
             "real_test_questions": len(test), "minus_real": paired_difference(real["per_q"], per_q),
@@ -348,8 +349,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         d = g["duplicates_after_filtering"]
         console.print(f"{name}: duplicates left after filtering {d['exact']:.1%} exact, {d['near']:.1%} at cosine >= "
                       f"{d['cosine']}; best configuration on it: {g['best_synthetic']}", markup=False, highlight=False)
-        if gd := g.get("compile", {}).get("guard"):
-            console.print(f"{name}: the second-set check: {gd['why']}", markup=False, highlight=False)
+        if sel := g.get("compile", {}).get("selection"):
+            console.print(f"{name}: what ships: {sel['why']}", markup=False, highlight=False)
     if g := r.get("grader_vs_qrels"):
         console.print(f"the answer-in-document grader against the real qrels, on the pools of {g['questions']} real "
                       f"questions: precision {g['precision']}, recall {g['recall']}")

@@ -271,11 +271,12 @@ def _print_compile(s: CompileResult) -> None:
             f"({'holds' if g['significant'] else 'not distinguishable from noise'})" if g["diff"] is not None else
             "test gain: none (no test question could be scored; a larger set gives one)")
     out.print(f"{gain}; best params: {json.dumps(best['params'])}")
-    if (guard := s.guard or {}).get("applied"):
-        out.print(f"shipped in best/: the {s.shipped} program: {guard['why']}", markup=False, highlight=False)
+    if sel := s.selection:
+        out.print(f"shipped in best/: the {s.shipped} program: {sel['why']}", markup=False, highlight=False)
     if c := s.check_questions:
         out.print(f"your {c['questions']} questions: " + (
             f"the trials' ranking agrees with theirs, Kendall tau {c['tau']:+.3f} [{c['ci95'][0]:+.3f}, "
             f"{c['ci95'][1]:+.3f}] over {c['trials']} trials" + (f" ({c['note']})" if c.get("note") else "")
-            if c.get("tau") is not None else c.get("why", "no agreement measured")), markup=False, highlight=False)
+            if c.get("tau") is not None else c.get("why", "no agreement measured"))
+                  + (f"; {c['verdict']['why']}" if c.get("verdict") else ""), markup=False, highlight=False)
     out.print(describe(s.memory), markup=False, highlight=False)

@@ -57,6 +57,16 @@ def check_questions(path: str | Path, documents: list) -> list[Example]:
     return out
 
 
+def ndcg_on(prog, examples: list[Example]) -> list[float]:
+    """Each question's nDCG@10 (in its unit) for the program's retrieval."""
+    out = []
+    for e in examples:
+        got = passage_scores(prog.retrieve_only(e.question, history=e.history), list(e.gold_spans()), e.answers,
+                             e.gold, ["ndcg@10"])
+        out.append(got[0]["ndcg@10"] if got else 0.0)
+    return out
+
+
 def agreement(comp: Objective, trials: list[optuna.trial.FrozenTrial], examples: list[Example], seed: int = 13,
               progress: bool = False) -> dict[str, Any]:
     """Kendall tau between the trials' dev objective and their nDCG@10 on ``examples``, with its interval."""
@@ -71,13 +81,7 @@ def agreement(comp: Objective, trials: list[optuna.trial.FrozenTrial], examples:
     if len(picks) < 3:
         return {"questions": len(examples), "trials": len(picks),
                 "why": "fewer than 3 distinct finished trials: no ranking to compare"}
-    scores = np.zeros((len(picks), len(examples)))
-    for i, t in enumerate(picks):
-        prog = comp.program(tidy_params(t.params))
-        for j, e in enumerate(examples):
-            pool = prog.retrieve_only(e.question, history=e.history)
-            got = passage_scores(pool, list(e.gold_spans()), e.answers, e.gold, ["ndcg@10"])
-            scores[i, j] = got[0]["ndcg@10"] if got else 0.0
+    scores = np.array([ndcg_on(comp.program(tidy_params(t.params)), examples) for t in picks])
     dev = np.array([t.values[0] for t in picks])
     return {"questions": len(examples), "trials": len(picks), **tau_with_interval(dev[:, None], scores, seed),
             "per_trial": [{"trial": t.number, "dev": round(float(t.values[0]), 4), "check_ndcg@10": round(float(s), 4)}

@@ -159,22 +159,30 @@ def _memory_lines(memory: dict[str, Any]) -> list[str]:
 
 
 def _what_ships(s: dict[str, Any]) -> list[str]:
-    """The unit test retrieval was scored over, and which program ships (the second-set check of a synthetic set)."""
+    """The unit test retrieval was scored over, and which program ships and why (`declrag.optimize.select`)."""
     lines = []
     if units := s.get("retrieval_unit"):
         lines += ["Retrieval metrics on test scored over " + ", ".join(
             f"{UNIT_WORDS.get(u, u)} ({n} questions)" for u, n in sorted(units.items())) + ".", ""]
-    if (guard := s.get("guard", {})).get("applied"):
-        lines += [f"**Shipped in `best/`: the {s['shipped']} program.** A compile on a synthetic set ships its best "
-                  f"program only when the gain holds on a second, independently drawn set: {guard['why']}.", ""]
-    elif s.get("synthetic") and guard:
-        lines += [f"The second-set check of a synthetic compile was not applied: {guard['why']}.", ""]
+    sel = s.get("selection") or {}
+    if sel.get("applied"):
+        lines += [f"**Shipped in `best/`: the {s['shipped']} program.** The search's {len(sel['candidates'])} "
+                  f"leading programs were re-scored on {sel['held_out']} held-out questions it never read: "
+                  f"{sel['why']}.", "", "| trial | search | held-out gain | lower bound | by writer | verdict |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {c['trial']} | {_f(c.get('search'))} | {_f(c['gain'])} | {_f(c['lower'])} | "
+                  + (", ".join(f"{w} {d:+.4f}" for w, d in c["by_writer"].items()) or "-")
+                  + f" | {c['why']} |" for c in sel["candidates"]]
+        lines.append("")
+    elif sel:
+        lines += [f"**Shipped in `best/`: the {s['shipped']} program.** {sel['why']}.", ""]
     if c := s.get("check_questions"):
         lines += [f"**Your questions** (`{c['file']}`, {c['questions']}): " + (
             f"the trials' ranking on dev agrees with theirs with Kendall tau {c['tau']:+.3f} "
             f"[{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}] over {c['trials']} trials (nDCG@10)"
             + (f"; {c['note']}" if c.get("note") else "") + "." if c.get("tau") is not None
-            else c.get("why", "no agreement could be measured") + "."), ""]
+            else c.get("why", "no agreement could be measured") + ".")
+                  + (f" **{c['verdict']['why']}.**" if c.get("verdict") else ""), ""]
     return lines
 
 

@@ -35,14 +35,14 @@ from ..golden import LABELS, labels_of, load_golden
 from ..metrics.passages import unit_of
 from ..metrics.stats import by_label, mean_ci, paired_difference
 from ..process_memory import MemoryTracker
-from .agreement import agreement, check_questions
+from .agreement import agreement, check_questions, ndcg_on
 from .budget import Budget, trial_counts
 from .finetune import finetune_stage
-from .guard import second_set_check
 from .mlflow_runs import MlflowRuns
 from .objective import Objective, digest_of, score, tell
 from .prompts import optimize_prompts
 from .report import write_report
+from .select import select, verdict_of_theirs
 from .space import Space, read_space, tidy_params
 from .study import (
     DISK_ERRNOS,
@@ -128,7 +128,7 @@ class CompileResult:
     best: dict[str, Any] | None = None  # the same, of the best trial
     gain_test: dict[str, Any] | None = None  # best minus baseline on test: diff, ci95, significant
     shipped: Literal["best", "baseline"] | None = None  # which program best/ holds
-    guard: dict[str, Any] | None = None  # why: the second-set check (`declrag.optimize.guard`)
+    selection: dict[str, Any] | None = None  # why: the held-out re-scoring and your questions (`optimize.select`)
     finetune: dict[str, Any] | None = None
     check_questions: dict[str, Any] | None = None  # agreement with the user's own questions, when given
     mlflow: dict[str, Any] | None = None  # the MLflow run: uri, experiment, run_id, program (the artifact's URI)
@@ -278,10 +278,7 @@ def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience
                              memory=mem.to_dict())
     led = p.ledger.state()  # the whole study's search, every worker
     here = (comp.spent.lm_calls, comp.spent.cached, comp.spent.cost_usd)
-    summary = finish(comp, study, out, progress, mem)
-    if theirs is not None:
-        with mem.stage("check questions"):
-            summary["check_questions"] = {"file": str(check), **agreement(comp, study.trials, theirs)}
+    summary = finish(comp, study, out, progress, mem, (str(check), theirs) if theirs is not None else None)
     final = (comp.spent.lm_calls - here[0], comp.spent.cached - here[1], comp.spent.cost_usd - here[2])  # prompts, test
     summary.update(lm_calls=led["lm_calls"] + final[0], cached_calls=led["cached"] + final[1],
                    cost_usd=round(led["cost_usd"] + final[2], 6), lm_calls_search=led["lm_calls"],
@@ -364,9 +361,10 @@ def _retry_killed(study: optuna.Study) -> None:
             retry(study, study.trials[t.number])
 
 
-def finish(comp: Objective, study: optuna.Study, out: Path, progress: bool,
-           mem: MemoryTracker | None = None) -> dict[str, Any]:
-    """Pick the best trial, optimize its prompts, fine-tune its embedder, score the held-out test once.
+def finish(comp: Objective, study: optuna.Study, out: Path, progress: bool, mem: MemoryTracker | None = None,
+           theirs: tuple[str, list] | None = None) -> dict[str, Any]:
+    """Choose the trial that holds up (`select`), optimize its prompts, fine-tune its embedder, score the held-out
+    test once, and ship it unless the user's own questions (``theirs``: the file and its questions) say otherwise.
     ``mem`` measures each of these stages' peak RSS."""
     mem = mem or MemoryTracker()
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
@@ -374,12 +372,10 @@ def finish(comp: Objective, study: optuna.Study, out: Path, progress: bool,
         raise DeclragError("no trial finished within the budget",
                            hint="raise --max-trials / --timeout / the budgets, then --resume")
     baseline = next((t for t in complete if t.user_attrs.get("baseline")), complete[0])
-    if len(study.directions) == 1:
-        best = max(complete, key=lambda t: (t.value, -t.number))
-        front = []
-    else:
-        front = study.best_trials
-        best = max(front, key=lambda t: (t.values[0], -t.number))
+    front = study.best_trials if len(study.directions) > 1 else []
+    best = max(front or complete, key=lambda t: (t.values[0], -t.number))
+    with mem.stage("selection"):
+        best, selection = select(comp, complete, baseline, best, score)
     base_values = tidy_params(baseline.params)
     best_prog, base_prog = comp.program(best.params), comp.program(base_values)
     splits = comp.splits
@@ -406,8 +402,15 @@ def finish(comp: Objective, study: optuna.Study, out: Path, progress: bool,
             for leg, a in (("keyword", 0.0), ("vector", 1.0)):
                 prog = comp.program({**best.params, alpha_param: a})
                 legs[leg] = score(comp, prog, splits["test"], f"test, {leg} leg")[0]
-    guard = second_set_check(comp, base_prog, best_prog, best.number == baseline.number, score, progress)
-    comp.shipping(best_prog if guard["accepted"] else base_prog).save(out / "best")
+    ships, check = best.number != baseline.number, None
+    if theirs is not None:
+        with mem.stage("check questions"):
+            check = {"file": theirs[0], **agreement(comp, study.trials, theirs[1])}
+            if ships:
+                check["verdict"] = verdict_of_theirs(ndcg_on(base_prog, theirs[1]), ndcg_on(best_prog, theirs[1]),
+                                                     check)
+                ships = check["verdict"]["ships"]
+    comp.shipping(best_prog if ships else base_prog).save(out / "best")
     dev_base = baseline.user_attrs.get("metrics", {})
     return {
         "objective": {"metrics": comp.space.objective.metrics, "also": comp.space.objective.also},
@@ -423,7 +426,8 @@ def finish(comp: Objective, study: optuna.Study, out: Path, progress: bool,
         "prompt_optimization": prompt_info, "splits": {k: len(v) for k, v in splits.items()},
         "synthetic": comp.golden.synthetic(),
         "split_note": comp.split_note, "finetune": finetune_info,
-        "shipped": "best" if guard["accepted"] else "baseline", "guard": guard, "retrieval_unit": dict(Counter(
+        "shipped": "best" if ships else "baseline", "selection": selection, "check_questions": check,
+        "retrieval_unit": dict(Counter(
             str(unit_of(list(e.gold_spans()), e.answers, e.gold)) for e in splits["test"])),
     }
 

@@ -63,7 +63,7 @@ def test_compile_writes_the_run_folder_and_a_loadable_best_program(space, tmp_pa
     saved = json.loads((out / "summary.json").read_text())
     assert {"objective", "baseline", "best", "trials", "lm_calls", "cost_usd", "wall_s", "memory"} <= set(saved)
     mem = saved["memory"]  # each stage's own peak RSS (declrag.process_memory), in the order the stages ran
-    assert list(mem["stages"]) == ["setup", "search", "prompts", "test", "report"]
+    assert list(mem["stages"]) == ["setup", "search", "selection", "prompts", "test", "report"]
     if mem["method"] != "none":
         assert all(v["peak_mb"] >= v["start_mb"] > 50 for v in mem["stages"].values())
         assert mem["peak_mb"] == max(v["peak_mb"] for v in mem["stages"].values())
@@ -150,7 +150,7 @@ def test_compile_returns_its_result_and_puts_optunas_log_level_back(tmp_path):
     assert (s.study, s.trials, s.complete + s.pruned, s.stopped_by_budget) == ("r", 2, 2, 0)
     written = json.loads((s.folder / "summary.json").read_text())
     assert {k: v for k, v in s.summary.items() if k != "report"} == written
-    for name in ("trials", "lm_calls", "cost_usd", "baseline", "best", "gain_test", "shipped", "guard", "finetune",
+    for name in ("trials", "lm_calls", "cost_usd", "baseline", "best", "gain_test", "shipped", "selection", "finetune",
                  "storage", "wall_s"):
         assert getattr(s, name) == written[name], name
     assert s.baseline is not None and s.baseline["trial"] == 0 and s.check_questions is None

@@ -1,0 +1,160 @@
+"""Which program a compile ships (docs/guides/compile.md, "What ships"): not the luckiest trial, but the one whose
+gain holds up.
+
+The search ranks its trials on the questions it reads; with 20 trials and a few dozen questions, the top of that
+ranking is partly luck. After the search, the `TOP` leading distinct candidates and the baseline are re-scored on
+**held-out** questions (`held_out`: the golden splits that neither the search nor the test reads; a synthetic set's
+``dev`` under the retrieval space). A candidate qualifies when
+
+- the one-sided lower bound of its paired gain over the baseline there is above 0, at level `ALPHA` shared by the
+  candidates re-scored (Bonferroni: having tried many is paid for), and
+- on a set made by several writers (``mixed``: inverse-cloze and keyword questions), **every writer's questions**
+  agree: its mean gain on each writer's held-out questions is at least 0. A keyword question copies its passage's
+  words, so a lexical setting always wins on keyword questions; where the inverse-cloze questions (which share no
+  sentence with their passage) disagree, the set cannot support the change.
+
+Of those that qualify, the highest lower bound ships; where none does, the baseline ships (shrinking to the
+default when the gains are within noise). With ``--check-questions`` (the user's own questions), `verdict_of_theirs`
+decides last: the program ships only if it is not worse than the baseline on them by more than `CHECK_MARGIN`
+(one-sided 95%) and the trials' ranking agrees with theirs (Kendall tau's interval above 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+
+from ..golden import Example
+from .space import tidy_params
+
+TOP = 5  # leading distinct candidates re-scored on the held-out questions
+ALPHA = 0.05  # one-sided, shared by the candidates re-scored
+WRITER_MIN = 20  # a writer's held-out questions needed for its own verdict
+CHECK_MARGIN = 0.03  # nDCG@10: how much worse than the baseline on the user's questions a program may be
+RESAMPLES = 4000
+SEED = 13
+Scorer = Callable[[Any, Any, list, str], tuple[dict, list[float | None]]]
+
+
+def held_out(golden, space) -> list[Example]:
+    """The questions of the golden splits that neither the search nor the test reads (none where the splits were
+    cut from one pool)."""
+    source = space.split.source or next(iter(golden.splits))
+    if source not in golden.splits:
+        return []
+    used = {source, space.split.test_split}
+    return [e for name, split in golden.splits.items() if name not in used for e in split]
+
+
+def lower_bound(diffs: Sequence[float], alpha: float) -> float | None:
+    """The one-sided (1 - ``alpha``) percentile-bootstrap lower bound of the mean of ``diffs`` (seeded)."""
+    xs = np.asarray(diffs, dtype=float)
+    if len(xs) == 0:
+        return None
+    if np.all(xs == xs[0]):
+        return float(xs[0])
+    rng = np.random.default_rng(SEED)
+    means = xs[rng.integers(0, len(xs), (RESAMPLES, len(xs)))].mean(axis=1)
+    return float(np.quantile(means, alpha))
+
+
+def _pairs(base: Sequence[float | None], cand: Sequence[float | None]) -> list[tuple[int, float]]:
+    return [(i, y - x) for i, (x, y) in enumerate(zip(base, cand)) if x is not None and y is not None]
+
+
+def writers_of(examples: Sequence[Example]) -> list[str]:
+    """Each question's writer (``metadata.kind``: ``ict``, ``keywords``...); "" for a question of no writer."""
+    return [str(e.metadata.get("kind", "")) if e.metadata.get("synthetic") else "" for e in examples]
+
+
+def leading(trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.trial.FrozenTrial,
+            top: int = TOP) -> list[optuna.trial.FrozenTrial]:
+    """The ``top`` best finished trials by their (first) objective, one per distinct program, the baseline's
+    program left out."""
+    base_key = repr(sorted(tidy_params(baseline.params).items()))
+    seen, out = {base_key}, []
+    for t in sorted(trials, key=lambda t: (-t.values[0], t.number)):
+        key = repr(sorted(tidy_params(t.params).items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+        if len(out) == top:
+            break
+    return out
+
+
+def judge(base: Sequence[float | None], cands: Mapping[int, Sequence[float | None]], writers: Sequence[str],
+          alpha: float = ALPHA) -> dict[str, Any]:
+    """The rule above on per-question scores: ``base`` (the baseline's), ``cands`` (trial -> its scores, in the
+    search's order) and each question's writer. Returns ``{"chosen": trial or None, "candidates": [...], "why"}``."""
+    level = alpha / max(len(cands), 1)
+    kinds = {w for w in writers if w and writers.count(w) >= WRITER_MIN}
+    rows: list[dict[str, Any]] = []
+    for trial, scores in cands.items():
+        pairs = _pairs(base, scores)
+        diffs = [d for _, d in pairs]
+        lo = lower_bound(diffs, level)
+        by_writer = {w: round(float(np.mean([d for i, d in pairs if writers[i] == w])), 4) for w in sorted(kinds)
+                     if any(writers[i] == w for i, _ in pairs)} if len(kinds) > 1 else {}
+        against = [w for w, d in by_writer.items() if d < 0]
+        why = ("no question scored" if lo is None else
+               f"lower bound {lo:+.4f} is not above 0" if lo <= 0 else
+               f"the {', '.join(against)} questions lose ({', '.join(f'{by_writer[w]:+.4f}' for w in against)})"
+               if against else "qualifies")
+        rows.append({"trial": trial, "n": len(diffs), "gain": round(float(np.mean(diffs)), 4) if diffs else None,
+                     "lower": None if lo is None else round(lo, 4), "by_writer": by_writer,
+                     "qualifies": why == "qualifies", "why": why})
+    ok = [r for r in rows if r["qualifies"]]
+    order = list(cands)
+    chosen = max(ok, key=lambda r: (r["lower"], -order.index(r["trial"]))) if ok else None
+    conf = f"one-sided {1 - level:.3f} (alpha {alpha} shared by {len(cands)} candidates)"
+    why = (f"trial {chosen['trial']} ships: its held-out gain {chosen['gain']:+.4f} has the highest lower bound "
+           f"({chosen['lower']:+.4f}, {conf})" + ("; every writer's questions gain" if chosen["by_writer"] else "")
+           if chosen else
+           f"the baseline ships: no candidate's held-out gain holds ({conf}"
+           + (", and every writer's questions must gain" if kinds and len(kinds) > 1 else "") + ")")
+    return {"chosen": chosen["trial"] if chosen else None, "candidates": rows, "why": why, "level": level}
+
+
+def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.trial.FrozenTrial,
+           best: optuna.trial.FrozenTrial, score: Scorer) -> tuple[optuna.trial.FrozenTrial, dict[str, Any]]:
+    """The trial to ship (the baseline, or a leading candidate that holds up on the held-out questions) and the
+    record of how it was chosen (summary.json's ``selection``). Without held-out questions, the search's best."""
+    held = held_out(comp.golden, comp.space)
+    if not held:
+        return best, {"applied": False, "why": "no held-out questions (the splits were cut from one pool): the "
+                                               "search's best trial ships"}
+    top = leading([t for t in trials if t.values], baseline, TOP if comp.space.objective.retrieval_only else 1)
+    if not top:
+        return baseline, {"applied": False, "why": "every finished trial is the baseline's program"}
+    _, base = score(comp, comp.program(tidy_params(baseline.params)), held, "held out, baseline")
+    cands = {t.number: score(comp, comp.program(t.params), held, f"held out, trial {t.number}")[1] for t in top}
+    ruled = judge(base, cands, writers_of(held))
+    for row, t in zip(ruled["candidates"], top):
+        row.update(params=tidy_params(t.params), search=round(float(t.values[0]), 4))
+    chosen = next((t for t in top if t.number == ruled["chosen"]), baseline)
+    return chosen, {"applied": True, "held_out": len(held), "search_best": best.number, **ruled}
+
+
+def verdict_of_theirs(base: Sequence[float], best: Sequence[float], agreement: dict[str, Any]) -> dict[str, Any]:
+    """Whether the user's own questions let the chosen program ship: not worse than the baseline on them by more
+    than `CHECK_MARGIN` (paired, one-sided 95%) and the ranking agreeing with theirs (tau's interval above 0)."""
+    diffs = [y - x for x, y in zip(base, best)]
+    lo = lower_bound(diffs, ALPHA)
+    tau_lo = (agreement.get("ci95") or [None])[0] if agreement.get("tau") is not None else None
+    not_worse = lo is not None and lo >= -CHECK_MARGIN
+    agrees = tau_lo is not None and tau_lo > 0
+    gain = float(np.mean(diffs)) if diffs else None
+    said = (f"on your {len(diffs)} questions its gain is {gain:+.4f} (one-sided 95% lower bound {lo:+.4f}, margin "
+            f"-{CHECK_MARGIN})" if gain is not None and lo is not None else "none of your questions was scored")
+    tau = (f"the ranking's tau interval starts at {tau_lo:+.3f}" if tau_lo is not None
+           else "no ranking agreement could be measured")
+    ok = not_worse and agrees
+    return {"ships": ok, "gain": None if gain is None else round(gain, 4),
+            "lower": None if lo is None else round(lo, 4), "margin": CHECK_MARGIN, "tau_lower": tau_lo,
+            "why": (f"your questions let it ship: {said}; {tau}" if ok else
+                    f"your questions keep the baseline: {said}" + ("" if not_worse else ", worse than the margin")
+                    + f"; {tau}" + ("" if agrees else " (it must be above 0)"))}
