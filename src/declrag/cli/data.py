@@ -75,7 +75,7 @@ def synth(
         "--dataset", help="a golden-set corpus by name or path (its documents only); repeatable")] = None,
     out_dir: Annotated[Path, typer.Option(
         "--out", help="the folder to write the golden set to (use it as --dataset OUT)")] = Path("synth"),
-    n: Annotated[int, typer.Option("--n", help="questions to keep")] = 300,
+    n: Annotated[int, typer.Option("--n", help="questions to keep (at least 30: a train, dev and test split)")] = 1000,
     generator: Annotated[str | None, typer.Option(
         help="who writes the questions: mixed, ict, cloze, keywords (no model, retrieval-only sets), inpars or lm "
              "(an LM; lm also writes reference answers). Default: lm when --model or $DECLRAG_MODEL names an LM, "

@@ -1,6 +1,6 @@
 """Golden sets from the user's own documents (`declrag synth`): questions whose gold is the place they came from,
-filtered and counted, written as a golden set that `--dataset DIR` loads everywhere (docs/guides/synth.md says
-what each generator and filter does, and what the output folder holds).
+filtered and counted, split (`splits`) and written as a golden set that `--dataset DIR` loads everywhere
+(docs/guides/synth.md says what each generator and filter does, and what the output folder holds).
 
 Work goes to ``OUT.partial/`` and is moved into place when complete: nothing is ever half written. With an LM,
 every passage done is appended to ``OUT.partial/generated.jsonl`` as it is done, so a killed run resumes there
@@ -16,11 +16,10 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import yaml
 from tqdm import tqdm
 
 from .. import tracing
@@ -31,17 +30,20 @@ from ..errors import DeclragError
 from ..ingest.chunkers import Chunker
 from ..ingest.corpus import corpus_store
 from ..lm import Meter, metering
-from ..types import Chunk, Document, GoldSpan, content_hash
-from . import filters, queries
+from ..types import Chunk, Document, content_hash
+from . import filters, queries, splits
 from .filters import normalize
 from .generate import Candidate, LMWriter, answer_problem, lm_kind, off_passage
 from .inpars import InParsWriter
+from .output import write_set
 from .queries import DEFAULT_OFFLINE, DEFAULT_WITH_MODEL, GENERATORS, cloze_query
+from .report import SynthReport
+from .splits import MIN_QUESTIONS, SPLITS, split_by_document
 
-__all__ = ["GENERATORS", "Candidate", "SynthReport", "cloze_query", "from_sources", "normalize", "split_by_document",
-           "synthesize"]
+__all__ = ["GENERATORS", "MIN_QUESTIONS", "SPLITS", "Candidate", "SynthReport", "cloze_query", "from_sources",
+           "normalize", "split_by_document", "synthesize"]
 
-SPLITS = {"train": 0.6, "dev": 0.2, "test": 0.2}
+DEFAULT_N = 1000  # questions `declrag synth` keeps by default: a compile's search (train) and its re-scoring (dev)
 MIN_PASSAGE_WORDS = 30
 OVERSAMPLE = 1.5  # candidates generated per question wanted (the filters drop some)
 GIVE_UP = 50  # passages without a single usable question after which a model is given up on
@@ -49,47 +51,14 @@ MALFORMED = "malformed model output (no usable question)"
 SYNTH_CHUNKER = ChunkerConfig(name="sentence", chunk_size=192, overlap=0)  # the passages questions come from
 
 
-@dataclass
-class SynthReport:
-    """What a synth run did: candidates generated, how many each filter removed (with examples), kept by split."""
-
-    generator: str
-    seed: int
-    documents: int
-    passages: int
-    generated: int = 0
-    removed: dict[str, int] = field(default_factory=dict)
-    removed_examples: dict[str, list[str]] = field(default_factory=dict)
-    kept: int = 0
-    by_kind: dict[str, int] = field(default_factory=dict)
-    splits: dict[str, int] = field(default_factory=dict)
-    found_by: dict[str, int] = field(default_factory=dict)
-    judged_gold_added: int = 0
-    gold: str = "seed document only"
-    filters_off: list[str] = field(default_factory=list)
-    lm: dict[str, Any] = field(default_factory=dict)
-    wall_s: float = 0.0
-    out: str = ""
-
-    def drop(self, reason: str, c: Candidate) -> None:
-        self.removed[reason] = self.removed.get(reason, 0) + 1
-        shown = self.removed_examples.setdefault(reason, [])
-        if len(shown) < 5:
-            shown.append(c.question)
-
-    def summary(self) -> str:
-        removed = ", ".join(f"{n} {r}" for r, n in self.removed.items()) or "none"
-        return (f"{self.kept} questions kept of {self.generated} generated from {self.passages} passages of "
-                f"{self.documents} documents ({', '.join(f'{k} {v}' for k, v in self.splits.items())}); "
-                f"removed: {removed}; {self.wall_s} s")
-
-
 def from_sources(paths: Sequence[str | Path] = (), datasets: Sequence[str] = (), out: str | Path = "synth",
-                 n: int = 300, **options: Any) -> tuple[SynthReport, list]:
+                 n: int = DEFAULT_N, **options: Any) -> tuple[SynthReport, list]:
     """`synthesize` on the documents `declrag index` would index from these files, folders and golden-set
-    corpora (same ids); returns the report and the files skipped."""
+    corpora (same ids), a set of at least `MIN_QUESTIONS` (unless ``min_questions`` says otherwise); returns the
+    report and the files skipped."""
     if not paths and not datasets:
         raise DeclragError("nothing to draw questions from", hint="give file or folder paths, or --dataset NAME")
+    options.setdefault("min_questions", MIN_QUESTIONS)
     docs, skipped = load_documents(paths, datasets)
     with tracing.span("synth", {"declrag.documents": len(docs), "declrag.n": n}):
         return synthesize(docs, out, n, **options), skipped
@@ -99,7 +68,7 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
                generator: str | None = None, ingest: IngestConfig | None = None, force: bool = False,
                resume: bool = False, max_lm_calls: int | None = None, grader: str | None = None,
                embedder: Embedder | None = None, skip: Collection[str] = (), progress: bool = True,
-               say: Callable[[str], None] = lambda _: None) -> SynthReport:
+               min_questions: int = 1, say: Callable[[str], None] = lambda _: None) -> SynthReport:
     """Write a golden set of at most ``n`` questions drawn from ``documents`` to the folder ``out``.
 
     ``generator``: one of `GENERATORS` (default: ``lm`` with a model, else `DEFAULT_OFFLINE`). ``model``: the LM
@@ -109,12 +78,60 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
     ``grader``: an LM route that grades each question's pooled documents (one call per question); None grades
     deterministically (a pooled document containing the reference answer is relevant). ``skip``: filters switched
     off (names in `filters.FILTERS`; `declrag bench synth` measures each one's effect this way).
+    ``min_questions``: fewer kept, or a split left empty, is an error and writes nothing (`declrag synth`,
+    `from_sources`: `MIN_QUESTIONS`; 1 here, for callers that pool the splits, as `declrag bench synth` does).
     """
     started = time.perf_counter()
     out = Path(out)
     work = out.with_name(out.name + ".partial")
-    if n < 1:
-        raise DeclragError(f"--n must be at least 1, got {n}", hint="e.g. --n 300")
+    generator = _check_arguments(n, min_questions, skip, out, work, model, generator, force, resume)
+    writer = (None if model is None else LMWriter(model) if generator == "lm"  # checks the route before any work
+              else InParsWriter(model))
+    lm_grader = filters.LMGrader(grader) if grader and GENERATORS[generator].answers else None
+    ingest = ingest or IngestConfig()
+    emb = embedder or Embedder(ingest.embedder)
+    docs, passages = _passages(documents, Chunker(SYNTH_CHUNKER, emb.tokens))
+    report = SynthReport(generator=f"{generator} on {model}" if model else f"{generator} (no model)",
+                         seed=seed, documents=len(docs), passages=len(passages), filters_off=sorted(skip))
+    want = math.ceil(OVERSAMPLE * n)
+    cands: list[Candidate] = []
+    if writer is None:  # made before the index: the inverse cloze removes its sentences from the set's corpus
+        cands, docs = _pseudo_queries(generator, docs, passages, want, seed)
+
+    store, _ = corpus_store(docs, ingest, label="synth", embedder=emb, progress=progress)
+    _work_folder(work, {"model": model, "generator": generator, "seed": seed,
+                        "documents": content_hash(*sorted(d.hash for d in docs)),
+                        "chunker": SYNTH_CHUNKER.model_dump()}, resume, force)
+    if writer is not None:
+        cands = _lm_questions(writer, passages, want, seed, store, emb, work / "generated.jsonl", report,
+                              max_lm_calls, progress, say)
+    report.generated = len(cands)
+    by_id = {d.id: d for d in docs}
+    vectors = filters.QueryVectors(emb)
+    kept = filters.wording_and_duplicates(cands, vectors, report.drop,
+                                          lambda c: by_id[c.doc_id].text[c.span[0]:c.span[1]], skip)
+    if "round_trip" not in skip:
+        kept = filters.round_trip(kept, store, vectors, report.drop, report.found_by)
+    kept, parts, report.split = splits.split(kept, n, seed, report.drop)
+    if GENERATORS[generator].answers:
+        report.judged_gold_added = filters.grade(kept, store, vectors, lambda i: by_id[i].text, lm_grader)
+        report.gold = ("seed document, plus the pooled documents (keyword, vector and hybrid top "
+                       f"{filters.POOL_K}) " + (f"that {grader} graded relevant" if lm_grader
+                                                else "that contain the reference answer"))
+    _tally(report, kept, parts, started, out)
+    _check_size(report, n, min_questions, want, say)
+    write_set(work, out, docs, parts, report)
+    say(report.summary())
+    return report
+
+
+def _check_arguments(n: int, min_questions: int, skip: Collection[str], out: Path, work: Path, model: str | None,
+                     generator: str | None, force: bool, resume: bool) -> str:
+    """What is wrong with the arguments, before any work (one `DeclragError`); else the generator to use."""
+    if n < max(1, min_questions):
+        raise DeclragError(f"--n must be at least {max(1, min_questions)}, got {n}" + (
+            " (a train, dev and test split of several questions each)" if min_questions > 1 else ""),
+            hint=f"e.g. --n {DEFAULT_N}")
     if unknown := set(skip) - set(filters.FILTERS):
         raise DeclragError(f"no filter named {', '.join(sorted(unknown))}", hint=f"one of {', '.join(filters.FILTERS)}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
@@ -130,31 +147,27 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
                                                           if GENERATORS[generator].model else "writes without a model"),
                            hint="e.g. --generator inpars --model local/gemma3-270m" if GENERATORS[generator].model
                            else "use --model none with it, or --generator lm / inpars with a model")
-    writer = (None if model is None else LMWriter(model) if generator == "lm"  # checks the route before any work
-              else InParsWriter(model))
-    lm_grader = filters.LMGrader(grader) if grader and GENERATORS[generator].answers else None
+    return generator
+
+
+def _passages(documents: Sequence[Document], chunker: Chunker) -> tuple[list[Document],
+                                                                        list[tuple[Document, Chunk]]]:
+    """The documents with text, and their passages that questions are drawn from (of `MIN_PASSAGE_WORDS` or more)."""
     docs = [d for d in documents if d.text.strip()]
     if not docs:
         raise DeclragError("no documents with text to draw questions from", hint="check the sources")
     if len({d.id for d in docs}) != len(docs):
         raise DeclragError("two documents share an id", hint="document ids must be unique")
-    ingest = ingest or IngestConfig()
-    emb = embedder or Embedder(ingest.embedder)
-    chunker = Chunker(SYNTH_CHUNKER, emb.tokens)
     passages = [(d, c) for d in docs for c in chunker(d) if len(c.text.split()) >= MIN_PASSAGE_WORDS]
     if not passages:
         raise DeclragError(f"no passage of at least {MIN_PASSAGE_WORDS} words in {len(docs)} documents",
                            hint="synth needs documents with running text")
-    report = SynthReport(generator=f"{generator} on {model}" if model else f"{generator} (no model)",
-                         seed=seed, documents=len(docs), passages=len(passages), filters_off=sorted(skip))
-    want = math.ceil(OVERSAMPLE * n)
-    cands: list[Candidate] = []
-    if writer is None:  # made before the index: the inverse cloze removes its sentences from the set's corpus
-        cands, docs = _pseudo_queries(generator, docs, passages, want, seed)
+    return docs, passages
 
-    store, _ = corpus_store(docs, ingest, label="synth", embedder=emb, progress=progress)
-    run_args = {"model": model, "generator": generator, "seed": seed,
-                "documents": content_hash(*sorted(d.hash for d in docs)), "chunker": SYNTH_CHUNKER.model_dump()}
+
+def _work_folder(work: Path, run_args: dict[str, Any], resume: bool, force: bool) -> None:
+    """The work folder, its log kept for ``resume`` (which refuses another run's log), else started afresh (a killed
+    run's log is not thrown away without ``force``); ``run.json`` records whose log it is."""
     if resume:  # the log's rows are only valid for the run that wrote them
         before = json.loads((work / "run.json").read_text()) if (work / "run.json").is_file() else None
         if before != run_args:
@@ -169,40 +182,37 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     (work / "run.json").write_text(json.dumps(run_args))
-    if writer is not None:
-        cands = _lm_questions(writer, passages, want, seed, store, emb, work / "generated.jsonl", report,
-                              max_lm_calls, progress, say)
-    report.generated = len(cands)
-    by_id = {d.id: d for d in docs}
-    vectors = filters.QueryVectors(emb)
-    kept = filters.wording_and_duplicates(cands, vectors, report.drop,
-                                          lambda c: by_id[c.doc_id].text[c.span[0]:c.span[1]], skip)
-    if "round_trip" not in skip:
-        kept = filters.round_trip(kept, store, vectors, report.drop, report.found_by)
-    kept = _sample(kept, n, random.Random(seed))
-    if GENERATORS[generator].answers:
-        report.judged_gold_added = filters.grade(kept, store, vectors, lambda i: by_id[i].text, lm_grader)
-        report.gold = ("seed document, plus the pooled documents (keyword, vector and hybrid top "
-                       f"{filters.POOL_K}) " + (f"that {grader} graded relevant" if lm_grader
-                                                else "that contain the reference answer"))
-    splits = split_by_document(kept, seed)
+
+
+def _tally(report: SynthReport, kept: list[Candidate], parts: dict[str, list[Candidate]], started: float,
+           out: Path) -> None:
     report.kept = len(kept)
-    report.splits = {k: len(v) for k, v in splits.items()}
+    report.splits = {k: len(v) for k, v in parts.items()}
     for c in kept:
         report.by_kind[c.kind] = report.by_kind.get(c.kind, 0) + 1
     report.wall_s = round(time.perf_counter() - started, 1)
     report.out = str(out)
-    if not kept:
-        raise DeclragError(f"none of the {report.generated} generated questions passed the filters "
-                           f"({', '.join(f'{v} {k}' for k, v in report.removed.items()) or 'none generated'})",
+
+
+def _check_size(report: SynthReport, n: int, min_questions: int, want: int, say: Callable[[str], None]) -> None:
+    """A set with no question, or too small to split (`MIN_QUESTIONS`), is an error saying how to get more; one
+    smaller than asked is said."""
+    counts = ", ".join(f"{v} {k}" for k, v in report.removed.items()) or "none generated"
+    if not report.kept:
+        raise DeclragError(f"none of the {report.generated} generated questions passed the filters ({counts})",
                            hint="give more documents, or documents with more running text; see the counts above")
+    if report.kept < min_questions or (min_questions > 1 and len(report.splits) < len(SPLITS)):
+        more = (f"a larger --n (it drew {want} candidates for --n {n})" if report.generated >= want else
+                f"more documents, or longer ones ({report.passages} passages of {report.documents} documents gave "
+                f"{report.generated} candidates)")
+        raise DeclragError(f"too few questions to split: {report.kept} kept ("
+                           + ", ".join(f"{k} {v}" for k, v in report.splits.items()) + f"; split {report.split}; "
+                           f"removed: {counts}); a train, dev and test split needs at least {min_questions}",
+                           hint=f"give {more}")
     if report.kept < n:
         say(f"synth: {report.kept} questions, fewer than the {n} asked: the filters kept {report.kept} of "
-            f"{report.generated} generated from {len(passages)} passages" + (f" ({report.lm['stopped_by']})"
-                                                                            if report.lm.get("stopped_by") else ""))
-    _write(work, out, docs, splits, report)
-    say(report.summary())
-    return report
+            f"{report.generated} generated from {report.passages} passages" + (
+                f" ({report.lm['stopped_by']})" if report.lm.get("stopped_by") else ""))
 
 
 # --------------------------------------------------------------------------------------------- generation
@@ -342,89 +352,3 @@ def _estimate(model: str, passages: list[tuple[Document, Chunk]], order: list[in
         price = "free" if model.startswith("local/") else "price unknown to LiteLLM"
     say(f"synth: about {calls} LM calls on {model} ({tokens_in:,} tokens in, {tokens_out:,} out at most; {price}); "
         "--max-lm-calls caps them")
-
-
-def _sample(kept: list[Candidate], n: int, rng: random.Random) -> list[Candidate]:
-    if len(kept) <= n:
-        return kept
-    return [kept[i] for i in sorted(rng.sample(range(len(kept)), n))]
-
-
-def split_by_document(cands: list[Candidate], seed: int) -> dict[str, list[Candidate]]:
-    """train/dev/test in the proportions of ``SPLITS``, whole documents at a time (seeded): no document's
-    questions are in two splits. Test and dev are filled first, so small sets still have both."""
-    by_doc: dict[str, list[Candidate]] = {}
-    for c in cands:
-        by_doc.setdefault(c.doc_id, []).append(c)
-    ids = sorted(by_doc)
-    random.Random(seed).shuffle(ids)
-    total, out = len(cands), {k: list[Candidate]() for k in SPLITS}
-    for did in ids:
-        for name in ("test", "dev", "train"):
-            if name == "train" or len(out[name]) < SPLITS[name] * total:
-                out[name].extend(by_doc[did])
-                break
-    return {k: v for k, v in out.items() if v}
-
-
-# --------------------------------------------------------------------------------------------- output
-def gold_spans(c: Candidate, texts: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """Where a question's answer is, for passage-level scoring: an extractive answer's span, and (given the
-    documents' ``texts``) every other place it occurs in the question's gold documents (the pooled, graded ones
-    too), all one credit; else the sentence or window a no-model question was made from, or the passage an LM
-    question was written from. None for title questions and questions on two documents (scored on documents) and
-    for unanswerable ones."""
-    if not c.answerable or c.kind in ("title", "multi"):
-        return []
-    if c.answer_starts:
-        (a, s), seed = next(zip(c.answers, c.answer_starts)), c.doc_id
-        found = GoldSpan.occurrences([a], {d: texts[d] for d, g in c.gold.items() if g > 0 and d in texts}) \
-            if texts else ()
-        if not any(x.doc == seed and x.start <= s < x.end for x in found):  # the seed's own span is always gold
-            return [{"doc": seed, "start": s, "end": s + len(a), "answer": a}]
-        return [{"doc": x.doc, "start": x.start, "end": x.end, "answer": x.answer, "credit": "answer"} for x in found]
-    return [{"doc": c.doc_id, "start": c.span[0], "end": c.span[1]}]
-
-
-def _write(work: Path, out: Path, docs: Sequence[Document], splits: dict[str, list[Candidate]],
-           report: SynthReport) -> None:
-    texts = {d.id: d.text for d in docs}
-    with (work / "corpus.jsonl").open("w", encoding="utf-8") as f:
-        for d in docs:  # the title stays in metadata: the jsonl reader would put it before the text
-            f.write(json.dumps({"_id": d.id, "title": "", "text": d.text,
-                                "metadata": {**d.metadata, "source": d.source, "title": d.title,
-                                             **({"page": d.page} if d.page is not None else {})}},
-                               ensure_ascii=False) + "\n")
-    for name, cands in splits.items():
-        with (work / f"{name}.jsonl").open("w", encoding="utf-8") as f:
-            for i, c in enumerate(cands):
-                f.write(json.dumps({
-                    "id": f"synth-{name}-{i}", "question": c.question,
-                    "answers": [{"text": a, "answer_start": s} for a, s in zip(c.answers, c.answer_starts)]
-                    if c.answer_starts else list(c.answers),
-                    "gold": c.gold, "answerable": c.answerable,
-                    **({"spans": sp} if (sp := gold_spans(c, texts)) else {}),
-                    "metadata": {"synthetic": True, "generator": report.generator, "seed": report.seed,
-                                 "kind": c.kind, "source_doc": c.doc_id, "span": list(c.span), "filters": c.scores},
-                }, ensure_ascii=False) + "\n")
-    kinds = ", ".join(f"{k} {v}" for k, v in report.by_kind.items())
-    filtered = ", ".join(f"{r} removed {k}" for r, k in report.removed.items()) or "none removed"
-    decl = {"name": out.name, "format": "jsonl", "path": ".", "corpus": "corpus.jsonl",
-            "splits": {k: f"{k}.jsonl" for k in splits},
-            "description": f"Synthetic, made by declrag synth from {report.documents} documents: {report.kept} "
-                           f"questions ({kinds}) by {report.generator}, seed {report.seed}; gold: {report.gold}; "
-                           + ("with reference answers. " if report.lm else "retrieval only (no reference answers). ")
-                           + f"Filters: {filtered}"
-                           + (f"; switched off: {', '.join(report.filters_off)}." if report.filters_off else ".")}
-    (work / "dataset.yaml").write_text(yaml.safe_dump(decl, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    (work / "report.json").write_text(json.dumps(asdict(report), indent=2, ensure_ascii=False), encoding="utf-8")
-    (work / "run.json").unlink(missing_ok=True)
-    if out.exists():
-        old = out.with_name(out.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        out.replace(old)
-        work.replace(out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        work.replace(out)
