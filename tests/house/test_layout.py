@@ -12,7 +12,6 @@ MAX_FILE_LINES, MAX_FUNCTION_LINES = 450, 80
 LONG_FILES = {  # file -> why it may be longer
 }
 LONG_FUNCTIONS = {  # (file, function) -> why it may be longer
-    ("declrag:synth/__init__.py", "synthesize"): "the resumable pipeline in the order it runs, each step a call",
     ("declrag:optimize/finetune.py", "finetune_model"): "one sentence-transformers training run, configured in sequence",
     ("bench:cluster.py", "_scenario"): "one fault scenario's script: load, kill, restart, count, in time order",
     ("bench:retrieval.py", "run"): "the benchmark's arms in the order they are measured and reported",

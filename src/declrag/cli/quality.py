@@ -212,8 +212,9 @@ def compile_(
     patience: Annotated[float, typer.Option(
         help="with --storage: seconds a worker retries a lost database (with backoff) before it stops")] = 120.0,
     check_questions: Annotated[Path | None, typer.Option(
-        help="a JSONL file of your own questions (20 are enough; answers or gold ids): the compile reports how its "
-             "ranking of the trials agrees with theirs (Kendall tau, interval)")] = None,
+        help="a JSONL file of your own questions (answers or gold ids): the compile reports how its ranking of the "
+             "trials agrees with theirs (Kendall tau, interval), and ships the default program unless the chosen one "
+             "is not worse on them and the ranking agrees")] = None,
     mlflow: Annotated[str | None, typer.Option(
         help="log the study (parent run), each trial (child runs) and the best program (artifact) to this MLflow "
              "tracking server, e.g. http://127.0.0.1:5000 (needs declrag[mlflow])")] = None,
