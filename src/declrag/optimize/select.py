@@ -21,6 +21,7 @@ decides last: the program ships only if it is not worse than the baseline on the
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -127,6 +128,9 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
     if not held:
         return best, {"applied": False, "why": "no held-out questions (the splits were cut from one pool): the "
                                                "search's best trial ships"}
+    if not comp.space.objective.retrieval_only and len(held) > len(comp.splits["dev"]):  # LM calls: one trial's worth
+        held = [held[i] for i in sorted(random.Random(comp.space.split.seed).sample(range(len(held)),
+                                                                                    len(comp.splits["dev"])))]
     top = leading([t for t in trials if t.values], baseline, TOP if comp.space.objective.retrieval_only else 1)
     if not top:
         return baseline, {"applied": False, "why": "every finished trial is the baseline's program"}
