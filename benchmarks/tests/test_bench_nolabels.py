@@ -27,11 +27,13 @@ def test_each_check_is_read_off_the_compiles_selection():
     summary = {"baseline": {"params": {"alpha": 0.5}}, "best": {"params": {"alpha": 0.9}}, "shipped": "best",
                "selection": {"search_best": 7, "candidates": [
                    {"trial": 7, "params": {"alpha": 0.1}, "lower": -0.02},  # the luckiest: does not hold
-                   {"trial": 3, "params": {"alpha": 0.2}, "lower": 0.03},  # holds, but a writer loses
-                   {"trial": 9, "params": {"alpha": 0.9}, "lower": 0.01}]}}
+                   {"trial": 3, "params": {"alpha": 0.2}, "lower": 0.03, "by_writer": {"ict": -0.01}},  # a writer loses
+                   {"trial": 5, "params": {"alpha": 0.3}, "lower": 0.02, "by_writer": {"ict": 0.01}},  # within noise
+                   {"trial": 9, "params": {"alpha": 0.9}, "lower": 0.01, "by_writer": {"ict": 0.05}}]}}
     got = _params_of(summary)
-    assert got == {RULES[0]: {"alpha": 0.1}, RULES[1]: {"alpha": 0.2}, RULES[2]: {"alpha": 0.9}}
+    assert got == {RULES[0]: {"alpha": 0.1}, RULES[1]: {"alpha": 0.2}, RULES[2]: {"alpha": 0.3},
+                   RULES[3]: {"alpha": 0.9}}
     summary.update(shipped="baseline", selection={"search_best": 7, "candidates": [
         {"trial": 7, "params": {"alpha": 0.1}, "lower": -0.02}]})
     got = _params_of(summary)
-    assert got[RULES[1]] == got[RULES[2]] == {"alpha": 0.5}  # nothing holds: the baseline
+    assert got[RULES[1]] == got[RULES[2]] == got[RULES[3]] == {"alpha": 0.5}  # nothing holds: the baseline
