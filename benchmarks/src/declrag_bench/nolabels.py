@@ -111,10 +111,11 @@ def corpus(dataset: str, n: int, seed: int, trials: int, real_limit: int, space:
         return cache[key]
 
     default = scored(syn["baseline"]["params"])
+    picks = _params_of(syn)
     rules = {rule: {"params": p, "gain_all": paired_difference(default["all"], scored(p)["all"]),
                     "gain_test": paired_difference(default["test"], scored(p)["test"])}
-             for rule, p in _params_of(syn).items()}
-    shipped, real_best = scored(_params_of(syn)[RULES[-1]]), scored(real["best"]["params"])
+             for rule, p in picks.items()}
+    shipped, real_best = scored(picks[RULES[-1]]), scored(real["best"]["params"])
 
     def mean(xs: list[float | None]) -> float:
         return round(float(np.mean([x for x in xs if x is not None])), 4)
@@ -127,7 +128,7 @@ def corpus(dataset: str, n: int, seed: int, trials: int, real_limit: int, space:
         "dataset": gs.name, "documents": len(gs.documents), "real_questions": len(every), "real_test": len(test),
         "synthetic": {"generator": report.generator, "questions": report.kept, "splits": report.splits},
         "default": {"test": mean(default["test"]), "all": mean(default["all"])},
-        "synthetic_compile": {"shipped": syn["shipped"], "params": _params_of(syn)[RULES[-1]],
+        "synthetic_compile": {"shipped": syn["shipped"], "params": picks[RULES[-1]],
                               "selection": syn.get("selection"), "test": mean(shipped["test"]),
                               "all": mean(shipped["all"]),
                               "minus_default_all": paired_difference(default["all"], shipped["all"]),

@@ -24,6 +24,7 @@ decides last: the program ships only if it is not worse than the baseline on the
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -94,7 +95,7 @@ def judge(base: Sequence[float | None], cands: Mapping[int, Sequence[float | Non
     """The rule above on per-question scores: ``base`` (the baseline's), ``cands`` (trial -> its scores, in the
     search's order) and each question's writer. Returns ``{"chosen": trial or None, "candidates": [...], "why"}``."""
     level = alpha / max(len(cands), 1)
-    kinds = {w for w in writers if w and writers.count(w) >= WRITER_MIN}
+    kinds = {w for w, n in Counter(writers).items() if w and n >= WRITER_MIN}
     rows: list[dict[str, Any]] = []
     for trial, scores in cands.items():
         pairs = _pairs(base, scores)
