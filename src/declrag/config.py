@@ -86,15 +86,23 @@ class EmbedderConfig(Strict):
         return e
 
 
+Context = Literal["none", "title", "title+section"]
+
+
 class IngestConfig(Strict):
-    """Everything that decides what is in an index: chunking and embedding."""
+    """Everything that decides what is in an index: chunking, the document identity put in front of each chunk when
+    it is embedded and indexed for keywords (``context``, see `declrag.ingest.headers`), and embedding."""
 
     chunker: ChunkerConfig = ChunkerConfig()
+    context: Context = "none"
     embedder: EmbedderConfig = EmbedderConfig()
 
     def digest(self) -> str:  # batch_size and device do not change the index
-        return content_hash(json.dumps({"chunker": self.chunker.model_dump(), "embedder": self.embedder.identity(),
-                                        "chunking_version": CHUNKING_VERSION}, sort_keys=True))
+        what = {"chunker": self.chunker.model_dump(), "embedder": self.embedder.identity(),
+                "chunking_version": CHUNKING_VERSION}
+        if self.context != "none":  # stores built before the setting existed keep their address
+            what["context"] = self.context
+        return content_hash(json.dumps(what, sort_keys=True))
 
 
 class AnnConfig(Strict):
@@ -210,8 +218,12 @@ class ExtractConfig(Strict):
     # the candidates BM25 ranks first are the ones embedded: an encoder pass per candidate is what the mode costs
     # (8 of at most 300 characters: about 100 ms on 2 cores when not yet in the embedding cache, 6 ms when they are)
     embed_at_most: int = Field(8, ge=1, le=500)
-    # abstain when the question names something (a name, a number) that the best sentence's passage never mentions
+    # abstain when the question names something (a name, a number) that neither the best sentence's passage nor its
+    # document's identity (title, section, file name: `declrag.ingest.headers`) mentions
     require_details: bool = True
+    # the question's type (when -> a date, how many -> a number, who/where/which X -> a name): added to the score of
+    # a sentence that holds something of that type the question does not already hold (`extract.answer_kind`)
+    type_weight: float = Field(0.0, ge=0.0, le=1.0)
 
 
 class GenerateConfig(Strict):

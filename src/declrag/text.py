@@ -113,7 +113,7 @@ def numbers(text: str, ambiguous_ordinals: bool = True) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ details
-_MONTHS = "january february march april may june july august september october november december".split()
+MONTHS = "january february march april may june july august september october november december".split()
 # capitalised words that start sentences or clauses without naming anything
 _NOT_NAMES = set("""a an the this that these those it its it's he she they we i you his her their our my your there
 here yes no not however therefore thus also although though because since while when where what which who whom whose
@@ -150,11 +150,11 @@ def details(answer: str) -> list[Detail]:
         found.append(Detail("quote", m.group(1), norm_phrase(m.group(1))))
     for m in _NAME.finditer(text):
         words = m.group().split()
-        while words and (words[0].lower().strip(".'’") in _NOT_NAMES or words[0].lower() in _MONTHS):
+        while words and (words[0].lower().strip(".'’") in _NOT_NAMES or words[0].lower() in MONTHS):
             words = words[1:]
         while words and words[-1].lower() in ("of", "de", "the", "and", "van", "von", "la", "le"):
             words = words[:-1]
-        if not words or all(w.lower() in _MONTHS for w in words):
+        if not words or all(w.lower() in MONTHS for w in words):
             continue
         phrase = " ".join(words).rstrip(".")
         key = norm_phrase(phrase)

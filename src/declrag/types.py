@@ -59,7 +59,9 @@ class Chunk:
     """A searchable piece of a document, with its exact character span in that document.
 
     ``parent_start``/``parent_end`` are set by the parent-child strategy: the small chunk is what is
-    searched, the parent span is what a search returns.
+    searched, the parent span is what a search returns. ``section`` is the path of headings above the chunk, and
+    ``header`` what the ingest setting ``context`` puts in front of its text when it is embedded and indexed for
+    keywords (`declrag.ingest.headers`); the text itself stays the exact span.
     """
 
     id: str
@@ -73,6 +75,13 @@ class Chunk:
     page: int | None = None
     parent_start: int | None = None
     parent_end: int | None = None
+    section: str = ""
+    header: str = ""
+
+    @property
+    def searched(self) -> str:
+        """What is embedded and indexed for keywords: the header, then the text."""
+        return f"{self.header}\n\n{self.text}" if self.header else self.text
 
 
 def chunk_id(doc_id: str, position: int) -> str:

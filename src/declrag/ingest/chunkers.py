@@ -23,8 +23,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ..config import ChunkerConfig
+from ..config import ChunkerConfig, Context
 from ..types import Chunk, Document, chunk_id
+from .headers import header, headings, sections
 
 Span = tuple[int, int]
 EmbedFn = Callable[[list[str]], np.ndarray]
@@ -176,10 +177,11 @@ def _pack(pieces: Sequence[Span], toks: _Tokens, size: int, overlap: int) -> lis
 class Chunker:
     """Cuts documents into chunks according to a `ChunkerConfig`."""
 
-    def __init__(self, config: ChunkerConfig, tokens: TokenCounter, embed: EmbedFn | None = None):
+    def __init__(self, config: ChunkerConfig, tokens: TokenCounter, embed: EmbedFn | None = None,
+                 context: Context = "none"):
         if config.name == "semantic" and embed is None:
             raise ValueError("the semantic chunker needs an embedding function")
-        self.config, self.tokens, self.embed = config, tokens, embed
+        self.config, self.tokens, self.embed, self.context = config, tokens, embed, context
 
     def __call__(self, doc: Document) -> list[Chunk]:
         c, text = self.config, doc.text
@@ -205,13 +207,15 @@ class Chunker:
             else:  # semantic
                 spans = self._semantic(text, toks, whole)
             parents = [None] * len(spans)
+        paths = sections(headings(doc), [s for s, _ in spans])
         return [
             Chunk(
                 id=chunk_id(doc.id, i), doc_id=doc.id, text=text[s:e], start=s, end=e, position=i,
                 source=doc.source, title=doc.title, page=doc.page,
                 parent_start=p[0] if p else None, parent_end=p[1] if p else None,
+                section=path, header=header(doc.title, path, self.context),
             )
-            for i, ((s, e), p) in enumerate(zip(spans, parents))
+            for i, ((s, e), p, path) in enumerate(zip(spans, parents, paths))
         ]
 
     def _recursive(self, text: str, toks: _Tokens, span: Span, size: int, overlap: int) -> list[Span]:

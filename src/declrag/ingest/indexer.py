@@ -65,7 +65,7 @@ class Indexer:
     def chunker(self) -> Chunker:
         if self._chunker is None:
             embed = self.embedder.embed_documents if self.ingest.chunker.name == "semantic" else None
-            self._chunker = Chunker(self.ingest.chunker, self.embedder.tokens, embed)
+            self._chunker = Chunker(self.ingest.chunker, self.embedder.tokens, embed, self.ingest.context)
         return self._chunker
 
     # -- entry points -----------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ class Indexer:
         chunks: list[Chunk] = [c for *_, cs in batch for c in cs]
         t0 = time.perf_counter()
         before = self.embedder.calls
-        vectors = self.embedder.embed_documents([c.text for c in chunks], progress=bar.update)
+        vectors = self.embedder.embed_documents([c.searched for c in chunks], progress=bar.update)
         report.embedded += self.embedder.calls - before
         bar.update(len(chunks) - (self.embedder.calls - before))  # the cached ones
         t1 = time.perf_counter()

@@ -21,6 +21,8 @@ from typing import Any
 
 from declrag.types import Document
 
+from .headers import clip, helpful_name, text_title
+
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".txt", ".md", ".markdown", ".pdf", ".html", ".htm", ".jsonl"})
 
 _SNIFF = 8192
@@ -147,16 +149,16 @@ def load_file(path: str | Path) -> list[Document]:
             raise LoadError("empty file")
         source = str(path.resolve())
         if suffix == ".pdf":
-            return _load_pdf(data, source, path.stem)
+            return _load_pdf(data, source, helpful_name(source))
         if suffix in (".html", ".htm"):
-            return _load_html(data, source, path.stem)
+            return _load_html(data, source, helpful_name(source))
         if suffix == ".jsonl":
             return _load_jsonl(data, source)
         text = _decode(data)
         if not text.strip():
             raise LoadError("empty file")
-        title = _markdown_title(text) if suffix in (".md", ".markdown") else ""
-        return [Document(id=source, text=text, source=source, title=title or path.stem)]
+        title = _markdown_title(text) if suffix in (".md", ".markdown") else text_title(text)
+        return [Document(id=source, text=text, source=source, title=title or helpful_name(source))]
     except LoadError:
         raise
     except OSError as e:
@@ -238,7 +240,7 @@ def _quiet_pypdf() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _load_pdf(data: bytes, source: str, stem: str) -> list[Document]:
+def _load_pdf(data: bytes, source: str, name: str) -> list[Document]:
     import pypdf
 
     with _quiet_pypdf():
@@ -266,7 +268,7 @@ def _load_pdf(data: bytes, source: str, stem: str) -> list[Document]:
                 raise LoadError(f"corrupt PDF: page {n}: {_short(e)}") from e
             text = text.replace("\r\n", "\n").replace("\r", "\n")
             if text.strip():
-                docs.append(Document(f"{source}#page={n}", text, source, title or stem, page=n))
+                docs.append(Document(f"{source}#page={n}", text, source, title or name, page=n))
     if not docs:
         raise LoadError("no extractable text (scanned PDF?)")
     return docs
@@ -281,7 +283,7 @@ _BLOCK = (
 _WS = re.compile(r"\s+")
 
 
-def _load_html(data: bytes, source: str, stem: str) -> list[Document]:
+def _load_html(data: bytes, source: str, name: str) -> list[Document]:
     from bs4 import BeautifulSoup, CData, NavigableString
 
     if _is_binary(data[:_SNIFF]):
@@ -299,6 +301,7 @@ def _load_html(data: bytes, source: str, stem: str) -> list[Document]:
         tag.decompose()
     if not title and (h1 := soup.find("h1")):
         title = _WS.sub(" ", h1.get_text()).strip()
+    heads = [(int(h.name[1]), _WS.sub(" ", h.get_text()).strip()) for h in soup.find_all(_HEADINGS)]
     for pre in soup.find_all("pre"):
         for piece in list(pre.find_all(string=True)):
             piece.replace_with(Raw(str(piece)))
@@ -325,7 +328,26 @@ def _load_html(data: bytes, source: str, stem: str) -> list[Document]:
     text = re.sub(r"\n{3,}", "\n\n", text).strip()
     if not text:
         raise LoadError("no visible text in HTML")
-    return [Document(source, text, source, title or stem)]
+    return [Document(source, text, source, title or name, metadata={"headings": _placed(text, heads)})]
+
+
+_HEADINGS = ["h1", "h2", "h3", "h4", "h5", "h6"]
+
+
+def _placed(text: str, heads: list[tuple[int, str]]) -> list[tuple[int, int, str]]:
+    """HTML headings (level, text), in document order, as `declrag.ingest.headers` headings: each found at the start
+    of a line of the flattened text, after the one before it."""
+    out, pos = [], 0
+    for level, head in heads:
+        if not head:
+            continue
+        at = text.find(head, pos)
+        while at > 0 and text[at - 1] != "\n":
+            at = text.find(head, at + 1)
+        if at >= 0:
+            out.append((at, level, clip(head)))
+            pos = at + len(head)
+    return out
 
 
 def _scalar(v: Any) -> bool:

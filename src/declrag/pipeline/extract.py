@@ -1,9 +1,12 @@
 """Answers that claim nothing the passages do not say, with no LM call.
 
 - `extract`: the ``extractive`` generate mode. The answer is the retrieved passages' own best sentences (or parts of
-  a sentence longer than ``max_piece_chars``), each cited with its exact span; it is the abstention when none
-  clears ``min_score``, or when the question names a detail (a name or a number) that the passage of the best
-  sentence never mentions (the question is then about something else, a frequent way of being unanswerable).
+  a sentence longer than ``max_piece_chars``), each cited with its exact span; a sentence that holds what the
+  question asks for (a date for "when", a number for "how many", a name for "who", "where", "which X": see
+  `answer_kind`) and the question does not already hold scores ``type_weight`` more. It is the abstention when none
+  clears ``min_score``, or when the question names a detail (a name or a number) that neither the passage of the
+  best sentence nor its document's identity (title, section, file name) mentions (the question is then about
+  something else, a frequent way of being unanswerable).
 - `check`: the ``verified`` mode's check of an LM's answer, sentence by sentence, and the grounding metrics' rule: a
   sentence is supported when most of its content words occur in one passage, or when it is close in meaning to one
   passage sentence and shares a good part of its words with it; and never when it holds a name, number or date
@@ -20,7 +23,7 @@ import numpy as np
 
 from ..ingest.chunkers import sentence_spans
 from ..stores.bm25 import KeywordIndex
-from ..text import Detail, detail_supported, details, norm_phrase, numbers
+from ..text import MONTHS, Detail, detail_supported, details, norm_phrase, numbers
 from .postprocess import content_words, support
 
 # Calibrated on tests/data/grounding_cases.jsonl (85 hand-labelled SQuAD v2.0 cases; see its test)
@@ -130,6 +133,45 @@ def missing_details(question: str, context: str) -> list[str]:
     return [d.text for d in unsupported(question, context) if not (d.kind == "name" and first and d.text == first[0])]
 
 
+_KIND_OF = [  # (pattern on the question's start, lower case, after any leading clause) -> what the answer holds
+    (re.compile(r"^(?:in |by |since |until )?(?:when|what year|which year|what date|what day|what month|"
+                r"what century|what decade|what time period)\b"), "date"),
+    (re.compile(r"^(?:how (?:many|much|long|old|far|big|large|tall|high|deep|wide|often|fast)|"
+                r"what (?:is |was |are |were )?the (?:number|amount|percentage|population|size|cost|price|value)|"
+                r"what (?:percentage|number|amount|proportion|fraction))\b"), "number"),
+    (re.compile(r"^(?:who|whom|whose|where|what (?:is|was|are|were) the (?:name|capital|title|author|authors|"
+                r"founder|leader|president|head|owner|largest|biggest|oldest|first|last|main)\b|(?:in |at |from |to |on |by |of |for )?(?:which|what) (?!is\b|are\b|was\b|"
+                r"were\b|does\b|do\b|did\b|can\b|could\b|should\b|would\b|will\b|has\b|have\b|had\b|"
+                r"kind\b|type\b|sort\b|happens\b|happened\b|about\b|if\b)[a-z]+)"), "name"),
+]
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
+
+
+def answer_kind(question: str) -> str | None:
+    """What the question asks for: ``date`` (when, what year), ``number`` (how many, how much, what percentage),
+    ``name`` (who, where, which or what + a noun: a person, place, organisation or thing by name), or None (what is,
+    why, how: no type)."""
+    q = " ".join(question.lower().split())
+    q = re.sub(r"^(?:according to [^,]+, |in the [^,]+, |so |and |ok,? |also,? )", "", q)
+    return next((kind for pattern, kind in _KIND_OF if pattern.match(q)), None)
+
+
+def holds_kind(piece: str, kind: str | None, question: str) -> bool:
+    """Whether ``piece`` holds something of ``kind`` (`answer_kind`) that ``question`` does not: a number or, for a
+    date, a year or a month; a name (`declrag.text.details`) not already in the question."""
+    if kind is None:
+        return False
+    asked = {d.key for d in details(question)}
+    found = [d for d in details(piece) if d.key not in asked]
+    if kind == "name":
+        return any(d.kind == "name" for d in found)
+    if kind == "number":
+        return any(d.kind == "number" for d in found)
+    low = piece.lower()
+    return (any(d.kind == "number" and _YEAR.fullmatch(d.key) for d in found)
+            or any(m in low and m not in question.lower() for m in MONTHS))
+
+
 def shortlist(question: str, pool: list[Piece], size: int) -> list[Piece]:
     """The ``size`` candidates that BM25 over the candidates (and, on ties, their passage's rank and place) puts
     first, in passage order: only these are embedded, which bounds the mode's time (an encoder pass per candidate
@@ -143,11 +185,14 @@ def shortlist(question: str, pool: list[Piece], size: int) -> list[Piece]:
 
 def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: np.ndarray, *, max_sentences: int = 2,
             min_score: float = 0.45, lexical_weight: float = 0.3, rank_weight: float = 0.02, order: str = "passage",
-            max_piece_chars: int = 300, require_details: bool = True, embed_at_most: int = 8) -> Extract:
+            max_piece_chars: int = 300, require_details: bool = True, embed_at_most: int = 8,
+            type_weight: float = 0.0, identities: Sequence[str] = ()) -> Extract:
     """The extractive answer to ``question`` from ``passages`` (ranked, best first). ``query_vector``: the
     question's embedding (a conversation's turns mixed in, see `modules.Generator`); ``embed`` embeds the
     candidates (the ``embed_at_most`` of `shortlist`). Score = (1 - lexical_weight) * cosine + lexical_weight *
-    word overlap - rank_weight * (rank - 1)."""
+    word overlap - rank_weight * (rank - 1) + type_weight if it holds what the question asks for (`holds_kind`).
+    ``identities``: each passage's document identity (`declrag.ingest.headers.identity`), read by the detail rule."""
+    kind = answer_kind(question) if type_weight else None
     pool = shortlist(question, candidates(passages, max_piece_chars), embed_at_most)
     if not pool:
         return Extract([], "the passages hold no sentence")
@@ -155,13 +200,14 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     q_words = content_words(question)
     scored = [Piece(p.n, p.start, p.end, p.text,
                     round((1 - lexical_weight) * float(s) + lexical_weight * _overlap(q_words, p.text)
-                          - rank_weight * (p.n - 1), 6))
+                          - rank_weight * (p.n - 1) + type_weight * holds_kind(p.text, kind, question), 6))
               for p, s in zip(pool, sims)]
     ranked = sorted(scored, key=lambda p: -p.score)
     best = ranked[0]
     if best.score < min_score:
         return Extract([], f"no sentence scores {min_score} or more (best {best.score:.3f})", best.score)
-    if require_details and (gone := missing_details(question, passages[best.n - 1])):
+    where = passages[best.n - 1] + (f"\n{identities[best.n - 1]}" if len(identities) >= best.n else "")
+    if require_details and (gone := missing_details(question, where)):
         return Extract([], f"the passages never mention {', '.join(gone[:3])}", best.score)
     chosen = [p for p in ranked if p.score >= min_score][:max_sentences]
     if order == "passage":

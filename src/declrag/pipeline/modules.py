@@ -20,6 +20,7 @@ import numpy as np
 from .. import device, tracing
 from ..config import GenerateConfig, HistoryConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
 from ..embed import Embedder, resolve_model
+from ..ingest.headers import identity, shown_header
 from ..stores.base import Filter, Store
 from ..stores.bm25 import KeywordIndex
 from ..types import Hit
@@ -256,8 +257,8 @@ class Generator(dspy.Module):
 
     def context(self, passages: list[Hit]) -> str:
         lim = self.cfg.max_passage_chars
-        return "\n\n".join(f"[{i}] " + (f"({h.chunk.title}) " if h.chunk.title else "") + " ".join(h.text[:lim].split())
-                           for i, h in enumerate(passages, 1))
+        return "\n\n".join(f"[{i}] " + (f"({label}) " if (label := shown_header(h.chunk)) else "")
+                           + " ".join(h.text[:lim].split()) for i, h in enumerate(passages, 1))
 
     def forward(self, question: str, passages: list[Hit], strict: bool = False, allow_empty: bool = False,
                 conversation: str | None = None) -> Draft:
@@ -324,8 +325,10 @@ class Generator(dspy.Module):
         e = self.cfg.extract
         settings = {"max_sentences": e.max_sentences, "min_score": e.min_score, "lexical_weight": e.lexical_weight,
                     "rank_weight": e.rank_weight, "order": e.order, "max_piece_chars": e.max_piece_chars,
-                    "require_details": e.require_details, "embed_at_most": e.embed_at_most, **over}
+                    "require_details": e.require_details, "embed_at_most": e.embed_at_most,
+                    "type_weight": e.type_weight, **over}
         return extract(question, self._texts(passages), self._embed, self._query_vector(question, conversation),
+                       identities=[identity(h.chunk.title, h.chunk.section, h.chunk.source) for h in passages],
                        **settings)
 
     def _extractive(self, question: str, passages: list[Hit], conversation: str | None) -> Draft:

@@ -29,7 +29,7 @@ from ..errors import DeclragError
 from ..types import Chunk, Document, Hit
 from .base import DocRecord, Filter, Store, StoreMeta, Where, check_upsert
 from .fusion import fuse, leg_size
-from .snapshot import CHUNK_FIELDS, Snapshot
+from .snapshot import ADDED_FIELDS, CHUNK_FIELDS, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ def chunk_schema(dim: int) -> pa.Schema:
     return pa.schema([
         ("id", pa.string()), ("doc_id", pa.string()), ("text", pa.string()), ("start", i32), ("end", i32),
         ("position", i32), ("source", pa.string()), ("title", pa.string()), ("page", i32),
-        ("parent_start", i32), ("parent_end", i32), ("vector", pa.list_(pa.float32(), dim)),
+        ("parent_start", i32), ("parent_end", i32), ("section", pa.string()), ("header", pa.string()),
+        ("vector", pa.list_(pa.float32(), dim)),
     ])
 
 
@@ -185,6 +186,8 @@ class LanceStore(Store):
             + [pa.FixedSizeListArray.from_arrays(flat, dim)], schema=schema)
         mine = in_sql("doc_id", doc_ids)
         with self._lock:
+            if chunks_table is not None and (gone := [f for f in ADDED_FIELDS if f not in chunks_table.schema.names]):
+                chunks_table.add_columns({f: "CAST('' AS STRING)" for f in gone})  # a store made before them
             if chunks_table is None:
                 if dim == 0:
                     raise ValueError("the first upsert into a store must carry at least one chunk")

@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 EXACT_ROWS = 20_000  # above this many rows, vector search pre-selects in float16 (see _Snapshot.nearest)
 RESCORE_MARGIN = 128
 CHUNK_FIELDS = ["id", "doc_id", "text", "start", "end", "position", "source", "title", "page",
-                "parent_start", "parent_end"]
+                "parent_start", "parent_end", "section", "header"]
+ADDED_FIELDS = ("section", "header")  # text columns a store made before them lacks (read as '')
 
 
 def filter_arrow(where: Filter):
@@ -84,6 +85,9 @@ class Snapshot:
         flat = vec.flatten().to_numpy(zero_copy_only=False)
         self.vectors = np.ascontiguousarray(flat, dtype=np.float32).reshape(self.n, dim)
         meta = table.drop_columns(["vector"]).combine_chunks()
+        for name in ADDED_FIELDS:
+            if name not in meta.column_names:
+                meta = meta.append_column(name, pa.array([""] * self.n, type=pa.string()))
         self.table = meta.append_column("_row", pa.array(np.arange(self.n, dtype=np.int64)))
         self.ids: list[str] = meta.column("id").to_pylist()
         self.row = {cid: i for i, cid in enumerate(self.ids)}
@@ -92,7 +96,12 @@ class Snapshot:
     def keyword(self) -> KeywordIndex:
         """The BM25 index of this version (building takes ~10 s per 100k chunks; loading a fraction of a second)."""
         return self._saved(self.folder / f"bm25-v{self.version}", KeywordIndex.load,
-                           lambda: KeywordIndex(self.table.column("text").to_pylist()), "keyword")
+                           lambda: KeywordIndex(self.searched()), "keyword")
+
+    def searched(self) -> list[str]:
+        """Each row's `Chunk.searched` text: its header (if any), then its text."""
+        return [f"{h}\n\n{t}" if h else t for h, t in zip(self.table.column("header").to_pylist(),
+                                                            self.table.column("text").to_pylist())]
 
     @cached_property
     def ivf(self) -> IvfIndex:
@@ -194,5 +203,5 @@ class Snapshot:
 
     def chunks(self, rows: Sequence[int]) -> list[Chunk]:
         recs = self.table.take(pa.array(rows, type=pa.int64())).select(CHUNK_FIELDS).to_pylist()
-        return [Chunk(**r) for r in recs]
+        return [Chunk(**{**r, "section": r["section"] or "", "header": r["header"] or ""}) for r in recs]
 

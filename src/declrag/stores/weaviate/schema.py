@@ -45,13 +45,22 @@ def documents_collection(t: Target, name: str, chunks_name: str) -> dict[str, An
         **_common(t))
 
 
+def keyword_property(meta: StoreMeta) -> str:
+    """The one property BM25 searches: ``text``, or ``searched`` (a chunk's header, then its text: `Chunk.searched`,
+    what the embedded store indexes) in a store built with headers (ingest ``context`` not ``none``)."""
+    return "text" if meta.ingest.context == "none" else "searched"
+
+
 def chunks_collection(t: Target, name: str, meta: StoreMeta) -> dict[str, Any]:
     """The arguments of ``collections.create`` for the chunks: BM25 k1/b as the embedded store's, word-tokenized
-    ``text`` alone searchable, English stop words, the `StoreMeta` as JSON in the description."""
+    `keyword_property` alone searchable, English stop words, the `StoreMeta` as JSON in the description."""
+    searched = keyword_property(meta) == "searched"
     return dict(
         name=name, description=meta.model_dump_json(),
-        properties=[_field("chunk_id"), _field("doc_id"), _field("text", searchable=True, filterable=False),
-                    _field("source"), _field("title"), _field("page", DataType.INT),
+        properties=[_field("chunk_id"), _field("doc_id"), _field("text", searchable=not searched, filterable=False),
+                    *([_field("searched", searchable=True, filterable=False)] if searched else []),
+                    _field("source"), _field("title"), _field("section"), _field("header", filterable=False),
+                    _field("page", DataType.INT),
                     _field("position", DataType.INT), _field("start", DataType.INT, filterable=False),
                     _field("end", DataType.INT, filterable=False),
                     _field("parent_start", DataType.INT, filterable=False),

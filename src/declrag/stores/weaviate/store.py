@@ -48,6 +48,7 @@ class WeaviateStore(Store):
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}
         self.metric: Metric = metric or "cosine"
+        self.keyword_property = "text"  # set from the store's metadata (`keyword_property`) when it is read
         self._created = False
         self._checked = False  # the URI's index settings were compared with the collection's (_check_index)
         self._written_at: float | None = None
@@ -148,6 +149,7 @@ class WeaviateStore(Store):
             raise DeclragError(f"collection {self.name} at {self.target.base} exists and is not a declrag store",
                                hint="name another collection in the store URI") from e
         self.metric = meta.metric
+        self.keyword_property = schema.keyword_property(meta)
         return meta
 
     def create(self, meta: StoreMeta) -> None:
@@ -160,6 +162,7 @@ class WeaviateStore(Store):
         self.call("collection create", lambda: self._client.collections.create(
             **schema.chunks_collection(self.target, self.name, meta)))
         self.metric, self._created = meta.metric, True
+        self.keyword_property = schema.keyword_property(meta)
         self._checked = True
 
     def index_settings(self) -> dict[str, Any]:
@@ -354,7 +357,7 @@ class WeaviateStore(Store):
         req = self._request(where, limit, score=True)
         if req is None or not query_terms(query):
             return []
-        req.bm25_search.CopyFrom(wire.protos().base_search_pb2.BM25(query=query, properties=["text"]))
+        req.bm25_search.CopyFrom(wire.protos().base_search_pb2.BM25(query=query, properties=[self.keyword_property]))
         return [Hit.of(c, s, keyword=s) for c, s in self._search("keyword search", req, "score") if s > 0]
 
     def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None,
@@ -377,7 +380,7 @@ class WeaviateStore(Store):
         # at alpha 0 (keyword only) Weaviate needs no vector. alpha goes in both fields: servers before 1.36.6
         # read ``alpha``, later ones ``alpha_param`` (which can say 0 explicitly)
         req.hybrid_search.CopyFrom(h(
-            query=query, properties=["text"], alpha=alpha, alpha_param=alpha, use_alpha_param=True,
+            query=query, properties=[self.keyword_property], alpha=alpha, alpha_param=alpha, use_alpha_param=True,
             fusion_type=h.FUSION_TYPE_RELATIVE_SCORE if fusion == "relative" else h.FUSION_TYPE_RANKED,
             vector_bytes=None if alpha == 0.0 or vector is None else wire.vector_bytes(vector)))
         return [Hit.of(c, s) for c, s in self._search("hybrid search", req, "score")[:limit]]

@@ -19,7 +19,7 @@ from ..fusion import object_uuid
 from .target import Target, Unreachable, causes, grpc_status
 
 CHUNK_INTS = ("start", "end", "position", "page", "parent_start", "parent_end")
-CHUNK_TEXTS = ("chunk_id", "doc_id", "text", "source", "title")
+CHUNK_TEXTS = ("chunk_id", "doc_id", "text", "source", "title", "section", "header")
 PROP = {"id": "chunk_id"}  # filter field -> property ("id" is reserved in Weaviate)
 
 
@@ -39,7 +39,8 @@ def index_config(t: Target, distance):
 def chunk_props(c: Chunk) -> dict[str, Any]:
     return {"chunk_id": c.id, "doc_id": c.doc_id, "text": c.text, "start": c.start, "end": c.end,
             "position": c.position, "source": c.source, "title": c.title, "page": c.page,
-            "parent_start": c.parent_start, "parent_end": c.parent_end}
+            "parent_start": c.parent_start, "parent_end": c.parent_end, "section": c.section, "header": c.header,
+            **({"searched": c.searched} if c.header else {})}
 
 
 def chunk_of(o) -> Chunk:
@@ -47,7 +48,13 @@ def chunk_of(o) -> Chunk:
     return Chunk(id=p["chunk_id"], doc_id=p["doc_id"], text=p.get("text") or "", start=int(p["start"]),
                  end=int(p["end"]), position=int(p["position"]), source=p.get("source") or "",
                  title=p.get("title") or "", page=_int(p.get("page")), parent_start=_int(p.get("parent_start")),
-                 parent_end=_int(p.get("parent_end")))
+                 parent_end=_int(p.get("parent_end")), section=p.get("section") or "", header=p.get("header") or "")
+
+
+def _text(fields, name: str) -> str:
+    """A text property of a search reply ('' when the object lacks it: a collection made before it)."""
+    v = fields.get(name)
+    return v.text_value if v is not None else ""
 
 
 def _int(v) -> int | None:
@@ -243,7 +250,8 @@ def reply_chunks(reply, key: str) -> list[tuple[Chunk, float]]:
             source=f["source"].text_value, title=f["title"].text_value,
             page=page.int_value if page is not None and page.HasField("int_value") else None,
             parent_start=ps.int_value if ps is not None and ps.HasField("int_value") else None,
-            parent_end=pe.int_value if pe is not None and pe.HasField("int_value") else None),
+            parent_end=pe.int_value if pe is not None and pe.HasField("int_value") else None,
+            section=_text(f, "section"), header=_text(f, "header")),
             float(getattr(r.metadata, key))))
     return out
 
