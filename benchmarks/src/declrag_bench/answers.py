@@ -1,20 +1,23 @@
-"""`declrag bench answers`: how each generate mode answers, on real golden sets.
+"""`declrag bench answers`: how each way of answering does, on real golden sets.
 
-The modes (`declrag.config.GenerateConfig.mode`): ``lm`` (the LM writes, here the local model), ``extractive`` (the
-passages' own sentences, no LM call) and ``verified`` (the LM writes; each sentence is checked against its passages
-and an unsupported one is dropped or replaced). Each runs the default program otherwise (k 5, hybrid, no rerank),
-over the same store, on the same seeded questions:
+The arms (`ARMS`): the generate modes (`declrag.config.GenerateConfig.mode`) ``lm`` (the LM writes, here the local
+model), ``extractive`` (the passages' own sentences, no LM call, as it was before answers were typed: no type weight,
+no headers) and ``verified`` (the LM writes; each sentence is checked against its passages and an unsupported one is
+dropped or replaced); and two extractive arms that add one thing each: ``typed`` (sentences holding what the question
+asks for score more: `declrag.pipeline.extract.answer_kind`) and ``headers`` (typed, over an index whose chunks carry
+their document's title and section: ingest ``context: title+section``, `declrag.ingest.headers`). Each runs the
+default program otherwise (k 5, hybrid, no rerank), on the same seeded questions:
 
 - SQuAD v2.0 dev: half answerable, half unanswerable questions, over the whole dev corpus;
 - MTRAG-UN (the shared half): each task's last turn with its history, every answerability;
-- the CMU Wikipedia QA set.
+- the CMU Wikipedia QA set; nq-long (real search queries over 20 whole Wikipedia pages).
 
 Scores: faithfulness and SIA (`declrag.metrics.grounding`), the reference answer contained in the answer
 (``token_match``: 80% of a reference's tokens) and token F1, abstention precision and recall (an unanswerable
 question is the positive), the abstention rate on answerable questions, and latency: to the first token of the
 answer after retrieval, and to the end. Each question runs through the serving path's stream
-(`declrag.pipeline.streaming.astream`). Every mode is compared with ``lm`` on the same questions (paired bootstrap 95%
-intervals).
+(`declrag.pipeline.streaming.astream`). Every arm is compared with the first one run on the same questions (paired
+bootstrap 95% intervals).
 
 The ``verified`` arm runs after ``lm`` and its LM call is answered by DSPy's cache with the very same completion,
 so that the two arms differ only by the check; its latency is the ``lm`` arm's time to the end plus the check's own
@@ -31,7 +34,7 @@ import anyio
 from rich.console import Console
 from rich.table import Table
 
-from declrag.config import IngestConfig, LMConfig, ProgramConfig
+from declrag.config import ExtractConfig, IngestConfig, LMConfig, ProgramConfig
 from declrag.embed import Embedder
 from declrag.golden import Example, load_golden
 from declrag.ingest.corpus import corpus_store
@@ -41,8 +44,17 @@ from declrag.metrics.stats import mean_of, paired_difference, percentiles
 from declrag.pipeline.program import RAGProgram
 from declrag.pipeline.streaming import Done, astream
 
-SETS = ("squad-v2.0", "mtrag-un", "cmu-qa")
-MODES = ("lm", "extractive", "verified")
+SETS = ("squad-v2.0", "mtrag-un", "cmu-qa", "nq-long")
+TYPE_WEIGHT = ExtractConfig().type_weight or 0.15  # the typed arms' weight: the default's, or this while it is off
+# arm -> (generate mode, extract settings over the default's, ingest context)
+ARMS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "lm": ("lm", {}, "none"),
+    "extractive": ("extractive", {"type_weight": 0.0}, "none"),
+    "typed": ("extractive", {"type_weight": TYPE_WEIGHT}, "none"),
+    "headers": ("extractive", {"type_weight": TYPE_WEIGHT}, "title+section"),
+    "verified": ("verified", {}, "none"),
+}
+MODES = tuple(ARMS)
 METRICS = ("faithfulness", "sia", "token_match", "f1")
 RETRIEVAL_STAGES = ("history", "rewrite", "retrieve", "rerank", "select")
 
@@ -89,13 +101,16 @@ def _row(e: Example, a: Any, first_s: float, end_s: float, metrics: list) -> dic
 def run_set(name: str, n: int, route: str, modes: list[str], seed: int = 0, progress: bool = True) -> dict[str, Any]:
     gs, picked = _questions(name, n, seed)
     embedder = Embedder(IngestConfig().embedder)
-    store, _ = corpus_store(gs.documents, IngestConfig(), gs.name, embedder=embedder, progress=progress)
     metrics = get_metrics(list(METRICS))
     order = [m for m in MODES if m in modes]  # lm before verified: verified reads lm's completions from the cache
     rows: dict[str, list[dict[str, Any]]] = {}
     for mode in order:
-        prog = RAGProgram(ProgramConfig(lm=LMConfig(route=route), generate={"mode": mode}), store=store,
-                          embedder=embedder).warm_up()
+        gen, extract, context = ARMS[mode]
+        ingest = IngestConfig(context=context)
+        store, _ = corpus_store(gs.documents, ingest, gs.name, embedder=embedder, progress=progress)
+        cfg = ProgramConfig(ingest=ingest, lm=LMConfig(route=route),
+                            generate={"mode": gen, "extract": ExtractConfig(**extract)})
+        prog = RAGProgram(cfg, store=store, embedder=embedder).warm_up()
         rows[mode] = []
         for i, e in enumerate(picked):
             a, first_s, end_s = anyio.run(_streamed, prog, e)
@@ -107,13 +122,13 @@ def run_set(name: str, n: int, route: str, modes: list[str], seed: int = 0, prog
             if v["lm_calls"]:  # an abstention before the LM made no call: its times are its own
                 v["first_ms"] = v["end_ms"] = round(lm["end_ms"] + max(v["check_ms"], 0.0), 2)
     return {"dataset": gs.name, "documents": len(gs.documents), "n": len(picked), "seed": seed, "route": route,
-            "answerable": sum(e.answerable for e in picked), "modes": {m: summary(rows[m], rows.get("lm"))
-                                                                    for m in order},
+            "answerable": sum(e.answerable for e in picked), "against": order[0],
+            "modes": {m: summary(rows[m], rows[order[0]]) for m in order},
             "rows": rows}
 
 
-def summary(rows: list[dict[str, Any]], lm: list[dict[str, Any]] | None) -> dict[str, Any]:
-    """Means, abstention precision and recall, latencies; and the paired difference from ``lm`` per metric."""
+def summary(rows: list[dict[str, Any]], first: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """Means, abstention precision and recall, latencies; and the paired difference from the first arm, per metric."""
     yes = [r for r in rows if r["answerable"]]
     no = [r for r in rows if not r["answerable"]]
     abstained = [r for r in rows if r["abstained"]]
@@ -128,8 +143,8 @@ def summary(rows: list[dict[str, Any]], lm: list[dict[str, Any]] | None) -> dict
     out["end_ms"] = percentiles([r["end_ms"] for r in rows], digits=1)
     out["dropped_per_answer"] = mean_of([float(r["dropped"]) for r in rows])
     out["lm_calls_per_answer"] = mean_of([float(r["lm_calls"]) for r in rows])
-    if lm is not None and lm is not rows:
-        out["vs_lm"] = {m: paired_difference([r[m] for r in lm], [r[m] for r in rows]) for m in METRICS}
+    if first is not None and first is not rows:
+        out["vs_first"] = {m: paired_difference([r[m] for r in first], [r[m] for r in rows]) for m in METRICS}
     return out
 
 
@@ -156,13 +171,13 @@ def _ci(d: dict[str, Any] | None) -> str:
 def print_report(r: dict[str, Any], console: Console) -> None:
     for s in r["sets"].values():
         t = Table(title=f"answers on {s['dataset']}: {s['n']} questions ({s['answerable']} answerable), LM "
-                        f"{s['route']}; mean, and the paired difference from lm with its 95% interval")
+                        f"{s['route']}; mean, and the paired difference from {s['against']} with its 95% interval")
         for col in ("mode", *METRICS, "abstention recall / precision / on answerable", "first token ms p50 / p95",
                     "end ms p50 / p95", "dropped", "LM calls"):
             t.add_column(col)
         for mode, m in s["modes"].items():
             a = m["abstention"]
-            t.add_row(mode, *[_f(m[k]) + _ci(m.get("vs_lm", {}).get(k)) for k in METRICS],
+            t.add_row(mode, *[_f(m[k]) + _ci(m.get("vs_first", {}).get(k)) for k in METRICS],
                       f"{_f(a['recall'], 2)} / {_f(a['precision'], 2)} / {_f(a['on_answerable'], 2)}",
                       f"{_f(m['first_ms']['p50'], 1)} / {_f(m['first_ms']['p95'], 1)}",
                       f"{_f(m['end_ms']['p50'], 1)} / {_f(m['end_ms']['p95'], 1)}",

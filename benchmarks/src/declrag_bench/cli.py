@@ -277,17 +277,18 @@ def _bench_out(result, printer, as_json: Path | None) -> None:
 @bench_app.command("answers")
 def bench_answers(
     dataset: Annotated[list[str] | None, typer.Option(
-        help="a golden set to answer (repeat it; default: squad-v2.0, mtrag-un, cmu-qa)")] = None,
+        help="a golden set to answer (repeat it; default: squad-v2.0, mtrag-un, cmu-qa, nq-long)")] = None,
     n: Annotated[int, typer.Option(help="questions per set (SQuAD v2.0: half unanswerable)")] = 40,
     mode: Annotated[list[str] | None, typer.Option(
-        help="a generate mode (repeat it): lm, extractive, verified (default: all)")] = None,
+        help="an arm (repeat it): lm, extractive, typed, headers, verified (default: all)")] = None,
     model: Annotated[str, typer.Option(help="the LM route of the lm and verified modes")] = "local/smollm2",
     seed: Annotated[int, typer.Option(help="seed of the question sample")] = 0,
     as_json: Annotated[Path | None, typer.Option(
         "--json", help="write the results as JSON here (default: runs/bench/answers.json)")] = None,
 ):
-    """The generate modes side by side on real golden sets: faithfulness, SIA, the reference in the answer,
-    abstention precision and recall, latency to the first token and to the end, paired intervals against lm."""
+    """The generate modes (and the extractive mode with typed answers, and over headers) side by side on real golden
+    sets: faithfulness, SIA, the reference in the answer, abstention precision and recall, latency to the first
+    token and to the end, paired intervals against the first arm."""
     from .answers import MODES, print_report, run
 
     for m in mode or []:
@@ -304,6 +305,30 @@ def bench_answers(
     if mode and "verified" in mode and "lm" not in mode:
         mode = ["lm", *mode]  # verified is measured against the lm arm's completions
     _bench_out(run(dataset, n, model, mode, seed), print_report, as_json or Path("runs/bench/answers.json"))
+
+
+@bench_app.command("headers")
+def bench_headers(
+    dataset: Annotated[list[str] | None, typer.Option(
+        help="a golden set with gold passages (repeat it; default: squad-v1.1-articles, nq-long)")] = None,
+    limit: Annotated[int, typer.Option(help="questions of the test split at most (a seeded sample)")] = 1000,
+    seed: Annotated[int, typer.Option(help="seed of the sample")] = 13,
+    as_json: Annotated[Path | None, typer.Option(
+        "--json", help="write the results as JSON here (default: runs/bench/headers.json)")] = None,
+):
+    """Retrieval over chunks with their document's title (and section) in front, against the text alone: nDCG@10
+    and hit@5 over passages, paired intervals."""
+    from .headers import print_report, run
+
+    if limit < 1:
+        raise DeclragError(f"--limit must be at least 1, not {limit}", hint="e.g. --limit 300")
+    if dataset:
+        from declrag.golden import known_datasets
+
+        for d in dataset:
+            if d not in known_datasets() and not Path(d).exists():
+                raise DeclragError(f"unknown --dataset {d!r}", hint="see declrag datasets")
+    _bench_out(run(dataset, limit, seed), print_report, as_json or Path("runs/bench/headers.json"))
 
 
 @bench_app.command("conversation")

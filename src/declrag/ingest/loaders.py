@@ -342,7 +342,8 @@ def _placed(text: str, heads: list[tuple[int, str]]) -> list[tuple[int, int, str
         if not head:
             continue
         at = text.find(head, pos)
-        while at > 0 and text[at - 1] != "\n":
+        while at >= 0 and not ((at == 0 or text[at - 1] == "\n")
+                               and text[at + len(head):at + len(head) + 1] in ("", "\n")):  # a line of its own
             at = text.find(head, at + 1)
         if at >= 0:
             out.append((at, level, clip(head)))

@@ -144,7 +144,6 @@ _KIND_OF = [  # (pattern on the question's start, lower case, after any leading 
                 r"were\b|does\b|do\b|did\b|can\b|could\b|should\b|would\b|will\b|has\b|have\b|had\b|"
                 r"kind\b|type\b|sort\b|happens\b|happened\b|about\b|if\b)[a-z]+)"), "name"),
 ]
-_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
 
 
 def answer_kind(question: str) -> str | None:
@@ -157,19 +156,26 @@ def answer_kind(question: str) -> str | None:
 
 
 def holds_kind(piece: str, kind: str | None, question: str) -> bool:
-    """Whether ``piece`` holds something of ``kind`` (`answer_kind`) that ``question`` does not: a number or, for a
-    date, a year or a month; a name (`declrag.text.details`) not already in the question."""
+    """Whether ``piece`` holds something of ``kind`` (`answer_kind`) that ``question`` does not: a number; for a date,
+    a number (a year, a day) or a month, century or decade; a name (`declrag.text.details`)."""
     if kind is None:
         return False
     asked = {d.key for d in details(question)}
     found = [d for d in details(piece) if d.key not in asked]
     if kind == "name":
         return any(d.kind == "name" for d in found)
-    if kind == "number":
+    if kind == "number" or any(d.kind == "number" for d in found):  # a date: a year, a day, a century's number
         return any(d.kind == "number" for d in found)
-    low = piece.lower()
-    return (any(d.kind == "number" and _YEAR.fullmatch(d.key) for d in found)
-            or any(m in low and m not in question.lower() for m in MONTHS))
+    low, asked_low = piece.lower(), question.lower()
+    return any(re.search(rf"\b{w}\b", low) and w not in asked_low for w in (*MONTHS, "century", "decade"))
+
+
+def _named_in(name: str, identity: str) -> bool:
+    """A name the question gives a document by (Milan) is in its identity as a word that starts with it and is at
+    most two letters longer (Politecnico di Milano): a document's own name, in its language or inflected."""
+    key = norm_phrase(name)
+    return len(key) >= 4 and " " not in key and any(
+        w.startswith(key) and len(w) - len(key) <= 2 for w in norm_phrase(identity).split())
 
 
 def shortlist(question: str, pool: list[Piece], size: int) -> list[Piece]:
@@ -206,8 +212,9 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     best = ranked[0]
     if best.score < min_score:
         return Extract([], f"no sentence scores {min_score} or more (best {best.score:.3f})", best.score)
-    where = passages[best.n - 1] + (f"\n{identities[best.n - 1]}" if len(identities) >= best.n else "")
-    if require_details and (gone := missing_details(question, where)):
+    known = identities[best.n - 1] if len(identities) >= best.n else ""
+    if require_details and (gone := [d for d in missing_details(question, f"{passages[best.n - 1]}\n{known}")
+                                     if not _named_in(d, known)]):
         return Extract([], f"the passages never mention {', '.join(gone[:3])}", best.score)
     chosen = [p for p in ranked if p.score >= min_score][:max_sentences]
     if order == "passage":

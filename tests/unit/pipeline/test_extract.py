@@ -15,7 +15,8 @@ from mcp import Client
 from declrag.config import ProgramConfig
 from declrag.lm import using_lm
 from declrag.pipeline.adapters import PlainTextAdapter
-from declrag.pipeline.extract import candidates, check, cited_sentences, extract, missing_details, shown, spans
+from declrag.pipeline.extract import (answer_kind, candidates, check, cited_sentences, extract, holds_kind,
+                                      missing_details, shown, spans)
 from declrag.pipeline.program import LOCAL_DEFAULT_MODE, RAGProgram, default_config
 from declrag.pipeline.streaming import Done, astream
 from declrag.stores.lancedb import LanceStore
@@ -75,6 +76,59 @@ def test_extract_takes_the_answering_sentence_and_abstains_on_what_the_passages_
     far = extract(q3, passages, minilm.embed_documents, minilm.embed_query(q3), min_score=0.5)
     assert far.pieces == [] and "scores 0.5 or more" in far.reason
     assert missing_details("When did Napoleon visit Rome in 1805?", passages[0]) == ["1805", "Napoleon"]
+
+
+@pytest.mark.parametrize("question,kind", [
+    ("In what country is Normandy located?", "name"), ("When were the Normans in Normandy?", "date"),
+    ("What year did the war end?", "date"), ("How many people live in Rome?", "number"),
+    ("What percentage of voters turned out?", "number"), ("Who ruled the duchy?", "name"),
+    ("Where is the Colosseum?", "name"), ("Which authors does the Milan thesis cite?", "name"),
+    ("What is the capital of Italy?", "name"), ("What is a thesis?", None), ("Why is the sky blue?", None),
+    ("How does BM25 work?", None), ("What kind of store is it?", None),
+])
+def test_the_question_says_what_kind_of_answer_it_wants(question, kind):
+    assert answer_kind(question) == kind
+
+
+def test_a_sentence_holds_the_kind_only_with_something_the_question_lacks():
+    q = "In what country is Normandy located?"
+    assert holds_kind("Normandy is a region in France.", "name", q)
+    assert not holds_kind("Normandy is located on the coast.", "name", q)  # only the question's own name
+    assert holds_kind("The Normans came in 911.", "date", "When did the Normans come?")
+    assert holds_kind("They came in March.", "date", "When did they come?")
+    assert not holds_kind("They came by sea.", "date", "When did they come?")
+    assert holds_kind("About 2,800,000 people live there.", "number", "How many people live in Rome?")
+    assert not holds_kind("Anything at all 12.", None, "What is it?")
+
+
+def test_typed_answers_add_the_weight_to_the_sentences_that_hold_what_is_asked(minilm):
+    q = "In what country is Normandy located?"
+    passages = ["Normandy lies along the northern coast, where the land meets the sea. Its rivers flow through France "
+                "and into the Channel."]
+    qv = minilm.embed_query(q)
+    both = {"max_sentences": 2, "min_score": 0.0, "order": "score"}
+    plain = {p.text: p.score for p in extract(q, passages, minilm.embed_documents, qv, **both).pieces}
+    typed = {p.text: p.score for p in extract(q, passages, minilm.embed_documents, qv, type_weight=0.5,
+                                              **both).pieces}
+    rivers, coast = (next(t for t in plain if t.startswith(w)) for w in ("Its rivers", "Normandy lies"))
+    assert typed[rivers] == pytest.approx(plain[rivers] + 0.5) and typed[coast] == plain[coast]
+    first = extract(q, passages, minilm.embed_documents, qv, type_weight=0.5, max_sentences=1, min_score=0.0)
+    assert "France" in first.text()
+
+
+def test_the_detail_rule_reads_the_documents_identity(minilm):
+    q = "Which authors does the Milan thesis trace the retrieve-then-generate design back to?"
+    passages = ["The retrieve-then-generate design goes back to Lewis et al., who combined a retriever with a "
+                "sequence-to-sequence generator."]
+    qv = minilm.embed_query(q)
+    bare = extract(q, passages, minilm.embed_documents, qv, min_score=0.0)
+    assert bare.pieces == [] and "Milan" in bare.reason
+    known = extract(q, passages, minilm.embed_documents, qv, min_score=0.0,
+                    identities=["Politecnico di Milano · Master Thesis 2 Background > 2.1 Retrieval"])  # Milan(o)
+    assert known.pieces and "Lewis" in known.text()
+    other = extract(q, passages, minilm.embed_documents, qv, min_score=0.0,
+                    identities=["TU Wien · Bachelor Thesis"])
+    assert other.pieces == [] and "Milan" in other.reason  # another document's identity still refuses
 
 
 def test_a_question_in_another_language_gets_a_bounded_answer_or_the_abstention(minilm):
