@@ -30,6 +30,9 @@ def index(
     backend: Annotated[str | None, typer.Option(
         help="how the embedding model runs: onnx (the default; torch's vectors) | torch | onnx-int8 "
              "(see docs/guides/indexing.md)")] = None,
+    context: Annotated[str | None, typer.Option(
+        help="what goes in front of each chunk when it is embedded and keyword-indexed: none | title | title+section "
+             "(its document's title and headings; see docs/guides/indexing.md)")] = None,
     metric: Annotated[str | None, typer.Option(help="cosine | dot | l2 (new stores only)")] = None,
     prune: Annotated[bool, typer.Option(help="remove documents whose files are gone from these folders")] = False,
     rebuild: Annotated[bool, typer.Option(help="rebuild the store from these sources with these settings")] = False,
@@ -44,12 +47,12 @@ def index(
     meta = read_meta(target)
     base = meta.ingest if meta else IngestConfig()
     ingest = None
-    if any(v is not None for v in (chunker, chunk_size, overlap, parent_size, model, backend)) or meta is None:
+    if any(v is not None for v in (chunker, chunk_size, overlap, parent_size, model, backend, context)) or meta is None:
         ck = config_from(ChunkerConfig, **{**base.chunker.model_dump(), **{k: v for k, v in dict(
             name=chunker, chunk_size=chunk_size, overlap=overlap, parent_size=parent_size).items() if v is not None}})
         em = config_from(EmbedderConfig, **{**base.embedder.model_dump(), **({"model": model} if model else {}),
                                             **({"backend": backend} if backend else {})})
-        ingest = IngestConfig(chunker=ck, embedder=em)
+        ingest = config_from(IngestConfig, chunker=ck, embedder=em, context=context or base.context)
     if metric is not None and metric not in get_args(Metric):
         raise DeclragError(f"unknown metric {metric!r}", hint="use cosine, dot or l2")
     what = [*(str(p) for p in paths or []), *(f"dataset {d}" for d in dataset or [])]

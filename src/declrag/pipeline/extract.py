@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
@@ -134,22 +135,33 @@ def missing_details(question: str, context: str) -> list[str]:
 
 
 _KIND_OF = [  # (pattern on the question's start, lower case, after any leading clause) -> what the answer holds
+    (re.compile(r"^(?:in |from |to |of |for |by )?(?:what|which) (?:country|countries|nation|nations)\b"), "country"),
     (re.compile(r"^(?:in |by |since |until )?(?:when|what year|which year|what date|what day|what month|"
                 r"what century|what decade|what time period)\b"), "date"),
     (re.compile(r"^(?:how (?:many|much|long|old|far|big|large|tall|high|deep|wide|often|fast)|"
                 r"what (?:is |was |are |were )?the (?:number|amount|percentage|population|size|cost|price|value)|"
                 r"what (?:percentage|number|amount|proportion|fraction))\b"), "number"),
     (re.compile(r"^(?:who|whom|whose|where|what (?:is|was|are|were) the (?:name|capital|title|author|authors|"
-                r"founder|leader|president|head|owner|largest|biggest|oldest|first|last|main)\b|(?:in |at |from |to |on |by |of |for )?(?:which|what) (?!is\b|are\b|was\b|"
+                r"founder|leader|president|head|owner|largest|biggest|oldest|first|last|main)\b|"
+                r"(?:in |at |from |to |on |by |of |for )?(?:which|what) (?!is\b|are\b|was\b|"
                 r"were\b|does\b|do\b|did\b|can\b|could\b|should\b|would\b|will\b|has\b|have\b|had\b|"
                 r"kind\b|type\b|sort\b|happens\b|happened\b|about\b|if\b)[a-z]+)"), "name"),
 ]
 
 
+@cache
+def countries() -> frozenset[str]:
+    """Every country's names (ISO 3166: official, common and short), normalised as `declrag.text.norm_phrase`."""
+    import pycountry
+
+    names = {getattr(c, a, "") for c in pycountry.countries for a in ("name", "common_name", "official_name")}
+    return frozenset(norm_phrase(n) for n in names if n)
+
+
 def answer_kind(question: str) -> str | None:
-    """What the question asks for: ``date`` (when, what year), ``number`` (how many, how much, what percentage),
-    ``name`` (who, where, which or what + a noun: a person, place, organisation or thing by name), or None (what is,
-    why, how: no type)."""
+    """What the question asks for: ``country`` (what country), ``date`` (when, what year), ``number`` (how many,
+    how much, what percentage), ``name`` (who, where, which or what + a noun: a person, place, organisation or thing
+    by name), or None (what is, why, how: no type)."""
     q = " ".join(question.lower().split())
     q = re.sub(r"^(?:according to [^,]+, |in the [^,]+, |so |and |ok,? |also,? )", "", q)
     return next((kind for pattern, kind in _KIND_OF if pattern.match(q)), None)
@@ -157,13 +169,16 @@ def answer_kind(question: str) -> str | None:
 
 def holds_kind(piece: str, kind: str | None, question: str) -> bool:
     """Whether ``piece`` holds something of ``kind`` (`answer_kind`) that ``question`` does not: a number; for a date,
-    a number (a year, a day) or a month, century or decade; a name (`declrag.text.details`)."""
+    a number (a year, a day) or a month, century or decade; a name (`declrag.text.details`); a country's name."""
     if kind is None:
         return False
     asked = {d.key for d in details(question)}
     found = [d for d in details(piece) if d.key not in asked]
     if kind == "name":
         return any(d.kind == "name" for d in found)
+    if kind == "country":
+        return any(d.kind == "name" and (d.key in countries() or any(w in countries() for w in d.key.split()))
+                   for d in found)
     if kind == "number" or any(d.kind == "number" for d in found):  # a date: a year, a day, a century's number
         return any(d.kind == "number" for d in found)
     low, asked_low = piece.lower(), question.lower()
@@ -178,14 +193,16 @@ def _named_in(name: str, identity: str) -> bool:
         w.startswith(key) and len(w) - len(key) <= 2 for w in norm_phrase(identity).split())
 
 
-def shortlist(question: str, pool: list[Piece], size: int) -> list[Piece]:
+def shortlist(question: str, pool: list[Piece], size: int, first: Sequence[bool] = ()) -> list[Piece]:
     """The ``size`` candidates that BM25 over the candidates (and, on ties, their passage's rank and place) puts
     first, in passage order: only these are embedded, which bounds the mode's time (an encoder pass per candidate
-    is what costs)."""
+    is what costs). Candidates marked in ``first`` (those holding what the question asks for) come before the
+    others, so that the answer is looked for in every sentence of the passages."""
     if len(pool) <= size:
         return pool
     scores = KeywordIndex([p.text for p in pool]).scores(question)
-    top = sorted(range(len(pool)), key=lambda i: (-float(scores[i]), pool[i].n, pool[i].start))[:size]
+    marked = list(first) or [False] * len(pool)
+    top = sorted(range(len(pool)), key=lambda i: (not marked[i], -float(scores[i]), pool[i].n, pool[i].start))[:size]
     return [pool[i] for i in sorted(top)]
 
 
@@ -199,7 +216,9 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     word overlap - rank_weight * (rank - 1) + type_weight if it holds what the question asks for (`holds_kind`).
     ``identities``: each passage's document identity (`declrag.ingest.headers.identity`), read by the detail rule."""
     kind = answer_kind(question) if type_weight else None
-    pool = shortlist(question, candidates(passages, max_piece_chars), embed_at_most)
+    every = candidates(passages, max_piece_chars)
+    typed = [holds_kind(p.text, kind, question) for p in every] if kind else []
+    pool = shortlist(question, every, embed_at_most, typed)
     if not pool:
         return Extract([], "the passages hold no sentence")
     sims = embed([p.text for p in pool]) @ np.asarray(query_vector, dtype=np.float32)

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from .. import tracing
 from ..about import versions
-from ..config import LOCAL_DEFAULT_MODE, ProgramConfig, default_config, read_config, with_model
+from ..config import LOCAL_DEFAULT_MODE, ProgramConfig, default_config, read_config, with_model, written_before_context
 from ..embed import Embedder, folder_sha256
 from ..errors import DeclragError
 from ..folders import default_store
@@ -53,7 +53,7 @@ from .ranking import mmr, order
 from .signatures import SignatureSpec, spec
 
 log = logging.getLogger(__name__)
-ARTIFACT_FORMAT = 1
+ARTIFACT_FORMAT = 2  # 2: the config's ingest has ``context`` (format 1: written before it, read as none)
 NEEDED_SPECS = ("generate", "rewrite", "multi_query", "hyde", "decompose", "step_back", "rerank", "judge", "condense")
 
 
@@ -395,7 +395,10 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
                                 "(runs/<name> or runs/<name>/best)")
     try:
         meta = json.loads(f.read_text())
-        config = ProgramConfig.model_validate(meta["config"])
+        raw = meta["config"]
+        if meta.get("format", 0) < 2 and isinstance(raw, dict) and isinstance(raw.get("ingest", {}), dict):
+            raw = {**raw, "ingest": written_before_context(raw.get("ingest", {}))}
+        config = ProgramConfig.model_validate(raw)
         specs = {k: SignatureSpec.model_validate(v) for k, v in meta["signatures"].items()}
     except (ValueError, KeyError, ValidationError) as e:
         raise DeclragError(f"{f} is damaged or from an incompatible declrag: {str(e).splitlines()[0]}",

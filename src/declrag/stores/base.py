@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
-from ..config import AnnConfig, Fusion, IngestConfig, Metric, Strict
+from ..config import AnnConfig, Fusion, IngestConfig, Metric, Strict, written_before_context
 from ..errors import DeclragError
 from ..inputs import lone_surrogate
 from ..types import Chunk, Document, Hit
@@ -45,10 +45,17 @@ BACKENDS: dict[str, tuple[str, str]] = {
 class StoreMeta(Strict):
     """What a store was built with; written once, when the store is created, inside the store itself."""
 
-    format: int = 1
+    format: int = 2  # 2: ingest has ``context`` (a store of format 1 was built without headers)
     backend: str = "lancedb"  # one of the names in BACKENDS
     metric: Metric = "cosine"
     ingest: IngestConfig = IngestConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older(cls, data: Any) -> Any:
+        if isinstance(data, dict) and int(data.get("format", 1)) < 2 and "ingest" in data:
+            return {**data, "ingest": written_before_context(data["ingest"])}
+        return data
 
     @field_validator("backend")
     @classmethod

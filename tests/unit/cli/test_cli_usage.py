@@ -73,6 +73,8 @@ def test_no_arguments_show_the_help():
 @pytest.mark.parametrize("args, names", [
     (["serve", "--port", "99999999"], "port"),
     (["index", "--backend", "tensorrt", "--store", "never-made"], "backend"),
+    (["index", "--context", "title+headings", "--store", "never-made"], "context"),
+    (["bench", "headers", "--limit", "0"], "--limit"),
     (["bench", "scale", "--chunks", "1e6"], "--chunks"),
     (["bench", "scale", "--nprobe", "0"], "nprobe"),
     (["bench", "scale", "--chunks", "100000,-5"], "--chunks"),

@@ -79,7 +79,7 @@ def test_extract_takes_the_answering_sentence_and_abstains_on_what_the_passages_
 
 
 @pytest.mark.parametrize("question,kind", [
-    ("In what country is Normandy located?", "name"), ("When were the Normans in Normandy?", "date"),
+    ("In what country is Normandy located?", "country"), ("Which nations signed it?", "country"), ("When were the Normans in Normandy?", "date"),
     ("What year did the war end?", "date"), ("How many people live in Rome?", "number"),
     ("What percentage of voters turned out?", "number"), ("Who ruled the duchy?", "name"),
     ("Where is the Colosseum?", "name"), ("Which authors does the Milan thesis cite?", "name"),
@@ -92,6 +92,8 @@ def test_the_question_says_what_kind_of_answer_it_wants(question, kind):
 
 def test_a_sentence_holds_the_kind_only_with_something_the_question_lacks():
     q = "In what country is Normandy located?"
+    assert holds_kind("Normandy is a region in France.", "country", q)
+    assert not holds_kind("Upper Normandy reaches the river Seine.", "country", q)  # names, but no country
     assert holds_kind("Normandy is a region in France.", "name", q)
     assert not holds_kind("Normandy is located on the coast.", "name", q)  # only the question's own name
     assert holds_kind("The Normans came in 911.", "date", "When did the Normans come?")
