@@ -106,12 +106,13 @@ class IngestConfig(Strict):
         return content_hash(json.dumps(what, sort_keys=True))
 
 
-def written_before_context(ingest: Any) -> Any:
-    """An ingest config as a store or an artifact wrote it before ``context`` existed (a mapping without it): with
-    ``context: none``, what such an index holds. New settings: `IngestConfig`'s default."""
+def written_before_context(data: Any, key: str) -> Any:
+    """A store's metadata or an artifact's config as written before ingest ``context`` existed (``data[key]``, a
+    mapping without it): with ``context: none``, what such an index holds. New settings: `IngestConfig`'s default."""
+    ingest = data.get(key) if isinstance(data, dict) else None
     if isinstance(ingest, dict) and "context" not in ingest:
-        return {**ingest, "context": "none"}
-    return ingest
+        return {**data, key: {**ingest, "context": "none"}}
+    return data
 
 
 class AnnConfig(Strict):

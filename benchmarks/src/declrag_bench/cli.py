@@ -307,6 +307,24 @@ def bench_answers(
     _bench_out(run(dataset, n, model, mode, seed), print_report, as_json or Path("runs/bench/answers.json"))
 
 
+@bench_app.command("files")
+def bench_files(
+    questions: Annotated[list[Path] | None, typer.Option(
+        help="a question set (repeat it): JSONL of {id, file, question, answer}, the file under the checkout "
+             "(default: benchmarks/data/docs-questions.jsonl and its held-out twin)")] = None,
+    as_json: Annotated[Path | None, typer.Option(
+        "--json", help="write the results as JSON here (default: runs/bench/files.json)")] = None,
+):
+    """The default answer on your own files: declrag's guides indexed as a user would, questions that name their
+    guide; the reference in the answer, abstention, retrieval, before and after document headers and typed answers."""
+    from .files import print_report, run
+
+    for q in questions or []:
+        if not q.is_file():
+            raise DeclragError(f"no question set {q}", hint="give a JSONL of {id, file, question, answer} lines")
+    _bench_out(run(questions), print_report, as_json or Path("runs/bench/files.json"))
+
+
 @bench_app.command("headers")
 def bench_headers(
     dataset: Annotated[list[str] | None, typer.Option(

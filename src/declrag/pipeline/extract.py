@@ -193,16 +193,16 @@ def _named_in(name: str, identity: str) -> bool:
         w.startswith(key) and len(w) - len(key) <= 2 for w in norm_phrase(identity).split())
 
 
-def shortlist(question: str, pool: list[Piece], size: int, first: Sequence[bool] = ()) -> list[Piece]:
+def shortlist(question: str, pool: list[Piece], size: int, typed: Sequence[bool] = ()) -> list[Piece]:
     """The ``size`` candidates that BM25 over the candidates (and, on ties, their passage's rank and place) puts
     first, in passage order: only these are embedded, which bounds the mode's time (an encoder pass per candidate
-    is what costs). Candidates marked in ``first`` (those holding what the question asks for) come before the
-    others, so that the answer is looked for in every sentence of the passages."""
+    is what costs). With ``typed`` (which candidates hold what the question asks for), the first ``size // 2`` of
+    those that BM25 left out come too: the answer is looked for in every sentence of the passages."""
     if len(pool) <= size:
         return pool
     scores = KeywordIndex([p.text for p in pool]).scores(question)
-    marked = list(first) or [False] * len(pool)
-    top = sorted(range(len(pool)), key=lambda i: (not marked[i], -float(scores[i]), pool[i].n, pool[i].start))[:size]
+    ranked = sorted(range(len(pool)), key=lambda i: (-float(scores[i]), pool[i].n, pool[i].start))
+    top = ranked[:size] + [i for i in ranked[size:] if typed and typed[i]][: size // 2]
     return [pool[i] for i in sorted(top)]
 
 

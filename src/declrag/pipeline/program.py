@@ -395,9 +395,7 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
                                 "(runs/<name> or runs/<name>/best)")
     try:
         meta = json.loads(f.read_text())
-        raw = meta["config"]
-        if meta.get("format", 0) < 2 and isinstance(raw, dict) and isinstance(raw.get("ingest", {}), dict):
-            raw = {**raw, "ingest": written_before_context(raw.get("ingest", {}))}
+        raw = meta["config"] if meta.get("format", 0) >= 2 else written_before_context(meta["config"], "ingest")
         config = ProgramConfig.model_validate(raw)
         specs = {k: SignatureSpec.model_validate(v) for k, v in meta["signatures"].items()}
     except (ValueError, KeyError, ValidationError) as e:

@@ -53,9 +53,7 @@ class StoreMeta(Strict):
     @model_validator(mode="before")
     @classmethod
     def _older(cls, data: Any) -> Any:
-        if isinstance(data, dict) and int(data.get("format", 1)) < 2 and "ingest" in data:
-            return {**data, "ingest": written_before_context(data["ingest"])}
-        return data
+        return written_before_context(data, "ingest") if isinstance(data, dict) and data.get("format", 1) < 2 else data
 
     @field_validator("backend")
     @classmethod

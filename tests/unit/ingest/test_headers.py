@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -122,10 +123,22 @@ def test_a_document_with_no_title_no_headings_and_a_telling_nothing_name_gets_an
     assert chunks and all(c.header == "" and c.section == "" for c in chunks)
 
 
-def test_the_context_setting_changes_the_index_address_only_when_it_is_used():
-    assert IngestConfig().digest() == IngestConfig(context="none").digest()
-    assert IngestConfig(context="title").digest() != IngestConfig().digest()
-    assert IngestConfig(context="title").digest() != IngestConfig(context="title+section").digest()
+def test_the_context_setting_is_part_of_an_index_address_and_none_keeps_the_address_it_had():
+    from declrag.config import CHUNKING_VERSION, content_hash
+
+    before = content_hash(json.dumps({"chunker": ChunkerConfig().model_dump(), "chunking_version": CHUNKING_VERSION,
+                                      "embedder": IngestConfig().embedder.identity()}, sort_keys=True))
+    assert IngestConfig(context="none").digest() == before  # stores built before the setting are still found
+    assert len({IngestConfig(context=c).digest() for c in ("none", "title", "title+section")}) == 3
+    assert IngestConfig().context == "title+section"
+
+
+def test_a_store_or_an_artifact_written_before_the_setting_reads_as_none():
+    from declrag.stores.base import StoreMeta
+
+    old = {"format": 1, "backend": "lancedb", "metric": "cosine", "ingest": {"chunker": {"name": "fixed"}}}
+    assert StoreMeta.model_validate(old).ingest.context == "none"
+    assert StoreMeta.model_validate_json(StoreMeta().model_dump_json()).ingest.context == "title+section"
 
 
 def test_headings_a_loader_found_are_used_as_given():
