@@ -45,7 +45,7 @@ from declrag.pipeline.program import RAGProgram
 from declrag.pipeline.streaming import Done, astream
 
 SETS = ("squad-v2.0", "mtrag-un", "cmu-qa", "nq-long")
-TYPE_WEIGHT = ExtractConfig().type_weight or 0.15  # the typed arms' weight: the default's, or this while it is off
+TYPE_WEIGHT = ExtractConfig().type_weight or 0.2  # the typed arms' weight: the default's, or this were it off
 # arm -> (generate mode, extract settings over the default's, ingest context)
 ARMS: dict[str, tuple[str, dict[str, Any], str]] = {
     "lm": ("lm", {}, "none"),

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from .. import tracing
 from ..about import versions
-from ..config import LOCAL_DEFAULT_MODE, ProgramConfig, default_config, read_config, with_model, written_before_context
+from ..config import LOCAL_DEFAULT_MODE, ProgramConfig, default_config, read_config, with_model, written_before_typed
 from ..embed import Embedder, folder_sha256
 from ..errors import DeclragError
 from ..folders import default_store
@@ -53,7 +53,7 @@ from .ranking import mmr, order
 from .signatures import SignatureSpec, spec
 
 log = logging.getLogger(__name__)
-ARTIFACT_FORMAT = 2  # 2: the config's ingest has ``context`` (format 1: written before it, read as none)
+ARTIFACT_FORMAT = 2  # 2: ingest ``context`` and extract ``type_weight`` (format 1: before them, read as none and 0)
 NEEDED_SPECS = ("generate", "rewrite", "multi_query", "hyde", "decompose", "step_back", "rerank", "judge", "condense")
 
 
@@ -395,7 +395,7 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
                                 "(runs/<name> or runs/<name>/best)")
     try:
         meta = json.loads(f.read_text())
-        raw = meta["config"] if meta.get("format", 0) >= 2 else written_before_context(meta["config"], "ingest")
+        raw = meta["config"] if meta.get("format", 0) >= 2 else written_before_typed(meta["config"])
         config = ProgramConfig.model_validate(raw)
         specs = {k: SignatureSpec.model_validate(v) for k, v in meta["signatures"].items()}
     except (ValueError, KeyError, ValidationError) as e:

@@ -293,6 +293,8 @@ def test_an_artifact_saved_before_the_house_was_layered_still_loads_and_answers(
         prog = load(Path(__file__).parents[2] / "data" / "artifact-c0696d8", store=store, embedder=HashEmbedder())
     g = prog.config.generate
     assert (g.mode, g.unsupported, g.extract.max_sentences, g.extract.min_score) == ("verified", "extract", 1, 0.3)
+    # settings that came later read as the behaviour it was saved with: no headers, untyped extractive answers
+    assert (prog.config.ingest.context, g.extract.type_weight) == ("none", 0.0)
     assert (prog.config.retrieve.k, prog.config.rerank.candidates) == (4, 8)
     assert prog.generate.main.predict.demos[0]["answer"] == "c [1]"
     a = run(prog, [{"answer": "Rome is the capital of Italy [1]."}])
