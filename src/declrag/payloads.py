@@ -17,11 +17,11 @@ from .types import Hit
 
 
 def _passage(hit: Hit) -> dict[str, Any]:
-    """Where a hit's text comes from, the part both payloads share: its chunk, document, source, title, page and
-    the span (in the document) shown and cited."""
+    """Where a hit's text comes from, the part both payloads share: its chunk, document, source, title, section (the
+    headings above it), page and the span (in the document) shown and cited."""
     c = hit.chunk
-    return {"chunk_id": c.id, "doc_id": c.doc_id, "source": c.source, "title": c.title, "page": c.page,
-            "span": [hit.start, hit.end]}
+    return {"chunk_id": c.id, "doc_id": c.doc_id, "source": c.source, "title": c.title, "section": c.section,
+            "page": c.page, "span": [hit.start, hit.end]}
 
 
 class SearchHit(BaseModel):
@@ -30,6 +30,7 @@ class SearchHit(BaseModel):
     doc_id: str
     source: str
     title: str
+    section: str = Field("", description="the headings above the passage in its document, outermost first")
     page: int | None
     span: tuple[int, int]
     text: str
@@ -48,6 +49,7 @@ class Citation(BaseModel):
     doc_id: str
     source: str
     title: str
+    section: str = Field("", description="the headings above the passage in its document, outermost first")
     page: int | None
     span: tuple[int, int]
     snippet: str

@@ -37,7 +37,8 @@ def search(
     if as_json:
         out.print_json(data=[{
             "rank": i + 1, "score": h.score, "chunk_id": h.chunk.id, "doc_id": h.doc_id, "source": h.chunk.source,
-            "title": h.chunk.title, "page": h.chunk.page, "span": [h.start, h.end], "text": h.text, "scores": h.scores,
+            "title": h.chunk.title, "section": h.chunk.section, "page": h.chunk.page, "span": [h.start, h.end],
+            "text": h.text, "scores": h.scores,
         } for i, h in enumerate(hits)])
         return
     t = Table(title=f"{len(hits)} results for {query!r} ({mode}, alpha={alpha}, {fusion})", show_lines=True)
@@ -47,6 +48,7 @@ def search(
         name = Path(h.chunk.source).name
         src = h.chunk.title if h.chunk.title and h.chunk.title != Path(name).stem else (name or h.doc_id)
         src += f" p.{h.chunk.page}" if h.chunk.page else ""
+        src += f" › {h.chunk.section}" if h.chunk.section else ""
         snippet = " ".join(h.text.split())
         t.add_row(str(i), f"{h.score:.3f}", src, f"{h.start}-{h.end}",
                   snippet[:300] + ("…" if len(snippet) > 300 else ""))
