@@ -110,14 +110,18 @@ def _trim(text: str, a: int, b: int) -> tuple[int, int]:
     return a, b
 
 
+_HEADING = re.compile(r"#{1,6}\s")  # a Markdown heading line
+
+
 def candidates(passages: Sequence[str], limit: int) -> list[Piece]:
-    """Every sentence (or part) of every passage, in passage order, repeated text once (a window repeats)."""
+    """Every sentence (or part) of every passage but Markdown headings, in passage order, repeated text once (a
+    window repeats)."""
     seen: set[str] = set()
     out: list[Piece] = []
     for n, text in enumerate(passages, 1):
         for a, b in spans(text, limit):
-            key = shown(text[a:b]).lower()  # a footnote mark alone is not a sentence
-            if len(content_words(key)) == 0 or key in seen:
+            key = shown(text[a:b]).lower()  # a footnote mark alone is not a sentence, a heading not an answer
+            if len(content_words(key)) == 0 or key in seen or _HEADING.match(text, a):
                 continue
             seen.add(key)
             out.append(Piece(n, a, b, text[a:b]))
@@ -213,7 +217,8 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     """The extractive answer to ``question`` from ``passages`` (ranked, best first). ``query_vector``: the
     question's embedding (a conversation's turns mixed in, see `modules.Generator`); ``embed`` embeds the
     candidates (the ``embed_at_most`` of `shortlist`). Score = (1 - lexical_weight) * cosine + lexical_weight *
-    word overlap - rank_weight * (rank - 1) + type_weight if it holds what the question asks for (`holds_kind`).
+    word overlap - rank_weight * (rank - 1) + type_weight if it holds what the question asks for (`holds_kind`): a
+    sentence holding what is asked needs that much less likeness to the question to answer it.
     ``identities``: each passage's document identity (`declrag.ingest.headers.identity`), read by the detail rule."""
     kind = answer_kind(question) if type_weight else None
     every = candidates(passages, max_piece_chars)

@@ -116,6 +116,16 @@ def test_typed_answers_add_the_weight_to_the_sentences_that_hold_what_is_asked(m
     assert typed[rivers] == pytest.approx(plain[rivers] + 0.5) and typed[coast] == plain[coast]
     first = extract(q, passages, minilm.embed_documents, qv, type_weight=0.5, max_sentences=1, min_score=0.0)
     assert "France" in first.text()
+    # the weight counts toward the threshold: a sentence holding what is asked answers on less likeness
+    alone, line = [passages[0].split(". ")[1]], plain[rivers] + 0.25
+    assert extract(q, alone, minilm.embed_documents, qv, min_score=line, require_details=False).pieces == []
+    assert extract(q, alone, minilm.embed_documents, qv, min_score=line, require_details=False,
+                   type_weight=0.5).pieces
+
+
+def test_a_markdown_heading_is_never_an_answer():
+    got = candidates(["# `declrag mcp`\n\nThe server listens on stdin. It answers tools."], 300)
+    assert [p.text for p in got] == ["The server listens on stdin.", "It answers tools."]
 
 
 def test_the_detail_rule_reads_the_documents_identity(minilm):
@@ -165,7 +175,7 @@ def test_extractive_answers_without_an_lm_with_exact_quotes(store):
 
 
 def test_extractive_abstains_below_its_threshold(store):
-    a = ask(make(store, "extractive", extract={"min_score": 0.99}))
+    a = ask(make(store, "extractive", extract={"min_score": 0.99, "type_weight": 0.0}))
     assert a.abstained and a.answer == "I don't know." and a.citations == []
     assert "scores 0.99 or more" in a.checked["reason"]
 
@@ -190,7 +200,7 @@ def test_verified_abstains_when_nothing_the_lm_said_is_supported(store):
 
 
 def test_verified_asks_no_lm_when_the_passages_do_not_answer(store):
-    a = ask(make(store, "verified", extract={"min_score": 0.99}), "Rome was founded by Napoleon [1].")
+    a = ask(make(store, "verified", extract={"min_score": 0.99, "type_weight": 0.0}), "Rome was founded by Napoleon [1].")
     assert a.abstained and a.usage["total"]["calls"] == 0 and "scores 0.99 or more" in a.checked["reason"]
 
 
