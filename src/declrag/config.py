@@ -120,10 +120,9 @@ def written_before_typed(config: Any) -> Any:
     and its extractive answers untyped (``type_weight`` 0 where the config does not say), as it answered then."""
     config = written_before_context(config, "ingest")
     gen = config.get("generate") if isinstance(config, dict) else None
-    ext = gen.get("extract") if isinstance(gen, dict) else None
-    if isinstance(ext, dict) and "type_weight" not in ext:
-        return {**config, "generate": {**gen, "extract": {**ext, "type_weight": 0.0}}}
-    return config
+    if not isinstance(gen, dict) or not isinstance(ext := gen.get("extract"), dict) or "type_weight" in ext:
+        return config
+    return {**config, "generate": {**gen, "extract": {**ext, "type_weight": 0.0}}}
 
 
 class AnnConfig(Strict):

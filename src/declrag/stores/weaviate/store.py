@@ -48,7 +48,7 @@ class WeaviateStore(Store):
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}
         self.metric: Metric = metric or "cosine"
-        self.keyword_property = "text"  # set from the store's metadata (`keyword_property`) when it is read
+        self._keyword_property: str | None = None  # from the store's metadata (`schema.keyword_property`)
         self._created = False
         self._checked = False  # the URI's index settings were compared with the collection's (_check_index)
         self._written_at: float | None = None
@@ -149,8 +149,16 @@ class WeaviateStore(Store):
             raise DeclragError(f"collection {self.name} at {self.target.base} exists and is not a declrag store",
                                hint="name another collection in the store URI") from e
         self.metric = meta.metric
-        self.keyword_property = schema.keyword_property(meta)
+        self._keyword_property = schema.keyword_property(meta)
         return meta
+
+    @property
+    def keyword_property(self) -> str:
+        """The property BM25 searches in this collection (`schema.keyword_property`), read from its metadata once."""
+        if self._keyword_property is None:
+            meta = self.read_meta()
+            self._keyword_property = schema.keyword_property(meta) if meta else "text"
+        return self._keyword_property
 
     def create(self, meta: StoreMeta) -> None:
         if self.call("schema read", lambda: self._client.collections.exists(self.name)):
@@ -162,7 +170,7 @@ class WeaviateStore(Store):
         self.call("collection create", lambda: self._client.collections.create(
             **schema.chunks_collection(self.target, self.name, meta)))
         self.metric, self._created = meta.metric, True
-        self.keyword_property = schema.keyword_property(meta)
+        self._keyword_property = schema.keyword_property(meta)
         self._checked = True
 
     def index_settings(self) -> dict[str, Any]:
@@ -238,7 +246,8 @@ class WeaviateStore(Store):
                                                                    "(or open_store in Python)")
             self._created = True
         self._check_index()
-        objs = [DataObject(properties=wire.chunk_props(c), uuid=object_uuid(c.id), vector=v.tolist())
+        searched = self.keyword_property == "searched"
+        objs = [DataObject(properties=wire.chunk_props(c, searched), uuid=object_uuid(c.id), vector=v.tolist())
                 for c, v in zip(chunks, vectors)]
         for i in range(0, len(objs), BATCH):
             self.insert(self.name, objs[i:i + BATCH])

@@ -36,11 +36,13 @@ def index_config(t: Target, distance):
                                       max_connections=t.max_connections, quantizer=quantizer)
 
 
-def chunk_props(c: Chunk) -> dict[str, Any]:
+def chunk_props(c: Chunk, searched: bool = False) -> dict[str, Any]:
+    """A chunk's properties; with ``searched`` (a store built with headers), also `Chunk.searched`, the text BM25
+    reads there (`schema.keyword_property`)."""
     return {"chunk_id": c.id, "doc_id": c.doc_id, "text": c.text, "start": c.start, "end": c.end,
             "position": c.position, "source": c.source, "title": c.title, "page": c.page,
             "parent_start": c.parent_start, "parent_end": c.parent_end, "section": c.section, "header": c.header,
-            **({"searched": c.searched} if c.header else {})}
+            **({"searched": c.searched} if searched else {})}
 
 
 def chunk_of(o) -> Chunk:
