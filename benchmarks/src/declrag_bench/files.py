@@ -81,14 +81,14 @@ def _row(prog: RAGProgram, q: dict[str, Any]) -> dict[str, Any]:
 
 def run(sets: list[Path] | None = None, progress: bool = True) -> dict[str, Any]:
     t0 = time.perf_counter()
+    asked = {path.name: questions(path) for path in sets or list(SETS)}  # a missing set fails before any work
     embedder = Embedder(IngestConfig().embedder)
     progs = {arm: _arm(arm, embedder, progress) for arm in ORDER}
     out: dict[str, Any] = {"files": str(FILES.relative_to(ROOT)), "sets": {}}
-    for path in sets or list(SETS):
-        qs = questions(path)
+    for name, qs in asked.items():
         rows = {arm: [_row(prog, q) for q in qs] for arm, prog in progs.items()}
         first = rows[ORDER[0]]
-        out["sets"][path.name] = {
+        out["sets"][name] = {
             "questions": len(qs), "arms": {arm: {
                 **{s: mean_of([r[s] for r in rs]) for s in SCORES},
                 "vs_first": {s: paired_difference([r[s] for r in first], [r[s] for r in rs]) for s in SCORES}}

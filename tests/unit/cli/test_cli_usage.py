@@ -75,6 +75,7 @@ def test_no_arguments_show_the_help():
     (["index", "--backend", "tensorrt", "--store", "never-made"], "backend"),
     (["index", "--context", "title+headings", "--store", "never-made"], "context"),
     (["bench", "headers", "--limit", "0"], "--limit"),
+    (["bench", "files", "--questions", "never-made.jsonl"], "never-made.jsonl"),
     (["bench", "scale", "--chunks", "1e6"], "--chunks"),
     (["bench", "scale", "--nprobe", "0"], "nprobe"),
     (["bench", "scale", "--chunks", "100000,-5"], "--chunks"),
