@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -201,8 +202,11 @@ def test_the_demo_answers_with_citations_on_the_real_library():
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
     assert "Illegal instruction" not in p.stderr
-    cited = [line for line in p.stdout.splitlines() if line.strip().startswith("[1] ")]
+    cited = [line for line in p.stdout.splitlines() if re.match(r"\s*\[\d+\] ", line)]
     assert cited and "LM calls" in p.stdout, p.stdout[-2000:]
+    # its own question ("In what country is Normandy located?") is answered by a cited sentence naming the country
+    answer = next(line for line in p.stdout.splitlines() if "Normand" in line and re.search(r"\[\d+\]\s*$", line))
+    assert re.search(r"France[^\[]*\[\d+\]", answer), answer
 
 
 # -- a CLI that answers at once ------------------------------------------------------------------------------------
