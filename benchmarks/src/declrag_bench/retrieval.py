@@ -417,7 +417,7 @@ def _client_search(st, mode: str, query: str, vector, k: int, alpha: float, fusi
 
     coll, props = st.collection(st.name), list(CHUNK_TEXTS + CHUNK_INTS)
     if mode == "keyword":
-        res = coll.query.bm25(query=query, query_properties=["text"], limit=k, return_properties=props,
+        res = coll.query.bm25(query=query, query_properties=[st.keyword_property], limit=k, return_properties=props,
                               return_metadata=MetadataQuery(score=True))
         return [Hit.of(chunk_of(o), float(o.metadata.score), keyword=float(o.metadata.score))
                 for o in res.objects if (o.metadata.score or 0) > 0]
@@ -427,7 +427,7 @@ def _client_search(st, mode: str, query: str, vector, k: int, alpha: float, fusi
                                      return_metadata=MetadataQuery(distance=True))
         return [Hit.of(chunk_of(o), 1.0 - float(o.metadata.distance), vector=1.0 - float(o.metadata.distance))
                 for o in res.objects]
-    res = coll.query.hybrid(query=query, vector=q, alpha=alpha, limit=k, query_properties=["text"],
+    res = coll.query.hybrid(query=query, vector=q, alpha=alpha, limit=k, query_properties=[st.keyword_property],
                             fusion_type=HybridFusion.RELATIVE_SCORE if fusion == "relative" else HybridFusion.RANKED,
                             return_metadata=MetadataQuery(score=True), return_properties=props)
     return [Hit.of(chunk_of(o), float(o.metadata.score)) for o in res.objects[:k]]

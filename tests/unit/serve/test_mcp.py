@@ -119,8 +119,8 @@ def test_search_is_the_programs_search(prog):
     first, hit = default.structured_content["hits"][0], prog.search(Q)[0]
     assert hit.chunk.source == "/data/rome.txt"  # served relative to the indexed folder (test_public_paths.py)
     assert first == {"rank": 1, "chunk_id": hit.chunk.id, "doc_id": hit.doc_id, "source": "rome.txt",
-                     "title": hit.chunk.title, "page": hit.chunk.page, "span": [hit.start, hit.end], "text": hit.text,
-                     "score": pytest.approx(hit.score, abs=1e-6)}
+                     "title": hit.chunk.title, "section": hit.chunk.section, "page": hit.chunk.page,
+                     "span": [hit.start, hit.end], "text": hit.text, "score": pytest.approx(hit.score, abs=1e-6)}
     assert json.loads(text_of(default)) == default.structured_content  # the same, as text for older clients
 
 

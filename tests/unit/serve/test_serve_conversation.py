@@ -287,8 +287,8 @@ def test_search_returns_what_the_program_searches(prog):
     assert (default["query"], default["k"], default["alpha"]) == (Q, r.k, r.alpha) and len(default["hits"]) == r.k
     assert hit_tuples(default["hits"]) == hit_tuples(prog.search(Q))
     assert [h["rank"] for h in default["hits"]] == list(range(1, r.k + 1))
-    assert set(default["hits"][0]) == {"rank", "chunk_id", "doc_id", "source", "title", "page", "span", "text",
-                                       "score"}
+    assert set(default["hits"][0]) == {"rank", "chunk_id", "doc_id", "source", "title", "section", "page", "span",
+                                       "text", "score"}
     assert default["hits"][0]["source"] == "rome.txt" and default["latency_ms"]["total"] > 0
     assert hit_tuples(tuned["hits"]) == hit_tuples(prog.search("capital city", k=7, alpha=0.2))
     assert (tuned["k"], tuned["alpha"], len(tuned["hits"])) == (7, 0.2, 7)
