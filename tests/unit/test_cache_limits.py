@@ -54,10 +54,10 @@ def test_lm_cache_and_history_keep_their_bounds_and_metering_still_counts(lm_ser
     lm, meter = _lm(lm_server), Meter()
     with metering(meter):
         for i in range(50):
-            assert lm(messages=[{"role": "user", "content": f"distinct question {i}"}]) == [standin.ANSWER]
+            assert lm(f"distinct question {i}") == [standin.ANSWER]
     assert len(dspy.cache.memory_cache) == 10
     assert len(lm.history) == 5 and len(base_lm.GLOBAL_HISTORY) <= 5
-    assert lm.history[-1]["messages"][0]["content"] == "distinct question 49"
+    assert lm.history[-1]["prompt"] == "distinct question 49"
     assert meter.total().calls == 50
     sizes = cache_sizes()
     assert sizes["lm_memory"] == {"entries": 10} and sizes["lm_history_global"]["entries"] <= 5
@@ -74,7 +74,7 @@ def test_no_history_kept_at_zero_and_no_disk_cache_at_zero(lm_server, limited, m
     lm, meter = _lm(lm_server), Meter()
     with metering(meter):
         for i in range(5):
-            lm(messages=[{"role": "user", "content": f"another question {i}"}])
+            lm(f"another question {i}")
     assert lm.history == [] and base_lm.GLOBAL_HISTORY == []
     assert meter.total().calls == 5
     assert "lm_disk" not in cache_sizes() and not dspy.cache.enable_disk_cache

@@ -158,7 +158,7 @@ def answer(monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     lm = make_lm(LMConfig(route="openai/standin", api_base=f"http://127.0.0.1:{server.server_address[1]}/v1",
                           num_retries=0, adapter="plain"))
-    yield lambda q: lm(messages=[{"role": "user", "content": q}])
+    yield lambda q: lm(q)
     server.shutdown()
 
 

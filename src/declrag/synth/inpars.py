@@ -60,7 +60,7 @@ class InParsWriter:
         """(the query, None) or (None, why there is none)."""
         lm = override_lm() or self.lm
         with stage("synth"):
-            reply = lm(messages=[{"role": "user", "content": prompt(passage)}], stop=["\n"])
+            reply = lm(prompt(passage), stop=["\n"])  # one user message: DSPy's plain-prompt call
         text = reply[0] if reply else ""
         q = clean_query(text.get("text") if isinstance(text, dict) else text)
         if q is None:
