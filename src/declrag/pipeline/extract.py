@@ -223,6 +223,7 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     kind = answer_kind(question) if type_weight else None
     every = candidates(passages, max_piece_chars)
     typed = [holds_kind(p.text, kind, question) for p in every] if kind else []
+    holds = {(p.n, p.start) for p, t in zip(every, typed) if t}
     pool = shortlist(question, every, embed_at_most, typed)
     if not pool:
         return Extract([], "the passages hold no sentence")
@@ -230,7 +231,7 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     q_words = content_words(question)
     scored = [Piece(p.n, p.start, p.end, p.text,
                     round((1 - lexical_weight) * float(s) + lexical_weight * _overlap(q_words, p.text)
-                          - rank_weight * (p.n - 1) + type_weight * holds_kind(p.text, kind, question), 6))
+                          - rank_weight * (p.n - 1) + type_weight * ((p.n, p.start) in holds), 6))
               for p, s in zip(pool, sims)]
     ranked = sorted(scored, key=lambda p: -p.score)
     best = ranked[0]

@@ -36,6 +36,28 @@ def test_reopen_sees_committed_data(tmp_path):
     assert again.keyword_search("Colosseum")[0].chunk.id == "rome#1"
 
 
+def test_a_store_made_before_sections_and_headers_reads_and_takes_new_chunks(tmp_path):
+    import dataclasses
+    import json
+
+    emb = HashEmbedder()
+    docs, chunks, vecs = corpus(emb)
+    s, _ = open_store(tmp_path / "s", IngestConfig(context="none"))
+    s.upsert(docs[:1], chunks[:3], vecs[:3])
+    table = s._table("chunks")  # as a store of format 1 wrote it: no section or header column
+    table.drop_columns(["section", "header"])
+    meta = json.loads((tmp_path / "s" / "store.json").read_text())
+    meta["format"] = 1
+    del meta["ingest"]["context"]
+    (tmp_path / "s" / "store.json").write_text(json.dumps(meta))
+    old, read = open_store(tmp_path / "s")
+    assert read.ingest.context == "none" and old.count() == 3
+    assert old.get([chunks[0].id])[0] == chunks[0]  # the missing columns read as ''
+    old.upsert(docs[1:], [dataclasses.replace(c, section="Intro") for c in chunks[3:]], vecs[3:])
+    assert old.count() == 10 and old.get([chunks[3].id])[0].section == "Intro"
+    assert old.keyword_search("Colosseum")[0].chunk.id == "rome#1"
+
+
 def test_a_second_handle_sees_new_commits(tmp_path):
     emb = HashEmbedder()
     a, b = LanceStore(tmp_path / "s"), LanceStore(tmp_path / "s")
