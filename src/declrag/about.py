@@ -32,6 +32,31 @@ def versions(packages: tuple[str, ...] = RUNTIME) -> dict[str, str]:
             **{p: package_version(p) for p in packages}}
 
 
+def untested() -> dict[str, dict[str, str]]:
+    """The installed libraries outside the range declrag requires (its own requirements, whose upper bounds are the
+    next versions CI has not tested: pyproject.toml), ``{name: {"installed": ..., "tested": range}}``."""
+    from importlib.metadata import requires
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out: dict[str, dict[str, str]] = {}
+    try:
+        lines = requires("declrag") or []
+    except PackageNotFoundError:
+        return out
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if (req.marker is not None and not req.marker.evaluate({"extra": ""})) or not req.specifier:
+            continue  # an extra's requirement, another platform's, or no range
+        have = package_version(req.name)
+        if have != "not installed" and not req.specifier.contains(have, prereleases=True):
+            out[req.name] = {"installed": have, "tested": str(req.specifier)}
+    return out
+
+
 def local_model(route: str) -> dict[str, Any]:
     """The GGUF file behind a ``local/<name>`` route: path, size and SHA-256 (read once per file version), or why
     there is none."""
@@ -44,7 +69,7 @@ def local_model(route: str) -> dict[str, Any]:
 
 def report() -> dict[str, Any]:
     """Everything a bug report needs about this install (reads the local model's file once to hash it)."""
-    return {"versions": versions(REPORT),
+    return {"versions": versions(REPORT), "untested": untested(),
             "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                        "executable": sys.executable},
             "platform": {"system": platform.system(), "release": platform.release(), "machine": platform.machine()},

@@ -72,3 +72,6 @@ def _print_about(json_out: bool) -> None:
     lines.append(f"  llama.cpp built for: {r['llama_cpp']['info']}")
     lines.append(f"  this CPU has: {r['llama_cpp']['cpu']}")
     out.print("\n".join(lines), markup=False, highlight=False)
+    for name, u in r["untested"].items():  # on stderr: what was printed above stays what scripts read
+        print(f"warning: {name} {u['installed']} is outside the range declrag was tested with ({u['tested']}); "
+              f"if something breaks, pip install '{name}{u['tested']}'", file=sys.stderr)
