@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from declrag_bench import files
 
 from declrag.errors import DeclragError
-from declrag_bench import files
 
 
 def test_the_shipped_sets_name_their_guide_and_their_answers_are_in_it():

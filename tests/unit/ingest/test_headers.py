@@ -9,8 +9,16 @@ import pytest
 
 from declrag.config import ChunkerConfig, IngestConfig
 from declrag.ingest.chunkers import Chunker, WordTokens
-from declrag.ingest.headers import (HEADER_MAX, header, headings, helpful_name, markdown_headings, sections,
-                                    text_headings, text_title)
+from declrag.ingest.headers import (
+    HEADER_MAX,
+    header,
+    headings,
+    helpful_name,
+    markdown_headings,
+    sections,
+    text_headings,
+    text_title,
+)
 from declrag.ingest.loaders import load_file
 from declrag.types import Document
 

@@ -15,8 +15,17 @@ from mcp import Client
 from declrag.config import ProgramConfig
 from declrag.lm import using_lm
 from declrag.pipeline.adapters import PlainTextAdapter
-from declrag.pipeline.extract import (answer_kind, candidates, check, cited_sentences, extract, holds_kind,
-                                      missing_details, shown, spans)
+from declrag.pipeline.extract import (
+    answer_kind,
+    candidates,
+    check,
+    cited_sentences,
+    extract,
+    holds_kind,
+    missing_details,
+    shown,
+    spans,
+)
 from declrag.pipeline.program import LOCAL_DEFAULT_MODE, RAGProgram, default_config
 from declrag.pipeline.streaming import Done, astream
 from declrag.stores.lancedb import LanceStore
