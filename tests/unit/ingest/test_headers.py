@@ -87,7 +87,8 @@ def test_markdown_headings_skip_code_fences_and_read_setext():
 def test_html_headings_are_placed_in_the_flattened_text(tmp_path: Path):
     f = tmp_path / "guide.html"
     f.write_text("<html><head><title>The Guide</title></head><body><h1>The Guide</h1><p>Intro text.</p>"
-                 "<h2>Install</h2><p>Run pip.</p><h3>On Windows</h3><p>Use py.</p><h2>Use</h2><p>Ask.</p></body></html>")
+                 "<h2>Install</h2><p>Run pip.</p><h3>On Windows</h3><p>Use py.</p><h2>Use</h2><p>Ask.</p>"
+                 "</body></html>")
     doc = load_file(f)[0]
     heads = headings(doc)
     assert [(lv, t) for _, lv, t in heads] == [(1, "The Guide"), (2, "Install"), (3, "On Windows"), (2, "Use")]

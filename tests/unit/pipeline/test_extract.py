@@ -88,7 +88,8 @@ def test_extract_takes_the_answering_sentence_and_abstains_on_what_the_passages_
 
 
 @pytest.mark.parametrize("question,kind", [
-    ("In what country is Normandy located?", "country"), ("Which nations signed it?", "country"), ("When were the Normans in Normandy?", "date"),
+    ("In what country is Normandy located?", "country"), ("Which nations signed it?", "country"),
+    ("When were the Normans in Normandy?", "date"),
     ("What year did the war end?", "date"), ("How many people live in Rome?", "number"),
     ("What percentage of voters turned out?", "number"), ("Who ruled the duchy?", "name"),
     ("Where is the Colosseum?", "name"), ("Which authors does the Milan thesis cite?", "name"),
@@ -209,7 +210,8 @@ def test_verified_abstains_when_nothing_the_lm_said_is_supported(store):
 
 
 def test_verified_asks_no_lm_when_the_passages_do_not_answer(store):
-    a = ask(make(store, "verified", extract={"min_score": 0.99, "type_weight": 0.0}), "Rome was founded by Napoleon [1].")
+    a = ask(make(store, "verified", extract={"min_score": 0.99, "type_weight": 0.0}),
+            "Rome was founded by Napoleon [1].")
     assert a.abstained and a.usage["total"]["calls"] == 0 and "scores 0.99 or more" in a.checked["reason"]
 
 
