@@ -80,8 +80,13 @@ class Chunk:
 
     @property
     def searched(self) -> str:
-        """What is embedded and indexed for keywords: the header, then the text."""
-        return f"{self.header}\n\n{self.text}" if self.header else self.text
+        """What is embedded and indexed for keywords: the header, then the text (`searched_text`)."""
+        return searched_text(self.header, self.text)
+
+
+def searched_text(header: str, text: str) -> str:
+    """A chunk's searched text from its header and text: the one format every store indexes."""
+    return f"{header}\n\n{text}" if header else text
 
 
 def chunk_id(doc_id: str, position: int) -> str:

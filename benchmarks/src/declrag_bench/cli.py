@@ -266,6 +266,15 @@ def bench_soak(
         out.print(f"wrote {path}")
 
 
+def _check_sets(dataset: list[str] | None) -> None:
+    """Each ``--dataset`` is a named golden set or a path, checked before any work starts."""
+    from declrag.golden import known_datasets
+
+    for d in dataset or []:
+        if d not in known_datasets() and not Path(d).exists():
+            raise DeclragError(f"unknown --dataset {d!r}", hint="see declrag datasets")
+
+
 def _bench_out(result, printer, as_json: Path | None) -> None:
     printer(result, out)
     if as_json:
@@ -296,12 +305,7 @@ def bench_answers(
             raise DeclragError(f"unknown --mode {m!r}", hint=f"one of: {', '.join(MODES)}")
     if n < 1:
         raise DeclragError(f"--n must be at least 1, not {n}", hint="e.g. --n 40")
-    if dataset:
-        from declrag.golden import known_datasets
-
-        for d in dataset:
-            if d not in known_datasets() and not Path(d).exists():
-                raise DeclragError(f"unknown --dataset {d!r}", hint="see declrag datasets")
+    _check_sets(dataset)
     if mode and "verified" in mode and "lm" not in mode:
         mode = ["lm", *mode]  # verified is measured against the lm arm's completions
     _bench_out(run(dataset, n, model, mode, seed), print_report, as_json or Path("runs/bench/answers.json"))
@@ -337,12 +341,7 @@ def bench_headers(
 
     if limit < 1:
         raise DeclragError(f"--limit must be at least 1, not {limit}", hint="e.g. --limit 300")
-    if dataset:
-        from declrag.golden import known_datasets
-
-        for d in dataset:
-            if d not in known_datasets() and not Path(d).exists():
-                raise DeclragError(f"unknown --dataset {d!r}", hint="see declrag datasets")
+    _check_sets(dataset)
     _bench_out(run(dataset, limit, seed), print_report, as_json or Path("runs/bench/headers.json"))
 
 

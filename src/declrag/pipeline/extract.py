@@ -171,12 +171,13 @@ def answer_kind(question: str) -> str | None:
     return next((kind for pattern, kind in _KIND_OF if pattern.match(q)), None)
 
 
-def holds_kind(piece: str, kind: str | None, question: str) -> bool:
+def holds_kind(piece: str, kind: str | None, question: str, asked: set[str] | None = None) -> bool:
     """Whether ``piece`` holds something of ``kind`` (`answer_kind`) that ``question`` does not: a number; for a date,
-    a number (a year, a day) or a month, century or decade; a name (`declrag.text.details`); a country's name."""
+    a number (a year, a day) or a month, century or decade; a name (`declrag.text.details`); a country's name.
+    ``asked``: the question's detail keys, when the caller already has them (one question, many pieces)."""
     if kind is None:
         return False
-    asked = {d.key for d in details(question)}
+    asked = {d.key for d in details(question)} if asked is None else asked
     found = [d for d in details(piece) if d.key not in asked]
     if kind == "name":
         return any(d.kind == "name" for d in found)
@@ -222,7 +223,8 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     ``identities``: each passage's document identity (`declrag.ingest.headers.identity`), read by the detail rule."""
     kind = answer_kind(question) if type_weight else None
     every = candidates(passages, max_piece_chars)
-    typed = [holds_kind(p.text, kind, question) for p in every] if kind else []
+    asked = {d.key for d in details(question)} if kind else set()
+    typed = [holds_kind(p.text, kind, question, asked) for p in every] if kind else []
     holds = {(p.n, p.start) for p, t in zip(every, typed) if t}
     pool = shortlist(question, every, embed_at_most, typed)
     if not pool:

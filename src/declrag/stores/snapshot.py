@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import AnnConfig
-from ..types import Chunk, Hit
+from ..types import Chunk, Hit, searched_text
 from .ann import ANN_ROWS, IvfIndex, nlist_for
 from .base import Cond, Filter, Node
 from .bm25 import KeywordIndex, top_k
@@ -100,8 +100,8 @@ class Snapshot:
 
     def searched(self) -> list[str]:
         """Each row's `Chunk.searched` text: its header (if any), then its text."""
-        return [f"{h}\n\n{t}" if h else t for h, t in zip(self.table.column("header").to_pylist(),
-                                                            self.table.column("text").to_pylist())]
+        return [searched_text(h, t) for h, t in zip(self.table.column("header").to_pylist(),
+                                                    self.table.column("text").to_pylist())]
 
     @cached_property
     def ivf(self) -> IvfIndex:
