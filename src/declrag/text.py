@@ -120,10 +120,12 @@ here yes no not however therefore thus also although though because since while 
 why how according in on at by for from to of with as after before during under over between among about into
 some many most several both each every all any none one other another such according answer passage passages
 context question source sources based overall finally first second third then so but and or if unknown i'm
-more less over about approximately nearly around only just roughly almost some""".split())
+more less over about approximately nearly around only just roughly almost some is are was were be been do does did
+can could should would will shall might must has have had let please tell give list name describe explain""".split())
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
 _CAPWORD = r"(?:[A-Z][\w'’.-]*|[A-Z]{2,})"
-_NAME = re.compile(rf"{_CAPWORD}(?:\s+(?:(?:of|de|da|del|der|van|von|the|la|le|and|al|bin|ibn)\s+)?{_CAPWORD})*")
+_JOIN = r"(?:of|de|da|del|der|van|von|the|la|le|and|al|bin|ibn)"
+_NAME = re.compile(rf"(?<![\w'’.-]){_CAPWORD}(?:\s+(?:{_JOIN}\s+)?{_CAPWORD})*")  # a whole word starts it (not nDCG)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 The arms (`ARMS`): the generate modes (`declrag.config.GenerateConfig.mode`) ``lm`` (the LM writes, here the local
 model), ``extractive`` (the passages' own sentences, no LM call, as it was before answers were typed: no type weight,
-no headers) and ``verified`` (the LM writes; each sentence is checked against its passages and an unsupported one is
+no headers, two sentences at most)
+and ``verified`` (the LM writes; each sentence is checked against its passages and an unsupported one is
 dropped or replaced); and two extractive arms that add one thing each: ``typed`` (sentences holding what the question
 asks for score more: `declrag.pipeline.extract.answer_kind`) and ``headers`` (typed, over an index whose chunks carry
 their document's title and section: ingest ``context: title+section``, `declrag.ingest.headers`). Each runs the
@@ -14,7 +15,9 @@ default program otherwise (k 5, hybrid, no rerank), on the same seeded questions
 
 Scores: faithfulness and SIA (`declrag.metrics.grounding`), the reference answer contained in the answer
 (``token_match``: 80% of a reference's tokens) and token F1, abstention precision and recall (an unanswerable
-question is the positive), the abstention rate on answerable questions, and latency: to the first token of the
+question is the positive), the abstention rate on answerable questions (MTRAG-UN's underspecified ones apart, as
+``on_underspecified``: their reference is a clarifying question, so neither an answer nor an abstention is right
+there), and latency: to the first token of the
 answer after retrieval, and to the end. Each question runs through the serving path's stream
 (`declrag.pipeline.streaming.astream`). Every arm is compared with the first one run on the same questions (paired
 bootstrap 95% intervals).
@@ -49,7 +52,7 @@ TYPE_WEIGHT = ExtractConfig().type_weight or 0.2  # the typed arms' weight: the 
 # arm -> (generate mode, extract settings over the default's, ingest context)
 ARMS: dict[str, tuple[str, dict[str, Any], str]] = {
     "lm": ("lm", {}, "none"),
-    "extractive": ("extractive", {"type_weight": 0.0}, "none"),
+    "extractive": ("extractive", {"type_weight": 0.0, "max_sentences": 2}, "none"),
     "typed": ("extractive", {"type_weight": TYPE_WEIGHT}, "none"),
     "headers": ("extractive", {"type_weight": TYPE_WEIGHT}, "title+section"),
     "verified": ("verified", {}, "none"),
@@ -92,6 +95,7 @@ def _row(e: Example, a: Any, first_s: float, end_s: float, metrics: list) -> dic
     case = to_case(e, a)
     lm_ms = float(a.usage.get("generate", {}).get("lm_ms", 0.0) or 0.0)
     return {"id": e.id, "answerable": e.answerable, "abstained": bool(a.abstained), "answer": a.answer,
+            "underspecified": (e.metadata or {}).get("answerability") == "UNDERSPECIFIED",
             **{m.name: m.score(case).value for m in metrics},
             "first_ms": round(1000 * first_s - retrieval_ms, 2), "end_ms": round(1000 * end_s, 2),
             "retrieval_ms": round(retrieval_ms, 2), "check_ms": round(float(ms.get("generate", 0.0)) - lm_ms, 2),
@@ -129,16 +133,18 @@ def run_set(name: str, n: int, route: str, modes: list[str], seed: int = 0, prog
 
 def summary(rows: list[dict[str, Any]], first: list[dict[str, Any]] | None) -> dict[str, Any]:
     """Means, abstention precision and recall, latencies; and the paired difference from the first arm, per metric."""
-    yes = [r for r in rows if r["answerable"]]
+    yes = [r for r in rows if r["answerable"] and not r.get("underspecified")]
     no = [r for r in rows if not r["answerable"]]
+    vague = [r for r in rows if r.get("underspecified")]
     abstained = [r for r in rows if r["abstained"]]
     out: dict[str, Any] = {m: mean_of([r[m] for r in rows]) for m in METRICS}
-    out["token_match_answerable"] = mean_of([r["token_match"] for r in yes])
+    out["token_match_answerable"] = mean_of([r["token_match"] for r in rows if r["answerable"]])
     out["abstention"] = {
         "recall": round(sum(r["abstained"] for r in no) / len(no), 4) if no else None,
         "precision": round(sum(not r["answerable"] for r in abstained) / len(abstained), 4) if abstained else None,
         "on_answerable": round(sum(r["abstained"] for r in yes) / len(yes), 4) if yes else None,
-        "n_unanswerable": len(no)}
+        "n_unanswerable": len(no),
+        "on_underspecified": round(sum(r["abstained"] for r in vague) / len(vague), 4) if vague else None}
     out["first_ms"] = percentiles([r["first_ms"] for r in rows], digits=1)
     out["end_ms"] = percentiles([r["end_ms"] for r in rows], digits=1)
     out["dropped_per_answer"] = mean_of([float(r["dropped"]) for r in rows])
@@ -178,7 +184,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         for mode, m in s["modes"].items():
             a = m["abstention"]
             t.add_row(mode, *[_f(m[k]) + _ci(m.get("vs_first", {}).get(k)) for k in METRICS],
-                      f"{_f(a['recall'], 2)} / {_f(a['precision'], 2)} / {_f(a['on_answerable'], 2)}",
+                      f"{_f(a['recall'], 2)} / {_f(a['precision'], 2)} / {_f(a['on_answerable'], 2)}"
+                      + (f"\nunderspecified {_f(u, 2)}" if (u := a.get("on_underspecified")) is not None else ""),
                       f"{_f(m['first_ms']['p50'], 1)} / {_f(m['first_ms']['p95'], 1)}",
                       f"{_f(m['end_ms']['p50'], 1)} / {_f(m['end_ms']['p95'], 1)}",
                       _f(m["dropped_per_answer"], 2), _f(m["lm_calls_per_answer"], 2))

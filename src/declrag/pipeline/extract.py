@@ -128,14 +128,51 @@ def candidates(passages: Sequence[str], limit: int) -> list[Piece]:
     return out
 
 
-def _overlap(question: set[str], piece: str) -> float:
-    return len(question & content_words(piece)) / len(question) if question else 0.0
+def _overlap(question: set[str], piece: str, identity: str = "") -> float:
+    """The share of the question's content words that the piece holds, or its document's identity: the words by
+    which a question names its document (the Weaviate guide, the Milan thesis) are found there."""
+    return len(question & (content_words(piece) | content_words(identity))) / len(question) if question else 0.0
 
 
 def missing_details(question: str, context: str) -> list[str]:
-    """The names and numbers of ``question`` that ``context`` never mentions (its first word is not a name)."""
+    """The names and numbers of ``question`` that ``context`` never mentions. Not counted: its first word; a count
+    it spells out ("the other three concepts": a passage lists them without saying how many); a name each of whose
+    words ``context`` has, or nearly (`_near`: Milan / Milano, Japanese / Japan, San Franciscio / San Francisco)."""
     first = question.strip().split()[:1]
-    return [d.text for d in unsupported(question, context) if not (d.kind == "name" and first and d.text == first[0])]
+    words = set(norm_phrase(context).split())
+    return [d.text for d in unsupported(question, context)
+            if not (d.kind == "name" and (first and d.text == first[0] or _near(d.key, words)))
+            and not (d.kind == "number" and _spelled(d.key, question))]
+
+
+_SMALL = {str(i) for i in range(1, 11)}
+
+
+def _spelled(value: str, question: str) -> bool:
+    """A number from one to ten that ``question`` writes only as a word."""
+    return value in _SMALL and not re.search(rf"(?<![\w.,]){value}(?![\w]|[.,]\d)", question)
+
+
+def _near(key: str, words: set[str]) -> bool:
+    """Every word of a name (normalised; its of, the, and, de aside) is in ``words``, or is a word of 5 letters or
+    more that one of ``words`` nearly is: the same but for its ending (its first 5 letters or more shared, all but
+    the last of the shorter word's: Milan / Milano, Japan / Japanese, Buddhism / Buddhist), or a misspelling of it
+    (one letter off, two in a word of 9 or more)."""
+    from rapidfuzz.distance import Levenshtein
+
+    def near(w: str) -> bool:
+        if w in words:
+            return True
+        if len(w) < 5:
+            return False
+        cut = 2 if len(w) >= 9 else 1
+        for x in words:
+            common = next((i for i, (a, b) in enumerate(zip(w, x)) if a != b), min(len(w), len(x)))
+            if common >= max(5, min(len(w), len(x)) - 1) or Levenshtein.distance(w, x, score_cutoff=cut) <= cut:
+                return True
+        return False
+
+    return all(near(w) for w in key.split() if w not in ("of", "the", "and", "de"))
 
 
 _KIND_OF = [  # (pattern on the question's start, lower case, after any leading clause) -> what the answer holds
@@ -166,7 +203,7 @@ def answer_kind(question: str) -> str | None:
     """What the question asks for: ``country`` (what country), ``date`` (when, what year), ``number`` (how many,
     how much, what percentage), ``name`` (who, where, which or what + a noun: a person, place, organisation or thing
     by name), or None (what is, why, how: no type)."""
-    q = " ".join(question.lower().split())
+    q = re.sub(r"\b(what|who|where|when|which|how)(?:'|’)s\b", r"\1 is", " ".join(question.lower().split()))
     q = re.sub(r"^(?:according to [^,]+, |in the [^,]+, |so |and |ok,? |also,? )", "", q)
     return next((kind for pattern, kind in _KIND_OF if pattern.match(q)), None)
 
@@ -190,14 +227,6 @@ def holds_kind(piece: str, kind: str | None, question: str, asked: set[str] | No
     return any(re.search(rf"\b{w}\b", low) and w not in asked_low for w in (*MONTHS, "century", "decade"))
 
 
-def _named_in(name: str, identity: str) -> bool:
-    """A name the question gives a document by (Milan) is in its identity as a word that starts with it and is at
-    most two letters longer (Politecnico di Milano): a document's own name, in its language or inflected."""
-    key = norm_phrase(name)
-    return len(key) >= 4 and " " not in key and any(
-        w.startswith(key) and len(w) - len(key) <= 2 for w in norm_phrase(identity).split())
-
-
 def shortlist(question: str, pool: list[Piece], size: int, typed: Sequence[bool] = ()) -> list[Piece]:
     """The ``size`` candidates that BM25 over the candidates (and, on ties, their passage's rank and place) puts
     first, in passage order: only these are embedded, which bounds the mode's time (an encoder pass per candidate
@@ -209,6 +238,10 @@ def shortlist(question: str, pool: list[Piece], size: int, typed: Sequence[bool]
     ranked = sorted(range(len(pool)), key=lambda i: (-float(scores[i]), pool[i].n, pool[i].start))
     top = ranked[:size] + [i for i in ranked[size:] if typed and typed[i]][: size // 2]
     return [pool[i] for i in sorted(top)]
+
+
+def _of(identities: Sequence[str], n: int) -> str:
+    return identities[n - 1] if len(identities) >= n else ""
 
 
 def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: np.ndarray, *, max_sentences: int = 2,
@@ -231,17 +264,17 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
         return Extract([], "the passages hold no sentence")
     sims = embed([p.text for p in pool]) @ np.asarray(query_vector, dtype=np.float32)
     q_words = content_words(question)
+    lex = [_overlap(q_words, p.text, _of(identities, p.n)) for p in pool]
     scored = [Piece(p.n, p.start, p.end, p.text,
-                    round((1 - lexical_weight) * float(s) + lexical_weight * _overlap(q_words, p.text)
-                          - rank_weight * (p.n - 1) + type_weight * ((p.n, p.start) in holds), 6))
-              for p, s in zip(pool, sims)]
+                    round((1 - lexical_weight) * float(s) + lexical_weight * w - rank_weight * (p.n - 1)
+                          + type_weight * ((p.n, p.start) in holds), 6))
+              for p, s, w in zip(pool, sims, lex)]
     ranked = sorted(scored, key=lambda p: -p.score)
     best = ranked[0]
     if best.score < min_score:
         return Extract([], f"no sentence scores {min_score} or more (best {best.score:.3f})", best.score)
-    known = identities[best.n - 1] if len(identities) >= best.n else ""
-    if require_details and (gone := [d for d in missing_details(question, f"{passages[best.n - 1]}\n{known}")
-                                     if not _named_in(d, known)]):
+    known = _of(identities, best.n)
+    if require_details and (gone := missing_details(question, f"{passages[best.n - 1]}\n{known}")):
         return Extract([], f"the passages never mention {', '.join(gone[:3])}", best.score)
     chosen = [p for p in ranked if p.score >= min_score][:max_sentences]
     if order == "passage":

@@ -153,6 +153,32 @@ def test_the_detail_rule_reads_the_documents_identity(minilm):
     assert other.pieces == [] and "Milan" in other.reason  # another document's identity still refuses
 
 
+@pytest.mark.parametrize("question,context,missing", [
+    ("Is the standard of living in San Franciscio high?", "San Francisco has a high standard of living.", []),
+    ("Is the standard of living in San Diego high?", "San Francisco has a high standard of living.", ["San Diego"]),
+    ("Why are the Japanese called Nippon?", "The name Nippon for Japan came into use later.", []),
+    ("How many Victorians are Buddhist?", "Buddhism is practised by 168,637 people in Victoria.", []),
+    ("What are the other three Watson concepts?", "Watson has collections, fields and queries.", []),
+    ("What are the other 3 Watson concepts?", "Watson has collections, fields and queries.", ["3"]),
+    ("What about pricing? Is there a free trial?", "IBM Cloud offers a free trial.", []),
+    ("Which command compares nDCG@10 of embedders?", "`declrag bench embed` compares nDCG@10.", []),
+    ("What did Austria sign in 1805?", "Australia signed a treaty in 1805.", ["Austria"]),
+])
+def test_the_detail_rule_forgives_a_misspelling_an_ending_and_a_spelled_count_and_no_other_name(question, context,
+                                                                                                  missing):
+    assert missing_details(question, context) == missing
+
+
+def test_the_words_that_name_a_document_are_found_in_its_identity(minilm):
+    q = "In the conversations guide, what is the character limit on a history by default?"
+    passages = ["A history longer than 50,000 characters is cut from its oldest turns."]
+    qv = minilm.embed_query(q)
+    bare = extract(q, passages, minilm.embed_documents, qv, min_score=0.0, max_sentences=1)
+    named = extract(q, passages, minilm.embed_documents, qv, min_score=0.0, max_sentences=1,
+                    identities=["Conversations guide · History"])
+    assert named.pieces[0].score > bare.pieces[0].score  # "conversations", "guide" now count as held
+
+
 def test_a_question_in_another_language_gets_a_bounded_answer_or_the_abstention(minilm):
     passages = ["Rome is the capital of Italy. " * 30]
     q = "Quelle est la capitale de l'Italie ?"
