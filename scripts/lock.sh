@@ -11,7 +11,7 @@ UV=${UV:-.venv/bin/uv}
 [ -x "$UV" ] || command -v "$UV" >/dev/null || {
   echo "lock: $UV not found: run bash scripts/setup.sh first (uv is in the dev extra)" >&2; exit 2; }
 LOCK=requirements.lock
-EXTRAS=(dev offline postgres otel mlflow)  # what scripts/setup.sh installs
+EXTRAS=(dev offline postgres otel mlflow ray)  # what scripts/setup.sh installs
 mode=${1:-}
 case "$mode" in ""|--upgrade|--check) ;; *) echo "lock: unknown option $mode (use --upgrade or --check)" >&2; exit 2;; esac
 upgrade=()

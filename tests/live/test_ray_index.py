@@ -1,0 +1,179 @@
+"""`declrag index --ray` for real: a two-node Ray cluster on loopback (scripts/ray.sh: a head and a worker node, each a
+raylet of its own) indexing real files into a real Weaviate and into the embedded store. The index equals the one a
+single process builds (chunk ids, texts, spans, metadata, document records; vectors within float tolerance); a worker
+node killed midway leaves a complete index with no duplicate; a driver killed midway and run again embeds nothing
+twice."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from declrag.stores import child_uri, connect
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.weaviate
+RAY = ROOT / "scripts" / "ray.sh"
+NO_RAY = 3  # scripts/ray.sh's exit status when Ray is not installed
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    """A head and one worker node, 1 CPU each. Their embedding cache is their own (not this session's), so what
+    they index they embed themselves."""
+    folder = tmp_path_factory.mktemp("ray")
+    env = {**os.environ, "DECLRAG_CACHE": str(folder / "cache")}
+    r = subprocess.run(["bash", str(RAY), "start", "--dir", str(folder / "cluster"), "--workers", "1"],
+                       capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+    if r.returncode == NO_RAY:
+        pytest.skip("indexing over Ray needs Ray: pip install 'declrag[ray]' (scripts/setup.sh installs it)")
+    assert r.returncode == 0, r.stderr[-3000:]
+    yield {"address": r.stdout.strip().splitlines()[-1], "dir": folder / "cluster", "cache": folder / "cache"}
+    subprocess.run(["bash", str(RAY), "stop", "--dir", str(folder / "cluster"), "--clean"], capture_output=True,
+                   timeout=120, stdin=subprocess.DEVNULL)
+
+
+def declrag(*args: str, env: dict | None = None, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "declrag.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, **kw)
+
+
+def finished(p: subprocess.Popen, timeout: float = 600) -> tuple[int, str, str]:
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out, err
+
+
+def dump(uri: str) -> tuple[dict[str, dict], dict[str, tuple]]:
+    """Every chunk of the store (its fields and vector) by id, and every document record."""
+    store = connect(uri)
+    try:
+        if hasattr(store, "collection"):  # Weaviate
+            coll = store.collection(store.name)
+            chunks = {}
+            for o in coll.iterator(include_vector=True):
+                p = dict(o.properties)
+                vec = o.vector["default"] if isinstance(o.vector, dict) else o.vector
+                assert p["chunk_id"] not in chunks, "a chunk stored twice"
+                chunks[p["chunk_id"]] = {**p, "vector": np.asarray(vec, np.float32)}
+        else:
+            rows = store._table("chunks").to_arrow().to_pylist()
+            chunks = {r["id"]: {**r, "vector": np.asarray(r["vector"], np.float32)} for r in rows}
+        return chunks, {d: dataclasses.astuple(r) for d, r in store.documents().items()}
+    finally:
+        store.close()
+
+
+def same_index(a: str, b: str) -> int:
+    (ca, da), (cb, db) = dump(a), dump(b)
+    assert set(ca) == set(cb) and ca, f"{len(set(ca) ^ set(cb))} chunk ids differ"
+    for i, x in ca.items():
+        y = cb[i]
+        assert {k: v for k, v in x.items() if k != "vector"} == {k: v for k, v in y.items() if k != "vector"}
+        assert np.abs(x["vector"] - y["vector"]).max() < 1e-4, i
+    assert da == db
+    return len(ca)
+
+
+def corpus(tmp: Path, files: int) -> Path:
+    """Real files: the project's own pages (Markdown), ``files`` of them, each title marked with this copy's own
+    tag: every chunk carries its title (ingest ``context``), so no text of one copy is in the cluster's embedding
+    cache from another."""
+    tag = uuid.uuid4().hex[:6]
+    out = tmp / "corpus"
+    for f in sorted((ROOT / "docs").rglob("*.md"))[:files]:
+        dest = out / f.relative_to(ROOT / "docs")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        text = f.read_text()
+        dest.write_text(re.sub(r"^# (.*)$", rf"# \1 ({tag})", text, count=1, flags=re.M) if text.startswith("#")
+                        else f"# {f.stem} ({tag})\n\n{text}")
+    return out
+
+
+def test_over_ray_into_weaviate_is_the_one_process_index(tmp_path, ray_cluster, weaviate_url):
+    docs = corpus(tmp_path, 12)
+    one, over = (child_uri(weaviate_url, f"{k}{uuid.uuid4().hex[:8]}") for k in ("one", "ray"))
+    code, out, err = finished(declrag("index", str(docs), "--store", one, "-q"))
+    assert code == 0, err
+    code, out, err = finished(declrag("index", str(docs), "--store", over, "--ray", ray_cluster["address"], "-q"))
+    assert code == 0, err
+    assert "12 documents indexed (12 new" in out and "0 skipped" in out
+    n = same_index(one, over)
+    assert f"{n} chunks" in out
+    # incremental over Ray as in one process: one file changed, one removed, the rest unchanged
+    changed = sorted(docs.rglob("*.md"))
+    changed[0].write_text(changed[0].read_text() + "\n\nA paragraph added later, about Ray clusters.\n")
+    changed[1].unlink()
+    for uri, extra in ((one, []), (over, ["--ray", ray_cluster["address"]])):
+        code, out, err = finished(declrag("index", str(docs), "--store", uri, "--prune", "-q", *extra))
+        assert code == 0 and "1 documents indexed (0 new, 1 changed" in out and "1 removed" in out, (out, err)
+        assert "10 unchanged" in out
+    same_index(one, over)
+
+
+def test_a_driver_killed_midway_and_run_again_embeds_nothing_twice(tmp_path, ray_cluster):
+    """The embedded store (the driver writes it): killed after its first batches, the rerun embeds only the texts
+    that no node embedded before, and the index is the one-process index."""
+    docs = corpus(tmp_path, 40)
+    one, over = str(tmp_path / "one"), str(tmp_path / "ray")
+    code, out, err = finished(declrag("index", str(docs), "--store", one, "-q"))
+    assert code == 0, err
+    cache = ray_cluster["cache"] / "embeddings.sqlite3"
+    before = _cached(cache)
+    p = declrag("index", str(docs), "--store", over, "--ray", ray_cluster["address"], "-q")
+    _until(lambda: _cached(cache) > before + 20 or p.poll() is not None)
+    assert p.poll() is None, "the job ended before it could be killed: give it more files"
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    first = _cached(cache) - before
+    code, out, err = finished(declrag("index", str(docs), "--store", over, "--ray", ray_cluster["address"], "-q"))
+    assert code == 0, err
+    again = int(out.split(" texts embedded")[0].rsplit("chunks, ", 1)[1])
+    assert _cached(cache) - before == first + again  # every text embedded once, by one run or the other
+    same_index(one, over)
+
+
+def test_a_worker_node_lost_midway_leaves_a_complete_index(tmp_path, ray_cluster, weaviate_url):
+    docs = corpus(tmp_path, 43)
+    one, over = (child_uri(weaviate_url, f"{k}{uuid.uuid4().hex[:8]}") for k in ("one", "lost"))
+    code, _, err = finished(declrag("index", str(docs), "--store", one, "-q"))
+    assert code == 0, err
+    cache = ray_cluster["cache"] / "embeddings.sqlite3"
+    before = _cached(cache)
+    p = declrag("index", str(docs), "--store", over, "--ray", ray_cluster["address"], "-q")
+    _until(lambda: _cached(cache) > before + 10 or p.poll() is not None)
+    assert p.poll() is None, "the job ended before the node could be killed: give it more files"
+    kill = subprocess.run(["bash", str(RAY), "kill-worker", "--dir", str(ray_cluster["dir"])], capture_output=True,
+                          text=True, timeout=60)
+    assert kill.returncode == 0, kill.stderr
+    code, out, err = finished(p)
+    assert code == 0, err
+    same_index(one, over)  # every chunk once, none missing, the same vectors
+
+
+def _cached(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with sqlite3.connect(path, timeout=30) as db:
+        try:
+            return db.execute("SELECT count(*) FROM vectors").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
+
+
+def _until(ok, timeout: float = 300) -> None:
+    end = time.time() + timeout
+    while not ok():
+        assert time.time() < end, "timed out"
+        time.sleep(0.2)
