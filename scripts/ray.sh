@@ -61,6 +61,8 @@ case "$cmd" in
     [ -n "$port" ] || port=$("$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
     common=(--node-ip-address=127.0.0.1 --num-cpus="$cpus" --num-gpus=0 --disable-usage-stats)
     export RAY_USAGE_STATS_ENABLED=0
+    # a lost node is noticed in about 3 s, not Ray's 15 (its GCS checks every node's health)
+    export RAY_health_check_period_ms=1000 RAY_health_check_timeout_ms=1000 RAY_health_check_failure_threshold=3
     "$RAY" start --head --port="$port" --temp-dir="$(tmpd)" --include-dashboard=false "${common[@]}" \
       > "$dir/head.log" 2>&1 || { say "the head did not start:"; tail -20 "$dir/head.log" >&2; exit 1; }
     echo "127.0.0.1:$port" > "$dir/address"

@@ -81,12 +81,11 @@ def index(
 def _cluster(address: str | None, actors: int | None, paths: Sequence[str | Path], target: str):
     """The Ray cluster to index over, joined and checked (every node runs this declrag, reads ``paths``, reaches
     the store when its actors write it: a server store) before anything is written."""
+    # the Ray path's modules (and Weaviate's URI parser): loaded by --ray only
     from .ingest import distributed
     from .stores.weaviate.target import Target
 
-    if actors is not None and actors < 1:
-        raise DeclragError(f"--ray-actors must be at least 1, not {actors}", hint="e.g. --ray-actors 4")
-    where = distributed.resolve_address(address)
+    where = distributed.preflight(address, actors)
     distributed.start(where)
     server = local_folder(target) is None
     t = Target.parse(target) if server else None

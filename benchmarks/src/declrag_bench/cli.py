@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, get_args
 
@@ -11,6 +10,8 @@ import typer
 from declrag.cli.common import config_from, out
 from declrag.config import EmbedBackend
 from declrag.errors import DeclragError
+
+from .common import _bench_out, _check_sets
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (quality and speed), printed as tables.")
 
@@ -266,23 +267,6 @@ def bench_soak(
         out.print(f"wrote {path}")
 
 
-def _check_sets(dataset: list[str] | None) -> None:
-    """Each ``--dataset`` is a named golden set or a path, checked before any work starts."""
-    from declrag.golden import known_datasets
-
-    for d in dataset or []:
-        if d not in known_datasets() and not Path(d).exists():
-            raise DeclragError(f"unknown --dataset {d!r}", hint="see declrag datasets")
-
-
-def _bench_out(result, printer, as_json: Path | None) -> None:
-    printer(result, out)
-    if as_json:
-        as_json.parent.mkdir(parents=True, exist_ok=True)
-        as_json.write_text(json.dumps(result, indent=2))
-        out.print(f"wrote {as_json}")
-
-
 @bench_app.command("answers")
 def bench_answers(
     dataset: Annotated[list[str] | None, typer.Option(
@@ -447,3 +431,6 @@ def bench_gepa(
                            hint="GEPA's first evaluation of the train questions takes one trial's budget")
     _bench_out(run(dataset, n_train=train, n_dev=dev, trials=trials, route=model, seed=seed), print_report,
                as_json or Path("runs/bench/gepa.json"))
+
+
+from . import rayindex_cli  # noqa: E402,F401  (declrag bench ray: registered on bench_app)

@@ -38,9 +38,11 @@ def index(
     rebuild: Annotated[bool, typer.Option(help="rebuild the store from these sources with these settings")] = False,
     ray: Annotated[str | None, typer.Option(
         "--ray", help="read, chunk and embed over the Ray cluster at this address (host:port; auto: $RAY_ADDRESS or "
-                      "this machine's cluster); needs declrag[ray] on every node (see docs/guides/indexing.md)")] = None,
+                      "this machine's cluster); needs declrag's ray extra on every node (docs/guides/many-machines.md)")
+                      ] = None,
     ray_actors: Annotated[int | None, typer.Option(
-        help="with --ray: embedders on the cluster (default: one per GPU where it has GPUs, else one per CPU)")
+        help="with --ray: embedders on the cluster (default: one per GPU where it has GPUs, else each with as many "
+             "CPUs as its smallest node)")
                           ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
@@ -61,6 +63,12 @@ def index(
         ingest = config_from(IngestConfig, chunker=ck, embedder=em, context=context or base.context)
     if metric is not None and metric not in get_args(Metric):
         raise DeclragError(f"unknown metric {metric!r}", hint="use cosine, dot or l2")
+    if ray_actors is not None and ray is None:
+        raise DeclragError("--ray-actors needs --ray", hint="e.g. --ray auto --ray-actors 4")
+    if ray is not None:  # the address answers, before anything is loaded (Ray waits 35 s on a dead one)
+        from ..ingest.distributed import preflight  # imported here, not at the top: start-up time
+
+        preflight(ray, ray_actors)
     what = [*(str(p) for p in paths or []), *(f"dataset {d}" for d in dataset or [])]
     if what and not quiet:  # said before the libraries that index load (seconds): the first thing a newcomer sees
         what_s = ", ".join(what[:3]) + (f" and {len(what) - 3} more" if len(what) > 3 else "")
@@ -69,8 +77,6 @@ def index(
     # imported here, not at the top: `declrag` starts without loading what other commands need
     from .. import api
 
-    if ray_actors is not None and ray is None:
-        raise DeclragError("--ray-actors needs --ray", hint="e.g. --ray auto --ray-actors 4")
     report = api.index(paths or [], dataset or [], target, ingest, cast("Metric | None", metric), prune, rebuild,
                        progress=not quiet, ray=ray, ray_actors=ray_actors)
     for s in report.skipped:

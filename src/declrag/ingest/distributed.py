@@ -6,8 +6,9 @@ rest is one Ray Data pipeline:
 
 1. **read**: tasks load the files, on any node, a few files a task. A document whose content hash the store already
    holds goes no further (counted unchanged); a file that cannot be loaded is skipped with its reason.
-2. **chunk and embed**: an actor pool, one embedder per actor, loaded once (``gpus`` each where the cluster has
-   GPUs, the ONNX/CPU embedder elsewhere). A batch holds whole documents.
+2. **chunk and embed**: an actor pool, one embedder per actor, loaded once: one actor per GPU where the cluster has
+   GPUs, else actors as large as its smallest node, the ONNX embedder on that many threads (`sizes`). A batch holds
+   whole documents.
 3. **write**: to a server store (Weaviate), by the actors, each batch as one upsert of whole documents. Object ids
    are derived from the chunks' ids and an upsert replaces a document's chunks, so a batch Ray runs again (a lost
    node, a restarted actor) writes the very same objects: no duplicate, none missing. To the embedded store (one
@@ -26,7 +27,6 @@ import logging
 import os
 import pickle
 import socket
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,12 +34,20 @@ from typing import Any
 
 import numpy as np
 
+from ..about import package_version
 from ..config import IngestConfig
+from ..embed import Embedder
 from ..errors import DeclragError
+from ..stores import connect
 from ..types import Chunk, Document
+from .chunkers import Chunker
+from .loaders import LoadError, load_file
 
 FILES_PER_TASK = 8  # files each read task loads
-DOCS_PER_BATCH = 16  # documents each embed call gets (a batch is whole documents)
+# what each embed call gets (whole documents): large enough that the encoder's length-sorted batches pad little, as
+# one process's 2048-chunk calls do (16 documents a call cost a third more CPU a chunk: docs/guides/many-machines.md)
+FILES_PER_BATCH = 16
+DOCS_PER_BATCH = 256
 PROBE_S = 60.0  # how long the checks of the nodes may take
 
 
@@ -104,14 +112,23 @@ def _answers(address: str, timeout: float = 3.0) -> bool:
         return False
 
 
+def preflight(address: str | None, actors: int | None = None) -> str:
+    """The checks that need no Ray (a second of imports): ``actors`` is at least 1, the address is one and answers.
+    Returns the address (`resolve_address`)."""
+    if actors is not None and actors < 1:
+        raise DeclragError(f"--ray-actors must be at least 1, not {actors}", hint="e.g. --ray-actors 4")
+    where = resolve_address(address)
+    if not _answers(where):
+        raise DeclragError(f"no Ray cluster answers at {where}",
+                           hint="start one (ray start --head, or scripts/ray.sh), or check --ray / $RAY_ADDRESS")
+    return where
+
+
 def start(address: str) -> None:
     """Connect this process to the cluster at ``address`` (a no-op when connected)."""
     ray = _ray()
     if ray.is_initialized():
         return
-    if not _answers(address):
-        raise DeclragError(f"no Ray cluster answers at {address}",
-                           hint="start one (ray start --head, or scripts/ray.sh), or check --ray / $RAY_ADDRESS")
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=True)
     except (ConnectionError, RuntimeError, ValueError) as e:
@@ -121,10 +138,10 @@ def start(address: str) -> None:
 
 def _probe(paths: list[str], store: tuple[str, int] | None) -> dict[str, Any]:
     """Run on one node: what it has of what the job needs."""
-    import declrag
+    from declrag.about import package_version  # on the node: whether it has declrag at all is what is asked
 
-    out: dict[str, Any] = {"version": declrag.__version__, "unreadable": [p for p in paths if not os.path.exists(p)],
-                           "store": True}
+    out: dict[str, Any] = {"version": package_version("declrag"), "store": True,
+                           "unreadable": [p for p in paths if not os.path.exists(p)]}
     if store is not None:
         try:
             socket.create_connection(store, 5).close()
@@ -135,8 +152,7 @@ def _probe(paths: list[str], store: tuple[str, int] | None) -> dict[str, Any]:
 
 def check_nodes(paths: Sequence[str], store: tuple[str, int] | None) -> int:
     """Every alive node runs this declrag, can read ``paths`` and reach ``store`` (host, port); the node count."""
-    import declrag
-
+    mine = package_version("declrag")
     ray = _ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -152,13 +168,13 @@ def check_nodes(paths: Sequence[str], store: tuple[str, int] | None) -> int:
             text = str(e)
             if "No module named 'declrag'" in text or "ModuleNotFoundError" in text:
                 raise DeclragError(f"the Ray node {where} cannot import declrag",
-                                   hint=f"install declrag {declrag.__version__} (pip install 'declrag[ray]') on "
+                                   hint=f"install declrag {mine} (pip install 'declrag[ray]') on "
                                         "every node of the cluster") from None
             raise DeclragError(f"the Ray node {where} failed a check: {text.strip().splitlines()[-1][:200]}",
                                hint="see the node's logs (ray logs), or run without --ray") from None
-        if got["version"] != declrag.__version__:
-            raise DeclragError(f"the Ray node {where} runs declrag {got['version']}, this machine "
-                               f"{declrag.__version__}", hint="install the same declrag version on every node")
+        if got["version"] != mine:
+            raise DeclragError(f"the Ray node {where} runs declrag {got['version']}, this machine {mine}",
+                               hint="install the same declrag version on every node")
         if got["unreadable"]:
             raise DeclragError(f"the Ray node {where} cannot read {got['unreadable'][0]}",
                                hint="put the files on storage every node mounts at the same path, or run without "
@@ -173,8 +189,6 @@ def check_nodes(paths: Sequence[str], store: tuple[str, int] | None) -> int:
 # ------------------------------------------------------------------------------------------------ the stages
 def _read(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Ray task: load each file of the batch; one row per file with its documents that changed (pickled)."""
-    from .loaders import LoadError, load_file
-
     rows: list[bytes] = []
     for path, stamp, known in zip(batch["path"], batch["stamp"], batch["known"]):
         item: dict[str, Any] = {"path": str(path), "stamp": tuple(int(x) for x in stamp), "docs": [],
@@ -200,17 +214,12 @@ class _Embed:
     is a server (``store`` its URI)."""
 
     def __init__(self, ingest: str, store: str | None):
-        from ..embed import Embedder
-        from .chunkers import Chunker
-
         self.ingest = IngestConfig.model_validate_json(ingest)
         self.embedder = Embedder(self.ingest.embedder)
         embed = self.embedder.embed_documents if self.ingest.chunker.name == "semantic" else None
         self.chunker = Chunker(self.ingest.chunker, self.embedder.tokens, embed, self.ingest.context)
         self.store = None
         if store is not None:
-            from ..stores import connect
-
             self.store = connect(store)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -236,8 +245,8 @@ class _Embed:
 @dataclass
 class Cluster:
     """Where `declrag.ingest.indexer.Indexer` sends its work: the Ray cluster at ``address`` (joined by `start`),
-    ``actors`` embedders (None: one per GPU where the cluster has GPUs, each on one; else one per CPU), and the
-    store's URI when it is a server the actors write to (None: the driver writes)."""
+    ``actors`` embedders (None: `sizes`), and the store's URI when it is a server the actors write to (None: the
+    driver writes)."""
 
     address: str
     actors: int | None = None
@@ -245,35 +254,49 @@ class Cluster:
 
     def run(self, plan: Plan, ingest: IngestConfig) -> Iterator[Batch]:
         ray = _ray()
-        res = ray.cluster_resources()
-        gpus = 1.0 if res.get("GPU", 0) >= 1 else 0.0
-        actors = self.actors or max(1, int(res.get("GPU", 0) if gpus else res.get("CPU", 1)))
-        return run(plan, ingest, self.store_uri, actors, gpus)
+        actors, cpus, gpus = sizes([n["Resources"] for n in ray.nodes() if n.get("Alive")], self.actors)
+        return run(plan, ingest, self.store_uri, actors, cpus, gpus)
 
 
-def run(plan: Plan, ingest: IngestConfig, store_uri: str | None, actors: int, gpus: float = 0.0
+def sizes(nodes: Sequence[dict[str, float]], actors: int | None = None) -> tuple[int, int, float]:
+    """(actors, CPUs each, GPUs each) for a cluster of ``nodes`` (each its resources). With GPUs: one actor per GPU.
+    Else actors as large as the smallest node, so that a node of C cores runs one embedder on C threads, as one
+    process would (an actor's ONNX threads are its CPUs); ``actors`` given: the CPUs shared among them."""
+    gpus = int(sum(n.get("GPU", 0) for n in nodes))
+    if gpus and actors is None:
+        return gpus, 1, 1.0
+    total = int(sum(n.get("CPU", 0) for n in nodes)) or 1
+    smallest = int(min((n.get("CPU", 0) for n in nodes if n.get("CPU", 0) >= 1), default=1))
+    if actors is None:
+        return max(1, total // smallest), smallest, 0.0
+    return actors, max(1, min(smallest, total // actors)), 1.0 if gpus >= actors else 0.0
+
+
+def run(plan: Plan, ingest: IngestConfig, store_uri: str | None, actors: int, cpus: int = 1, gpus: float = 0.0
         ) -> Iterator[Batch]:
     """The batches of ``plan``, embedded (and written, when ``store_uri`` names a server store) over the cluster
     this process joined (`start`), as they finish."""
-    ray = _ray()
+    _ray()
     import ray.data
 
     logging.getLogger("ray.data").setLevel(logging.ERROR)  # the indexer shows its own progress
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
+    ds: ray.data.Dataset
     if plan.files:  # read on the cluster; reading is light beside embedding: it takes no CPU of the actors'
         rows = [{"path": p, "stamp": list(s), "known": pickle.dumps(k)} for p, s, k in plan.files]
         ds = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // FILES_PER_TASK)))
         ds = ds.map_batches(_read, batch_size=FILES_PER_TASK, batch_format="numpy", num_cpus=0)
-        per_batch = FILES_PER_TASK
+        per_batch = FILES_PER_BATCH
     else:
         rows = [{"item": pickle.dumps({"path": "", "stamp": (0, -1), "docs": [(d, new)], "unchanged": 0,
                                        "skipped": None, "found": []})} for d, new in plan.documents]
         ds = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // DOCS_PER_BATCH)))
         per_batch = DOCS_PER_BATCH
     ds = ds.map_batches(_Embed, fn_constructor_args=(ingest.model_dump_json(), store_uri), batch_size=per_batch,
-                        batch_format="numpy", concurrency=actors, num_cpus=1, num_gpus=gpus or None,
+                        batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=cpus,
+                        num_gpus=gpus or None,
                         max_restarts=-1, max_task_retries=-1)
     for got in ds.iter_batches(batch_size=None, batch_format="numpy"):
         for blob in got["batch"]:

@@ -194,7 +194,7 @@ class Indexer:
 
     # -- over a Ray cluster (`declrag.ingest.distributed`) ---------------------------------------------------------
     def _plan(self) -> Plan | None:
-        from .distributed import Plan
+        from .distributed import Plan  # the Ray path's module: loaded when a cluster is given only
 
         return Plan() if self.cluster is not None else None
 

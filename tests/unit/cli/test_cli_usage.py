@@ -86,6 +86,12 @@ def test_no_arguments_show_the_help():
     (["bench", "cluster", "--scenario", "soak"], "--scenario"),
     (["bench", "cluster", "--scenario", "compile", "--kill", "node0"], "--kill"),
     (["bench", "cluster", "--scenario", "compile", "--trials", "0"], "--trials"),
+    (["index", ".", "--ray", "127.0.0.1:1", "--store", "never-made"], "127.0.0.1:1"),  # nothing listens there
+    (["index", ".", "--ray", "headnode", "--store", "never-made"], "headnode"),  # no port
+    (["index", ".", "--ray-actors", "2", "--store", "never-made"], "--ray-actors"),  # without --ray
+    (["index", ".", "--ray", "127.0.0.1:1", "--ray-actors", "0", "--store", "never-made"], "--ray-actors"),
+    (["bench", "ray", "--cpus", "0"], "--cpus"),
+    (["bench", "ray", "--store", "/tmp/a-folder"], "--store"),
 ])
 def test_a_bad_value_checked_by_declrag_is_an_error_and_a_fix(tmp_path, args, names):
     p = declrag(*args, cwd=tmp_path)
@@ -95,6 +101,18 @@ def test_a_bad_value_checked_by_declrag_is_an_error_and_a_fix(tmp_path, args, na
     assert lines[0].startswith("error: ") and names in lines[0]
     assert all(line.startswith("  fix: ") for line in lines[1:]), p.stderr
     assert not (tmp_path / "never-made").exists()
+
+
+def test_the_cli_starts_without_ray():
+    """Ray (a second of imports) is loaded by `index --ray` only, never at start-up or by `index --help`."""
+    import re
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "declrag.cli", "index", "--help"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "--ray" in p.stdout
+    assert not [line for line in p.stderr.splitlines() if re.search(r"\|\s+ray(\.|$)", line)]
 
 
 def test_version_names_what_a_bug_report_needs():

@@ -1,0 +1,26 @@
+"""What the `declrag bench` commands share: the ``--dataset`` check and writing a result as a table and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from declrag.cli.common import out
+from declrag.errors import DeclragError
+
+
+def _check_sets(dataset: list[str] | None) -> None:
+    """Each ``--dataset`` is a named golden set or a path, checked before any work starts."""
+    from declrag.golden import known_datasets
+
+    for d in dataset or []:
+        if d not in known_datasets() and not Path(d).exists():
+            raise DeclragError(f"unknown --dataset {d!r}", hint="see declrag datasets")
+
+
+def _bench_out(result, printer, as_json: Path | None) -> None:
+    printer(result, out)
+    if as_json:
+        as_json.parent.mkdir(parents=True, exist_ok=True)
+        as_json.write_text(json.dumps(result, indent=2))
+        out.print(f"wrote {as_json}")
