@@ -10,7 +10,8 @@
 #                                     # stop this cluster's processes only (never `ray stop`, which stops every one)
 #   bash scripts/ray.sh status [--dir DIR]   # exit status 0 when the head answers, 1 when not
 #
-# The head listens on 127.0.0.1:P (default: a free port). DIR (default: a new temporary folder) holds the nodes'
+# The head is reached at 127.0.0.1:P (default: a free port). Ray itself binds every interface and runs without
+# authentication: start it on trusted machines only. DIR (default: a new temporary folder) holds the nodes'
 # logs, `address`, one `nodeN` file per worker with its node id, and `tempdir`: the nodes' session files, in a
 # short /tmp/ray-XXXXXX of their own (Ray's sockets need a path under 108 bytes). Without --dir,
 # kill-worker/stop/status act on the last cluster started. Every node runs this checkout's Python (.venv/bin/ray,

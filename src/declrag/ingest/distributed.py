@@ -1,4 +1,4 @@
-"""Indexing over a Ray cluster: `declrag index --ray ADDRESS` (docs/guides/indexing.md, "Many machines").
+"""Indexing over a Ray cluster: `declrag index --ray ADDRESS` (docs/guides/many-machines.md).
 
 The driver (the process that runs `declrag index`) lists the files, finds what changed (size and modification time
 against the store's records, as one process does), opens or creates the store and writes its metadata, once. The

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from declrag.errors import DeclragError
-from declrag.ingest.distributed import _read, resolve_address, sizes
+from declrag.ingest.distributed import _probe, _read, resolve_address, sizes
 from declrag.ingest.loaders import load_file
 
 
@@ -45,3 +45,10 @@ def test_actors_are_as_large_as_the_smallest_node_or_one_per_gpu():
     assert sizes([{"CPU": 8, "GPU": 1}, {"CPU": 8, "GPU": 2}]) == (3, 1, 1.0)
     assert sizes([{"CPU": 16}, {"CPU": 16}], actors=8) == (8, 4, 0.0)  # the CPUs shared among those asked for
     assert sizes([{"CPU": 2}], actors=4) == (4, 1, 0.0)
+
+
+def test_a_node_says_which_paths_it_cannot_read_and_whether_it_reaches_the_store(tmp_path):
+    """What each node of the cluster runs before any work (`check_nodes` turns it into one line naming the fix)."""
+    got = _probe([str(tmp_path), str(tmp_path / "on-another-machine")], ("127.0.0.1", 1))
+    assert got["unreadable"] == [str(tmp_path / "on-another-machine")] and got["store"] is False
+    assert got["version"] and _probe([], None)["store"] is True
