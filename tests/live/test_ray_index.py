@@ -200,3 +200,32 @@ def _settled(path: Path, quiet: float = 5.0) -> int:
         if (now := _cached(path)) != last:
             last, since = now, time.time()
     return last
+
+
+def test_a_cluster_whose_nodes_lack_declrag_is_one_line_before_any_work(tmp_path):
+    """A node started where declrag cannot be imported (its Python's path without declrag's folder, as on a machine
+    it was never installed on): the job is refused before anything is read or written, naming the fix."""
+    stub = tmp_path / "site"
+    stub.mkdir()
+    src = str(ROOT / "src")
+    (stub / "sitecustomize.py").write_text(f"import sys\nsys.path[:] = [p for p in sys.path if p != {src!r}]\n")
+    env = {**os.environ, "PYTHONPATH": str(stub), "DECLRAG_CACHE": str(tmp_path / "cache")}
+    folder = tmp_path / "bare"
+    r = subprocess.run(["bash", str(RAY), "start", "--dir", str(folder), "--workers", "0"], capture_output=True,
+                       text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+    if r.returncode == NO_RAY:
+        pytest.skip("indexing over Ray needs Ray: pip install 'declrag[ray]' (scripts/setup.sh installs it)")
+    try:
+        assert r.returncode == 0, r.stderr[-3000:]
+        docs = corpus(tmp_path, 2)
+        store = tmp_path / "store"
+        code, out, err = finished(declrag("index", str(docs), "--store", str(store), "-q", "--ray",
+                                          r.stdout.strip().splitlines()[-1], cwd=tmp_path))
+        assert code == 2 and "Traceback" not in err, err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert lines[0].startswith("error: ") and "cannot import declrag" in lines[0], err
+        assert lines[-1].startswith("  fix: ") and "every node" in lines[-1]
+        assert not store.exists()  # refused before the store was made
+    finally:
+        subprocess.run(["bash", str(RAY), "stop", "--dir", str(folder), "--clean"], capture_output=True,
+                       timeout=120, stdin=subprocess.DEVNULL)
