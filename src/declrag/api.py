@@ -39,8 +39,8 @@ def index(
     ``ingest`` defaults to the store's own settings (or the defaults for a new store). ``rebuild`` builds
     the store anew from these sources: a folder is built beside the old one and swapped in only when
     complete; a Weaviate collection (which cannot be renamed) is emptied and refilled. ``ray``: read, chunk and
-    embed over the Ray cluster at this address (``auto``; empty: ``$RAY_ADDRESS``) with ``ray_actors`` embedders
-    (`declrag.ingest.distributed`); the result is the index one process builds.
+    embed over the Ray cluster at this address (``auto``: ``$RAY_ADDRESS``, else this machine's) with
+    ``ray_actors`` embedders (`declrag.ingest.distributed`); the result is the index one process builds.
     """
     if not paths and not datasets:
         raise DeclragError("nothing to index", hint="give file or folder paths, or --dataset NAME")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
+from rapidfuzz.distance import Levenshtein
 
 from ..ingest.chunkers import sentence_spans
 from ..stores.bm25 import KeywordIndex
@@ -158,8 +159,6 @@ def _near(key: str, words: set[str]) -> bool:
     more that one of ``words`` nearly is: the same but for its ending (its first 5 letters or more shared, all but
     the last of the shorter word's: Milan / Milano, Japan / Japanese, Buddhism / Buddhist), or a misspelling of it
     (one letter off, two in a word of 9 or more)."""
-    from rapidfuzz.distance import Levenshtein
-
     def near(w: str) -> bool:
         if w in words:
             return True
