@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 
 from declrag.stores import child_uri, connect
-
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.weaviate
@@ -29,25 +28,36 @@ RAY = ROOT / "scripts" / "ray.sh"
 NO_RAY = 3  # scripts/ray.sh's exit status when Ray is not installed
 
 
+def start_ray(folder: Path, workers: int, **env: str) -> str:
+    """A cluster from scripts/ray.sh in ``folder`` (a head and ``workers`` worker nodes of 1 CPU), its nodes run
+    with ``env`` added; its address. Skips the test where Ray is not installed."""
+    r = subprocess.run(["bash", str(RAY), "start", "--dir", str(folder), "--workers", str(workers)],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, **env},
+                       stdin=subprocess.DEVNULL)
+    if r.returncode == NO_RAY:
+        pytest.skip("indexing over Ray needs Ray: pip install 'declrag[ray]' (scripts/setup.sh installs it)")
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.strip().splitlines()[-1]
+
+
+def stop_ray(folder: Path) -> None:
+    subprocess.run(["bash", str(RAY), "stop", "--dir", str(folder), "--clean"], capture_output=True, timeout=120,
+                   stdin=subprocess.DEVNULL)
+
+
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
     """A head and one worker node, 1 CPU each. Their embedding cache is their own (not this session's), so what
     they index they embed themselves."""
     folder = tmp_path_factory.mktemp("ray")
-    env = {**os.environ, "DECLRAG_CACHE": str(folder / "cache")}
-    r = subprocess.run(["bash", str(RAY), "start", "--dir", str(folder / "cluster"), "--workers", "1"],
-                       capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
-    if r.returncode == NO_RAY:
-        pytest.skip("indexing over Ray needs Ray: pip install 'declrag[ray]' (scripts/setup.sh installs it)")
-    assert r.returncode == 0, r.stderr[-3000:]
-    yield {"address": r.stdout.strip().splitlines()[-1], "dir": folder / "cluster", "cache": folder / "cache"}
-    subprocess.run(["bash", str(RAY), "stop", "--dir", str(folder / "cluster"), "--clean"], capture_output=True,
-                   timeout=120, stdin=subprocess.DEVNULL)
+    address = start_ray(folder / "cluster", 1, DECLRAG_CACHE=str(folder / "cache"))
+    yield {"address": address, "dir": folder / "cluster", "cache": folder / "cache"}
+    stop_ray(folder / "cluster")
 
 
-def declrag(*args: str, env: dict | None = None, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "declrag.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, **kw)
+def declrag(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "declrag.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, **kw)
 
 
 def finished(p: subprocess.Popen, timeout: float = 600) -> tuple[int, str, str]:
@@ -97,8 +107,9 @@ def chunked_as_one_process(docs: Path, uri: str) -> int:
     ingest = IngestConfig()
     chunker = Chunker(ingest.chunker, Embedder(ingest.embedder).tokens, None, ingest.context)
     documents, _ = load_paths([docs])
-    want = {c.id: (c.doc_id, c.text, c.start, c.end, c.section, c.header) for d in documents for c in chunker(d)}
-    got = {i: (c["doc_id"], c["text"], c["start"], c["end"], c["section"], c["header"]) for i, c in dump(uri)[0].items()}
+    fields = ("doc_id", "text", "start", "end", "section", "header")
+    want = {c.id: tuple(getattr(c, f) for f in fields) for d in documents for c in chunker(d)}
+    got = {i: tuple(c[f] for f in fields) for i, c in dump(uri)[0].items()}
     assert got == want
     return len(got)
 
@@ -209,23 +220,17 @@ def test_a_cluster_whose_nodes_lack_declrag_is_one_line_before_any_work(tmp_path
     stub.mkdir()
     src = str(ROOT / "src")
     (stub / "sitecustomize.py").write_text(f"import sys\nsys.path[:] = [p for p in sys.path if p != {src!r}]\n")
-    env = {**os.environ, "PYTHONPATH": str(stub), "DECLRAG_CACHE": str(tmp_path / "cache")}
     folder = tmp_path / "bare"
-    r = subprocess.run(["bash", str(RAY), "start", "--dir", str(folder), "--workers", "0"], capture_output=True,
-                       text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
-    if r.returncode == NO_RAY:
-        pytest.skip("indexing over Ray needs Ray: pip install 'declrag[ray]' (scripts/setup.sh installs it)")
+    address = start_ray(folder, 0, PYTHONPATH=str(stub), DECLRAG_CACHE=str(tmp_path / "cache"))
     try:
-        assert r.returncode == 0, r.stderr[-3000:]
         docs = corpus(tmp_path, 2)
         store = tmp_path / "store"
-        code, out, err = finished(declrag("index", str(docs), "--store", str(store), "-q", "--ray",
-                                          r.stdout.strip().splitlines()[-1], cwd=tmp_path))
+        code, out, err = finished(declrag("index", str(docs), "--store", str(store), "-q", "--ray", address,
+                                          cwd=tmp_path))
         assert code == 2 and "Traceback" not in err, err
         lines = [line for line in err.splitlines() if line.strip()]
         assert lines[0].startswith("error: ") and "cannot import declrag" in lines[0], err
         assert lines[-1].startswith("  fix: ") and "every node" in lines[-1]
         assert not store.exists()  # refused before the store was made
     finally:
-        subprocess.run(["bash", str(RAY), "stop", "--dir", str(folder), "--clean"], capture_output=True,
-                       timeout=120, stdin=subprocess.DEVNULL)
+        stop_ray(folder)

@@ -11,7 +11,7 @@ from declrag.cli.common import config_from, out
 from declrag.config import EmbedBackend
 from declrag.errors import DeclragError
 
-from .common import _bench_out, _check_sets
+from .common import bench_out, check_sets
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (quality and speed), printed as tables.")
 
@@ -39,7 +39,7 @@ def bench_retrieval(
     ingest = IngestConfig(
         chunker=config_from(ChunkerConfig, name=chunker, chunk_size=chunk_size, overlap=overlap),
         embedder=config_from(EmbedderConfig, **({"model": model} if model else {})))
-    _bench_out(run(dataset, split=split, ingest=ingest, limit=limit, store=store), print_report, as_json)
+    bench_out(run(dataset, split=split, ingest=ingest, limit=limit, store=store), print_report, as_json)
 
 
 @bench_app.command("embed")
@@ -64,7 +64,7 @@ def bench_embed(
             raise DeclragError(f"unknown --backend {b!r}", hint=f"one of: {', '.join(BACKENDS)}")
     if batch_size < 1 or queries < 1:
         raise DeclragError("--batch-size and --queries must be at least 1")
-    _bench_out(run(backends, tuple(dataset or ("scifact", "squad-v1.1")), batch_size=batch_size, queries=queries,
+    bench_out(run(backends, tuple(dataset or ("scifact", "squad-v1.1")), batch_size=batch_size, queries=queries,
                    skip_quality=skip_quality), print_report, as_json)
 
 
@@ -88,7 +88,7 @@ def bench_scale(
     if queries < 1:
         raise DeclragError("--queries must be at least 1")
     ann = config_from(AnnConfig, nprobe=nprobe, refine=refine)
-    _bench_out(run(sizes, list(store or []), queries=queries, ann=ann), print_report, as_json)
+    bench_out(run(sizes, list(store or []), queries=queries, ann=ann), print_report, as_json)
 
 
 @bench_app.command("speed")
@@ -100,7 +100,7 @@ def bench_speed(
     """Indexing throughput and query latency: declrag vs bm25s vs NumPy brute force, side by side."""
     from .speed import print_report, run
 
-    _bench_out(run(large_chunks=chunks, n_queries=queries), print_report, as_json)
+    bench_out(run(large_chunks=chunks, n_queries=queries), print_report, as_json)
 
 
 @bench_app.command("compile")
@@ -112,7 +112,7 @@ def bench_compile(
     """Exhaustive grid vs declrag's search on one fixed space: best dev score, LM calls, wall time."""
     from .compile import SPACE, print_report, run
 
-    _bench_out(run(dataset, space or SPACE), print_report, as_json)
+    bench_out(run(dataset, space or SPACE), print_report, as_json)
 
 
 @bench_app.command("program")
@@ -123,7 +123,7 @@ def bench_program(
     """The program's own overhead per question (all stages on; LM calls and embedding excluded)."""
     from .program import print_report, run
 
-    _bench_out(run(n_questions=questions), print_report, as_json)
+    bench_out(run(n_questions=questions), print_report, as_json)
 
 
 @bench_app.command("serve")
@@ -165,7 +165,7 @@ def bench_serve(
             raise DeclragError(f"unknown --embed-backend {bad[0]!r}",
                                hint=f"use one or more of: {','.join(get_args(EmbedBackend))}")
         backends = tuple(named)
-    _bench_out(run(duration_s=duration, clients=clients, scenarios=tuple(scenario or SCENARIOS),
+    bench_out(run(duration_s=duration, clients=clients, scenarios=tuple(scenario or SCENARIOS),
                    workers=tuple(counts), tracing=arms, embed=backends,
                    processes=tuple(_positive_ints(processes, "--processes", "e.g. --processes 2 or 1,2"))),
                print_report, as_json)
@@ -199,7 +199,7 @@ def bench_synth(
     gens = generator or ["mixed", "ict", "cloze", "keywords"]
     for g in gens:
         parse_generator(g)  # a typo is one error before any work
-    _bench_out(run(dataset, gens, n, seed, real_limit=real_limit, arms=[a for a in ARMS if a not in (skip or ())],
+    bench_out(run(dataset, gens, n, seed, real_limit=real_limit, arms=[a for a in ARMS if a not in (skip or ())],
                    trials=trials), print_report, as_json)
 
 
@@ -227,7 +227,7 @@ def bench_nolabels(
     sets = dataset or ["squad-v1.1-articles", "nq-long", "scifact", "cmu-qa", "mtrag-un"]
     for d in sets:
         load_golden(d)  # a typo is one error before any work
-    _bench_out(run(sets, n, seed, trials, real_limit), print_report, as_json)
+    bench_out(run(sets, n, seed, trials, real_limit), print_report, as_json)
 
 
 def _positive_ints(text: str, option: str, example: str) -> list[int]:
@@ -289,10 +289,10 @@ def bench_answers(
             raise DeclragError(f"unknown --mode {m!r}", hint=f"one of: {', '.join(MODES)}")
     if n < 1:
         raise DeclragError(f"--n must be at least 1, not {n}", hint="e.g. --n 40")
-    _check_sets(dataset)
+    check_sets(dataset)
     if mode and "verified" in mode and "lm" not in mode:
         mode = ["lm", *mode]  # verified is measured against the lm arm's completions
-    _bench_out(run(dataset, n, model, mode, seed), print_report, as_json or Path("runs/bench/answers.json"))
+    bench_out(run(dataset, n, model, mode, seed), print_report, as_json or Path("runs/bench/answers.json"))
 
 
 @bench_app.command("files")
@@ -307,7 +307,7 @@ def bench_files(
     guide; the reference in the answer, abstention, retrieval, before and after document headers and typed answers."""
     from .files import print_report, run
 
-    _bench_out(run(questions), print_report, as_json or Path("runs/bench/files.json"))
+    bench_out(run(questions), print_report, as_json or Path("runs/bench/files.json"))
 
 
 @bench_app.command("headers")
@@ -325,8 +325,8 @@ def bench_headers(
 
     if limit < 1:
         raise DeclragError(f"--limit must be at least 1, not {limit}", hint="e.g. --limit 300")
-    _check_sets(dataset)
-    _bench_out(run(dataset, limit, seed), print_report, as_json or Path("runs/bench/headers.json"))
+    check_sets(dataset)
+    bench_out(run(dataset, limit, seed), print_report, as_json or Path("runs/bench/headers.json"))
 
 
 @bench_app.command("conversation")
@@ -354,7 +354,7 @@ def bench_conversation(
         raise DeclragError(f"--generate must be 0 or more, not {generate}", hint="0 skips the generation arm")
     result = run(dataset, model, mode, generate)
     safe = "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in result["dataset"])
-    _bench_out(result, print_report, as_json or Path("runs/bench") / f"conversation-{safe}.json")
+    bench_out(result, print_report, as_json or Path("runs/bench") / f"conversation-{safe}.json")
 
 
 @bench_app.command("cluster")
@@ -381,14 +381,14 @@ def bench_cluster(
     if scenario == "compile":
         from . import cluster_compile
 
-        _bench_out(cluster_compile.run(dataset=dataset or "squad-v1.1", trials=trials, port=port, kill=kill,
+        bench_out(cluster_compile.run(dataset=dataset or "squad-v1.1", trials=trials, port=port, kill=kill,
                                        down_s=down, max_dev=max_dev), cluster_compile.print_report, as_json)
         return
     if scenario != "search":
         raise DeclragError(f"--scenario must be search or compile, not {scenario!r}")
     from .cluster import print_report, run
 
-    _bench_out(run(duration_s=duration, clients=clients, dataset=dataset or "scifact", port=port, kill=kill),
+    bench_out(run(duration_s=duration, clients=clients, dataset=dataset or "scifact", port=port, kill=kill),
                print_report, as_json)
 
 
@@ -407,7 +407,7 @@ def bench_workers(
 
     if trials < 1:
         raise DeclragError("--trials must be at least 1")
-    _bench_out(run(space, dataset, trials, storage), print_report, as_json)
+    bench_out(run(space, dataset, trials, storage), print_report, as_json)
 
 
 @bench_app.command("gepa")
@@ -429,7 +429,7 @@ def bench_gepa(
     if train < 1 or dev < 1 or trials < 2:
         raise DeclragError("--train and --dev must be at least 1 and --trials at least 2",
                            hint="GEPA's first evaluation of the train questions takes one trial's budget")
-    _bench_out(run(dataset, n_train=train, n_dev=dev, trials=trials, route=model, seed=seed), print_report,
+    bench_out(run(dataset, n_train=train, n_dev=dev, trials=trials, route=model, seed=seed), print_report,
                as_json or Path("runs/bench/gepa.json"))
 
 

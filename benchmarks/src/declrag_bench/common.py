@@ -9,7 +9,7 @@ from declrag.cli.common import out
 from declrag.errors import DeclragError
 
 
-def _check_sets(dataset: list[str] | None) -> None:
+def check_sets(dataset: list[str] | None) -> None:
     """Each ``--dataset`` is a named golden set or a path, checked before any work starts."""
     from declrag.golden import known_datasets
 
@@ -18,7 +18,7 @@ def _check_sets(dataset: list[str] | None) -> None:
             raise DeclragError(f"unknown --dataset {d!r}", hint="see declrag datasets")
 
 
-def _bench_out(result, printer, as_json: Path | None) -> None:
+def bench_out(result, printer, as_json: Path | None) -> None:
     printer(result, out)
     if as_json:
         as_json.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ import typer
 from declrag.errors import DeclragError
 
 from .cli import bench_app
-from .common import _bench_out, _check_sets
+from .common import bench_out, check_sets
 
 
 @bench_app.command("ray")
@@ -30,7 +30,7 @@ def bench_ray(
         raise DeclragError("--workers must be at least 0 and --cpus at least 1", hint="e.g. --workers 1 --cpus 1")
     if store is not None and not store.startswith(("weaviate://", "weaviates://")):
         raise DeclragError(f"--store {store!r} is not a Weaviate URI", hint="e.g. weaviate://127.0.0.1:8080/")
-    _check_sets([dataset])
+    check_sets([dataset])
     from .rayindex import print_report, run
 
-    _bench_out(run(dataset, workers, cpus, store), print_report, as_json or Path("runs/bench/ray.json"))
+    bench_out(run(dataset, workers, cpus, store), print_report, as_json or Path("runs/bench/ray.json"))

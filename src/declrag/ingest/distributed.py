@@ -150,8 +150,8 @@ def _probe(paths: list[str], store: tuple[str, int] | None) -> dict[str, Any]:
     return out
 
 
-def check_nodes(paths: Sequence[str], store: tuple[str, int] | None) -> int:
-    """Every alive node runs this declrag, can read ``paths`` and reach ``store`` (host, port); the node count."""
+def check_nodes(paths: Sequence[str], store: tuple[str, int] | None) -> None:
+    """Every alive node runs this declrag, can read ``paths`` and reach ``store`` (host, port)."""
     mine = package_version("declrag")
     ray = _ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -183,16 +183,20 @@ def check_nodes(paths: Sequence[str], store: tuple[str, int] | None) -> int:
             raise DeclragError(f"the Ray node {where} cannot reach the store at {store[0]}:{store[1]}",
                                hint="give the store by an address every node can reach (not localhost on a "
                                     "cluster of several machines)")
-    return len(nodes)
 
 
 # ------------------------------------------------------------------------------------------------ the stages
+def _item(path: str = "", stamp: tuple[int, int] = (0, -1), docs: list | None = None) -> dict[str, Any]:
+    """What the embed stage gets for one file (or one document already in memory: no path, no stamp): its documents
+    to index, each with whether it is new, and what the read found (documents unchanged, ids, a skip reason)."""
+    return {"path": path, "stamp": stamp, "docs": docs or [], "unchanged": 0, "skipped": None, "found": []}
+
+
 def _read(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Ray task: load each file of the batch; one row per file with its documents that changed (pickled)."""
     rows: list[bytes] = []
     for path, stamp, known in zip(batch["path"], batch["stamp"], batch["known"]):
-        item: dict[str, Any] = {"path": str(path), "stamp": tuple(int(x) for x in stamp), "docs": [],
-                                "unchanged": 0, "skipped": None, "found": []}
+        item = _item(str(path), (int(stamp[0]), int(stamp[1])))
         held = pickle.loads(known)
         try:
             docs = load_file(Path(str(path)))
@@ -290,8 +294,7 @@ def run(plan: Plan, ingest: IngestConfig, store_uri: str | None, actors: int, cp
         ds = ds.map_batches(_read, batch_size=FILES_PER_TASK, batch_format="numpy", num_cpus=0)
         per_batch = FILES_PER_BATCH
     else:
-        rows = [{"item": pickle.dumps({"path": "", "stamp": (0, -1), "docs": [(d, new)], "unchanged": 0,
-                                       "skipped": None, "found": []})} for d, new in plan.documents]
+        rows = [{"item": pickle.dumps(_item(docs=[(d, new)]))} for d, new in plan.documents]
         ds = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // DOCS_PER_BATCH)))
         per_batch = DOCS_PER_BATCH
     ds = ds.map_batches(_Embed, fn_constructor_args=(ingest.model_dump_json(), store_uri), batch_size=per_batch,

@@ -129,10 +129,10 @@ def candidates(passages: Sequence[str], limit: int) -> list[Piece]:
     return out
 
 
-def _overlap(question: set[str], piece: str, identity: str = "") -> float:
-    """The share of the question's content words that the piece holds, or its document's identity: the words by
-    which a question names its document (the Weaviate guide, the Milan thesis) are found there."""
-    return len(question & (content_words(piece) | content_words(identity))) / len(question) if question else 0.0
+def _overlap(question: set[str], piece: str, identity: set[str] | frozenset[str] = frozenset()) -> float:
+    """The share of the question's content words that the piece holds, or its document's identity (its content
+    words): the words by which a question names its document (the Weaviate guide, the Milan thesis) are there."""
+    return len(question & (content_words(piece) | identity)) / len(question) if question else 0.0
 
 
 def missing_details(question: str, context: str) -> list[str]:
@@ -140,8 +140,9 @@ def missing_details(question: str, context: str) -> list[str]:
     it spells out ("the other three concepts": a passage lists them without saying how many); a name each of whose
     words ``context`` has, or nearly (`_near`: Milan / Milano, Japanese / Japan, San Franciscio / San Francisco)."""
     first = question.strip().split()[:1]
-    words = set(norm_phrase(context).split())
-    return [d.text for d in unsupported(question, context)
+    gone = unsupported(question, context)
+    words = set(norm_phrase(context).split()) if any(d.kind == "name" for d in gone) else set()
+    return [d.text for d in gone
             if not (d.kind == "name" and (first and d.text == first[0] or _near(d.key, words)))
             and not (d.kind == "number" and _spelled(d.key, question))]
 
@@ -263,7 +264,8 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
         return Extract([], "the passages hold no sentence")
     sims = embed([p.text for p in pool]) @ np.asarray(query_vector, dtype=np.float32)
     q_words = content_words(question)
-    lex = [_overlap(q_words, p.text, _of(identities, p.n)) for p in pool]
+    named = {n: content_words(_of(identities, n)) for n in {p.n for p in pool}}  # once a passage, not a candidate
+    lex = [_overlap(q_words, p.text, named[p.n]) for p in pool]
     scored = [Piece(p.n, p.start, p.end, p.text,
                     round((1 - lexical_weight) * float(s) + lexical_weight * w - rank_weight * (p.n - 1)
                           + type_weight * ((p.n, p.start) in holds), 6))
