@@ -252,17 +252,24 @@ class ExtractConfig(Strict):
 
 class GenerateConfig(Strict):
     """How the answer is written: ``lm`` (the LM, with [n] citations), ``extractive`` (the passages' own sentences,
-    no LM call: `extract`), or ``verified`` (the LM writes; each sentence is checked against its passages with no
+    no LM call: `extract`), ``verified`` (the LM writes; each sentence is checked against its passages with no
     further LM call, and one that is not supported is dropped, or replaced by the best extractive sentence when
-    ``unsupported`` is ``extract``)."""
+    ``unsupported`` is ``extract``), or ``auto`` (the default: ``lm`` when a model is named for the answer, else
+    `LOCAL_DEFAULT_MODE`; see `answer_mode`).
 
-    mode: Literal["lm", "extractive", "verified"] = "lm"
+    An LM's output that repeats the prompt (its labels, the question, a numbered passage) or is mostly the passages
+    copied (`declrag.pipeline.echo`) is never passed on as the answer: ``caught`` says what takes its place, the
+    extractive answer (``extract``), one more try with the strict prompt and then the extractive answer
+    (``retry``), or the abstention (``abstain``)."""
+
+    mode: Literal["auto", "lm", "extractive", "verified"] = "auto"
     variant: str = "plain"
     abstain_phrase: str = "I don't know."
     demos: int = Field(0, ge=0, le=16)
     max_passage_chars: int = Field(2000, ge=100)
     extract: ExtractConfig = ExtractConfig()
     unsupported: Literal["drop", "extract"] = "extract"  # verified: what becomes of an unsupported sentence
+    caught: Literal["extract", "retry", "abstain"] = "extract"  # lm, verified: what replaces an echo or a copy
     lm: LMConfig | None = None
 
 
@@ -301,14 +308,22 @@ class ProgramConfig(Strict):
 
 
 def with_model(config: ProgramConfig, route: str) -> ProgramConfig:
-    """The same program with every LM call routed to ``route``."""
+    """The same program with every LM call routed to ``route``; a model named writes the answer (``generate.mode:
+    auto`` becomes ``lm``; a mode the config names stays)."""
     lm = config.lm.model_copy(update={"route": route, "adapter": "auto"})
-    upd = {"lm": lm}
+    upd: dict[str, Any] = {"lm": lm}
+    if config.generate.mode == "auto":
+        upd["generate"] = config.generate.model_copy(update={"mode": "lm"})
     for name in ("rewrite", "rerank", "generate", "judge"):
-        sub = getattr(config, name)
+        sub = upd.get(name, getattr(config, name))
         if getattr(sub, "lm", None) is not None:
             upd[name] = sub.model_copy(update={"lm": None})
     return config.model_copy(update=upd)
+
+
+def with_mode(config: ProgramConfig, mode: str) -> ProgramConfig:
+    """The same program answering in ``mode`` (``generate.mode``: auto, lm, extractive, verified)."""
+    return config.model_copy(update={"generate": config.generate.model_copy(update={"mode": mode})})
 
 
 def read_config(path: str | Path) -> ProgramConfig:
@@ -333,19 +348,29 @@ def read_config(path: str | Path) -> ProgramConfig:
                            hint="see ProgramConfig in declrag.config for the fields and their allowed values") from e
 
 
-# How the default program writes its answers on an unconfigured machine (no model named: the small in-process
-# model is all there is): the mode that measured best on SQuAD v2.0, MTRAG-UN and CMU QA (README "Answers that
-# never invent"; `declrag bench answers`). Name a model (--model, $DECLRAG_MODEL) and it writes the answers (``lm``).
+# How a program writes its answers when no model is named for them (the small in-process model is all there is):
+# the mode that measured best on SQuAD v2.0, MTRAG-UN, CMU QA, nq-long and the guides (`declrag bench answers`,
+# docs/benchmarks/answers.md). Name a model (--model, $DECLRAG_MODEL, a route in the config) and it writes them.
 LOCAL_DEFAULT_MODE = "extractive"
+
+
+def answer_mode(config: ProgramConfig, lm_set: bool = False) -> str:
+    """The generate mode ``config`` runs: its own, or for ``auto``: ``lm`` when a model is named for the answer (the
+    generate stage routes anywhere but the built-in `DEFAULT_ROUTE`, or ``lm_set``: an LM set in code with
+    `declrag.lm.using_lm`), else `LOCAL_DEFAULT_MODE`. `with_model` names one: ``auto`` becomes ``lm``."""
+    return resolve_mode(config.generate.mode, config.stage_lm("generate").route, lm_set)
+
+
+def resolve_mode(mode: str, route: str, lm_set: bool = False) -> str:
+    """`answer_mode` for a generate stage whose ``mode`` and LM ``route`` are given."""
+    if mode != "auto":
+        return mode
+    return "lm" if lm_set or route != DEFAULT_ROUTE else LOCAL_DEFAULT_MODE
 
 
 def default_config(config: ProgramConfig | None = None, model: str | None = None) -> ProgramConfig:
     """``config`` (default: `ProgramConfig()`) as the default program runs it: every LM call routed to ``model``
-    when one is named; with none named, a program that would write with the in-process local model (its generate
-    mode left at ``lm``) answers in `LOCAL_DEFAULT_MODE`."""
+    when one is named (`with_model`); with none named, as it is (``generate.mode: auto`` answers in
+    `LOCAL_DEFAULT_MODE` on the built-in local model)."""
     config = config or ProgramConfig()
-    if model:
-        return with_model(config, model)
-    if config.generate.mode == "lm" and config.stage_lm("generate").route.startswith("local/"):
-        config = config.model_copy(update={"generate": config.generate.model_copy(update={"mode": LOCAL_DEFAULT_MODE})})
-    return config
+    return with_model(config, model) if model else config

@@ -49,10 +49,14 @@ class SearchResult(BaseModel):
 class AskResult(BaseModel):
     answer: str
     abstained: bool = Field(description="true: the program declined to answer from the passages it found")
+    reason: str | None = Field(None, description="why it abstained, e.g. 'the passages never mention X'")
     citations: list[Citation]
     judge: dict[str, Any] = Field(description="the self-judge's verdict ({} or mode off when it is off)")
     dropped_sentences: int = Field(0, description="the verified generate mode: sentences of the LM's answer that "
                                                   "its passages did not support, left out")
+    caught: dict[str, str] | None = Field(None, description="the LM's output echoed the prompt or copied the "
+                                          "passages and was not passed on: kind (echo, copy), why, and replaced_by "
+                                          "(extractive, retry, abstention)")
     history_turns: int
 
 
@@ -198,11 +202,13 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
 
 
 def load_program(target: str | Path | None = None, *, config: str | Path | None = None,
-                 store: str | Path | None = None, model: str | None = None,
+                 store: str | Path | None = None, model: str | None = None, answer_mode: str | None = None,
                  say: Callable[[str], None] = print) -> tuple[str, str, RAGProgram]:
     """``(name, what, program)``: the program chosen as `declrag serve` chooses it, loaded and warmed up, or a
-    one-line `DeclragError` when it cannot be."""
-    name, _, what, loader = select_program(target, config, store, model)
+    one-line `DeclragError` when it cannot be. ``say`` gets how it answers (`answers_line`) and when it is ready."""
+    choice = select_program(target, config, store, model, answer_mode=answer_mode)
+    name, what, loader = choice.name, choice.what, choice.load
+    say(choice.answers)
     t0 = time.perf_counter()
     try:
         program = loader().warm_up()
@@ -258,7 +264,8 @@ class KeyGuard:
 
 
 def run(target: str | Path | None = None, *, config: str | Path | None = None, store: str | Path | None = None,
-        model: str | None = None, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000,
+        model: str | None = None, answer_mode: str | None = None, transport: Transport = "stdio",
+        host: str = "127.0.0.1", port: int = 8000,
         api_key: str | None = None, limits: CallLimits | None = None, source_base: str | None = None,
         say: Callable[[str], None] = print) -> None:
     """Load the program, then serve its tools until the client disconnects (stdio) or SIGTERM / Ctrl-C (HTTP).
@@ -266,7 +273,8 @@ def run(target: str | Path | None = None, *, config: str | Path | None = None, s
     standard error for stdio)."""
     protect = stdout_to_stderr() if transport == "stdio" else contextlib.nullcontext()
     with protect:
-        name, what, program = load_program(target, config=config, store=store, model=model, say=say)
+        name, what, program = load_program(target, config=config, store=store, model=model, answer_mode=answer_mode,
+                                           say=say)
         server = build_server(program, name, limits, source_base)
     if transport == "stdio":
         say(f"declrag mcp: {what} as {name!r} over stdio (tools: search, ask)")

@@ -7,10 +7,13 @@ The quick start marks each of its `bash` blocks with an HTML comment just above 
 SIGTERM at the end and must exit 0. A `bash` block without a mark fails the test, so that none goes unrun. The
 blocks run in order, in an empty folder holding a copy of docs/guides/ as `docs/` (the quick start says so), with a
 fresh home folder (so fresh caches), no DECLRAG_* variable, the Hugging Face Hub off (the offline embedder
-package), and port 8000 replaced by a free one."""
+package), and port 8000 replaced by a free one. Then the served program is asked 20 questions about the guides over
+HTTP (`benchmarks/data/docs-questions.jsonl`): no answer repeats the prompt, and each is cited or an abstention
+that says why."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from declrag.pipeline.echo import caught
 from tests.conftest import ROOT, free_port
 
 QUICKSTART = ROOT / "docs" / "quickstart.md"
@@ -121,6 +125,9 @@ def test_the_quick_start_runs_as_written(tmp_path):
             assert r.returncode == 0, f"{commands}\nexited {r.returncode}:\n{out[-4000:]}"
             assert expect in out, f"{commands}\ndid not print {expect!r}:\n{out[-4000:]}"
             took.append(f"{time.monotonic() - start:6.1f} s  {commands.splitlines()[0]}")
+        start = time.monotonic()
+        answers = [(q, _ask(port, q)) for q in GUIDE_QUESTIONS]
+        took.append(f"{time.monotonic() - start:6.1f} s  {len(answers)} questions over HTTP")
     finally:
         print("\n".join(took))
         if server is not None:
@@ -133,3 +140,19 @@ def test_the_quick_start_runs_as_written(tmp_path):
             log.close()
             assert code == 0, (work / "serve.log").read_text()[-3000:]
     assert (work / "runs" / "first" / "best" / "program.json").is_file()
+    assert "answers: extractive" in (work / "serve.log").read_text()  # the start says how it answers
+    for q, a in answers:
+        assert caught(a["answer"], q, []) is None and a["caught"] is None, (q, a["answer"])
+        assert a["citations"] or (a["abstained"] and a["reason"]), (q, a)
+    assert sum(not a["abstained"] for _, a in answers) >= len(answers) // 2, [a["answer"] for _, a in answers]
+
+
+GUIDE_QUESTIONS = [json.loads(line)["question"] for line in
+                   (ROOT / "benchmarks" / "data" / "docs-questions.jsonl").read_text().splitlines()[::2][:20]]
+
+
+def _ask(port: str, question: str) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/ask", data=json.dumps({"question": question}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        return json.loads(resp.read())

@@ -60,7 +60,7 @@ def test_a_saved_program_reopens_its_collection(tmp_path, weaviate_url, minilm):
         prog.save(tmp_path / "p")
         saved = json.loads((tmp_path / "p" / "program.json").read_text())
         assert saved["store"]["uri"] == store.uri and "API" not in saved["store"]["uri"]
-        name, _, what, loader = resolve(tmp_path / "p")
+        name, _, what, loader, _ = resolve(tmp_path / "p")
         again = loader()
         assert again.store.uri == store.uri and again.store.count() == 10
         assert [h.chunk.id for h in again.retrieve_only("Colosseum amphitheatre")][:1] == ["rome#1"]

@@ -99,7 +99,9 @@ def _row(e: Example, a: Any, first_s: float, end_s: float, metrics: list) -> dic
             **{m.name: m.score(case).value for m in metrics},
             "first_ms": round(1000 * first_s - retrieval_ms, 2), "end_ms": round(1000 * end_s, 2),
             "retrieval_ms": round(retrieval_ms, 2), "check_ms": round(float(ms.get("generate", 0.0)) - lm_ms, 2),
-            "dropped": int(a.dropped_sentences), "lm_calls": int(a.usage["total"]["calls"])}
+            "dropped": int(a.dropped_sentences), "lm_calls": int(a.usage["total"]["calls"]),
+            "caught": (a.caught or {}).get("kind"), "replaced_by": (a.caught or {}).get("replaced_by"),
+            "raw": a.raw_answer[:500] if a.caught else None}
 
 
 def run_set(name: str, n: int, route: str, modes: list[str], seed: int = 0, progress: bool = True) -> dict[str, Any]:
@@ -149,6 +151,12 @@ def summary(rows: list[dict[str, Any]], first: list[dict[str, Any]] | None) -> d
     out["end_ms"] = percentiles([r["end_ms"] for r in rows], digits=1)
     out["dropped_per_answer"] = mean_of([float(r["dropped"]) for r in rows])
     out["lm_calls_per_answer"] = mean_of([float(r["lm_calls"]) for r in rows])
+    # the LM's raw outputs caught as an echo of the prompt or a copy of the passages, and what replaced them
+    # (`declrag.pipeline.echo`): none of them reached the answer
+    out["caught"] = {"share": mean_of([float(r.get("caught") is not None) for r in rows]),
+                     **{k: sum(r.get("caught") == k for r in rows) for k in ("echo", "copy")},
+                     "replaced_by": {k: sum(r.get("replaced_by") == k for r in rows)
+                                     for k in ("extractive", "retry", "abstention")}}
     if first is not None and first is not rows:
         out["vs_first"] = {m: paired_difference([r[m] for r in first], [r[m] for r in rows]) for m in METRICS}
     return out
@@ -174,12 +182,19 @@ def _ci(d: dict[str, Any] | None) -> str:
     return "" if not d or d.get("diff") is None else f"\n{d['diff']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
 
 
+def _caught(c: dict[str, Any] | None) -> str:
+    if not c or not (c["echo"] or c["copy"]):
+        return "0"
+    by = ", ".join(f"{k} {v}" for k, v in c["replaced_by"].items() if v)
+    return f"{c['echo']} / {c['copy']}\n({by})"
+
+
 def print_report(r: dict[str, Any], console: Console) -> None:
     for s in r["sets"].values():
         t = Table(title=f"answers on {s['dataset']}: {s['n']} questions ({s['answerable']} answerable), LM "
                         f"{s['route']}; mean, and the paired difference from {s['against']} with its 95% interval")
         for col in ("mode", *METRICS, "abstention recall / precision / on answerable", "first token ms p50 / p95",
-                    "end ms p50 / p95", "dropped", "LM calls"):
+                    "end ms p50 / p95", "dropped", "LM calls", "caught: echo / copy (replaced by)"):
             t.add_column(col)
         for mode, m in s["modes"].items():
             a = m["abstention"]
@@ -188,6 +203,6 @@ def print_report(r: dict[str, Any], console: Console) -> None:
                       + (f"\nunderspecified {_f(u, 2)}" if (u := a.get("on_underspecified")) is not None else ""),
                       f"{_f(m['first_ms']['p50'], 1)} / {_f(m['first_ms']['p95'], 1)}",
                       f"{_f(m['end_ms']['p50'], 1)} / {_f(m['end_ms']['p95'], 1)}",
-                      _f(m["dropped_per_answer"], 2), _f(m["lm_calls_per_answer"], 2))
+                      _f(m["dropped_per_answer"], 2), _f(m["lm_calls_per_answer"], 2), _caught(m.get("caught")))
         console.print(t)
     console.print(f"{r['wall_s']} s in all")

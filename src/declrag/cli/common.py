@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -53,7 +54,21 @@ ProgramOpt = Annotated[Path | None, typer.Option(
     help="a saved program: a run folder (runs/NAME) or a program folder (runs/NAME/best)")]
 ConfigOpt = Annotated[Path | None, typer.Option(help="a program config file (YAML or JSON)")]
 ModelOpt = Annotated[str | None, typer.Option(
-    help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL)")]
+    help="route every LM call here, e.g. openai/gpt-4o-mini (default: $DECLRAG_MODEL); a model named writes the "
+         "answers")]
+
+
+class AnswerMode(StrEnum):
+    auto = "auto"
+    lm = "lm"
+    extractive = "extractive"
+    verified = "verified"
+
+
+AnswerModeOpt = Annotated[AnswerMode | None, typer.Option(
+    help="how answers are written: extractive (the passages' own sentences, no LM), lm (the LM writes), verified "
+         "(the LM writes, each sentence checked), auto (lm when a model is named, else extractive) (default: the "
+         "program's own)")]
 
 
 def json_option(value: str | None, name: str):

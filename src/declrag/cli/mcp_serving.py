@@ -11,6 +11,7 @@ from ..errors import DeclragError
 from .app import app
 from .common import (
     ApiKeyFileOpt,
+    AnswerModeOpt,
     ModelOpt,
     ProgramFileOpt,
     SourceBaseOpt,
@@ -32,6 +33,7 @@ def mcp(
     config: ProgramFileOpt = None,
     store: StoreOpt = None,
     model: ModelOpt = None,
+    answer_mode: AnswerModeOpt = None,
     transport: Annotated[McpTransport, typer.Option(
         help="stdio: the MCP client starts this command and talks over its stdin/stdout; "
              "http: streamable HTTP on --host/--port, path /mcp")] = McpTransport.stdio,
@@ -57,6 +59,7 @@ def mcp(
         raise DeclragError("--api-key-file guards --transport http; over stdio the client starts this command itself",
                            hint="drop --api-key-file, or add --transport http")
     key = api_key_from(api_key_file) if transport == McpTransport.http else None
-    run(target, config=config, store=store, model=model, transport=transport.value, host=host, port=port,
+    run(target, config=config, store=store, model=model, answer_mode=answer_mode and answer_mode.value,
+        transport=transport.value, host=host, port=port,
         api_key=key, limits=CallLimits(timeout, max_in_flight), source_base=source_base,
         say=lambda m: err.print(m, markup=False, highlight=False))

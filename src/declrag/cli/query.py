@@ -11,7 +11,7 @@ from rich.table import Table
 from ..errors import DeclragError
 from ..inputs import InputError, turns, user_text
 from .app import app
-from .common import ConfigOpt, ModelOpt, ProgramOpt, StoreOpt, config_from, json_option, out
+from .common import AnswerModeOpt, ConfigOpt, ModelOpt, ProgramOpt, StoreOpt, config_from, json_option, out
 
 
 @app.command()
@@ -83,6 +83,7 @@ def ask(
     config: ConfigOpt = None,
     store: StoreOpt = None,
     model: ModelOpt = None,
+    answer_mode: AnswerModeOpt = None,
     where: Annotated[str | None, typer.Option(help="metadata filter as JSON")] = None,
     history: Annotated[Path | None, typer.Option(
         help='the conversation before the question: a JSON file holding [{"role": "user"|"assistant", '
@@ -97,18 +98,25 @@ def ask(
     question = user_text(question, "question")  # fails before any model loads; the program checks it again
     filt = json_option(where, "--where")
     turns = read_history(history) if history is not None else None
-    prog = select_program(program, config, store, model).load().warm_up()
+    prog = select_program(program, config, store, model, answer_mode=answer_mode and answer_mode.value).load().warm_up()
     answer = prog(question=question, where=filt, history=turns)
     if as_json:
         out.print_json(data=answer.to_dict())
         return
     out.print(answer.answer, markup=False, highlight=False)
+    if answer.abstained and answer.reason:
+        out.print(answer.reason[0].upper() + answer.reason[1:] + ".", markup=False, highlight=False)
     for c in answer.citations:
         where_ = (c["title"] or Path(c["source"]).name) + (f" p.{c['page']}" if c["page"] else "")
         tag = " (attributed)" if c["attributed"] else ""
         quoted = " quotes " + ", ".join(f"{a}-{b}" for a, b in c["quotes"]) if c.get("quotes") else ""
         out.print(f"  [{c['n']}] {where_} {c['span'][0]}-{c['span'][1]}{tag}{quoted}: {c['snippet'][:160]}",
                   markup=False, highlight=False)
+    if answer.caught:
+        c = answer.caught
+        out.print(f"the LM's answer {c['why']} ({c['kind']}): replaced by "
+                  + {"extractive": "the passages' own sentences", "retry": "a second try with the strict prompt",
+                     "abstention": "an abstention"}[c["replaced_by"]], style="dim", markup=False, highlight=False)
     if answer.dropped_sentences:
         out.print(f"verified: {answer.dropped_sentences} unsupported sentence(s) of the LM's answer left out "
                   f"({answer.checked.get('replaced', 0)} replaced by the passages' own)", style="dim")

@@ -15,6 +15,7 @@ from .common import (
     LmCacheEntriesOpt,
     LmHistoryOpt,
     MaxInFlightOpt,
+    AnswerModeOpt,
     ModelOpt,
     ProgramFileOpt,
     SourceBaseOpt,
@@ -34,6 +35,7 @@ def serve(
     config: ProgramFileOpt = None,
     store: StoreOpt = None,
     model: ModelOpt = None,
+    answer_mode: AnswerModeOpt = None,
     host: Annotated[str, typer.Option(help="address to listen on (0.0.0.0: every interface)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
     api_key_file: ApiKeyFileOpt = None,
@@ -86,5 +88,6 @@ def serve(
                        max_in_flight=max_in_flight, workers=workers, cache_threshold=cache_threshold,
                        cache_size=cache_size, cors_origins=cors_origin or [], max_search_k=max_search_k,
                        source_base=source_base, processes=processes)
-    serve_program(target, config=config, store=store, model=model, settings=settings,
+    serve_program(target, config=config, store=store, model=model, answer_mode=answer_mode and answer_mode.value,
+                  settings=settings,
                   say=lambda m: out.print(m, markup=False, highlight=False))

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..config import ProgramConfig
+from ..config import ProgramConfig, answer_mode, with_model
 from ..errors import DeclragError
 from ..pipeline.signatures import load_specs
 from ..resources import find
@@ -165,9 +165,12 @@ class Space(Strict):
     def baseline(self) -> ProgramConfig:
         return ProgramConfig.model_validate(self.base)
 
-    def baseline_values(self) -> dict[str, Any]:
-        """The naive baseline (`base` over the program defaults) as values of the active parameters."""
-        cfg = self.baseline().model_dump(mode="json")
+    def baseline_values(self, model: str | None = None) -> dict[str, Any]:
+        """The naive baseline (`base` over the program defaults) as values of the active parameters; its answer mode
+        as it runs (``auto`` resolved, `declrag.config.answer_mode`: ``lm`` with ``model``, compile's --model)."""
+        base = self.baseline()
+        cfg = base.model_dump(mode="json")
+        cfg["generate"]["mode"] = answer_mode(with_model(base, model) if model else base)
         values: dict[str, Any] = {}
         for name, p in self.params.items():
             if p.when and not _holds(p.when, values):

@@ -67,7 +67,8 @@ class Workers:
         space = self.objective.space
         self.objective.account.ledger = place.ledger
         with optuna_quiet():
-            study, created = create_or_join(place, identity, *sampler_and_pruner(space), space.baseline_values(),
+            study, created = create_or_join(place, identity, *sampler_and_pruner(space),
+                                            space.baseline_values(self.objective.model),
                                             self.budget, join=join, adopt=adopt)
         if not created:  # another worker, or a later sitting: a sampler seeded alike would propose the same points
             study.sampler = sampler_and_pruner(space, seed=zlib.crc32(f"{WORKER}:{time.time_ns()}".encode()))[1]

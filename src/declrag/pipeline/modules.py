@@ -18,13 +18,24 @@ import dspy
 import numpy as np
 
 from .. import device, tracing
-from ..config import GenerateConfig, HistoryConfig, JudgeConfig, LMConfig, RerankConfig, RetrieveConfig, RewriteConfig
+from ..config import (
+    GenerateConfig,
+    HistoryConfig,
+    JudgeConfig,
+    LMConfig,
+    RerankConfig,
+    RetrieveConfig,
+    RewriteConfig,
+    resolve_mode,
+)
 from ..embed import Embedder, resolve_model
 from ..ingest.headers import identity, shown_header
+from ..lm import override_lm
 from ..stores.base import Filter, Store
 from ..stores.bm25 import KeywordIndex
 from ..types import Hit
 from . import conversation as conv
+from .echo import caught
 from .extract import Extract, Piece, check, extract, shown
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
 from .ranking import cut, rrf
@@ -32,6 +43,7 @@ from .searching import expand
 from .signatures import SignatureSpec
 from .stage import Stage
 
+VETTED = "declrag.answer"  # the stream's name for an answer the program made (extractive) or checked (verified)
 _EMBED_MS: ContextVar[list[float] | None] = ContextVar("declrag_embed_ms", default=None)
 
 
@@ -226,10 +238,17 @@ class Draft:
     raw: str = ""
     quotes: list[tuple[int, int, int]] = field(default_factory=list)  # (passage, start, end): the words taken from it
     checked: dict[str, Any] | None = None  # extractive / verified: what was dropped, replaced, re-cited, and why
+    # lm / verified: the LM's output was an echo or a copy (`declrag.pipeline.echo`): its kind, why, what replaced it
+    caught: dict[str, str] | None = None
+    reason: str = ""  # an abstention's, for people: "the passages never mention X"
+
+
+NO_PASSAGES = "no passage was found"
 
 
 class Generator(dspy.Module):
-    """Answers from numbered passages with [n] citations; the strict prompt is used to regenerate."""
+    """Answers from numbered passages with [n] citations; the strict prompt is used to regenerate. An LM output that
+    echoes the prompt or copies the passages is replaced as ``generate.caught`` says (`declrag.pipeline.echo`)."""
 
     def __init__(self, cfg: GenerateConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
         super().__init__()
@@ -255,10 +274,22 @@ class Generator(dspy.Module):
         sims = self._knn_vecs @ self.embedder.embed_query(question)
         return [dspy.Example(**self.knn_pool[i]) for i in sims.argsort()[::-1][: self.knn_k]]
 
-    def context(self, passages: list[Hit]) -> str:
+    def mode(self) -> str:
+        """The mode this stage answers in now: ``generate.mode``, with ``auto`` resolved (`config.answer_mode`:
+        an LM set in code with `declrag.lm.using_lm` counts as a model named)."""
+        return resolve_mode(self.cfg.mode, self.main.lm_config.route, override_lm() is not None)
+
+    def shown(self, passages: list[Hit]) -> list[str]:
+        """Each passage's text as the prompt shows it (cut to ``max_passage_chars``, whitespace collapsed)."""
         lim = self.cfg.max_passage_chars
-        return "\n\n".join(f"[{i}] " + (f"({label}) " if (label := shown_header(h.chunk)) else "")
-                           + " ".join(h.text[:lim].split()) for i, h in enumerate(passages, 1))
+        return [" ".join(h.text[:lim].split()) for h in passages]
+
+    def context(self, passages: list[Hit]) -> str:
+        return "\n\n".join(f"[{i}] " + (f"({label}) " if (label := shown_header(h.chunk)) else "") + text
+                             for i, (h, text) in enumerate(zip(passages, self.shown(passages)), 1))
+
+    def instructions(self, strict: bool = False) -> str:
+        return (self.strict if strict else self.main).predict.signature.instructions or ""
 
     def forward(self, question: str, passages: list[Hit], strict: bool = False, allow_empty: bool = False,
                 conversation: str | None = None) -> Draft:
@@ -267,20 +298,25 @@ class Generator(dspy.Module):
         read when the prompt declares a ``conversation`` input (prompts saved before conversations do not)."""
         phrase = self.cfg.abstain_phrase
         if not passages and not allow_empty:
-            return Draft(phrase, True, [])
-        if self.cfg.mode == "extractive":
+            return Draft(phrase, True, [], reason=NO_PASSAGES)
+        mode = self.mode()
+        if mode == "extractive":
             return self._extractive(question, passages, conversation)
-        if self.cfg.mode == "lm":
+        if mode == "lm":
             return self._written(question, passages, strict, conversation)
         gate = self._extract(question, passages, conversation, max_sentences=10, order="score") if passages else None
         if gate is not None and not gate.pieces:  # the passages do not answer it: no LM call, no words to check
             return Draft(phrase, True, [], checked={"mode": "verified", "sentences": 0, "dropped": 0, "replaced": 0,
-                                                    "recited": 0, "reason": gate.reason})
+                                                    "recited": 0, "reason": gate.reason}, reason=gate.reason)
         draft = self._written(question, passages, strict, conversation)
+        if draft.caught:  # what replaced an echo or a copy is not checked again
+            return draft
         return self._verified(draft, gate.pieces if gate else [], passages)
 
-    def _written(self, question: str, passages: list[Hit], strict: bool, conversation: str | None) -> Draft:
-        """The LM's answer, its citations resolved (or attributed, when it cited nothing)."""
+    def _written(self, question: str, passages: list[Hit], strict: bool, conversation: str | None,
+                 retry: bool = True) -> Draft:
+        """The LM's answer, its citations resolved (or attributed, when it cited nothing); an echo or a copy
+        replaced (`_replaced`)."""
         phrase = self.cfg.abstain_phrase
         context = self.context(passages) if passages else "(no passages)"
         demos = self._knn_demos(question)
@@ -290,7 +326,9 @@ class Generator(dspy.Module):
         pred = (self.strict if strict else self.main).run(question=question, context=context, **extra)
         raw = (pred.answer or "").strip()
         if is_abstention(raw, phrase):
-            return Draft(phrase, True, [], raw=raw)
+            return Draft(phrase, True, [], raw=raw, reason="the LM found no answer in the passages")
+        if got := caught(raw, question, self.shown(passages), self.instructions(strict)):
+            return self._replaced(got.to_dict(), question, passages, strict, conversation, raw, retry)
         cited = resolve_citations(raw, len(passages))
         if cited.used:
             return Draft(cited.text, False, cited.used, removed=cited.removed, raw=raw)
@@ -300,6 +338,29 @@ class Generator(dspy.Module):
             if n and n not in attributed:
                 attributed.append(n)
         return Draft(" ".join(parts) or cited.text, False, [], attributed, cited.removed, raw)
+
+    def _replaced(self, got: dict[str, str], question: str, passages: list[Hit], strict: bool,
+                  conversation: str | None, raw: str, retry: bool) -> Draft:
+        """What the user gets instead of an output that echoed the prompt or copied the passages (``got``): one more
+        try with the strict prompt (``generate.caught: retry``, when this was not already it), else the extractive
+        answer (``extract``; it abstains when no sentence answers) or the abstention (``abstain``). The draft's
+        ``caught`` says which, ``checked`` too."""
+        action = self.cfg.caught
+        if action == "retry" and retry and not strict:
+            again = self._written(question, passages, True, conversation, retry=False)
+            if not again.caught:
+                return replace(again, caught={**got, "replaced_by": "retry"},
+                               checked={**(again.checked or {"mode": self.mode()}), "caught": got["kind"],
+                                        "replaced_by": "retry"})
+            got = {**got, "retry": again.caught["why"]}
+        if action == "abstain":
+            draft = Draft(self.cfg.abstain_phrase, True, [], raw=raw, reason=f"the LM's answer {got['why']}")
+        else:
+            draft = self._extractive(question, passages, conversation) if passages else \
+                Draft(self.cfg.abstain_phrase, True, [], reason=NO_PASSAGES)
+        by = "abstention" if draft.abstained else "extractive"
+        checked = {**(draft.checked or {}), "mode": self.mode(), "caught": got["kind"], "replaced_by": by}
+        return replace(draft, raw=raw, caught={**got, "replaced_by": by}, checked=checked)
 
     # -- the deterministic modes (`declrag.pipeline.extract`) ----------------------------------------------------------
     def _texts(self, passages: list[Hit]) -> list[str]:
@@ -337,7 +398,7 @@ class Generator(dspy.Module):
         got = self._extract(question, passages, conversation)
         checked = {"mode": "extractive", "best_score": got.best, **({"reason": got.reason} if got.reason else {})}
         if not got.pieces:
-            return Draft(self.cfg.abstain_phrase, True, [], checked=checked)
+            return Draft(self.cfg.abstain_phrase, True, [], checked=checked, reason=got.reason)
         text = got.text()
         _send_answer(text)
         used = list(dict.fromkeys(p.n for p in got.pieces))
@@ -372,7 +433,8 @@ class Generator(dspy.Module):
         checked = {"mode": "verified", "sentences": len(found), "dropped": dropped, "replaced": replaced,
                    "recited": recited, "unsupported": why[:5]}
         if not parts:
-            return Draft(self.cfg.abstain_phrase, True, [], removed=draft.removed, raw=draft.raw, checked=checked)
+            return Draft(self.cfg.abstain_phrase, True, [], removed=draft.removed, raw=draft.raw, checked=checked,
+                         reason="no sentence of the LM's answer is supported by the passages")
         _send_answer(" ".join(parts))
         return Draft(" ".join(parts), False, list(dict.fromkeys(used)), removed=draft.removed, raw=draft.raw,
                      quotes=quotes, checked=checked)
@@ -386,7 +448,7 @@ def _send_answer(text: str) -> None:
     from dspy.streaming.messages import StreamResponse, sync_send_to_stream
 
     try:
-        sync_send_to_stream(stream, StreamResponse("generate", "answer", text, is_last_chunk=True))
+        sync_send_to_stream(stream, StreamResponse(VETTED, "answer", text, is_last_chunk=True))
     except RuntimeError:  # not on a worker thread of the stream's event loop: nothing listens here
         pass
 

@@ -27,7 +27,16 @@ from pydantic import ValidationError
 
 from .. import tracing
 from ..about import versions
-from ..config import LOCAL_DEFAULT_MODE, ProgramConfig, default_config, read_config, with_model, written_before_typed
+from ..config import (
+    LOCAL_DEFAULT_MODE,
+    ProgramConfig,
+    answer_mode,
+    default_config,
+    read_config,
+    with_mode,
+    with_model,
+    written_before_typed,
+)
 from ..embed import Embedder, folder_sha256
 from ..errors import DeclragError
 from ..folders import default_store
@@ -60,12 +69,15 @@ NEEDED_SPECS = ("generate", "rewrite", "multi_query", "hyde", "decompose", "step
 class Answer(dspy.Prediction):
     """A program's answer: ``answer`` (text), ``abstained``, ``citations`` (each with the exact ``quotes`` taken from
     it, by the extractive and verified modes), ``passages``, ``judge``, ``usage`` (by stage), ``latency_ms`` (by
-    stage), ``queries``, ``stages``, ``dropped_sentences`` (the verified mode's unsupported sentences) and
-    ``checked`` (what the deterministic modes did, and why)."""
+    stage), ``queries``, ``stages``, ``dropped_sentences`` (the verified mode's unsupported sentences),
+    ``checked`` (what the deterministic modes did, and why), ``caught`` (None, or the LM's output was an echo of
+    the prompt or a copy of the passages: ``kind``, ``why`` and what replaced it, ``replaced_by``) and ``reason``
+    (an abstention's, for people: "the passages never mention X"; None for an answer)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: self[k] for k in ("answer", "abstained", "citations", "judge", "usage", "latency_ms",
-                                     "removed_citations", "dropped_sentences", "checked", "queries", "stages",
+                                     "removed_citations", "dropped_sentences", "checked", "caught", "reason",
+                                     "queries", "stages",
                                      "question", "history_turns")}
 
 
@@ -164,11 +176,16 @@ class RAGProgram(dspy.Module):
             gen_question = question if not queries.sub_questions else \
                 question + "\n(Sub-questions: " + "; ".join(queries.sub_questions) + ")"
             said = self._said(history)
-            with _timed(ms, "generate", {"declrag.generate.mode": c.generate.mode}) as s:
+            mode = self.generate.mode()
+            with _timed(ms, "generate", {"declrag.generate.mode": mode}) as s:
                 below = self._below_threshold(queries, passages)
-                draft = Draft(c.generate.abstain_phrase, True, []) if below else \
+                draft = Draft(c.generate.abstain_phrase, True, [], reason="no passage is close enough to the "
+                              "question") if below else \
                     self.generate(question=gen_question, passages=passages, conversation=said)
                 s.set_attribute("declrag.abstained", draft.abstained)
+                if draft.caught:  # the LM's output echoed the prompt or copied the passages: what replaced it
+                    s.set_attribute("declrag.generate.caught", draft.caught["kind"])
+                    s.set_attribute("declrag.generate.replaced_by", draft.caught["replaced_by"])
             with _timed(ms, "judge", {"declrag.judge.mode": c.judge.mode, "declrag.judge.policy": c.judge.policy}):
                 draft, verdict = self._judged(question, gen_question, passages, draft, said)
                 if below:
@@ -177,10 +194,11 @@ class RAGProgram(dspy.Module):
         ms["total"] = _since(t_all)
         cites = [Citation.payload(n, passages[n - 1], False, draft.quotes) for n in draft.used] + \
                 [Citation.payload(n, passages[n - 1], True, draft.quotes) for n in draft.attributed]
-        checked = draft.checked or {"mode": c.generate.mode}
+        checked = draft.checked or {"mode": mode}
         return Answer(
             question=question, answer=draft.text, abstained=draft.abstained, citations=cites,
             removed_citations=draft.removed, dropped_sentences=int(checked.get("dropped", 0)), checked=checked,
+            caught=draft.caught, reason=(draft.reason or None) if draft.abstained else None,
             passages=passages, judge=verdict, usage=meter.to_dict(),
             latency_ms=ms, queries=queries.texts, raw_answer=draft.raw, stages=self.stages(),
             history_turns=len(history))
@@ -197,7 +215,8 @@ class RAGProgram(dspy.Module):
             again = self.judge(question=question, passages=passages, draft=draft, context=context)
             verdict = {**again, "action": "regenerated", "first": verdict}
         elif verdict.get("supported") is False and c.judge.policy == "abstain":
-            draft = Draft(c.generate.abstain_phrase, True, [], raw=draft.raw)
+            draft = Draft(c.generate.abstain_phrase, True, [], raw=draft.raw,
+                          reason="the self-judge found the answer unsupported by its passages")
             verdict["action"] = "abstained"
         elif verdict.get("supported") is False:
             verdict["action"] = "flagged"
@@ -266,8 +285,7 @@ class RAGProgram(dspy.Module):
     def generating(self, mode: str) -> RAGProgram:
         """This program with ``generate.mode`` = ``mode`` (``lm``, ``extractive``, ``verified``), over the same store
         and embedder, its learned state kept: what `declrag eval --modes` compares."""
-        c = self.config
-        config = c.model_copy(update={"generate": c.generate.model_copy(update={"mode": mode})})
+        config = with_mode(self.config, mode)
         return RAGProgram(ProgramConfig.model_validate(config.model_dump()), store=self.store, embedder=self.embedder,
                           specs=self.specs).learned_from(self)
 
@@ -317,20 +335,25 @@ class RAGProgram(dspy.Module):
         recent = window(history, h.generate_turns, h.generate_chars, roles=("user", "assistant"))
         return transcript([*system, *recent]) or None
 
+    @property
+    def answer_mode(self) -> str:
+        """The generate mode this program answers in (``auto`` resolved: `declrag.config.answer_mode`)."""
+        return self.generate.mode()
+
     def _lm_stages(self) -> list[str]:
         c = self.config
         return [n for n, on in (("rewrite", c.rewrite.mode != "off"), ("rerank", c.rerank.mode == "llm"),
-                                ("generate", c.generate.mode != "extractive"), ("judge", c.judge.mode == "llm"))
+                                ("generate", answer_mode(c) != "extractive"), ("judge", c.judge.mode == "llm"))
                 if on]
 
     def stages(self) -> dict[str, Any]:
-        c = self.config
+        c, mode = self.config, self.generate.mode()
         return {"rewrite": c.rewrite.mode, "retrieve": {"k": c.retrieve.k, "alpha": c.retrieve.alpha,
                 "fusion": c.retrieve.fusion, "autocut": c.retrieve.autocut, "window": c.retrieve.window,
                 "mmr": c.retrieve.mmr, "order": c.retrieve.order, "abstain_below": c.retrieve.abstain_below},
                 "rerank": c.rerank.mode,
-                "generate": c.generate.variant if c.generate.mode == "lm" else
-                c.generate.mode if c.generate.mode == "extractive" else f"verified/{c.generate.variant}",
+                "generate": c.generate.variant if mode == "lm" else
+                mode if mode == "extractive" else f"verified/{c.generate.variant}",
                 "judge": "off" if c.judge.mode == "off" else f"{c.judge.mode}/{c.judge.policy}"}
 
     # -- the artifact -------------------------------------------------------------------------------------
@@ -380,11 +403,38 @@ def _timed(ms: dict[str, float] | None, stage: str, attributes: dict[str, Any] |
 
 
 def load(path: str | Path, store: Store | str | Path | None = None, model: str | None = None,
-         embedder: Embedder | None = None) -> RAGProgram:
+         embedder: Embedder | None = None, mode: str | None = None) -> RAGProgram:
     """The program saved at ``path``: a program folder (with program.json) or a run folder that `declrag compile`
     wrote (``runs/NAME``: its ``best`` program), as the CLI accepts them. Warns when library versions differ from
     the ones it was saved with; refuses a store whose ingest settings differ. ``model`` reroutes every LM call
-    (like --model)."""
+    (like --model); ``mode`` sets ``generate.mode`` (like --answer-mode)."""
+    folder, meta, config, specs = _read_saved(path)
+    now = versions()
+    drift = {k: (v, now.get(k)) for k, v in meta.get("versions", {}).items() if now.get(k) != v and k != "python"}
+    if drift:
+        warnings.warn(f"{folder} was saved with other library versions: " + ", ".join(
+            f"{k} {a} (now {b})" for k, (a, b) in sorted(drift.items())), stacklevel=2)
+    if model:
+        config = with_model(config, model)
+    if mode:
+        config = with_mode(config, mode)
+    config = _with_packed_embedder(config, folder)
+    saved = meta.get("store") or {}
+    prog = RAGProgram(config, store=store if store is not None else saved.get("uri", saved.get("path")),
+                      embedder=embedder, specs=specs)
+    prog.load(str(folder / "dspy_state.json"))
+    if meta.get("knn"):
+        prog.generate.set_knn_pool(meta["knn"]["pool"], meta["knn"]["k"])
+    return prog
+
+
+def saved_config(path: str | Path) -> ProgramConfig:
+    """The config of the program saved at ``path`` (as `load` reads it), without loading the program."""
+    return _read_saved(path)[2]
+
+
+def _read_saved(path: str | Path) -> tuple[Path, dict[str, Any], ProgramConfig, dict[str, SignatureSpec]]:
+    """(program folder, program.json, config, signature specs) of the program saved at ``path``."""
     folder = Path(path)
     if not (folder / "program.json").exists() and (folder / "best" / "program.json").is_file():
         folder = folder / "best"
@@ -403,21 +453,7 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
                            hint="re-create it with declrag compile") from e
     if meta.get("format", 0) > ARTIFACT_FORMAT:
         raise DeclragError(f"{folder} was written by a newer declrag (format {meta['format']})", hint="upgrade declrag")
-    now = versions()
-    drift = {k: (v, now.get(k)) for k, v in meta.get("versions", {}).items() if now.get(k) != v and k != "python"}
-    if drift:
-        warnings.warn(f"{folder} was saved with other library versions: " + ", ".join(
-            f"{k} {a} (now {b})" for k, (a, b) in sorted(drift.items())), stacklevel=2)
-    if model:
-        config = with_model(config, model)
-    config = _with_packed_embedder(config, folder)
-    saved = meta.get("store") or {}
-    prog = RAGProgram(config, store=store if store is not None else saved.get("uri", saved.get("path")),
-                      embedder=embedder, specs=specs)
-    prog.load(str(folder / "dspy_state.json"))
-    if meta.get("knn"):
-        prog.generate.set_knn_pool(meta["knn"]["pool"], meta["knn"]["k"])
-    return prog
+    return folder, meta, config, specs
 
 
 def _with_packed_embedder(config: ProgramConfig, folder: Path) -> ProgramConfig:
@@ -446,4 +482,4 @@ def default_program(store: Store | str | Path | None = None, model: str | None =
 
 
 __all__ = ["LOCAL_DEFAULT_MODE", "Answer", "RAGProgram", "default_config", "default_program", "load", "read_config",
-           "with_model"]
+           "saved_config", "with_model"]

@@ -23,15 +23,15 @@ from .processes import run as run_processes
 
 
 def resolve(target: str | Path | None = None, config: str | Path | None = None, store: str | Path | None = None,
-            model: str | None = None) -> ProgramChoice:
-    """What to serve: ``(name, run, description, loader)``, decided as `declrag ask` and `eval` decide it (see
-    `declrag.pipeline.selection.select_program`)."""
-    return select_program(target, config, store, model)
+            model: str | None = None, answer_mode: str | None = None) -> ProgramChoice:
+    """What to serve: ``(name, run, description, loader, answers)``, decided as `declrag ask` and `eval` decide it
+    (see `declrag.pipeline.selection.select_program`)."""
+    return select_program(target, config, store, model, answer_mode=answer_mode)
 
 
 def serve(target: str | Path | None = None, *, config: str | Path | None = None, store: str | Path | None = None,
-          model: str | None = None, settings: ServeSettings | None = None, say: Callable[[str], None] = print,
-          log_level: str = "info") -> None:
+          model: str | None = None, answer_mode: str | None = None, settings: ServeSettings | None = None,
+          say: Callable[[str], None] = print, log_level: str = "info") -> None:
     """Serve until stopped. Raises `DeclragError` when the program cannot be loaded (the server stops)."""
     s = settings or ServeSettings()
     if s.cache_limits is not None:
@@ -41,11 +41,13 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
     bound_allocator(MALLOC_ARENAS)
     trimming = threading.Event()
     trim_periodically(60.0, trimming)
-    name, run, what, loader = resolve(target, config, store, model)  # cheap checks first: paths, config, store
+    choice = resolve(target, config, store, model, answer_mode)  # cheap checks first: paths, config, store
+    name, run, what, loader = choice.name, choice.run, choice.what, choice.load
     if s.processes > 1:
-        _say_serving(s, what, name, say)
+        _say_serving(s, what, name, say, choice.answers)
         spec = {"target": None if target is None else str(target), "config": None if config is None else str(config),
-                "store": None if store is None else str(store), "model": model, "tracing": tracing.given()}
+                "store": None if store is None else str(store), "model": model, "answer_mode": answer_mode,
+                "tracing": tracing.given()}
         try:
             run_processes(spec, s, s.processes, log_level=log_level)
         finally:
@@ -65,7 +67,7 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
     app = create_app(loader, name, run, s, on_load=on_load)
     server = Server(uvicorn.Config(app, host=s.host, port=s.port, log_level=log_level,
                                     timeout_graceful_shutdown=int(s.request_timeout_s) + 10))
-    _say_serving(s, what, name, say)
+    _say_serving(s, what, name, say, choice.answers)
     try:
         server.run()
     finally:
@@ -78,10 +80,11 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
         raise DeclragError(f"could not load the program: {failed[0]}", hint="see the log above") from failed[0]
 
 
-def _say_serving(s: ServeSettings, what: str, name: str, say: Callable[[str], None]) -> None:
+def _say_serving(s: ServeSettings, what: str, name: str, say: Callable[[str], None], answers: str) -> None:
     host = f"[{s.host}]" if ":" in s.host else s.host
     say(f"declrag serve: {what} as {name!r} on http://{host}:{s.port}/ (web page /, POST /v1/ask, "
         f"POST /v1/search, OpenAI-compatible /v1/chat/completions and /v1/models, /healthz, /readyz, /metrics)")
+    say(answers)
     each = f" in each of {s.processes} processes" if s.processes > 1 else ""
     say("auth: " + ("Bearer API key required" if s.api_key else "none (set DECLRAG_API_KEY or --api-key-file)")
         + f"; limits: {s.max_in_flight} in flight on {s.worker_threads} worker "

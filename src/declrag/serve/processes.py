@@ -67,8 +67,9 @@ def app() -> Any:
         use_cache_limits(settings.cache_limits)
     bound_allocator(MALLOC_ARENAS)
     trim_periodically(60.0, threading.Event())  # for the process's life
-    name, run_folder, _, loader = select_program(s.get("target"), s.get("config"), s.get("store"), s.get("model"))
-    return create_app(loader, name, run_folder, settings)
+    choice = select_program(s.get("target"), s.get("config"), s.get("store"), s.get("model"),
+                            answer_mode=s.get("answer_mode"))
+    return create_app(choice.load, choice.name, choice.run, settings)
 
 
 __all__ = ["SPEC_ENV", "app", "run", "spec"]

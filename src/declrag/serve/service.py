@@ -251,7 +251,9 @@ class AnswerService:
             self.metrics.program.observe(time.perf_counter() - t0)
         cites = [self.state.paths.rewrite(c) for c in a.citations]
         payload = plain({"answer": a.answer, "abstained": bool(a.abstained), "citations": cites,
-                         "dropped_sentences": a.dropped_sentences, "judge": a.judge, "usage": a.usage,
+                         "reason": a.reason, "dropped_sentences": a.dropped_sentences, "caught": a.caught,
+                         "judge": a.judge,
+                         "usage": a.usage,
                          "latency_ms": a.latency_ms, "program": dict(self.info), "cache": {"hit": False}})
         if cache and vec is not None:
             cache.put(key, vec, payload)
@@ -282,6 +284,8 @@ class AnswerService:
         m.cache_hits.inc(hit)
         m.usage(payload["usage"])
         m.abstentions.inc(payload["abstained"]), m.dropped_sentences.inc(0 if hit else payload["dropped_sentences"])
+        if not hit and (got := payload.get("caught")):
+            m.caught.labels(got["kind"], got["replaced_by"]).inc()
         if req.history and not hit and "history" in payload["latency_ms"]:
             m.history_query.observe(payload["latency_ms"]["history"] / 1000)
 

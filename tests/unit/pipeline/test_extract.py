@@ -12,7 +12,7 @@ from dspy.utils.dummies import DummyLM
 from fastapi.testclient import TestClient
 from mcp import Client
 
-from declrag.config import ProgramConfig
+from declrag.config import ProgramConfig, answer_mode
 from declrag.lm import using_lm
 from declrag.pipeline.adapters import PlainTextAdapter
 from declrag.pipeline.extract import (
@@ -242,11 +242,11 @@ def test_verified_asks_no_lm_when_the_passages_do_not_answer(store):
 
 
 def test_the_default_program_on_the_local_model_answers_in_the_measured_mode():
-    assert default_config().generate.mode == LOCAL_DEFAULT_MODE
-    assert default_config(model="openai/gpt-4o-mini").generate.mode == "lm"
-    assert default_config(model="local/smollm2").generate.mode == "lm"  # a model named is a model to write with
+    assert answer_mode(default_config()) == LOCAL_DEFAULT_MODE
+    assert answer_mode(default_config(model="openai/gpt-4o-mini")) == "lm"
+    assert answer_mode(default_config(model="local/smollm2")) == "lm"  # a model named is a model to write with
     chosen = ProgramConfig.model_validate({"generate": {"mode": "verified"}})
-    assert default_config(chosen).generate.mode == "verified"  # a mode set by the user stands
+    assert answer_mode(default_config(chosen)) == "verified"  # a mode set by the user stands
 
 
 def test_generating_switches_the_mode_and_keeps_the_rest(store):

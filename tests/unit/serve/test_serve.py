@@ -247,7 +247,7 @@ def test_models_lists_the_served_program(prog):
 
 def test_resolve_names_what_it_serves(tmp_path, store, prog):
     prog.save(tmp_path / "runs" / "first" / "best")
-    name, run, _, _ = resolve(tmp_path / "runs" / "first", store=store)
+    name, run, _, _, _ = resolve(tmp_path / "runs" / "first", store=store)
     assert name == "first" and run.endswith("best")
     assert resolve(tmp_path / "runs" / "first" / "best", store=store)[0] == "first"
     with pytest.raises(DeclragError, match="neither a run folder"):
