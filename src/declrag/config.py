@@ -125,6 +125,16 @@ def written_before_typed(config: Any) -> Any:
     return {**config, "generate": {**gen, "extract": {**ext, "type_weight": 0.0}}}
 
 
+def written_before_auto(config: Any) -> Any:
+    """A program config as an artifact of format 2 or earlier wrote it: a ``generate`` without a ``mode`` (format 1
+    saved none) wrote its answers with its LM (``lm``), whatever the route; ``auto`` came later."""
+    if not isinstance(config, dict):
+        return config
+    gen = config.get("generate")
+    gen = gen if isinstance(gen, dict) else {}
+    return config if "mode" in gen else {**config, "generate": {**gen, "mode": "lm"}}
+
+
 class AnnConfig(Strict):
     """Approximate vector search in the embedded store (`declrag.stores.ann`): ``auto`` from `ANN_ROWS` chunks
     up, ``exact`` never, ``ivf`` at any size. Weaviate ignores it: its HNSW settings are in its store URI."""

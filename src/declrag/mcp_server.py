@@ -208,7 +208,6 @@ def load_program(target: str | Path | None = None, *, config: str | Path | None 
     one-line `DeclragError` when it cannot be. ``say`` gets how it answers (`answers_line`) and when it is ready."""
     choice = select_program(target, config, store, model, answer_mode=answer_mode)
     name, what, loader = choice.name, choice.what, choice.load
-    say(choice.answers)
     t0 = time.perf_counter()
     try:
         program = loader().warm_up()
@@ -219,6 +218,7 @@ def load_program(target: str | Path | None = None, *, config: str | Path | None 
         raise DeclragError(f"could not load {what}: {first}",
                            hint="check the program folder and its store (declrag ask runs the same program)") from e
     say(f"ready: {name} loaded in {time.perf_counter() - t0:.1f} s")
+    say(choice.answers)
     return name, what, program
 
 

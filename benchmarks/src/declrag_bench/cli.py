@@ -313,22 +313,15 @@ def bench_files(
 @bench_app.command("readme")
 def bench_readme(
     n: Annotated[int, typer.Option(help="hand-written questions about the guides to ask (a seeded sample)")] = 40,
-    arm: Annotated[list[str] | None, typer.Option(
-        help="a serve arm (repeat it): served (no model named, as the README), served-smollm2 (--model "
-             "local/smollm2) (default: both)")] = None,
     seed: Annotated[int, typer.Option(help="seed of the sample")] = 0,
-    as_json: Annotated[Path | None, typer.Option(
-        "--json", help="write the results as JSON here (default: runs/bench/readme.json)")] = None,
+    as_json: Annotated[Path | None, typer.Option("--json", help="write the results here")] = None,
 ):
-    """The README's five minutes on declrag's guides (index, synth, compile, serve), then questions over HTTP: the
-    reference in the served answers against declrag ask on the same store, and any answer that repeats the prompt."""
-    from .readme import SERVE_ARMS, print_report, run
+    """The README's five minutes on declrag's guides, then questions over HTTP, with and without a model named."""
+    from .readme import print_report, run
 
     if n < 1:
         raise DeclragError(f"--n must be at least 1, not {n}", hint="e.g. --n 40")
-    if unknown := [a for a in arm or [] if a not in SERVE_ARMS]:
-        raise DeclragError(f"--arm {unknown[0]!r} is not an arm", hint=f"use {', '.join(SERVE_ARMS)}")
-    bench_out(run(n, arm, seed), print_report, as_json or Path("runs/bench/readme.json"))
+    bench_out(run(n, None, seed), print_report, as_json or Path("runs/bench/readme.json"))
 
 
 @bench_app.command("headers")

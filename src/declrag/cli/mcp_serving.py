@@ -10,8 +10,8 @@ import typer
 from ..errors import DeclragError
 from .app import app
 from .common import (
-    ApiKeyFileOpt,
     AnswerModeOpt,
+    ApiKeyFileOpt,
     ModelOpt,
     ProgramFileOpt,
     SourceBaseOpt,

@@ -219,6 +219,9 @@ def compile_(
         help="log the study (parent run), each trial (child runs) and the best program (artifact) to this MLflow "
              "tracking server, e.g. http://127.0.0.1:5000 (needs declrag[mlflow])")] = None,
     mlflow_experiment: Annotated[str, typer.Option(help="the MLflow experiment the runs go to")] = "declrag",
+    context_budget: Annotated[int | None, typer.Option(
+        help="score retrieval within this many characters handed over (the space's kind@budget metrics; default: "
+             "what the baseline hands over)")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
     lm_cache_entries: LmCacheEntriesOpt = None,
     lm_cache_disk_mb: LmCacheDiskOpt = None,
@@ -240,7 +243,7 @@ def compile_(
                                model if join else model_route(model), progress=not quiet, store=store,
                                storage=storage, join=join, finalize=finalize, heartbeat_s=heartbeat,
                                patience_s=patience, check_questions=check_questions, mlflow=mlflow,
-                               mlflow_experiment=mlflow_experiment))
+                               mlflow_experiment=mlflow_experiment, context_budget=context_budget))
     if s.role == "worker":
         out.print(f"worker done: the study {s.study!r} in {s.storage} has {s.complete} finished and "
                   f"{s.pruned} pruned trials ({s.mine} of them run here, in {s.wall_s} s); the process that "

@@ -9,13 +9,13 @@ import typer
 from ..errors import DeclragError
 from .app import app
 from .common import (
+    AnswerModeOpt,
     ApiKeyFileOpt,
     EmbeddingRowsOpt,
     LmCacheDiskOpt,
     LmCacheEntriesOpt,
     LmHistoryOpt,
     MaxInFlightOpt,
-    AnswerModeOpt,
     ModelOpt,
     ProgramFileOpt,
     SourceBaseOpt,

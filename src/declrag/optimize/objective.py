@@ -25,12 +25,14 @@ from ..golden import Example, GoldenSet
 from ..ingest.corpus import checked, corpus_store
 from ..lm import Meter, metering
 from ..metrics.base import to_case
+from ..metrics.budget import characters
 from ..metrics.catalog import get_metrics
 from ..metrics.stats import mean_of
 from ..pipeline.program import RAGProgram
 from ..stores import Store, StoreCheck
 from ..types import content_hash
 from .budget import Account, BudgetReached, Spent
+from .context import at_budget
 from .space import RETRIEVAL_METRIC_PREFIXES, Space, apply, sample
 from .splits import split_examples, split_note
 from .trials import TrialLog
@@ -53,17 +55,18 @@ class Objective:
         self.progress, self.model, self.store_home = progress, model, store
         self.splits = split_examples(golden, space)
         self.split_note = split_note(golden, space, self.splits)
-        obj = space.objective
+        self._lock = threading.Lock()
+        self._embedders: dict[str, Embedder] = {}
+        self._stores: dict[str, Store] = {}
+        self._checks: dict[str, tuple[float, StoreCheck | None]] = {}  # store URI -> (when, its last check)
+        self.space, self.context_budget = at_budget(self)  # kind@budget metrics named at their budget
+        obj = self.space.objective
         self.metrics = get_metrics(list(obj.metrics), obj.judges or None)
         self.det = [m for m in self.metrics if m.tier == "deterministic"]
         self.judged = [m for m in self.metrics if m.tier == "llm"]
         self.has_gold = any(e.gold for e in self.splits["dev"])
         self.account = Account()  # its ledger is set when a study is opened (`declrag.optimize.workers`)
         self.trial_log = TrialLog(self.out, progress)
-        self._lock = threading.Lock()
-        self._embedders: dict[str, Embedder] = {}
-        self._stores: dict[str, Store] = {}
-        self._checks: dict[str, tuple[float, StoreCheck | None]] = {}  # store URI -> (when, its last check)
 
     @property
     def spent(self) -> Spent:
@@ -119,7 +122,7 @@ class Objective:
         queries or reranks with an LLM (those calls are counted)."""
         names = [m.name for m in self.det if m.name.startswith(RETRIEVAL_METRIC_PREFIXES)] or ["ndcg@10", "hit@5"]
         metrics = get_metrics(names)
-        rows, meter = [], Meter()
+        rows, meter, k = [], Meter(), prog.config.retrieve.k
         prog.embedder.embed_queries([ex.question for ex in examples if ex.gold])  # batched, then from the cache
         for ex in examples:
             if not ex.gold:
@@ -127,9 +130,11 @@ class Objective:
             with metering(meter):
                 pool = prog.retrieve_only(ex.question, history=ex.history)
             case = to_case(ex, {"passages": pool})
-            rows.append({m.name: m.score(case).value for m in metrics})
+            # what the program hands over: its first k passages, each character once (`declrag.metrics.budget`)
+            rows.append({**{m.name: m.score(case).value for m in metrics},
+                         "context_chars": float(characters(pool[:k]))})
         self.account.spend(meter.to_dict()["total"])
-        return {n: mean_of([r[n] for r in rows]) for n in names}
+        return {n: mean_of([r[n] for r in rows]) for n in [*names, "context_chars"]}
 
     def answer(self, prog: RAGProgram, ex: Example) -> dict:
         self.account.check()

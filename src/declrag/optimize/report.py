@@ -115,6 +115,60 @@ def _plot_history(study: optuna.Study, out: Path) -> Path | None:
     return path
 
 
+def context_front(study: optuna.Study) -> list[tuple[int, float, float]]:
+    """(trial, dev objective, characters handed over) of the trials that no other trial beats on both: a higher
+    objective at no more context; fewest characters first."""
+    pts = [(t.number, t.values[0], c) for t in _complete(study)
+           if (c := t.user_attrs.get("metrics", {}).get("context_chars")) is not None]
+    return sorted([p for p in pts if not any(q[1] >= p[1] and q[2] <= p[2] and (q[1], q[2]) != (p[1], p[2])
+                                             for q in pts)], key=lambda p: p[2])
+
+
+def _plot_context(study: optuna.Study, out: Path, budget: int | None) -> Path | None:
+    """The dev objective of each trial against the characters it hands over, its front and the budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [(t.values[0], c, bool(t.user_attrs.get("baseline"))) for t in _complete(study)
+           if (c := t.user_attrs.get("metrics", {}).get("context_chars")) is not None]
+    if not pts:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    ax.scatter([c for _, c, _ in pts], [y for y, _, _ in pts], s=18, color="#4c78a8", label="trial")
+    front = context_front(study)
+    ax.plot([c for _, _, c in front], [y for _, y, _ in front], color="#54a24b", label="front")
+    ax.scatter([c for _, c, b in pts if b], [y for y, _, b in pts if b], s=60, facecolors="none",
+               edgecolors="#f58518", label="naive baseline")
+    if budget:
+        ax.axvline(budget, color="#999999", linestyle="--", linewidth=1, label=f"budget {budget}")
+    ax.set_xlabel("characters handed over (k passages, each character once)")
+    ax.set_ylabel("dev objective")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    (out / "plots").mkdir(exist_ok=True)
+    path = out / "plots" / "context.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _context_lines(study: optuna.Study, out: Path, budget: int | None) -> list[str]:
+    front = context_front(study)
+    if not front:
+        return []
+    lines = ["", "## Quality against context", "",
+             (f"Retrieval is scored within {budget} characters handed over, in rank order, each character once: a "
+              "program gains only by finding the evidence sooner, not by handing over more text. " if budget else "")
+             + "The trials that no other beats on both, quality and context:", "",
+             "| trial | dev objective | characters handed over |", "|---|---|---|"]
+    lines += [f"| {n} | {_f(y)} | {c:,.0f} |" for n, y, c in front]
+    if plot := _plot_context(study, out, budget):
+        lines += ["", f"![quality against context]({plot.relative_to(out)})"]
+    return lines
+
+
 def _finetune_lines(ft: dict[str, Any]) -> list[str]:
     """The fine-tuning stage: what was trained, how long it took, and dev and test for both models."""
     if not ft.get("enabled"):
@@ -244,6 +298,7 @@ def write_report(out: Path, summary: dict[str, Any], study: optuna.Study) -> Non
         lines += ["", "## Pareto front", "", "| trial | objectives | params |", "|---|---|---|"]
         lines += [f"| {p['trial']} | {', '.join(_f(v) for v in p['values'])} | {json.dumps(p['params'])} |"
                   for p in s["pareto"]]
+    lines += _context_lines(study, out, s["objective"].get("context_budget"))
     po = s["prompt_optimization"]
     if po.get("optimizer") != "none":
         lines += ["", f"## Prompt optimization ({po['optimizer']})", ""]

@@ -37,6 +37,7 @@ from ..metrics.stats import by_label, mean_ci, paired_difference
 from ..process_memory import MemoryTracker
 from .agreement import agreement, check_questions, ndcg_on
 from .budget import Budget, trial_counts
+from .context import budgeted
 from .finetune import finetune_stage
 from .mlflow_runs import MlflowRuns
 from .objective import Objective, digest_of, score, tell
@@ -102,6 +103,7 @@ class CompileOptions:
     check_questions: str | Path | None = None
     mlflow: str | None = None  # an MLflow tracking URI: the study and its trials logged there (`mlflow_runs`)
     mlflow_experiment: str = "declrag"
+    context_budget: int | None = None  # characters: the space's kind@budget metrics score within it
 
 
 @dataclass
@@ -149,8 +151,8 @@ def compile(options: CompileOptions) -> CompileResult:  # the builtin's name, as
     folder = Path(o.resume) if o.resume else Path(o.runs) / o.name if o.name else None
     try:
         with optuna_quiet():
-            plan = plan_compile(o.space, o.dataset, o.name, o.runs, o.budget, o.resume, o.model, o.store, o.storage,
-                                o.join, o.heartbeat_s)
+            plan = budgeted(plan_compile(o.space, o.dataset, o.name, o.runs, o.budget, o.resume, o.model, o.store,
+                                         o.storage, o.join, o.heartbeat_s), o.context_budget)
             tracked = MlflowRuns(o.mlflow, o.mlflow_experiment, plan.name, _tracked_params(plan)) if o.mlflow else None
             try:
                 return _compile_run(plan, o.jobs, o.progress, o.finalize, o.patience_s, o.check_questions, tracked)
@@ -413,7 +415,8 @@ def finish(comp: Objective, study: optuna.Study, out: Path, progress: bool, mem:
     comp.shipping(best_prog if ships else base_prog).save(out / "best")
     dev_base = baseline.user_attrs.get("metrics", {})
     return {
-        "objective": {"metrics": comp.space.objective.metrics, "also": comp.space.objective.also},
+        "objective": {"metrics": comp.space.objective.metrics, "also": comp.space.objective.also,
+                      "context_budget": comp.context_budget},
         "baseline": {"dev": dev_base, "test": test_base, "params": base_values, "trial": baseline.number,
                      "config": base_prog.config.model_dump(mode="json")},
         "best": {"dev": dev_best, "test": test_best, "params": tidy_params(best.params), "trial": best.number,

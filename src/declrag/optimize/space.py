@@ -74,6 +74,9 @@ class Objective(Strict):
     metrics: dict[str, float] = Field(default_factory=lambda: {"token_match": 0.4, "faithfulness": 0.3, "sia": 0.3})
     also: list[Literal["cost_usd", "p95_latency_ms"]] = []  # extra objectives (minimised): a Pareto front
     judges: list[str] = []  # LLM-judge routes, when an objective metric needs them
+    # characters handed over that ``kind@budget`` metrics score within (`declrag.optimize.context`); None: what the
+    # baseline hands over on the dev questions
+    context_budget: int | None = Field(None, ge=1)
 
     @property
     def retrieval_only(self) -> bool:

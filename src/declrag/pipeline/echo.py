@@ -3,7 +3,7 @@
 Small models do both. Asked through the plain-text prompt (`declrag.pipeline.adapters.PlainTextAdapter`), SmolLM2
 often answers ``"Question:\\nWhat baselines do they compare to?\\n\\nContext:\\n[1] we use hand-crafted ..."``: every
 sentence is copied from the context, so a support check passes it, and the user reads their own question and the raw
-passages. `caught` finds such an output before it is passed on; `declrag.pipeline.modules.Generator` puts the
+passages. `caught` finds such an output before it is passed on; `declrag.pipeline.answer.Generator` puts the
 extractive answer, a retry or the abstention in its place (``generate.caught``) and says so in the answer's
 ``checked``, the trace and ``/metrics``.
 
@@ -100,18 +100,18 @@ def caught(output: str, question: str, passages: Sequence[str], instructions: st
 
 
 class EchoGate:
-    """What of an LM answer that is still being written may be streamed: nothing `caught` could still catch as an
-    echo, and nothing from the first run copied from the passages on (a copy is known only at the end). The first
-    `HOLD` words wait, and the last few (as many as the question has, at least `RUN`: they may yet become the
-    question, a label or a copied run); once an echo shows, nothing more is sent. What was held comes with the
-    final answer, or the answer that replaced the output."""
-
-    HOLD = 12
+    """What of an LM answer still being written may be streamed: nothing that could still turn into an echo, so
+    nothing of an echo is ever sent. Held back, as the answer grows: a last line that may become one of the prompt's
+    labels (``Quest``...), trailing words that begin the question, a ``[n]`` that may go on with passage n's first
+    words, three or more trailing words running in the instructions, and everything from the first run of `RUN`
+    words copied from the passages (a copy is known only at its end: its first few words may have been sent). Once
+    an echo shows, nothing more is sent; what was held comes with the final answer, or the one that replaced it."""
 
     def __init__(self, question: str, passages: Sequence[str], instructions: str = ""):
         self.question, self.passages, self.instructions = question, list(passages), instructions
-        self.source = [w for p in self.passages for w in [*words(p), "\x00"]]
-        self.tail = max(RUN, len(words(question)))
+        self.asked, self.told = words(question), words(instructions)
+        self.openings = [words(p)[:5] for p in self.passages]
+        self.copyable = _runs([w for p in self.passages for w in [*words(p), "\x00"]], RUN)
         self.blocked = False
 
     def safe(self, text: str) -> int:
@@ -123,16 +123,32 @@ class EchoGate:
             self.blocked = True
             return 0
         found = list(_WORD.finditer(text))
-        if len(found) <= max(self.HOLD, self.tail):
-            return 0
         said = [m.group().lower() for m in found]
-        cut = len(said) - self.tail
-        seen = _runs(self.source, RUN)
-        for i in range(len(said) - RUN + 1):
-            if tuple(said[i:i + RUN]) in seen:
-                cut = min(cut, i)
+        cut = len(text)
+        line_at = text.rfind("\n") + 1
+        line = text[line_at:].strip().lower()
+        if line and any(label.startswith(line.rstrip(":")) for label in LABELS):
+            cut = min(cut, line_at)
+        for m in range(min(len(self.asked), len(said)), 0, -1):  # the question's first words
+            if said[-m:] == self.asked[:m]:
+                cut = min(cut, found[-m].start())
                 break
-        return found[cut].start() if cut > 0 else 0
+        if (mark := text.rfind("[")) >= 0 and (n := re.match(r"\[(\d+)\]?", text[mark:])) and n.group(1).isdigit():
+            rest = text[mark + n.end():]
+            after, k = words(rest), int(n.group(1))
+            cited = rest.lstrip()[:1] in tuple(".,;:!?")  # "[1]." cites; it does not begin a passage
+            opening = self.openings[k - 1] if 0 < k <= len(self.openings) else []
+            if not cited and opening and len(after) < 5 and after == opening[:len(after)]:
+                cut = min(cut, mark)
+        for m in range(min(INSTRUCTION_WORDS - 1, len(said)), 2, -1):  # a run of the instructions
+            if _holds(self.told, said[-m:]):
+                cut = min(cut, found[-m].start())
+                break
+        for i in range(len(said) - RUN + 1):  # from the first copied run on
+            if tuple(said[i:i + RUN]) in self.copyable:
+                cut = min(cut, found[i].start())
+                break
+        return cut
 
 
 __all__ = ["COPY_SHARE", "COPY_WORDS", "RUN", "Caught", "EchoGate", "caught", "copied", "words"]

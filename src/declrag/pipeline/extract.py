@@ -249,7 +249,7 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
             max_piece_chars: int = 300, require_details: bool = True, embed_at_most: int = 8,
             type_weight: float = 0.0, identities: Sequence[str] = ()) -> Extract:
     """The extractive answer to ``question`` from ``passages`` (ranked, best first). ``query_vector``: the
-    question's embedding (a conversation's turns mixed in, see `modules.Generator`); ``embed`` embeds the
+    question's embedding (a conversation's turns mixed in, see `answer.Generator`); ``embed`` embeds the
     candidates (the ``embed_at_most`` of `shortlist`). Score = (1 - lexical_weight) * cosine + lexical_weight *
     word overlap - rank_weight * (rank - 1) + type_weight if it holds what the question asks for (`holds_kind`): a
     sentence holding what is asked needs that much less likeness to the question to answer it.

@@ -23,7 +23,6 @@ from typing import Any
 import dspy
 import numpy as np
 from opentelemetry import trace
-from pydantic import ValidationError
 
 from .. import tracing
 from ..about import versions
@@ -35,10 +34,8 @@ from ..config import (
     read_config,
     with_mode,
     with_model,
-    written_before_typed,
 )
-from ..embed import Embedder, folder_sha256
-from ..errors import DeclragError
+from ..embed import Embedder
 from ..folders import default_store
 from ..inputs import Turn, turns, user_text
 from ..lm import Meter, check_lm, metering, registry
@@ -46,23 +43,15 @@ from ..payloads import Citation
 from ..stores import open_store, read_meta
 from ..stores.base import Filter, Store
 from ..types import Hit
+from .answer import Draft, Generator, SelfJudge
+from .artifact import ARTIFACT_FORMAT, read_saved, saved_config, with_packed_embedder
 from .conversation import transcript, window
-from .modules import (
-    Draft,
-    Generator,
-    HistoryQuery,
-    QueryRewriter,
-    Reranker,
-    Retriever,
-    SelfJudge,
-    embedding_time,
-    timing_embeddings,
-)
+from .modules import HistoryQuery, QueryRewriter, Reranker, Retriever, embedding_time, timing_embeddings
 from .ranking import mmr, order
+from .searching import merge_overlaps
 from .signatures import SignatureSpec, spec
 
 log = logging.getLogger(__name__)
-ARTIFACT_FORMAT = 2  # 2: ingest ``context`` and extract ``type_weight`` (format 1: before them, read as none and 0)
 NEEDED_SPECS = ("generate", "rewrite", "multi_query", "hyde", "decompose", "step_back", "rerank", "judge", "condense")
 
 
@@ -311,7 +300,7 @@ class RAGProgram(dspy.Module):
             chosen = [h for h in pool if h.chunk.id in picked]  # MMR picks the set; the ranking stays
         else:
             chosen = pool[: c.k]
-        return order(chosen, c.order)
+        return merge_overlaps(self.store, order(chosen, c.order))  # no character of a document handed over twice
 
     def _below_threshold(self, queries, passages: list[Hit]) -> bool:
         """The deterministic abstention: the best passage's cosine similarity to the question (chunk
@@ -408,7 +397,7 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
     wrote (``runs/NAME``: its ``best`` program), as the CLI accepts them. Warns when library versions differ from
     the ones it was saved with; refuses a store whose ingest settings differ. ``model`` reroutes every LM call
     (like --model); ``mode`` sets ``generate.mode`` (like --answer-mode)."""
-    folder, meta, config, specs = _read_saved(path)
+    folder, meta, config, specs = read_saved(path)
     now = versions()
     drift = {k: (v, now.get(k)) for k, v in meta.get("versions", {}).items() if now.get(k) != v and k != "python"}
     if drift:
@@ -418,7 +407,7 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
         config = with_model(config, model)
     if mode:
         config = with_mode(config, mode)
-    config = _with_packed_embedder(config, folder)
+    config = with_packed_embedder(config, folder)
     saved = meta.get("store") or {}
     prog = RAGProgram(config, store=store if store is not None else saved.get("uri", saved.get("path")),
                       embedder=embedder, specs=specs)
@@ -426,51 +415,6 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
     if meta.get("knn"):
         prog.generate.set_knn_pool(meta["knn"]["pool"], meta["knn"]["k"])
     return prog
-
-
-def saved_config(path: str | Path) -> ProgramConfig:
-    """The config of the program saved at ``path`` (as `load` reads it), without loading the program."""
-    return _read_saved(path)[2]
-
-
-def _read_saved(path: str | Path) -> tuple[Path, dict[str, Any], ProgramConfig, dict[str, SignatureSpec]]:
-    """(program folder, program.json, config, signature specs) of the program saved at ``path``."""
-    folder = Path(path)
-    if not (folder / "program.json").exists() and (folder / "best" / "program.json").is_file():
-        folder = folder / "best"
-    f = folder / "program.json"
-    if not f.exists():
-        raise DeclragError(f"{folder} is not a declrag program (no program.json)",
-                           hint="point at a folder written by RAGProgram.save, or at a run of declrag compile "
-                                "(runs/<name> or runs/<name>/best)")
-    try:
-        meta = json.loads(f.read_text())
-        raw = meta["config"] if meta.get("format", 0) >= 2 else written_before_typed(meta["config"])
-        config = ProgramConfig.model_validate(raw)
-        specs = {k: SignatureSpec.model_validate(v) for k, v in meta["signatures"].items()}
-    except (ValueError, KeyError, ValidationError) as e:
-        raise DeclragError(f"{f} is damaged or from an incompatible declrag: {str(e).splitlines()[0]}",
-                           hint="re-create it with declrag compile") from e
-    if meta.get("format", 0) > ARTIFACT_FORMAT:
-        raise DeclragError(f"{folder} was written by a newer declrag (format {meta['format']})", hint="upgrade declrag")
-    return folder, meta, config, specs
-
-
-def _with_packed_embedder(config: ProgramConfig, folder: Path) -> ProgramConfig:
-    """A fine-tuned embedder saved in the artifact (``embedder/``, named relative to it) as an absolute path,
-    after checking that its files are the ones the config's ``weights`` hash names."""
-    emb = config.ingest.embedder
-    if not emb.weights or Path(emb.model).is_absolute():
-        return config
-    where = folder / emb.model
-    if not where.is_dir():
-        raise DeclragError(f"{folder}: the fine-tuned embedding model {where} is missing",
-                           hint="copy the whole artifact folder, embedder/ included")
-    if folder_sha256(where) != emb.weights:
-        raise DeclragError(f"{where}: the embedding model's files do not match the hash in program.json",
-                           hint="the folder was changed after compile; restore it or re-run declrag compile")
-    ingest = config.ingest.model_copy(update={"embedder": emb.model_copy(update={"model": str(where.resolve())})})
-    return config.model_copy(update={"ingest": ingest})
 
 
 def default_program(store: Store | str | Path | None = None, model: str | None = None) -> RAGProgram:

@@ -3,7 +3,9 @@
 Expansion widens what a hit shows and cites, never what matched:
 - parent-child chunks return their parent's span;
 - ``window = k`` returns the span from the chunk ``k`` positions before to ``k`` positions after.
-Hits that expand to the same span are merged, keeping the best score.
+Hits that expand to the same span are merged, keeping the best score; what is handed over (`search`'s results, a
+program's passages) has passages of one document that overlap or meet merged into one (`merge_overlaps`), so no
+character of a document is handed over twice.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def search(store: Store, embedder: Embedder | None, query: str, params: SearchPa
         vec = embedder.embed_query(query)
         hits = store.vector_search(vec, p.limit, where, p.ann) if p.mode == "vector" else \
             store.hybrid_search(query, vec, p.limit, p.alpha, p.fusion, p.candidates, where, p.ann)
-    return expand(store, hits, p.window)
+    return merge_overlaps(store, expand(store, hits, p.window))
 
 
 def expand(store: Store, hits: list[Hit], window: int = 0) -> list[Hit]:
@@ -54,3 +56,32 @@ def expand(store: Store, hits: list[Hit], window: int = 0) -> list[Hit]:
             text = texts.get(h.doc_id)
             out[key] = h if text is None else replace(h, text=text[s:e], start=s, end=e)
     return list(out.values())
+
+
+def merge_overlaps(store: Store, hits: list[Hit]) -> list[Hit]:
+    """``hits`` (rank order) with the passages of one document that overlap or meet (a window around a neighbour, two
+    chunks cut with overlap) made one: at the rank of the best of them, spanning their union (one citation span,
+    the document's own text), its scores the best one's. Unchanged when nothing overlaps (no store call)."""
+    groups: list[list[int]] = []
+    for i, h in enumerate(hits):
+        near = [g for g in groups
+                if any(hits[j].doc_id == h.doc_id and hits[j].start <= h.end and h.start <= hits[j].end for j in g)]
+        if not near:
+            groups.append([i])
+            continue
+        near[0].append(i)
+        for g in near[1:]:  # a passage that bridges two earlier ones joins them
+            near[0].extend(g)
+            groups.remove(g)
+    if all(len(g) == 1 for g in groups):
+        return hits
+    texts = store.document_texts(list({hits[g[0]].doc_id for g in groups if len(g) > 1}))
+    out: list[Hit] = []
+    for g in sorted(groups, key=min):
+        lead, text = hits[min(g)], texts.get(hits[g[0]].doc_id)
+        if len(g) == 1 or text is None:  # a document whose text the store cannot give stays as it was found
+            out.extend(hits[j] for j in sorted(g))
+            continue
+        start, end = min(hits[j].start for j in g), max(hits[j].end for j in g)
+        out.append(replace(lead, text=text[start:end], start=start, end=end))
+    return out

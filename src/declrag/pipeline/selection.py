@@ -13,9 +13,9 @@ from ..config import ProgramConfig, answer_mode, with_mode
 from ..errors import DeclragError
 from ..folders import default_store
 from ..ingest.corpus import corpus_store
+from ..lm import is_small_local
 from ..stores import read_meta
 from ..stores.base import Store
-from ..lm import is_small_local
 from .program import RAGProgram, default_config, default_program, load, read_config, saved_config, with_model
 
 DEFAULT_NAME = "declrag-default"

@@ -24,8 +24,8 @@ import dspy
 from dspy.streaming import StatusMessageProvider, StreamListener, StreamResponse
 
 from .adapters import PlainTextAdapter, adapter_for
+from .answer import VETTED
 from .echo import EchoGate
-from .modules import VETTED
 from .postprocess import resolve_citations
 
 _OPEN_MARKER = re.compile(r"\[[\s\d,;]*$")  # the start of what may still become a [n] marker

@@ -104,6 +104,38 @@ def test_window_and_parent_expansion_return_exact_document_spans(tmp_path):
             assert (hit.start, hit.end) == (before.start, after.end)
 
 
+def test_no_search_result_or_context_holds_a_documents_characters_twice(tmp_path):
+    """Chunks cut with overlap, widened by a window of neighbours: what `search` returns and what a program hands
+    to its answer are merged where they overlap or meet (`merge_overlaps`), each character of a document once."""
+    from declrag.config import ProgramConfig
+    from declrag.pipeline.program import RAGProgram
+
+    text = " ".join(f"Sentence number {i} talks about topic{i % 7} and item{i}." for i in range(60))
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "long.txt").write_text(text)
+    emb = HashEmbedder()
+    ingest = IngestConfig(chunker=ChunkerConfig(chunk_size=16, overlap=4))
+    store, meta = open_store(tmp_path / "s", ingest)
+    Indexer(store, meta.ingest, emb, progress=False).index_paths([d])
+
+    def disjoint(hits):
+        spans = sorted((h.doc_id, h.start, h.end) for h in hits)
+        assert all(a[0] != b[0] or a[2] < b[1] for a, b in zip(spans, spans[1:])), spans  # apart, not even meeting
+        assert all(text[h.start:h.end] == h.text for h in hits)  # each one exact span of its document
+
+    for window in (0, 1, 2):
+        hits = search(store, emb, "topic3 item21 item22", SearchParams(mode="keyword", limit=8, window=window))
+        disjoint(hits)
+    cfg = ProgramConfig.model_validate({"ingest": ingest.model_dump(), "retrieve": {"k": 6, "window": 1}})
+    prog = RAGProgram(cfg, store=store, embedder=emb)
+    passages = prog.search("topic3 item21 item22")
+    disjoint(passages)
+    assert len(passages) < 6  # six windows of neighbouring chunks overlap: fewer, longer passages
+    answer = prog(question="Which sentence talks about item21?")
+    disjoint(answer.passages)
+
+
 BUILD = """
 import sys
 from declrag.ingest.corpus import corpus_store

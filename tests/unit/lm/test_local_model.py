@@ -28,6 +28,7 @@ EVERYTHING_ON = {
     "rerank": {"mode": "bm25", "candidates": 10},
     "judge": {"mode": "grounding", "policy": "regenerate"},
 }
+WRITES = {"generate": {"mode": "lm"}}  # the local model writes the answer (named: with no model named it would not)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def test_litellm_reaches_the_local_provider():
 @pytest.mark.parametrize("stages", [{}, EVERYTHING_ON], ids=["all-off", "all-on"])
 def test_local_program_end_to_end(squad, minilm, stages):
     store, examples, _ = squad
-    prog = RAGProgram(ProgramConfig.model_validate(stages), store=store, embedder=minilm)
+    prog = RAGProgram(ProgramConfig.model_validate({**stages, **WRITES}), store=store, embedder=minilm)
     for ex in examples[:2]:
         a = prog(question=ex.question)
         assert a.answer.strip()
@@ -69,7 +70,7 @@ def test_local_program_end_to_end(squad, minilm, stages):
 
 def test_repeated_questions_hit_the_cache(squad, minilm):
     store, examples, _ = squad
-    prog = RAGProgram(ProgramConfig(), store=store, embedder=minilm)
+    prog = RAGProgram(ProgramConfig.model_validate(WRITES), store=store, embedder=minilm)
     first = prog(question=examples[2].question)
     again = prog(question=examples[2].question)
     assert again.answer == first.answer

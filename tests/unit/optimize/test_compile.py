@@ -401,3 +401,37 @@ def test_a_grid_compile_scores_every_program_once_and_stops(space, tmp_path):
     seen = [tuple(sorted(t["params"].items())) for t in trials]  # the naive baseline is one of them
     assert set(seen) == programs and len(seen) == len(programs)  # each once, then the search ended by itself
     assert s.trials == len(programs)
+
+
+BUDGET_SPACE = """
+name: at-budget
+objective: {metrics: {ndcg@budget: 1.0}}
+split: {fractions: {train: 0.25, dev: 0.5, test: 0.25}, seed: 3}
+params:
+  k: {path: retrieve.k, type: int, low: 1, high: 3}
+  window: {path: retrieve.window, type: int, low: 0, high: 1}
+prompt_optimizer: {name: none}
+"""
+
+
+@pytest.mark.parametrize("given", [None, 120])
+def test_a_retrieval_compile_scores_at_the_baselines_context_and_shows_quality_against_it(tmp_path, given):
+    f = tmp_path / "space.yaml"
+    f.write_text(BUDGET_SPACE)
+    s = compile(CompileOptions(f, str(GOLD), "b", tmp_path / "runs", Budget(max_trials=4), progress=False,
+                               context_budget=given))
+    budget = s.summary["objective"]["context_budget"]
+    assert budget == given if given else budget >= 100  # the baseline's characters handed over, rounded to 100
+    assert list(s.summary["objective"]["metrics"]) == [f"ndcg@{budget}c"]
+    trials = [json.loads(x) for x in (tmp_path / "runs" / "b" / "trials.jsonl").read_text().splitlines()]
+    assert all(t["metrics"]["context_chars"] > 0 for t in trials if t.get("metrics"))
+    report = (tmp_path / "runs" / "b" / "report.md").read_text()
+    assert "## Quality against context" in report and (tmp_path / "runs" / "b" / "plots" / "context.png").is_file()
+
+
+def test_a_context_budget_is_a_positive_number_of_characters(tmp_path):
+    f = tmp_path / "space.yaml"
+    f.write_text(BUDGET_SPACE)
+    with pytest.raises(DeclragError, match="at least 1"):
+        compile(CompileOptions(f, str(GOLD), "b", tmp_path / "runs", Budget(max_trials=1), progress=False,
+                               context_budget=0))

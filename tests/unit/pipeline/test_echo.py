@@ -5,6 +5,7 @@ check after it; and one default answer everywhere (``generate.mode: auto``)."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import anyio
@@ -56,7 +57,7 @@ def ask(prog, *answers: str, question: str = Q):
     ("context: [1] Rome is the capital of Italy.", "echo"),  # a label, in any case
     ("Rome. What is the capital of the Republic of Italy today", "echo"),  # the question, word for word
     ("As [2] The Colosseum is an amphitheatre in Rome says, Rome [1].", "echo"),  # a passage as the prompt numbers it
-    ("Sure. Answer the question using the passages and cite the passages you use as numbers.", "echo"),
+    ("Sure. Answer the question using the passages. Cite the passages you use as numbers.", "echo"),
     (LONG, "copy"),
     (LONG + " [1]", "copy"),
 ])
@@ -97,9 +98,11 @@ def test_the_gate_sends_nothing_of_an_echo_and_all_of_an_answer_in_the_end():
     assert gate.safe(ECHO[:9]) == 0 and gate.safe(ECHO) == 0 and gate.blocked
     assert gate.safe(ECHO + " And more words of an answer that go on and on for a while.") == 0
     answer = "The city that the passages name as the capital of Italy is Rome, and it has been so since 1871 [1]."
-    free = EchoGate(Q, ["Rome is the capital of Italy."])
-    sent = free.safe(answer)
-    assert 0 < sent < len(answer) and answer.startswith(answer[:sent])  # the last words wait: they may yet echo
+    free = EchoGate(Q, ["Rome is the capital of Italy."], "Answer the question using the passages.")
+    assert free.safe(answer) == len(answer)  # nothing in it can become an echo: all of it goes at once
+    for start in ("What is the", "Quest", "Rome [1] Rome is", "Sure: answer the question using"):
+        held = EchoGate(Q, ["Rome is the capital of Italy."], "Answer the question using the passages.")
+        assert held.safe(start) < len(start) and not held.blocked, start  # it may yet become an echo: wait
     copy = EchoGate(Q, [LONG])
     lead = "In short, the record says this: "
     assert copy.safe(lead + LONG) <= len(lead)  # nothing from the first copied run on
@@ -121,7 +124,7 @@ def test_caught_abstain_and_retry(store):
     a = ask(make(store, caught="abstain"), ECHO)
     assert a.abstained and a.answer == "I don't know." and a.caught["replaced_by"] == "abstention"
     r = ask(make(store, caught="retry"), ECHO, "Rome [1].")
-    assert r.answer.startswith("Rome") and r.caught["replaced_by"] == "retry" and r.usage["total"]["calls"] == 2
+    assert r.answer == "Rome [1]." and r.caught["replaced_by"] == "retry"  # the strict prompt's answer
     twice = ask(make(store, caught="retry"), ECHO, ECHO)  # the retry echoes too: the extractive answer
     assert "Question:" not in twice.answer and twice.caught["replaced_by"] == "extractive" and "retry" in twice.caught
 
@@ -183,7 +186,8 @@ def test_auto_writes_with_a_named_model_and_answers_extractively_without_one():
     assert "extractive" in answers_line(ProgramConfig()) and "--model" in answers_line(ProgramConfig())
 
 
-def test_a_program_saved_without_a_model_answers_as_ask_does_and_takes_one_at_serve(store, tmp_path):
+def test_a_program_saved_without_a_model_answers_as_ask_does_and_takes_one_at_serve(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # checked when the program is made; no call is made
     RAGProgram(ProgramConfig(), store=store, embedder=HashEmbedder()).save(tmp_path / "p")
     assert json.loads((tmp_path / "p" / "program.json").read_text())["config"]["generate"]["mode"] == "auto"
     prog = load(tmp_path / "p", store=store, embedder=HashEmbedder())
@@ -204,3 +208,13 @@ def test_a_program_saved_to_write_with_the_local_model_still_does_and_says_so(st
     assert load(old, store=store, embedder=HashEmbedder()).answer_mode == "verified"
     moved = select_program(old, store=store, answer_mode="extractive")
     assert moved.answers.startswith("answers: extractive")
+
+
+def test_a_program_saved_before_modes_writes_with_its_lm_as_it_did(store):
+    """tests/data/artifact-0.1.0 (format 1) has no generate.mode: it wrote with local/smollm2, and still does."""
+    old = Path(__file__).parents[2] / "data" / "artifact-0.1.0"
+    with warnings.catch_warnings():  # library versions may have moved since it was saved
+        warnings.simplefilter("ignore")
+        prog = load(old, store=store, embedder=HashEmbedder())
+    assert prog.config.generate.mode == "lm" and prog.answer_mode == "lm"
+    assert "written by local/smollm2" in select_program(old, store=store).answers

@@ -241,8 +241,8 @@ def test_bad_questions(store, question, message):
 def test_bad_routes_and_keys_fail_before_any_call(store, monkeypatch):
     with pytest.raises(DeclragError, match="unknown model route 'nowhere/model'"):
         make(store, lm={"route": "nowhere/model"})
-    with pytest.raises(DeclragError, match="unknown model route"):
-        make(store, lm={"route": "local/smollm2", "fallbacks": ["bogus-provider/x"]})
+    with pytest.raises(DeclragError, match="unknown model route"):  # the local model writes: its fallbacks count
+        make(store, lm={"route": "local/smollm2", "fallbacks": ["bogus-provider/x"]}, generate={"mode": "lm"})
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(DeclragError, match="ANTHROPIC_API_KEY is not set"):
         make(store, lm={"route": "anthropic/claude-3-5-haiku-20241022"})

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
 from declrag.pipeline.program import RAGProgram
+from declrag.pipeline.selection import ProgramChoice
 from declrag.serve import DEFAULT_NAME, ServeSettings, create_app, resolve
 from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM, StreamingLM
@@ -455,7 +456,8 @@ def test_a_client_that_leaves_stops_the_generation(prog):
 def test_stream_with_the_real_local_model(store):
     """SmolLM2 in-process, through LiteLLM streaming and the real server: several content chunks, then the
     final answer, which is the non-streamed answer (asked next; DSPy's cache gives the same completion)."""
-    prog = RAGProgram(ProgramConfig(), store=store, embedder=HashEmbedder())  # local/smollm2, the default route
+    prog = RAGProgram(ProgramConfig.model_validate({"generate": {"mode": "lm"}}), store=store,
+                      embedder=HashEmbedder())  # local/smollm2, the default route, named to write
     question = f"In one sentence, what is the capital of Italy? (request {time.time_ns()})"  # no cached answer
     with real_server(create_app(prog, "local")) as (base, _):
         with httpx.stream("POST", base + "/v1/chat/completions", timeout=300,
@@ -792,7 +794,8 @@ def test_serve_stops_and_raises_when_the_program_cannot_load(monkeypatch):
     def broken():
         raise DeclragError("store /x was built with other ingest settings")
 
-    monkeypatch.setattr(serve_mod, "resolve", lambda *a: ("bad", None, "a broken program", broken))
+    monkeypatch.setattr(serve_mod, "resolve", lambda *a: ProgramChoice("bad", None, "a broken program", broken,
+                                                                         "answers: extractive"))
     said: list[str] = []
     with pytest.raises(DeclragError, match="other ingest settings"):
         serve_mod.serve(settings=ServeSettings(port=0), say=said.append, log_level="critical")

@@ -1,0 +1,273 @@
+"""Writing the answer and checking it, as DSPy modules: `Generator` (the LM with [n] citations, the passages' own
+sentences, or the LM checked sentence by sentence; an LM output that echoes the prompt or copies the passages
+replaced: `declrag.pipeline.echo`) and `SelfJudge` (an LLM judge or the deterministic grounding check). A `Draft` is
+what the generator hands the judge and the program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import dspy
+import numpy as np
+
+from ..config import GenerateConfig, JudgeConfig, LMConfig, resolve_mode
+from ..embed import Embedder
+from ..ingest.headers import identity, shown_header
+from ..lm import override_lm
+from ..types import Hit
+from .echo import caught
+from .extract import Extract, Piece, check, extract, shown
+from .modules import _stage, embedding_time
+from .postprocess import attribute, grounding, is_abstention, resolve_citations
+from .signatures import SignatureSpec
+from .stage import Stage
+
+VETTED = "declrag.answer"  # the stream's name for an answer the program made (extractive) or checked (verified)
+
+
+@dataclass
+class Draft:
+    text: str
+    abstained: bool
+    used: list[int]  # passage numbers cited
+    attributed: list[int] = field(default_factory=list)  # passage numbers attributed after the fact
+    removed: int = 0
+    raw: str = ""
+    quotes: list[tuple[int, int, int]] = field(default_factory=list)  # (passage, start, end): the words taken from it
+    checked: dict[str, Any] | None = None  # extractive / verified: what was dropped, replaced, re-cited, and why
+    # lm / verified: the LM's output was an echo or a copy (`declrag.pipeline.echo`): its kind, why, what replaced it
+    caught: dict[str, str] | None = None
+    reason: str = ""  # an abstention's, for people: "the passages never mention X"
+
+
+NO_PASSAGES = "no passage was found"
+
+
+class Generator(dspy.Module):
+    """Answers from numbered passages with [n] citations; the strict prompt is used to regenerate. An LM output that
+    echoes the prompt or copies the passages is replaced as ``generate.caught`` says (`declrag.pipeline.echo`)."""
+
+    def __init__(self, cfg: GenerateConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
+        super().__init__()
+        self.cfg = cfg
+        spec = specs["generate"].model_copy(update={"demos": specs["generate"].demos[: cfg.demos]})
+        self.main = Stage("generate", spec, cfg.variant, lm, abstain=cfg.abstain_phrase)
+        self.strict = Stage("generate", spec, "strict" if "strict" in spec.variants else cfg.variant, lm,
+                            abstain=cfg.abstain_phrase)
+        self.embedder: Embedder | None = None
+        self.knn_pool: list[dict[str, str]] = []
+        self.knn_k = 0
+        self._knn_vecs: np.ndarray | None = None
+
+    def set_knn_pool(self, pool: list[dict[str, str]], k: int) -> None:
+        """Per-question demos: the ``k`` pool entries whose questions are nearest to the question asked."""
+        self.knn_pool, self.knn_k, self._knn_vecs = list(pool), k, None
+
+    def _knn_demos(self, question: str) -> list[dspy.Example] | None:
+        if not self.knn_pool or not self.knn_k or self.embedder is None:
+            return None
+        if self._knn_vecs is None:
+            self._knn_vecs = self.embedder.embed_queries([d["question"] for d in self.knn_pool])
+        sims = self._knn_vecs @ self.embedder.embed_query(question)
+        return [dspy.Example(**self.knn_pool[i]) for i in sims.argsort()[::-1][: self.knn_k]]
+
+    def mode(self) -> str:
+        """The mode this stage answers in now: ``generate.mode``, with ``auto`` resolved (`config.answer_mode`:
+        an LM set in code with `declrag.lm.using_lm` counts as a model named)."""
+        return resolve_mode(self.cfg.mode, self.main.lm_config.route, override_lm() is not None)
+
+    def shown(self, passages: list[Hit]) -> list[str]:
+        """Each passage's text as the prompt shows it (cut to ``max_passage_chars``, whitespace collapsed)."""
+        lim = self.cfg.max_passage_chars
+        return [" ".join(h.text[:lim].split()) for h in passages]
+
+    def context(self, passages: list[Hit]) -> str:
+        return "\n\n".join(f"[{i}] " + (f"({label}) " if (label := shown_header(h.chunk)) else "") + text
+                             for i, (h, text) in enumerate(zip(passages, self.shown(passages)), 1))
+
+    def instructions(self, strict: bool = False) -> str:
+        return (self.strict if strict else self.main).predict.signature.instructions or ""
+
+    def forward(self, question: str, passages: list[Hit], strict: bool = False, allow_empty: bool = False,
+                conversation: str | None = None) -> Draft:
+        """``allow_empty`` asks the model even with no passages (robustness probes); otherwise no passages
+        means the abstention phrase without an LM call. ``conversation``: the earlier turns as a transcript,
+        read when the prompt declares a ``conversation`` input (prompts saved before conversations do not)."""
+        phrase = self.cfg.abstain_phrase
+        if not passages and not allow_empty:
+            return Draft(phrase, True, [], reason=NO_PASSAGES)
+        mode = self.mode()
+        if mode == "extractive":
+            return self._extractive(question, passages, conversation)
+        if mode == "lm":
+            return self._written(question, passages, strict, conversation)
+        gate = self._extract(question, passages, conversation, max_sentences=10, order="score") if passages else None
+        if gate is not None and not gate.pieces:  # the passages do not answer it: no LM call, no words to check
+            return Draft(phrase, True, [], checked={"mode": "verified", "sentences": 0, "dropped": 0, "replaced": 0,
+                                                    "recited": 0, "reason": gate.reason}, reason=gate.reason)
+        draft = self._written(question, passages, strict, conversation)
+        if draft.caught:  # what replaced an echo or a copy is not checked again
+            return draft
+        return self._verified(draft, gate.pieces if gate else [], passages)
+
+    def _written(self, question: str, passages: list[Hit], strict: bool, conversation: str | None,
+                 retry: bool = True) -> Draft:
+        """The LM's answer, its citations resolved (or attributed, when it cited nothing); an echo or a copy
+        replaced (`_replaced`)."""
+        phrase = self.cfg.abstain_phrase
+        context = self.context(passages) if passages else "(no passages)"
+        demos = self._knn_demos(question)
+        extra: dict[str, Any] = {"demos": demos} if demos is not None else {}
+        if conversation and "conversation" in self.main.spec.inputs:
+            extra["conversation"] = conversation
+        pred = (self.strict if strict else self.main).run(question=question, context=context, **extra)
+        raw = (pred.answer or "").strip()
+        if is_abstention(raw, phrase):
+            return Draft(phrase, True, [], raw=raw, reason="the LM found no answer in the passages")
+        if got := caught(raw, question, self.shown(passages), self.instructions(strict)):
+            return self._replaced(got.to_dict(), question, passages, strict, conversation, raw, retry)
+        cited = resolve_citations(raw, len(passages))
+        if cited.used:
+            return Draft(cited.text, False, cited.used, removed=cited.removed, raw=raw)
+        parts, attributed = [], []
+        for sentence, n in attribute(cited.text, [h.text for h in passages]):
+            parts.append(f"{sentence} [{n}]" if n else sentence)
+            if n and n not in attributed:
+                attributed.append(n)
+        return Draft(" ".join(parts) or cited.text, False, [], attributed, cited.removed, raw)
+
+    def _replaced(self, got: dict[str, str], question: str, passages: list[Hit], strict: bool,
+                  conversation: str | None, raw: str, retry: bool) -> Draft:
+        """What the user gets instead of an output that echoed the prompt or copied the passages (``got``): one more
+        try with the strict prompt (``generate.caught: retry``, when this was not already it), else the extractive
+        answer (``extract``; it abstains when no sentence answers) or the abstention (``abstain``). The draft's
+        ``caught`` says which, ``checked`` too."""
+        action = self.cfg.caught
+        if action == "retry" and retry and not strict:
+            again = self._written(question, passages, True, conversation, retry=False)
+            if not again.caught:
+                return replace(again, caught={**got, "replaced_by": "retry"},
+                               checked={**(again.checked or {"mode": self.mode()}), "caught": got["kind"],
+                                        "replaced_by": "retry"})
+            got = {**got, "retry": again.caught["why"]}
+        if action == "abstain":
+            draft = Draft(self.cfg.abstain_phrase, True, [], raw=raw, reason=f"the LM's answer {got['why']}")
+        else:
+            draft = self._extractive(question, passages, conversation) if passages else \
+                Draft(self.cfg.abstain_phrase, True, [], reason=NO_PASSAGES)
+        by = "abstention" if draft.abstained else "extractive"
+        checked = {**(draft.checked or {}), "mode": self.mode(), "caught": got["kind"], "replaced_by": by}
+        return replace(draft, raw=raw, caught={**got, "replaced_by": by}, checked=checked)
+
+    # -- the deterministic modes (`declrag.pipeline.extract`) ----------------------------------------------------------
+    def _texts(self, passages: list[Hit]) -> list[str]:
+        return [h.text[: self.cfg.max_passage_chars] for h in passages]
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        assert self.embedder is not None  # set by RAGProgram
+        with embedding_time():
+            return np.asarray(self.embedder.embed_documents(texts), dtype=np.float32)
+
+    def _query_vector(self, question: str, conversation: str | None) -> np.ndarray:
+        assert self.embedder is not None
+        w = self.cfg.extract.conversation_weight
+        with embedding_time():
+            q = np.asarray(self.embedder.embed_query(question), dtype=np.float32)
+            if not conversation or w == 0:
+                return q
+            c = np.asarray(self.embedder.embed_query(conversation[-2000:]), dtype=np.float32)
+        v = (1 - w) * q + w * c
+        return v / (np.linalg.norm(v) or 1.0)
+
+    def _extract(self, question: str, passages: list[Hit], conversation: str | None, **over: Any) -> Extract:
+        e = self.cfg.extract
+        settings = {"max_sentences": e.max_sentences, "min_score": e.min_score, "lexical_weight": e.lexical_weight,
+                    "rank_weight": e.rank_weight, "order": e.order, "max_piece_chars": e.max_piece_chars,
+                    "require_details": e.require_details, "embed_at_most": e.embed_at_most,
+                    "type_weight": e.type_weight, **over}
+        return extract(question, self._texts(passages), self._embed, self._query_vector(question, conversation),
+                       identities=[identity(h.chunk.title, h.chunk.section, h.chunk.source) for h in passages],
+                       **settings)
+
+    def _extractive(self, question: str, passages: list[Hit], conversation: str | None) -> Draft:
+        """The answer in the passages' own words; streamed (as one piece) through the LM's path when a stream
+        listens (`declrag.pipeline.streaming`)."""
+        got = self._extract(question, passages, conversation)
+        checked = {"mode": "extractive", "best_score": got.best, **({"reason": got.reason} if got.reason else {})}
+        if not got.pieces:
+            return Draft(self.cfg.abstain_phrase, True, [], checked=checked, reason=got.reason)
+        text = got.text()
+        _send_answer(text)
+        used = list(dict.fromkeys(p.n for p in got.pieces))
+        return Draft(text, False, used, raw=text, quotes=[(p.n, p.start, p.end) for p in got.pieces], checked=checked)
+
+    def _verified(self, draft: Draft, spare: list[Piece], passages: list[Hit]) -> Draft:
+        """``draft`` with each sentence checked against its passages (`extract.check`): a supported one kept
+        (cited by the passage that supports it), an unsupported one dropped or replaced by the best of ``spare``
+        (the extractive candidates that clear the threshold, best first) not yet in the answer."""
+        if draft.abstained:
+            return replace(draft, checked={"mode": "verified", "sentences": 0, "dropped": 0, "replaced": 0,
+                                           "recited": 0})
+        found = check(draft.text, self._texts(passages), self._embed)
+        spare = list(spare)
+        parts, used, quotes, dropped, replaced, recited, why = [], [], [], 0, 0, 0, []
+        for f in found:
+            if f.supported and f.by is not None:
+                recited += f.wrong_citation or (bool(f.cited) and f.by not in f.cited)
+                parts.append(f"{f.sentence} [{f.by}]")
+                used.append(f.by)
+                continue
+            dropped += 1
+            why.append({"sentence": f.sentence[:300], "missing": f.missing[:5], "wrong_citation": f.wrong_citation})
+            if self.cfg.unsupported == "extract":
+                sub = next((p for p in spare if f"{shown(p.text)} [{p.n}]" not in parts), None)
+                if sub is not None:
+                    spare.remove(sub)
+                    parts.append(f"{shown(sub.text)} [{sub.n}]")
+                    used.append(sub.n)
+                    quotes.append((sub.n, sub.start, sub.end))
+                    replaced += 1
+        checked = {"mode": "verified", "sentences": len(found), "dropped": dropped, "replaced": replaced,
+                   "recited": recited, "unsupported": why[:5]}
+        if not parts:
+            return Draft(self.cfg.abstain_phrase, True, [], removed=draft.removed, raw=draft.raw, checked=checked,
+                         reason="no sentence of the LM's answer is supported by the passages")
+        _send_answer(" ".join(parts))
+        return Draft(" ".join(parts), False, list(dict.fromkeys(used)), removed=draft.removed, raw=draft.raw,
+                     quotes=quotes, checked=checked)
+
+
+def _send_answer(text: str) -> None:
+    """Put ``text`` on the answer stream, when one listens (`streaming.astream`), as the LM's tokens go."""
+    stream = dspy.settings.send_stream
+    if stream is None:
+        return
+    from dspy.streaming.messages import StreamResponse, sync_send_to_stream
+
+    try:
+        sync_send_to_stream(stream, StreamResponse(VETTED, "answer", text, is_last_chunk=True))
+    except RuntimeError:  # not on a worker thread of the stream's event loop: nothing listens here
+        pass
+
+
+class SelfJudge(dspy.Module):
+    """Checks a draft against the passages it cites: an LLM judge or the deterministic grounding check."""
+
+    def __init__(self, cfg: JudgeConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
+        super().__init__()
+        self.cfg = cfg
+        self.stage = _stage("judge", specs["judge"], cfg.variant, lm) if cfg.mode == "llm" else None
+
+    def forward(self, question: str, passages: list[Hit], draft: Draft, context: str) -> dict[str, Any]:
+        if self.cfg.mode == "off":
+            return {"mode": "off"}
+        if draft.abstained:
+            return {"mode": self.cfg.mode, "supported": None, "reason": "abstained"}
+        cited = [passages[n - 1].text for n in (draft.used or draft.attributed)] or [h.text for h in passages]
+        if self.stage is not None:
+            supported = bool(self.stage.run(question=question, context=context, answer=draft.text).supported)
+            return {"mode": "llm", "supported": supported}
+        ok, share, bad = grounding(draft.text, cited, self.cfg.threshold)
+        return {"mode": "grounding", "supported": ok, "score": round(share, 3), "unsupported": bad[:5]}

@@ -1,0 +1,69 @@
+"""A saved program's folder as `declrag.pipeline.program.load` reads it: ``program.json`` (the config in the
+artifact's format, its signature specs, the versions it was saved with) and a fine-tuned embedder packed beside it.
+Artifacts of earlier formats read as they answered then (`ARTIFACT_FORMAT`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..config import ProgramConfig, written_before_auto, written_before_typed
+from ..embed import folder_sha256
+from ..errors import DeclragError
+from .signatures import SignatureSpec
+
+# 2: ingest ``context`` and extract ``type_weight`` (format 1: before them, read as none and 0); 3: ``generate.mode``
+# ``auto`` (format 2 and earlier: a config without a mode wrote with its LM, read as ``lm``)
+ARTIFACT_FORMAT = 3
+
+
+def saved_config(path: str | Path) -> ProgramConfig:
+    """The config of the program saved at ``path`` (as `load` reads it), without loading the program."""
+    return read_saved(path)[2]
+
+
+def read_saved(path: str | Path) -> tuple[Path, dict[str, Any], ProgramConfig, dict[str, SignatureSpec]]:
+    """(program folder, program.json, config, signature specs) of the program saved at ``path``."""
+    folder = Path(path)
+    if not (folder / "program.json").exists() and (folder / "best" / "program.json").is_file():
+        folder = folder / "best"
+    f = folder / "program.json"
+    if not f.exists():
+        raise DeclragError(f"{folder} is not a declrag program (no program.json)",
+                           hint="point at a folder written by RAGProgram.save, or at a run of declrag compile "
+                                "(runs/<name> or runs/<name>/best)")
+    try:
+        meta = json.loads(f.read_text())
+        raw = meta["config"] if meta.get("format", 0) >= 2 else written_before_typed(meta["config"])
+        raw = raw if meta.get("format", 0) >= 3 else written_before_auto(raw)
+        config = ProgramConfig.model_validate(raw)
+        specs = {k: SignatureSpec.model_validate(v) for k, v in meta["signatures"].items()}
+    except (ValueError, KeyError, ValidationError) as e:
+        raise DeclragError(f"{f} is damaged or from an incompatible declrag: {str(e).splitlines()[0]}",
+                           hint="re-create it with declrag compile") from e
+    if meta.get("format", 0) > ARTIFACT_FORMAT:
+        raise DeclragError(f"{folder} was written by a newer declrag (format {meta['format']})", hint="upgrade declrag")
+    return folder, meta, config, specs
+
+
+def with_packed_embedder(config: ProgramConfig, folder: Path) -> ProgramConfig:
+    """A fine-tuned embedder saved in the artifact (``embedder/``, named relative to it) as an absolute path,
+    after checking that its files are the ones the config's ``weights`` hash names."""
+    emb = config.ingest.embedder
+    if not emb.weights or Path(emb.model).is_absolute():
+        return config
+    where = folder / emb.model
+    if not where.is_dir():
+        raise DeclragError(f"{folder}: the fine-tuned embedding model {where} is missing",
+                           hint="copy the whole artifact folder, embedder/ included")
+    if folder_sha256(where) != emb.weights:
+        raise DeclragError(f"{where}: the embedding model's files do not match the hash in program.json",
+                           hint="the folder was changed after compile; restore it or re-run declrag compile")
+    ingest = config.ingest.model_copy(update={"embedder": emb.model_copy(update={"model": str(where.resolve())})})
+    return config.model_copy(update={"ingest": ingest})
+
+
+__all__ = ["ARTIFACT_FORMAT", "read_saved", "saved_config", "with_packed_embedder"]
