@@ -154,7 +154,7 @@ def summary(rows: list[dict[str, Any]], first: list[dict[str, Any]] | None) -> d
     # the LM's raw outputs caught as an echo of the prompt or a copy of the passages, and what replaced them
     # (`declrag.pipeline.echo`): none of them reached the answer
     out["caught"] = {"share": mean_of([float(r.get("caught") is not None) for r in rows]),
-                     **{k: sum(r.get("caught") == k for r in rows) for k in ("echo", "copy")},
+                     **{k: sum(r.get("caught") == k for r in rows) for k in ("echo", "copy", "empty")},
                      "replaced_by": {k: sum(r.get("replaced_by") == k for r in rows)
                                      for k in ("extractive", "retry", "abstention")}}
     if first is not None and first is not rows:
@@ -183,10 +183,10 @@ def _ci(d: dict[str, Any] | None) -> str:
 
 
 def _caught(c: dict[str, Any] | None) -> str:
-    if not c or not (c["echo"] or c["copy"]):
+    if not c or not (c["echo"] or c["copy"] or c.get("empty")):
         return "0"
     by = ", ".join(f"{k} {v}" for k, v in c["replaced_by"].items() if v)
-    return f"{c['echo']} / {c['copy']}\n({by})"
+    return f"{c['echo']} / {c['copy']} / {c.get('empty', 0)}\n({by})"
 
 
 def print_report(r: dict[str, Any], console: Console) -> None:
@@ -194,7 +194,7 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         t = Table(title=f"answers on {s['dataset']}: {s['n']} questions ({s['answerable']} answerable), LM "
                         f"{s['route']}; mean, and the paired difference from {s['against']} with its 95% interval")
         for col in ("mode", *METRICS, "abstention recall / precision / on answerable", "first token ms p50 / p95",
-                    "end ms p50 / p95", "dropped", "LM calls", "caught: echo / copy (replaced by)"):
+                    "end ms p50 / p95", "dropped", "LM calls", "caught: echo / copy / empty (replaced by)"):
             t.add_column(col)
         for mode, m in s["modes"].items():
             a = m["abstention"]

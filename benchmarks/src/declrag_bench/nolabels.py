@@ -100,14 +100,15 @@ def corpus(dataset: str, n: int, seed: int, trials: int, real_limit: int, space:
     every = [e for e in gs.examples() if e.gold or e.gold_spans()]
     if len(every) > real_limit:
         every = [every[i] for i in sorted(random.Random(seed).sample(range(len(every)), real_limit))]
-    cache: dict[str, dict[str, list[float | None]]] = {}
+    cache: dict[str, dict[str, Any]] = {}
 
-    def scored(params: dict[str, Any]) -> dict[str, list[float | None]]:
+    def scored(params: dict[str, Any]) -> dict[str, Any]:
         key = json.dumps(params, sort_keys=True)
         if key not in cache:
             prog = comp.program(params)
-            cache[key] = {"test": score(comp, prog, test, f"{gs.name}: real test")[1],
-                          "all": score(comp, prog, every, f"{gs.name}: every real question")[1]}
+            means, per_q = score(comp, prog, every, f"{gs.name}: every real question")
+            cache[key] = {"test": score(comp, prog, test, f"{gs.name}: real test")[1], "all": per_q,
+                          "chars": round(means.get("context_chars") or 0.0)}
         return cache[key]
 
     default = scored(syn["baseline"]["params"])
@@ -126,6 +127,8 @@ def corpus(dataset: str, n: int, seed: int, trials: int, real_limit: int, space:
     kinds = sorted({str(e.metadata.get("kind")) for e in syn_qs})
     return {
         "dataset": gs.name, "documents": len(gs.documents), "real_questions": len(every), "real_test": len(test),
+        "metric": next(iter(comp.space.objective.metrics)), "context_budget": comp.context_budget,
+        "context_chars": {"default": default["chars"], "synthetic": shipped["chars"], "real": real_best["chars"]},
         "synthetic": {"generator": report.generator, "questions": report.kept, "splits": report.splits},
         "default": {"test": mean(default["test"]), "all": mean(default["all"])},
         "synthetic_compile": {"shipped": syn["shipped"], "params": picks[RULES[-1]],
@@ -152,16 +155,20 @@ def run(datasets: Sequence[str], n: int = 1000, seed: int = 13, trials: int = 20
 
 
 def print_report(r: dict[str, Any], console: Console) -> None:
+    metric = ", ".join(sorted({c.get("metric", "ndcg@10") for c in r["corpora"]}))
     t = Table(title=f"compile with no labels ({r['n']} synthetic questions, {r['trials']} trials, space "
-                    f"{r['space']}): nDCG@10 on real questions, paired 95% intervals")
+                    f"{r['space']}): {metric} on real questions, paired 95% intervals; characters handed over "
+                    "(default / synthetic ships / real ships)")
     for col in ("corpus", "default (test)", "synthetic ships", "synthetic - default (every real q)",
-                "synthetic - default (test)", "real compile - default (test)", "synthetic - real (test)"):
+                "synthetic - default (test)", "real compile - default (test)", "synthetic - real (test)",
+                "characters"):
         t.add_column(col, justify="left" if col == "corpus" else "right")
     for c in r["corpora"]:
         s = c["synthetic_compile"]
         t.add_row(f"{c['dataset']} ({c['real_questions']} q, test {c['real_test']})", f"{c['default']['test']:.4f}",
                   s["shipped"], _ci(s["minus_default_all"]), _ci(s["minus_default_test"]),
-                  _ci(c["real_compile"]["minus_default_test"]), _ci(s["minus_real_test"]))
+                  _ci(c["real_compile"]["minus_default_test"]), _ci(s["minus_real_test"]),
+                  " / ".join(f"{v:,}" for v in c.get("context_chars", {}).values()))
     console.print(t)
     k = Table(title="what each check would have shipped: its real gain over the default program (every real "
                     "question)")

@@ -219,7 +219,7 @@ def _what_ships(s: dict[str, Any]) -> list[str]:
         lines += ["Retrieval metrics on test scored over " + ", ".join(
             f"{UNIT_WORDS.get(u, u)} ({n} questions)" for u, n in sorted(units.items())) + ".", ""]
     sel = s.get("selection") or {}
-    if sel.get("applied"):
+    if sel.get("applied") and sel.get("candidates"):
         lines += [f"**Shipped in `best/`: the {s['shipped']} program.** The search's {len(sel['candidates'])} "
                   f"leading programs were re-scored on {sel['held_out']} held-out questions it never read: "
                   f"{sel['why']}.", "", "| trial | search | held-out gain | lower bound | by writer | verdict |",

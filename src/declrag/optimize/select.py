@@ -23,6 +23,7 @@ decides last: the program ships only if it is not worse than the baseline on the
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -95,7 +96,14 @@ def judge(base: Sequence[float | None], cands: Mapping[int, Sequence[float | Non
     """The rule above on per-question scores: ``base`` (the baseline's), ``cands`` (trial -> its scores, in the
     search's order) and each question's writer. Returns ``{"chosen": trial or None, "candidates": [...], "why"}``."""
     level = alpha / max(len(cands), 1)
-    kinds = {w for w, n in Counter(writers).items() if w and n >= WRITER_MIN}
+    present = Counter(w for w in writers if w)
+    kinds = {w for w, n in present.items() if n >= WRITER_MIN}
+    if len(present) > 1 and (few := {w: n for w, n in sorted(present.items()) if n < WRITER_MIN}):
+        # a writer too few to have a verdict of its own: the rule cannot be applied, and a change is not shipped
+        shown = ", ".join(f"{w} has {n}" for w, n in few.items())
+        return {"chosen": None, "candidates": [], "level": level, "too_few": few,
+                "why": f"the baseline ships: the set is too small to judge a change ({shown} held-out questions; "
+                       f"each writer needs {WRITER_MIN})"}
     rows: list[dict[str, Any]] = []
     for trial, scores in cands.items():
         pairs = _pairs(base, scores)
@@ -137,6 +145,12 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
     if not comp.space.objective.retrieval_only and len(held) > len(comp.splits["dev"]):  # LM calls: one trial's worth
         held = [held[i] for i in sorted(random.Random(comp.space.split.seed).sample(range(len(held)),
                                                                                     len(comp.splits["dev"])))]
+    ruled = judge([], {}, writers_of(held))
+    if too_few := ruled.get("too_few"):  # known before any re-scoring
+        total = sum(len(split) for split in comp.golden.splits.values())
+        need = math.ceil(total * WRITER_MIN / min(too_few.values()) / 100) * 100
+        return baseline, {"applied": True, "held_out": len(held), "search_best": best.number, **ruled,
+                          "why": f"{ruled['why']}: make a set of about {need} questions (declrag synth --n {need})"}
     top = leading([t for t in trials if t.values], baseline, TOP if comp.space.objective.retrieval_only else 1)
     if not top:
         return baseline, {"applied": False, "why": "every finished trial is the baseline's program"}

@@ -87,6 +87,10 @@ class Generator(dspy.Module):
         return "\n\n".join(f"[{i}] " + (f"({label}) " if (label := shown_header(h.chunk)) else "") + text
                              for i, (h, text) in enumerate(zip(passages, self.shown(passages)), 1))
 
+    def labels(self, passages: list[Hit]) -> list[str]:
+        """Each passage's label as the prompt shows it beside its number (its document's title and section)."""
+        return [shown_header(h.chunk) for h in passages]
+
     def instructions(self, strict: bool = False) -> str:
         return (self.strict if strict else self.main).predict.signature.instructions or ""
 
@@ -126,7 +130,7 @@ class Generator(dspy.Module):
         raw = (pred.answer or "").strip()
         if is_abstention(raw, phrase):
             return Draft(phrase, True, [], raw=raw, reason="the LM found no answer in the passages")
-        if got := caught(raw, question, self.shown(passages), self.instructions(strict)):
+        if got := caught(raw, question, self.shown(passages), self.instructions(strict), self.labels(passages)):
             return self._replaced(got.to_dict(), question, passages, strict, conversation, raw, retry)
         cited = resolve_citations(raw, len(passages))
         if cited.used:

@@ -10,9 +10,13 @@ extractive answer, a retry or the abstention in its place (``generate.caught``) 
 An **echo** repeats the prompt's scaffolding:
 
 - a line opening with one of the prompt's input labels (``Question:``, ``Context:``, ``Conversation:``);
-- the question itself, word for word (five words or more);
-- a passage as the prompt numbers it (``[2]`` and the first words of passage 2);
+- the question word for word (five words or more), or `QUESTION_RUN` words running of it;
+- a passage as the prompt numbers it (``[2]`` and the first words of passage 2) or labels it (its document's title
+  and section in parentheses, as the prompt shows them);
 - ten words running of the instructions.
+
+An output with no words of its own (only citation markers and punctuation: ``[1] ```) is not an answer either
+(**empty**).
 
 A **copy** is mostly the passages pasted: at least `COPY_SHARE` of its words lie in runs of `RUN` words or more
 that occur in the passages, and there are at least `COPY_WORDS` of them (more than the extractive answer's three
@@ -31,6 +35,7 @@ RUN = 8  # words in a row that count as copied
 COPY_SHARE = 0.8  # of the output's words, copied, for a copy ...
 COPY_WORDS = 40  # ... and at least this many of them
 QUESTION_WORDS = 5  # a question this long (or longer) repeated word for word is an echo
+QUESTION_RUN = 8  # and so is this many of its words in a row ("The answer to the question "..." is ...")
 INSTRUCTION_WORDS = 10  # words of the instructions in a row that make an echo
 LABELS = ("question", "context", "conversation", "passages")
 _LABEL = re.compile(rf"^\s*(?:{'|'.join(LABELS)})\s*:", re.I | re.M)
@@ -39,7 +44,8 @@ _WORD = re.compile(r"\w+")
 
 @dataclass(frozen=True)
 class Caught:
-    """Why an output is not an answer: ``kind`` (``echo`` or ``copy``) and ``why`` (one line, for people)."""
+    """Why an output is not an answer: ``kind`` (``echo``, ``copy`` or ``empty``) and ``why`` (one line, for
+    people)."""
 
     kind: str
     why: str
@@ -74,15 +80,24 @@ def copied(output: Sequence[str], source: Sequence[str], run: int = RUN) -> int:
     return sum(covered)
 
 
-def caught(output: str, question: str, passages: Sequence[str], instructions: str = "") -> Caught | None:
+def caught(output: str, question: str, passages: Sequence[str], instructions: str = "",
+           labels: Sequence[str] = ()) -> Caught | None:
     """Whether ``output`` (the LM's raw answer) echoes the prompt or copies ``passages`` (as the prompt showed them,
-    numbered from 1), rather than answering ``question``; None when it is an answer."""
+    numbered from 1, each with its ``labels``: the document's title and section), rather than answering
+    ``question``; None when it is an answer."""
     if m := _LABEL.search(output):
         return Caught("echo", f"repeats the prompt's {m.group().strip()!r} label")
-    said = words(output)
+    said = words(strip_citations(output))
+    if not said:
+        return Caught("empty", "has no words of its own")
     asked = words(question)
     if len(asked) >= QUESTION_WORDS and _holds(said, asked):
         return Caught("echo", "repeats the question")
+    if len(asked) > QUESTION_RUN and _runs(said, QUESTION_RUN) & _runs(asked, QUESTION_RUN):
+        return Caught("echo", f"repeats {QUESTION_RUN} words of the question in a row")
+    for n, label in enumerate(labels, 1):
+        if label and f"({label})" in output:
+            return Caught("echo", f"repeats passage [{n}]'s label as the prompt shows it")
     for n, passage in enumerate(passages, 1):
         opening = words(passage)[:5]
         if len(opening) >= 3 and re.search(rf"\[{n}\]\s*(?:\([^)]*\)\s*)?" + r"\W+".join(map(re.escape, opening)),
@@ -91,7 +106,7 @@ def caught(output: str, question: str, passages: Sequence[str], instructions: st
     told = words(instructions)
     if len(told) >= INSTRUCTION_WORDS and _runs(said, INSTRUCTION_WORDS) & _runs(told, INSTRUCTION_WORDS):
         return Caught("echo", "repeats the instructions")
-    plain = words(strip_citations(output))
+    plain = said
     if len(plain) >= COPY_WORDS:
         got = copied(plain, [w for p in passages for w in [*words(p), "\x00"]])
         if got >= COPY_WORDS and got >= COPY_SHARE * len(plain):
@@ -107,8 +122,8 @@ class EchoGate:
     words copied from the passages (a copy is known only at its end: its first few words may have been sent). Once
     an echo shows, nothing more is sent; what was held comes with the final answer, or the one that replaced it."""
 
-    def __init__(self, question: str, passages: Sequence[str], instructions: str = ""):
-        self.question, self.passages, self.instructions = question, list(passages), instructions
+    def __init__(self, question: str, passages: Sequence[str], instructions: str = "", labels: Sequence[str] = ()):
+        self.question, self.passages, self.instructions, self.labels = question, list(passages), instructions, labels
         self.asked, self.told = words(question), words(instructions)
         self.openings = [words(p)[:5] for p in self.passages]
         self.copyable = _runs([w for p in self.passages for w in [*words(p), "\x00"]], RUN)
@@ -118,7 +133,7 @@ class EchoGate:
         """How many characters of ``text`` (the answer so far) can be sent whatever follows."""
         if self.blocked:
             return 0
-        got = caught(text, self.question, self.passages, self.instructions)
+        got = caught(text, self.question, self.passages, self.instructions, self.labels)
         if got is not None and got.kind == "echo":
             self.blocked = True
             return 0

@@ -104,7 +104,7 @@ class _GenerateInputs(StatusMessageProvider):
             passages = kw.get("passages") or []
             self.n = len(passages)
             self.gate = EchoGate(kw.get("question") or "", self.generator.shown(passages),
-                                 self.generator.instructions(bool(kw.get("strict"))))
+                                 self.generator.instructions(bool(kw.get("strict"))), self.generator.labels(passages))
         return None  # no message: only the answer's tokens are streamed
 
 

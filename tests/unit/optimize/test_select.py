@@ -75,10 +75,11 @@ def test_a_gain_only_the_keyword_questions_see_does_not_ship():
     weak = judge(base, {6: noisy}, writers)["candidates"][0]
     assert weak["by_writer"]["ict"] > 0 and weak["writer_lower"]["ict"] < 0 < weak["writer_lower"]["keywords"]
     assert not weak["qualifies"] and "ict questions' gain does not hold" in weak["why"]
-    # a writer with too few held-out questions has no veto of its own
+    # a writer with too few held-out questions cannot give its verdict: the rule cannot be applied, nothing ships
     few = ["keywords"] * 190 + ["ict"] * 10
-    assert judge(base, {4: [b + (0.2 if w == "keywords" else -0.03) for b, w in zip(base, few)]},
-                 few)["chosen"] == 4
+    small = judge(base, {4: [b + 0.2 for b in base]}, few)
+    assert small["chosen"] is None and small["too_few"] == {"ict": 10}
+    assert "too small to judge a change (ict has 10 held-out questions; each writer needs 20)" in small["why"]
 
 
 def test_the_lower_bound_is_seeded_and_one_sided():
@@ -133,3 +134,20 @@ def test_the_leading_candidates_are_distinct_programs_other_than_the_baseline():
     ts = [base, trial(1, 0.7, 0.2), trial(2, 0.7, 0.2), trial(3, 0.6, 0.9), trial(4, 0.5, 0.5), trial(5, 0.4, 0.1)]
     assert [t.number for t in leading(ts, base, 2)] == [1, 3]
     assert [t.number for t in leading(ts, base, 10)] == [1, 3, 5]
+
+
+def test_a_set_too_small_to_judge_ships_the_baseline_and_says_how_many_questions_it_needs():
+    """The README's old example: 40 questions, 22 held out, fewer than 20 per writer; the per-writer check was
+    skipped, not failed, and a change shipped on 22 questions. Now nothing is re-scored and the baseline ships."""
+    from declrag.optimize.select import select
+
+    golden = GoldenSet(name="syn", documents=[], splits={
+        "train": [_ex(i, "train", "ict") for i in range(18)],
+        "dev": [_ex(i, "dev", "ict" if i % 2 else "keywords") for i in range(22)]})
+    comp = SimpleNamespace(golden=golden, space=SimpleNamespace(
+        split=SimpleNamespace(source="train", test_split="test"),
+        objective=SimpleNamespace(retrieval_only=True), splits={}))
+    base, best = SimpleNamespace(number=0, params={}), SimpleNamespace(number=3, params={"k": 3}, values=[0.9])
+    chosen, why = select(comp, [best], base, best, lambda *a: pytest.fail("nothing is re-scored"))
+    assert chosen is base and why["too_few"] == {"ict": 11, "keywords": 11}
+    assert why["why"].endswith("make a set of about 100 questions (declrag synth --n 100)"), why["why"]

@@ -60,12 +60,17 @@ def ask(prog, *answers: str, question: str = Q):
     ("Sure. Answer the question using the passages. Cite the passages you use as numbers.", "echo"),
     (LONG, "copy"),
     (LONG + " [1]", "copy"),
+    ('The answer to the question "which three bridges would the committee repair first" is the stone one.', "echo"),
+    ("[2] (Bridges — Repairs) the members agreed", "echo"),  # a passage's label as the prompt shows it
+    ("[1]\n```", "empty"),
 ])
 def test_echoes_and_copies_are_caught(output, kind):
     passages = ["Rome is the capital of Italy.", "The Colosseum is an amphitheatre in Rome.", LONG]
     question = Q if "Republic" not in output else "What is the capital of the Republic of Italy today"
+    if "bridges" in output:
+        question = "In the minutes, which three bridges would the committee repair first this year?"
     got = caught(output, question, passages, "Answer the question using the passages. Cite the passages you use "
-                 "as numbers in brackets.")
+                 "as numbers in brackets.", ["", "Bridges — Repairs", ""])
     assert got is not None and got.kind == kind, got
 
 
