@@ -30,8 +30,9 @@ class Metrics:
         self.dropped_sentences = Counter("declrag_dropped_sentences", "sentences of LM answers left out by the "
                                          "verified generate mode: their passages did not support them", registry=r)
         self.caught = Counter("declrag_lm_answers_caught", "LM outputs not passed on as answers: they echoed the "
-                              "prompt (kind echo), copied the passages (copy) or had no words (empty); replaced_by: extractive, retry or "
-                              "abstention (declrag.pipeline.echo)", ["kind", "replaced_by"], registry=r)
+                              "prompt (kind echo), copied the passages (copy) or had no words (empty); "
+                              "replaced_by: extractive, retry or abstention (declrag.pipeline.echo)",
+                              ["kind", "replaced_by"], registry=r)
         self.errors = Counter("declrag_errors", "error responses by route and kind", ["route", "kind"], registry=r)
         self.cache_hits = Counter("declrag_cache_hits", "answers served from the semantic cache", registry=r)
         self.history_turns = Histogram("declrag_history_turns", "earlier turns (the history) sent with a request, "
