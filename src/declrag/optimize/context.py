@@ -3,12 +3,13 @@
 A retrieval objective named ``kind@budget`` (``optimizers/retrieval.yaml``: ``ndcg@budget``) is scored on the evidence
 within the first B characters each program hands over: programs are compared at the same context, not credited for
 handing over more text. B is ``objective.context_budget`` (``declrag compile --context-budget CHARS``), by default
-what the space's baseline, the default program, hands over on the dev questions (`default_budget`), so "better" means
-better at the default's cost.
+what the space's baseline, the default program, hands over on the dev questions (`handed_by_default`), so "better"
+means better at the default's cost; a budget smaller than one of its passages is raised to one, and says so.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..config import with_model
@@ -17,6 +18,7 @@ from ..metrics.budget import characters, resolve_budget
 from ..metrics.stats import mean_of
 from .space import Space
 
+log = logging.getLogger(__name__)
 BUDGET_QUESTIONS = 100  # dev questions the default budget is measured on (the first ones, in split order)
 ROUND_TO = 100  # characters
 
@@ -48,14 +50,16 @@ def budgeted(plan: Any, chars: int | None) -> Any:
     return plan
 
 
-def default_budget(comp: Any) -> int:
+def handed_by_default(comp: Any) -> tuple[int, int]:
     """What the space's baseline hands over (characters, each once), averaged over the first `BUDGET_QUESTIONS` dev
-    questions and rounded to `ROUND_TO`: the default budget."""
+    questions and rounded to `ROUND_TO`: the default budget; and its mean passage's characters."""
     base = comp.space.baseline()
     prog = comp.program_for(with_model(base, comp.model) if comp.model else base)
     asked = [e for e in comp.splits["dev"] if e.gold or e.answers][:BUDGET_QUESTIONS] or comp.splits["dev"][:1]
-    got = mean_of([float(characters(prog.search(e.question, history=e.history))) for e in asked])
-    return max(ROUND_TO, int(round((got or 0.0) / ROUND_TO)) * ROUND_TO)
+    found = [prog.search(e.question, history=e.history) for e in asked]
+    got = mean_of([float(characters(hits)) for hits in found]) or 0.0
+    one = mean_of([float(len(h.text)) for hits in found for h in hits]) or 0.0
+    return max(ROUND_TO, int(round(got / ROUND_TO)) * ROUND_TO), int(one)
 
 
 def at_budget(comp: Any) -> tuple[Space, int | None]:
@@ -64,11 +68,16 @@ def at_budget(comp: Any) -> tuple[Space, int | None]:
     space = comp.space
     if not needs_budget(space):
         return space, space.objective.context_budget
-    chars = space.objective.context_budget or default_budget(comp)
+    default, one = handed_by_default(comp)
+    chars = space.objective.context_budget or default
+    if chars < one:  # not even one passage fits: a budget that credits nothing is no comparison
+        log.warning("context budget %d characters is smaller than one passage of the default program (about %d): "
+                    "scoring within one passage, %d", chars, one, one)
+        chars = one
     obj = space.objective
     metrics = dict(zip(resolve_budget(list(obj.metrics), chars), obj.metrics.values()))
     return space.model_copy(update={"objective": obj.model_copy(update={"metrics": metrics,
                                                                         "context_budget": chars})}), chars
 
 
-__all__ = ["at_budget", "budgeted", "default_budget", "needs_budget", "with_context_budget"]
+__all__ = ["at_budget", "budgeted", "handed_by_default", "needs_budget", "with_context_budget"]

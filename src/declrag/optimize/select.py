@@ -150,7 +150,8 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
         total = sum(len(split) for split in comp.golden.splits.values())
         need = math.ceil(total * WRITER_MIN / min(too_few.values()) / 100) * 100
         return baseline, {"applied": True, "held_out": len(held), "search_best": best.number, **ruled,
-                          "why": f"{ruled['why']}: make a set of about {need} questions (declrag synth --n {need})"}
+                          "why": f"{ruled['why']}: make a set of about {need} questions (declrag synth --n {need}; "
+                                 "it writes one a passage at most, so a small corpus may not have that many)"}
     top = leading([t for t in trials if t.values], baseline, TOP if comp.space.objective.retrieval_only else 1)
     if not top:
         return baseline, {"applied": False, "why": "every finished trial is the baseline's program"}

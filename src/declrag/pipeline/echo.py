@@ -11,8 +11,8 @@ An **echo** repeats the prompt's scaffolding:
 
 - a line opening with one of the prompt's input labels (``Question:``, ``Context:``, ``Conversation:``);
 - the question word for word (five words or more), or `QUESTION_RUN` words running of it;
-- a passage as the prompt numbers it (``[2]`` and the first words of passage 2) or labels it (its document's title
-  and section in parentheses, as the prompt shows them);
+- a passage as the prompt numbers it (``[2]`` and the first words of passage 2) or labels it (``[2]`` and a
+  passage's document title and section in parentheses, as the prompt shows them);
 - ten words running of the instructions.
 
 An output with no words of its own (only citation markers and punctuation: ``[1] ```) is not an answer either
@@ -95,8 +95,8 @@ def caught(output: str, question: str, passages: Sequence[str], instructions: st
         return Caught("echo", "repeats the question")
     if len(asked) > QUESTION_RUN and _runs(said, QUESTION_RUN) & _runs(asked, QUESTION_RUN):
         return Caught("echo", f"repeats {QUESTION_RUN} words of the question in a row")
-    for n, label in enumerate(labels, 1):
-        if label and f"({label})" in output:
+    for n, label in enumerate(labels, 1):  # "[2] (Title — Section)", as the prompt shows a passage
+        if label and re.search(rf"\[\d+\]\s*\({re.escape(label)}\)", output):
             return Caught("echo", f"repeats passage [{n}]'s label as the prompt shows it")
     for n, passage in enumerate(passages, 1):
         opening = words(passage)[:5]
@@ -106,11 +106,10 @@ def caught(output: str, question: str, passages: Sequence[str], instructions: st
     told = words(instructions)
     if len(told) >= INSTRUCTION_WORDS and _runs(said, INSTRUCTION_WORDS) & _runs(told, INSTRUCTION_WORDS):
         return Caught("echo", "repeats the instructions")
-    plain = said
-    if len(plain) >= COPY_WORDS:
-        got = copied(plain, [w for p in passages for w in [*words(p), "\x00"]])
-        if got >= COPY_WORDS and got >= COPY_SHARE * len(plain):
-            return Caught("copy", f"{got} of its {len(plain)} words are the passages' own, copied in runs")
+    if len(said) >= COPY_WORDS:
+        got = copied(said, [w for p in passages for w in [*words(p), "\x00"]])
+        if got >= COPY_WORDS and got >= COPY_SHARE * len(said):
+            return Caught("copy", f"{got} of its {len(said)} words are the passages' own, copied in runs")
     return None
 
 

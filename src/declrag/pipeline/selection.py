@@ -16,7 +16,7 @@ from ..ingest.corpus import corpus_store
 from ..lm import is_small_local
 from ..stores import read_meta
 from ..stores.base import Store
-from .program import RAGProgram, default_config, default_program, load, read_config, saved_config, with_model
+from .program import RAGProgram, default_config, load, read_config, saved_config, with_model
 
 DEFAULT_NAME = "declrag-default"
 MLFLOW_SCHEMES = ("runs:/", "models:/", "mlflow-artifacts:/")  # a program logged by `declrag compile --mlflow`
@@ -47,8 +47,9 @@ def answers_line(config: ProgramConfig) -> str:
     """How a program with ``config`` answers, and how to change it, in one line for a server's start."""
     mode, route = answer_mode(config), config.stage_lm("generate").route
     if mode == "extractive":
-        return ("answers: extractive (the passages' own sentences, cited; no LM call); --model ROUTE has an LM "
-                "write them")
+        named = "" if config.generate.mode == "auto" else "--answer-mode lm "  # a mode set stays when a model is named
+        return (f"answers: extractive (the passages' own sentences, cited; no LM call); {named}--model ROUTE has an "
+                "LM write them")
     how = "written by" if mode == "lm" else "written and checked sentence by sentence (verified) by"
     line = f"answers: {how} {route}; an echo of the prompt or a copy of the passages is replaced " \
            f"({config.generate.caught})"
@@ -118,13 +119,9 @@ def select_program(program: str | Path | None = None, config: str | Path | None 
         store, shown = where, moded(default_config(ProgramConfig(ingest=meta.ingest), route))
     else:
         shown = moded(default_config(None, route))
-
-    def default() -> RAGProgram:
-        prog = default_program(store, model=route)
-        return prog.generating(mode) if mode else prog
-
-    return ProgramChoice(name, None, f"{what} over {store if isinstance(store, str) else store.uri}", default,
-                         answers_line(shown))
+    # the default program (`default_program`): the store's own ingest settings, the default config
+    return ProgramChoice(name, None, f"{what} over {store if isinstance(store, str) else store.uri}",
+                         lambda: RAGProgram(shown, store=store), answers_line(shown))
 
 
 __all__ = ["DEFAULT_NAME", "MODES", "ProgramChoice", "answers_line", "model_route", "select_program"]

@@ -34,6 +34,7 @@ USAGE_ERRORS = [
     (["bench", "retrieval", "--nosuch"], ["No such option: --nosuch", "declrag bench retrieval --help"]),
     (["indexes", "lst"], ["No such command 'lst'", "list", "declrag indexes --help"]),
     (["eval", "--threads"], ["--threads", "requires an argument", "declrag eval --help"]),
+    (["ask", "hi", "--answer-mode", "lmm"], ["--answer-mode", "'lmm' is not one of", "extractive", "declrag ask --help"]),
 ]
 
 
@@ -92,6 +93,8 @@ def test_no_arguments_show_the_help():
     (["index", ".", "--ray", "127.0.0.1:1", "--ray-actors", "0", "--store", "never-made"], "--ray-actors"),
     (["bench", "ray", "--cpus", "0"], "--cpus"),
     (["bench", "ray", "--store", "/tmp/a-folder"], "--store"),
+    (["compile", "--space", "retrieval", "--dataset", "x", "--name", "y", "--context-budget", "0"], "--context-budget"),
+    (["bench", "readme", "--n", "0"], "--n"),
 ])
 def test_a_bad_value_checked_by_declrag_is_an_error_and_a_fix(tmp_path, args, names):
     p = declrag(*args, cwd=tmp_path)
