@@ -10,7 +10,9 @@ extractive answer, a retry or the abstention in its place (``generate.caught``) 
 An **echo** repeats the prompt's scaffolding:
 
 - a line opening with one of the prompt's input labels (``Question:``, ``Context:``, ``Conversation:``);
-- the question word for word (five words or more), or `QUESTION_RUN` words running of it;
+- the question word for word (five words or more), or quoted: `QUESTION_RUN` of its words running inside quotation
+  marks (``The answer to the question "..." is ...``); an answer that restates the question's words to say its
+  answer ("The only variety ... that has official status is Modern Standard Arabic") is an answer;
 - a passage as the prompt numbers it (``[2]`` and the first words of passage 2) or labels it (``[2]`` and a
   passage's document title and section in parentheses, as the prompt shows them);
 - ten words running of the instructions.
@@ -35,11 +37,12 @@ RUN = 8  # words in a row that count as copied
 COPY_SHARE = 0.8  # of the output's words, copied, for a copy ...
 COPY_WORDS = 40  # ... and at least this many of them
 QUESTION_WORDS = 5  # a question this long (or longer) repeated word for word is an echo
-QUESTION_RUN = 8  # and so is this many of its words in a row ("The answer to the question "..." is ...")
+QUESTION_RUN = 8  # and so is this many of its words in a row inside quotes ("The answer to the question "..."")
 INSTRUCTION_WORDS = 10  # words of the instructions in a row that make an echo
 LABELS = ("question", "context", "conversation", "passages")
 _LABEL = re.compile(rf"^\s*(?:{'|'.join(LABELS)})\s*:", re.I | re.M)
 _WORD = re.compile(r"\w+")
+_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”|\'([^\']{20,})\'')
 
 
 @dataclass(frozen=True)
@@ -93,8 +96,9 @@ def caught(output: str, question: str, passages: Sequence[str], instructions: st
     asked = words(question)
     if len(asked) >= QUESTION_WORDS and _holds(said, asked):
         return Caught("echo", "repeats the question")
-    if len(asked) > QUESTION_RUN and _runs(said, QUESTION_RUN) & _runs(asked, QUESTION_RUN):
-        return Caught("echo", f"repeats {QUESTION_RUN} words of the question in a row")
+    quoted = [w for groups in _QUOTED.findall(output) for q in groups if q for w in [*words(q), "\x00"]]
+    if len(asked) > QUESTION_RUN and _runs(quoted, QUESTION_RUN) & _runs(asked, QUESTION_RUN):
+        return Caught("echo", f"quotes {QUESTION_RUN} or more words of the question")
     for n, label in enumerate(labels, 1):  # "[2] (Title — Section)", as the prompt shows a passage
         if label and re.search(rf"\[\d+\]\s*\({re.escape(label)}\)", output):
             return Caught("echo", f"repeats passage [{n}]'s label as the prompt shows it")

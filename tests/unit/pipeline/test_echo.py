@@ -83,10 +83,14 @@ def test_echoes_and_copies_are_caught(output, kind):
     "the other two bridges were left for a later budget, when the district would have more money to spend on them, "
     "and nobody at the meeting objected to waiting [3].",
     "What is the capital? Rome [1].",  # a short question's words are not an echo
+    # an answer that restates the question's words to give its answer (what a capable LM writes)
+    "The three bridges the committee would repair first this year were the stone ones [3].",
 ])
 def test_answers_are_not_caught(output):
     passages = ["Rome is the capital of Italy.", "The Colosseum is an amphitheatre in Rome.", LONG]
-    assert caught(output, Q, passages, "Answer the question using the passages.") is None
+    question = "In the minutes, which three bridges would the committee repair first this year?"
+    assert caught(output, question if "bridges" in output else Q, passages,
+                  "Answer the question using the passages.") is None
 
 
 def test_a_copy_needs_enough_copied_words():
@@ -223,3 +227,11 @@ def test_a_program_saved_before_modes_writes_with_its_lm_as_it_did(store):
         prog = load(old, store=store, embedder=HashEmbedder())
     assert prog.config.generate.mode == "lm" and prog.answer_mode == "lm"
     assert "written by local/smollm2" in select_program(old, store=store).answers
+
+
+def test_restating_the_question_answers_it_and_quoting_it_does_not():
+    asked = "What is the only variety of modern Arabic that has acquired official language status?"
+    said = "The only variety of modern Arabic that has acquired official language status is Modern Standard Arabic [1]."
+    assert caught(said, asked, ["Modern Standard Arabic is the official language."]) is None
+    quoted = 'The answer to the question "the only variety of modern Arabic that has acquired official" is 1 [1].'
+    assert caught(quoted, asked, ["Modern Standard Arabic is the official language."]).kind == "echo"
