@@ -47,7 +47,8 @@ from declrag.testing.store_contract import corpus
 
 store = LanceStore(sys.argv[1] + "/store")
 store.upsert(*corpus(HashEmbedder()))
-prog = RAGProgram(ProgramConfig(), store=store, embedder=HashEmbedder()).warm_up()
+prog = RAGProgram(ProgramConfig.model_validate({"generate": {"mode": "lm"}}), store=store,  # the local model writes
+                  embedder=HashEmbedder()).warm_up()
 answer = prog(question="What is the capital of Italy?")
 extra = {"answer": answer.answer, "calls": answer.usage["total"]["calls"],
          "loaded": declrag.registry.loaded()}
