@@ -180,3 +180,17 @@ def postgres_url():
     url, folder = start_postgres()
     yield url
     stop_postgres(folder)
+
+
+def asked_plain_and_streamed(app, question: str) -> tuple[dict, str, str]:
+    """A serve ``app`` asked ``question`` on ``/v1/ask``, then again streamed (a space added: not the same
+    question), then ``/metrics``: (the JSON answer, the event stream's text, the metrics' text)."""
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as c:
+        while c.get("/readyz").status_code != 200:
+            pass
+        answer = c.post("/v1/ask", json={"question": question}).json()
+        streamed = c.post("/v1/ask", json={"question": question + " ", "stream": True}).text
+        metrics = c.get("/metrics").text
+    return answer, streamed, metrics

@@ -35,6 +35,7 @@ from declrag.pipeline.echo import caught
 from declrag.text import squad_normalize, strip_citations
 
 from .files import FILES, SETS, questions
+from .serve import _free_port
 
 BIN = Path(sys.executable).parent
 STEPS = ("declrag index docs/ --store .declrag/store",
@@ -92,14 +93,6 @@ def _row(q: dict[str, Any], answer: str, abstained: bool, got: dict | None, seco
             "echo": float(caught(answer, q["question"], []) is not None),
             "caught": float(got is not None), "caught_kind": (got or {}).get("kind"),
             "replaced_by": (got or {}).get("replaced_by"), "ms": round(1000 * seconds, 1)}
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(n: int = 40, arms: list[str] | None = None, seed: int = 0, progress: bool = True) -> dict[str, Any]:

@@ -119,41 +119,49 @@ def _joined(pieces: Sequence[Piece]) -> list[Piece]:
     return out
 
 
+def _within(passages: Sequence[Any], budget: int, unit: Unit, spans: Sequence[GoldSpan], answers: list[str],
+            gold: dict[str, int]) -> tuple[list[set[int]], list[int]] | list[str]:
+    """What ``budget`` characters of ``passages`` hand over, in the question's ``unit``: the documents in rank order
+    (``document``), else per rank the credits covered so far and each credit's grade."""
+    ranks = [pieces for pieces in handed_over(passages, budget) if pieces]  # a passage adding nothing takes no rank
+    if unit == "document":
+        return doc_ranking(doc for pieces in ranks for doc, *_ in pieces)
+    groups = credits(spans) if unit == "span" else []
+    so_far: list[Piece] = []
+    covered: list[set[int]] = []
+    for pieces in ranks:
+        so_far.extend(pieces)
+        joined = _joined(so_far)
+        if unit == "span":
+            covered.append({i for i, (members, _) in enumerate(groups)
+                            if any(covers(d, s, e, t, m) for d, s, e, t in joined for m in members)})
+        else:
+            got, _ = answer_coverage(joined, answers, gold)
+            covered.append(set().union(*got) if got else set())
+    return covered, [g for _, g in groups] if unit == "span" else [1]
+
+
 def budget_scores(passages: Sequence[Any], spans: Sequence[GoldSpan], answers: Iterable[str], gold: dict[str, int],
                   names: Iterable[str]) -> tuple[dict[str, float], Unit] | None:
     """Every ``kind@Bc`` metric of ``names`` for ``passages`` (rank order), in the question's unit; None when the
-    question has no truth to score against."""
+    question has no truth to score against. Each budget is read once, whatever the kinds asked at it."""
     answers = list(answers)
     unit = unit_of(spans, answers, gold)
     if unit is None:
         return None
+    seen: dict[int, Any] = {}
     out: dict[str, float] = {}
     for name in names:
         kind, budget = split_budget(name)
-        added = handed_over(passages, budget)
-        ranks = [pieces for pieces in added if pieces]  # a passage that adds nothing takes no rank
+        if budget not in seen:
+            seen[budget] = _within(passages, budget, unit, spans, answers, gold)
+        got = seen[budget]
         if unit == "document":
-            ranked = doc_ranking(doc for pieces in ranks for doc, *_ in pieces)
-            k = max(len(ranked), 1)
-            out[name] = {"ndcg": ndcg_at_k, "recall": recall_at_k, "hit": hit_at_k}[kind](ranked, gold, k)
-            continue
-        so_far: list[Piece] = []
-        covered: list[set[int]] = []
-        if unit == "span":
-            groups = credits(spans)
-            grades = [g for _, g in groups]
-            for pieces in ranks:
-                so_far.extend(pieces)
-                joined = _joined(so_far)
-                covered.append({i for i, (members, _) in enumerate(groups)
-                                if any(covers(d, s, e, t, m) for d, s, e, t in joined for m in members)})
+            out[name] = {"ndcg": ndcg_at_k, "recall": recall_at_k, "hit": hit_at_k}[kind](got, gold, max(len(got), 1))
         else:
-            grades = [1]
-            for pieces in ranks:
-                so_far.extend(pieces)
-                got, _ = answer_coverage(_joined(so_far), answers, gold)
-                covered.append(set().union(*got) if got else set())
-        out[name] = credit_scores(covered, grades, [f"{kind}@{max(len(covered), 1)}"])[f"{kind}@{max(len(covered), 1)}"]
+            covered, grades = got
+            at = f"{kind}@{max(len(covered), 1)}"
+            out[name] = credit_scores(covered, grades, [at])[at]
     return out, unit
 
 

@@ -80,12 +80,26 @@ def importances(study: optuna.Study) -> dict[str, float]:
         return {}
 
 
-def _plot_history(study: optuna.Study, out: Path) -> Path | None:
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _saved(fig, out: Path, name: str) -> Path:
+    """``fig`` written to ``out/plots/name.png`` (and closed)."""
+    (out / "plots").mkdir(exist_ok=True)
+    path = out / "plots" / f"{name}.png"
+    fig.savefig(path, dpi=110)
+    _pyplot().close(fig)
+    return path
+
+
+def _plot_history(study: optuna.Study, out: Path) -> Path | None:
+    plt = _pyplot()
     done = _complete(study)
     if not done:
         return None
@@ -108,38 +122,28 @@ def _plot_history(study: optuna.Study, out: Path) -> Path | None:
     ax.set_ylabel("dev objective")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    (out / "plots").mkdir(exist_ok=True)
-    path = out / "plots" / "history.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _saved(fig, out, "history")
 
 
-def context_front(study: optuna.Study) -> list[tuple[int, float, float]]:
-    """(trial, dev objective, characters handed over) of the trials that no other trial beats on both: a higher
-    objective at no more context; fewest characters first."""
-    pts = [(t.number, t.values[0], c) for t in _complete(study)
-           if (c := t.user_attrs.get("metrics", {}).get("context_chars")) is not None]
-    return sorted([p for p in pts if not any(q[1] >= p[1] and q[2] <= p[2] and (q[1], q[2]) != (p[1], p[2])
-                                             for q in pts)], key=lambda p: p[2])
+def _context_points(study: optuna.Study) -> list[tuple[int, float, float, bool]]:
+    """(trial, dev objective, characters handed over, is the baseline) of every scored trial that logged them."""
+    return [(t.number, t.values[0], c, bool(t.user_attrs.get("baseline"))) for t in _complete(study)
+            if (c := t.user_attrs.get("metrics", {}).get("context_chars")) is not None]
 
 
-def _plot_context(study: optuna.Study, out: Path, budget: int | None) -> Path | None:
+def context_front(points: list[tuple[int, float, float, bool]]) -> list[tuple[int, float, float, bool]]:
+    """The ``points`` (`_context_points`) that no other beats on both, a higher objective at no more context;
+    fewest characters first."""
+    return sorted([p for p in points if not any(q[1] >= p[1] and q[2] <= p[2] and (q[1], q[2]) != (p[1], p[2])
+                                                for q in points)], key=lambda p: p[2])
+
+
+def _plot_context(points, front, out: Path, budget: int | None) -> Path:
     """The dev objective of each trial against the characters it hands over, its front and the budget."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    pts = [(t.values[0], c, bool(t.user_attrs.get("baseline"))) for t in _complete(study)
-           if (c := t.user_attrs.get("metrics", {}).get("context_chars")) is not None]
-    if not pts:
-        return None
-    fig, ax = plt.subplots(figsize=(8, 3.2))
-    ax.scatter([c for _, c, _ in pts], [y for y, _, _ in pts], s=18, color="#4c78a8", label="trial")
-    front = context_front(study)
-    ax.plot([c for _, _, c in front], [y for _, y, _ in front], color="#54a24b", label="front")
-    ax.scatter([c for _, c, b in pts if b], [y for y, _, b in pts if b], s=60, facecolors="none",
+    fig, ax = _pyplot().subplots(figsize=(8, 3.2))
+    ax.scatter([p[2] for p in points], [p[1] for p in points], s=18, color="#4c78a8", label="trial")
+    ax.plot([p[2] for p in front], [p[1] for p in front], color="#54a24b", label="front")
+    ax.scatter([p[2] for p in points if p[3]], [p[1] for p in points if p[3]], s=60, facecolors="none",
                edgecolors="#f58518", label="naive baseline")
     if budget:
         ax.axvline(budget, color="#999999", linestyle="--", linewidth=1, label=f"budget {budget}")
@@ -147,15 +151,12 @@ def _plot_context(study: optuna.Study, out: Path, budget: int | None) -> Path | 
     ax.set_ylabel("dev objective")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    (out / "plots").mkdir(exist_ok=True)
-    path = out / "plots" / "context.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _saved(fig, out, "context")
 
 
 def _context_lines(study: optuna.Study, out: Path, budget: int | None) -> list[str]:
-    front = context_front(study)
+    points = _context_points(study)
+    front = context_front(points)
     if not front:
         return []
     lines = ["", "## Quality against context", "",
@@ -163,10 +164,9 @@ def _context_lines(study: optuna.Study, out: Path, budget: int | None) -> list[s
               "program gains only by finding the evidence sooner, not by handing over more text. " if budget else "")
              + "The trials that no other beats on both, quality and context:", "",
              "| trial | dev objective | characters handed over |", "|---|---|---|"]
-    lines += [f"| {n} | {_f(y)} | {c:,.0f} |" for n, y, c in front]
-    if plot := _plot_context(study, out, budget):
-        lines += ["", f"![quality against context]({plot.relative_to(out)})"]
-    return lines
+    lines += [f"| {n} | {_f(y)} | {c:,.0f} |" for n, y, c, _ in front]
+    plot = _plot_context(points, front, out, budget)
+    return [*lines, "", f"![quality against context]({plot.relative_to(out)})"]
 
 
 def _finetune_lines(ft: dict[str, Any]) -> list[str]:

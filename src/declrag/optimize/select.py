@@ -145,7 +145,8 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
     if not comp.space.objective.retrieval_only and len(held) > len(comp.splits["dev"]):  # LM calls: one trial's worth
         held = [held[i] for i in sorted(random.Random(comp.space.split.seed).sample(range(len(held)),
                                                                                     len(comp.splits["dev"])))]
-    ruled = judge([], {}, writers_of(held))
+    writers = writers_of(held)
+    ruled = judge([], {}, writers)
     if too_few := ruled.get("too_few"):  # known before any re-scoring
         total = sum(len(split) for split in comp.golden.splits.values())
         need = math.ceil(total * WRITER_MIN / min(too_few.values()) / 100) * 100
@@ -157,7 +158,7 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
         return baseline, {"applied": False, "why": "every finished trial is the baseline's program"}
     _, base = score(comp, comp.program(tidy_params(baseline.params)), held, "held out, baseline")
     cands = {t.number: score(comp, comp.program(t.params), held, f"held out, trial {t.number}")[1] for t in top}
-    ruled = judge(base, cands, writers_of(held))
+    ruled = judge(base, cands, writers)
     for row, t in zip(ruled["candidates"], top):
         row.update(params=tidy_params(t.params), search=round(float(t.values[0]), 4))
     chosen = next((t for t in top if t.number == ruled["chosen"]), baseline)

@@ -17,7 +17,7 @@ from ..embed import Embedder
 from ..ingest.headers import identity, shown_header
 from ..lm import override_lm
 from ..types import Hit
-from .echo import caught
+from .echo import Prompt
 from .extract import Extract, Piece, check, extract, shown
 from .modules import _stage, embedding_time
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
@@ -87,12 +87,11 @@ class Generator(dspy.Module):
         return "\n\n".join(f"[{i}] " + (f"({label}) " if (label := shown_header(h.chunk)) else "") + text
                              for i, (h, text) in enumerate(zip(passages, self.shown(passages)), 1))
 
-    def labels(self, passages: list[Hit]) -> list[str]:
-        """Each passage's label as the prompt shows it beside its number (its document's title and section)."""
-        return [shown_header(h.chunk) for h in passages]
-
-    def instructions(self, strict: bool = False) -> str:
-        return (self.strict if strict else self.main).predict.signature.instructions or ""
+    def prompt(self, question: str, passages: list[Hit], strict: bool = False) -> Prompt:
+        """What the LM is asked, for telling an echo of it (`declrag.pipeline.echo`): the question, the passages as
+        shown, each with its label (its document's title and section), the instructions of the prompt used."""
+        instructions = (self.strict if strict else self.main).predict.signature.instructions or ""
+        return Prompt(question, self.shown(passages), instructions, [shown_header(h.chunk) for h in passages])
 
     def forward(self, question: str, passages: list[Hit], strict: bool = False, allow_empty: bool = False,
                 conversation: str | None = None) -> Draft:
@@ -130,7 +129,7 @@ class Generator(dspy.Module):
         raw = (pred.answer or "").strip()
         if is_abstention(raw, phrase):
             return Draft(phrase, True, [], raw=raw, reason="the LM found no answer in the passages")
-        if got := caught(raw, question, self.shown(passages), self.instructions(strict), self.labels(passages)):
+        if got := self.prompt(question, passages, strict).caught(raw):
             return self._replaced(got.to_dict(), question, passages, strict, conversation, raw, retry)
         cited = resolve_citations(raw, len(passages))
         if cited.used:

@@ -71,50 +71,65 @@ def _holds(hay: Sequence[str], needle: Sequence[str]) -> bool:
     return n > 0 and any(list(hay[i:i + n]) == list(needle) for i in range(len(hay) - n + 1))
 
 
-def copied(output: Sequence[str], source: Sequence[str], run: int = RUN) -> int:
-    """How many words of ``output`` lie in runs of ``run`` words or more that occur in ``source``."""
-    if len(output) < run:
-        return 0
-    seen = _runs(source, run)
+def copied(output: Sequence[str], copyable: set[tuple[str, ...]], run: int = RUN) -> int:
+    """How many words of ``output`` lie in runs of ``run`` words found in ``copyable`` (the source's runs of ``run``
+    words, `_runs`)."""
     covered = [False] * len(output)
     for i in range(len(output) - run + 1):
-        if tuple(output[i:i + run]) in seen:
+        if tuple(output[i:i + run]) in copyable:
             covered[i:i + run] = [True] * run
     return sum(covered)
 
 
+class Prompt:
+    """What an LM was asked: the ``question``, the ``passages`` as the prompt showed them (numbered from 1, each with
+    its ``labels``: the document's title and section) and the ``instructions``; with what an echo of them or a copy
+    would hold worked out once (`caught` reads it once per output, `EchoGate` once per streamed piece)."""
+
+    def __init__(self, question: str, passages: Sequence[str], instructions: str = "", labels: Sequence[str] = ()):
+        self.asked, self.told = words(question), words(instructions)
+        self.asked_runs = _runs(self.asked, QUESTION_RUN) if len(self.asked) > QUESTION_RUN else set()
+        self.told_runs = _runs(self.told, INSTRUCTION_WORDS) if len(self.told) >= INSTRUCTION_WORDS else set()
+        self.openings = [words(p)[:5] for p in passages]
+        self.numbered = [re.compile(rf"\[{n}\]\s*(?:\([^)]*\)\s*)?" + r"\W+".join(map(re.escape, opening)), re.I)
+                         for n, opening in enumerate(self.openings, 1) if len(opening) >= 3]
+        self.labelled = [(n, re.compile(rf"\[\d+\]\s*\({re.escape(label)}\)")) for n, label in enumerate(labels, 1)
+                         if label]
+        self.copyable = _runs([w for p in passages for w in [*words(p), "\x00"]], RUN)
+
+    def caught(self, output: str) -> Caught | None:
+        """Whether ``output`` (the LM's raw answer) echoes this prompt, copies its passages or has no words of its
+        own; None when it is an answer."""
+        if m := _LABEL.search(output):
+            return Caught("echo", f"repeats the prompt's {m.group().strip()!r} label")
+        said = words(strip_citations(output))
+        if not said:
+            return Caught("empty", "has no words of its own")
+        if len(self.asked) >= QUESTION_WORDS and _holds(said, self.asked):
+            return Caught("echo", "repeats the question")
+        quoted = [w for groups in _QUOTED.findall(output) for q in groups if q for w in [*words(q), "\x00"]]
+        if self.asked_runs and _runs(quoted, QUESTION_RUN) & self.asked_runs:
+            return Caught("echo", f"quotes {QUESTION_RUN} or more words of the question")
+        for n, label in self.labelled:  # "[2] (Title — Section)", as the prompt shows a passage
+            if label.search(output):
+                return Caught("echo", f"repeats passage [{n}]'s label as the prompt shows it")
+        for pattern in self.numbered:
+            if m := pattern.search(output):
+                return Caught("echo", f"repeats passage {m.group().split()[0]} as the prompt numbers it")
+        if self.told_runs and _runs(said, INSTRUCTION_WORDS) & self.told_runs:
+            return Caught("echo", "repeats the instructions")
+        if len(said) >= COPY_WORDS:
+            got = copied(said, self.copyable)
+            if got >= COPY_WORDS and got >= COPY_SHARE * len(said):
+                return Caught("copy", f"{got} of its {len(said)} words are the passages' own, copied in runs")
+        return None
+
+
 def caught(output: str, question: str, passages: Sequence[str], instructions: str = "",
            labels: Sequence[str] = ()) -> Caught | None:
-    """Whether ``output`` (the LM's raw answer) echoes the prompt or copies ``passages`` (as the prompt showed them,
-    numbered from 1, each with its ``labels``: the document's title and section), rather than answering
-    ``question``; None when it is an answer."""
-    if m := _LABEL.search(output):
-        return Caught("echo", f"repeats the prompt's {m.group().strip()!r} label")
-    said = words(strip_citations(output))
-    if not said:
-        return Caught("empty", "has no words of its own")
-    asked = words(question)
-    if len(asked) >= QUESTION_WORDS and _holds(said, asked):
-        return Caught("echo", "repeats the question")
-    quoted = [w for groups in _QUOTED.findall(output) for q in groups if q for w in [*words(q), "\x00"]]
-    if len(asked) > QUESTION_RUN and _runs(quoted, QUESTION_RUN) & _runs(asked, QUESTION_RUN):
-        return Caught("echo", f"quotes {QUESTION_RUN} or more words of the question")
-    for n, label in enumerate(labels, 1):  # "[2] (Title — Section)", as the prompt shows a passage
-        if label and re.search(rf"\[\d+\]\s*\({re.escape(label)}\)", output):
-            return Caught("echo", f"repeats passage [{n}]'s label as the prompt shows it")
-    for n, passage in enumerate(passages, 1):
-        opening = words(passage)[:5]
-        if len(opening) >= 3 and re.search(rf"\[{n}\]\s*(?:\([^)]*\)\s*)?" + r"\W+".join(map(re.escape, opening)),
-                                           output, re.I):
-            return Caught("echo", f"repeats passage [{n}] as the prompt numbers it")
-    told = words(instructions)
-    if len(told) >= INSTRUCTION_WORDS and _runs(said, INSTRUCTION_WORDS) & _runs(told, INSTRUCTION_WORDS):
-        return Caught("echo", "repeats the instructions")
-    if len(said) >= COPY_WORDS:
-        got = copied(said, [w for p in passages for w in [*words(p), "\x00"]])
-        if got >= COPY_WORDS and got >= COPY_SHARE * len(said):
-            return Caught("copy", f"{got} of its {len(said)} words are the passages' own, copied in runs")
-    return None
+    """`Prompt.caught` for one output: whether it echoes the prompt (``question``, ``passages`` as shown, numbered
+    from 1, their ``labels``, ``instructions``), copies the passages or has no words; None when it is an answer."""
+    return Prompt(question, passages, instructions, labels).caught(output)
 
 
 class EchoGate:
@@ -125,18 +140,15 @@ class EchoGate:
     words copied from the passages (a copy is known only at its end: its first few words may have been sent). Once
     an echo shows, nothing more is sent; what was held comes with the final answer, or the one that replaced it."""
 
-    def __init__(self, question: str, passages: Sequence[str], instructions: str = "", labels: Sequence[str] = ()):
-        self.question, self.passages, self.instructions, self.labels = question, list(passages), instructions, labels
-        self.asked, self.told = words(question), words(instructions)
-        self.openings = [words(p)[:5] for p in self.passages]
-        self.copyable = _runs([w for p in self.passages for w in [*words(p), "\x00"]], RUN)
-        self.blocked = False
+    def __init__(self, prompt: Prompt):
+        self.prompt, self.blocked = prompt, False
 
     def safe(self, text: str) -> int:
         """How many characters of ``text`` (the answer so far) can be sent whatever follows."""
+        p = self.prompt
         if self.blocked:
             return 0
-        got = caught(text, self.question, self.passages, self.instructions, self.labels)
+        got = p.caught(text)
         if got is not None and got.kind == "echo":
             self.blocked = True
             return 0
@@ -147,26 +159,26 @@ class EchoGate:
         line = text[line_at:].strip().lower()
         if line and any(label.startswith(line.rstrip(":")) for label in LABELS):
             cut = min(cut, line_at)
-        for m in range(min(len(self.asked), len(said)), 0, -1):  # the question's first words
-            if said[-m:] == self.asked[:m]:
+        for m in range(min(len(p.asked), len(said)), 0, -1):  # the question's first words
+            if said[-m:] == p.asked[:m]:
                 cut = min(cut, found[-m].start())
                 break
         if (mark := text.rfind("[")) >= 0 and (n := re.match(r"\[(\d+)\]?", text[mark:])) and n.group(1).isdigit():
             rest = text[mark + n.end():]
             after, k = words(rest), int(n.group(1))
             cited = rest.lstrip()[:1] in tuple(".,;:!?")  # "[1]." cites; it does not begin a passage
-            opening = self.openings[k - 1] if 0 < k <= len(self.openings) else []
+            opening = p.openings[k - 1] if 0 < k <= len(p.openings) else []
             if not cited and opening and len(after) < 5 and after == opening[:len(after)]:
                 cut = min(cut, mark)
         for m in range(min(INSTRUCTION_WORDS - 1, len(said)), 2, -1):  # a run of the instructions
-            if _holds(self.told, said[-m:]):
+            if _holds(p.told, said[-m:]):
                 cut = min(cut, found[-m].start())
                 break
         for i in range(len(said) - RUN + 1):  # from the first copied run on
-            if tuple(said[i:i + RUN]) in self.copyable:
+            if tuple(said[i:i + RUN]) in p.copyable:
                 cut = min(cut, found[i].start())
                 break
         return cut
 
 
-__all__ = ["COPY_SHARE", "COPY_WORDS", "RUN", "Caught", "EchoGate", "caught", "copied", "words"]
+__all__ = ["COPY_SHARE", "COPY_WORDS", "RUN", "Caught", "EchoGate", "Prompt", "caught", "copied", "words"]

@@ -103,8 +103,7 @@ class _GenerateInputs(StatusMessageProvider):
             kw = inputs.get("kwargs", inputs)
             passages = kw.get("passages") or []
             self.n = len(passages)
-            self.gate = EchoGate(kw.get("question") or "", self.generator.shown(passages),
-                                 self.generator.instructions(bool(kw.get("strict"))), self.generator.labels(passages))
+            self.gate = EchoGate(self.generator.prompt(kw.get("question") or "", passages, bool(kw.get("strict"))))
         return None  # no message: only the answer's tokens are streamed
 
 

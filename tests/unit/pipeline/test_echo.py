@@ -11,18 +11,18 @@ from pathlib import Path
 import anyio
 import pytest
 from dspy.utils.dummies import DummyLM
-from fastapi.testclient import TestClient
 
 from declrag.config import ProgramConfig, answer_mode, default_config, with_model
 from declrag.lm import using_lm
 from declrag.pipeline.adapters import PlainTextAdapter
-from declrag.pipeline.echo import COPY_WORDS, EchoGate, caught
+from declrag.pipeline.echo import COPY_WORDS, EchoGate, Prompt, caught
 from declrag.pipeline.program import LOCAL_DEFAULT_MODE, RAGProgram, load
 from declrag.pipeline.selection import answers_line, select_program
 from declrag.pipeline.streaming import Done, astream
 from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, StreamingLM
 from declrag.testing.store_contract import corpus
+from tests.conftest import asked_plain_and_streamed
 
 Q = "What is the capital of Italy?"
 LOW = {"min_score": 0.0, "require_details": False}  # HashEmbedder's cosines are low: tests set the threshold
@@ -103,16 +103,16 @@ def test_a_copy_needs_enough_copied_words():
 
 
 def test_the_gate_sends_nothing_of_an_echo_and_all_of_an_answer_in_the_end():
-    gate = EchoGate(Q, ["Rome is the capital of Italy."])
+    gate = EchoGate(Prompt(Q, ["Rome is the capital of Italy."]))
     assert gate.safe(ECHO[:9]) == 0 and gate.safe(ECHO) == 0 and gate.blocked
     assert gate.safe(ECHO + " And more words of an answer that go on and on for a while.") == 0
     answer = "The city that the passages name as the capital of Italy is Rome, and it has been so since 1871 [1]."
-    free = EchoGate(Q, ["Rome is the capital of Italy."], "Answer the question using the passages.")
+    free = EchoGate(Prompt(Q, ["Rome is the capital of Italy."], "Answer the question using the passages."))
     assert free.safe(answer) == len(answer)  # nothing in it can become an echo: all of it goes at once
     for start in ("What is the", "Quest", "Rome [1] Rome is", "Sure: answer the question using"):
-        held = EchoGate(Q, ["Rome is the capital of Italy."], "Answer the question using the passages.")
+        held = EchoGate(Prompt(Q, ["Rome is the capital of Italy."], "Answer the question using the passages."))
         assert held.safe(start) < len(start) and not held.blocked, start  # it may yet become an echo: wait
-    copy = EchoGate(Q, [LONG])
+    copy = EchoGate(Prompt(Q, [LONG]))
     lead = "In short, the record says this: "
     assert copy.safe(lead + LONG) <= len(lead)  # nothing from the first copied run on
 
@@ -171,12 +171,7 @@ def test_serve_counts_what_it_caught(store):
     from declrag.testing import ScriptedLM
 
     app = create_app(make(store), "e", None, ServeSettings(), lm_override=lambda: ScriptedLM({}, {"answer": ECHO}))
-    with TestClient(app) as c:
-        while c.get("/readyz").status_code != 200:
-            pass
-        r = c.post("/v1/ask", json={"question": Q}).json()
-        streamed = c.post("/v1/ask", json={"question": Q + " ", "stream": True}).text
-        metrics = c.get("/metrics").text
+    r, streamed, metrics = asked_plain_and_streamed(app, Q)
     assert "Question:" not in r["answer"] and r["caught"]["kind"] == "echo"
     assert 'declrag_lm_answers_caught_total{kind="echo",replaced_by="extractive"} 2.0' in metrics
     last = json.loads(streamed.strip().split("\n\n")[-1].split("data: ", 1)[1])

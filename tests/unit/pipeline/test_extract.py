@@ -9,7 +9,6 @@ import json
 import anyio
 import pytest
 from dspy.utils.dummies import DummyLM
-from fastapi.testclient import TestClient
 from mcp import Client
 
 from declrag.config import ProgramConfig, answer_mode
@@ -31,6 +30,7 @@ from declrag.pipeline.streaming import Done, astream
 from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import corpus
+from tests.conftest import asked_plain_and_streamed
 
 Q = "What is the capital of Italy?"
 LOW = {"min_score": 0.0, "require_details": False}  # HashEmbedder's cosines are low: tests set the threshold
@@ -276,12 +276,7 @@ def test_serve_reports_quotes_and_dropped_sentences(store):
     prog = make(store, "verified", unsupported="drop", extract=LOW)
     app = create_app(prog, "v", "runs/v/best", ServeSettings(),
                      lm_override=lambda: ScriptedLM({}, {"answer": lm_answer}))
-    with TestClient(app) as c:
-        while c.get("/readyz").status_code != 200:
-            pass
-        r = c.post("/v1/ask", json={"question": Q}).json()
-        streamed = c.post("/v1/ask", json={"question": Q + " ", "stream": True}).text
-        metrics = c.get("/metrics").text
+    r, streamed, metrics = asked_plain_and_streamed(app, Q)
     assert r["dropped_sentences"] == 1 and "Napoleon" not in r["answer"]
     assert "declrag_dropped_sentences_total 2.0" in metrics
     events = [dict(line.split(": ", 1) for line in block.splitlines()) for block in streamed.strip().split("\n\n")]
