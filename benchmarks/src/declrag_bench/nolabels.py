@@ -9,9 +9,11 @@ questions:
   each scored by nDCG@10 (in each question's unit) on the real test split the real compile held out, with paired
   95% intervals; the synthetic compile (which read no real label) also on every real question;
 - **what each check would have shipped**: the search's best trial as it was (no check), the best held-out lower
-  bound alone, with every writer's mean gain at least 0 too, and the rule that ships (the lower bound above 0 on
-  every writer's questions alone too), each with its real gain over the default program: the table that decides
-  which check to keep;
+  bound alone, with every writer's mean gain at least 0 too, with every writer's lower bound above 0 too, and the
+  rule that ships (the same on every style probe's questions: `declrag.optimize.probes`), each with its real gain
+  over the default program: the table that decides which check to keep;
+- **transfer, per setting** (`declrag_bench.transfer`): each single change from the default program, its gain on
+  the held-out synthetic questions (per writer and probe) beside its gain on the real questions, at budget;
 - **how questions share their passage's words**: the share of a question's content words found within 200
   characters of its gold span (or in its gold document where it has no span), for the real questions and for each
   synthetic writer's.
@@ -36,13 +38,15 @@ from declrag.metrics.stats import paired_difference
 from declrag.synth import synthesize
 from declrag.synth.generate import content_words
 
+from . import transfer
 from .synth import _capped, _ci, _real_test
 
 NEAR = 200  # characters either side of a gold span that count as "near the answer"
 # a question's own words, which no passage needs to share (content_words keeps them)
 ASKING = {"what", "when", "where", "who", "whom", "whose", "which", "why", "how", "did", "does", "do", "much", "many"}
 RULES = ("search best, no check", "held-out lower bound", "+ every writer's mean gain >= 0",
-         "+ every writer's lower bound > 0 (ships)")
+         "+ every writer's lower bound > 0", "+ every style probe's too (ships)")
+PROBES = ("situated",)  # the style probes' writer names (declrag.optimize.probes.STYLES)
 
 
 def overlap(examples: Sequence[Example], texts: dict[str, str]) -> dict[str, Any]:
@@ -72,17 +76,23 @@ def _params_of(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     rows = sel.get("candidates") or []
     first = next((r for r in rows if r["trial"] == sel.get("search_best")), None)
     holds = [r for r in rows if r["lower"] is not None and r["lower"] > 0]
-    means = [r for r in holds if all(d >= 0 for d in r.get("by_writer", {}).values())]
+    means = [r for r in holds if all(d >= 0 for w, d in r.get("by_writer", {}).items() if w not in PROBES)]
+    writers = [r for r in holds if all(d > 0 for w, d in r.get("writer_lower", {}).items() if w not in PROBES)]
     shipped = summary["best"]["params"] if summary["shipped"] == "best" else base
-    return {RULES[0]: first["params"] if first else summary["best"]["params"],
-            RULES[1]: max(holds, key=lambda r: r["lower"])["params"] if holds else base,
-            RULES[2]: max(means, key=lambda r: r["lower"])["params"] if means else base, RULES[3]: shipped}
+
+    def top(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        return max(rows, key=lambda r: r["lower"])["params"] if rows else base
+
+    return {RULES[0]: first["params"] if first else summary["best"]["params"], RULES[1]: top(holds),
+            RULES[2]: top(means), RULES[3]: top(writers), RULES[4]: shipped}
 
 
 def corpus(dataset: str, n: int, seed: int, trials: int, real_limit: int, space: str, progress: bool
            ) -> dict[str, Any]:
     """The measurements above on one corpus."""
     from declrag.optimize import Budget, CompileOptions, compile, score
+    from declrag.optimize.objective import Objective
+    from declrag.optimize.space import read_space
 
     t0 = time.perf_counter()
     gs: GoldenSet = load_golden(dataset)
@@ -122,6 +132,8 @@ def corpus(dataset: str, n: int, seed: int, trials: int, real_limit: int, space:
         return round(float(np.mean([x for x in xs if x is not None])), 4)
 
     syn_set = load_golden(str(folder))
+    syn_comp = Objective(read_space(capped), syn_set, runs / "scoring-synthetic", progress=progress)
+    moves = transfer.measure(syn_comp, syn["baseline"]["params"], lambda p: scored(p)["all"], score)
     syn_qs = [e for s in syn_set.splits.values() for e in s]
     syn_texts = {d.id: d.text for d in syn_set.documents}
     kinds = sorted({str(e.metadata.get("kind")) for e in syn_qs})
@@ -139,7 +151,7 @@ def corpus(dataset: str, n: int, seed: int, trials: int, real_limit: int, space:
                               "minus_real_test": paired_difference(real_best["test"], shipped["test"])},
         "real_compile": {"params": real["best"]["params"], "test": mean(real_best["test"]),
                          "minus_default_test": paired_difference(default["test"], real_best["test"])},
-        "checks": rules,
+        "checks": rules, "transfer": moves,
         "word_overlap": {"real": overlap(every, {d.id: d.text for d in gs.documents}),
                          **{k: overlap([e for e in syn_qs if str(e.metadata.get("kind")) == k], syn_texts)
                             for k in kinds}},
@@ -189,6 +201,28 @@ def print_report(r: dict[str, Any], console: Console) -> None:
                                   for x in ("real", *kinds)))
     console.print(w)
     for c in r["corpora"]:
+        if moves := c.get("transfer"):
+            _print_transfer(c["dataset"], moves, console)
+    for c in r["corpora"]:
         if sel := c["synthetic_compile"].get("selection"):
             console.print(f"{c['dataset']}: {sel['why']}", markup=False, highlight=False)
     console.print(f"{r['wall_s']} s")
+
+
+def _print_transfer(name: str, moves: dict[str, Any], console: Console) -> None:
+    writers = sorted({w for row in moves["changes"] for w in row["by_writer"]})
+    t = Table(title=f"{name}: each single change from the default, its gain on {moves['held_out']} held-out synthetic "
+                    f"questions (and {moves['probes']} style probes) beside its real gain, at budget")
+    for col in ("change", "synthetic (writers)", *writers, "real, every real q", "same sign"):
+        t.add_column(col, justify="left" if col == "change" else "right")
+    for row in moves["changes"]:
+        t.add_row(row["change"], _g(row["synthetic"]), *(_g(row["by_writer"].get(w)) for w in writers),
+                  _ci(row["real"]), {True: "yes", False: "NO", None: "-"}[row["agrees"]])
+    console.print(t)
+    console.print(f"{name}: which questions predict the real sign: " + "; ".join(
+        f"{w} {v['same_sign']}/{v['changes']} (r {v['pearson']})" for w, v in moves["predicts"].items()),
+        markup=False, highlight=False)
+
+
+def _g(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.4f}"

@@ -1,0 +1,81 @@
+"""Style probes (`declrag.optimize.probes`): the held-out synthetic questions asked again after a situation told
+in sentences of other documents, and the selection rule that treats each style as a writer of its own."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import optuna
+
+from declrag.golden import Example, GoldenSet
+from declrag.optimize.probes import situated
+from declrag.optimize.select import select
+from declrag.types import Document
+
+PROSE = {
+    "a": "The backup job runs every night at two. It copies the database to the second disk. Nobody checks the logs.",
+    "b": "Our office moved to the third floor last spring. The printer there jams when the paper is damp. "
+         "We keep a spare toner cartridge in the cupboard.",
+    "c": "The river floods the lower meadow in most winters. Farmers move their sheep to the hill before it does.",
+}
+
+
+def _golden(kinds=("ict", "keywords"), n=40) -> GoldenSet:
+    docs = [Document(id=d, text=t) for d, t in PROSE.items()]
+    dev = [Example(id=f"dev-{i}", question=f"question number {i}?", gold={"abc"[i % 3]: 1},
+                   metadata={"synthetic": True, "kind": kinds[i % len(kinds)]}) for i in range(n)]
+    return GoldenSet(name="syn", documents=docs, splits={"train": dev[:2], "dev": dev})
+
+
+def test_a_situated_probe_tells_a_situation_from_other_documents_then_asks_the_same_question():
+    golden = _golden()
+    probes, why = situated(golden.splits["dev"], golden)
+    assert why is None and len(probes) == 40
+    for p, e in zip(probes, golden.splits["dev"]):
+        told, asked = p.question[: -len(e.question) - 1], p.question[-len(e.question):]
+        assert asked == e.question and p.gold == e.gold and p.spans == e.spans
+        assert p.metadata["kind"] == "situated" and p.metadata["probe_of"] == e.id and p.id == f"{e.id}~situated"
+        own = PROSE[next(iter(e.gold))]
+        sentences = [s for d, t in PROSE.items() if d not in e.gold for s in t.replace(". ", ".|").split("|")]
+        assert sum(s in told for s in sentences) == 2 and not any(s in own for s in told.split(". ")[:1])
+    assert [p.question for p in situated(golden.splits["dev"], golden)[0]] == [p.question for p in probes]  # seeded
+
+
+def test_a_probe_that_cannot_be_made_is_skipped_and_named():
+    golden = _golden()
+    one = GoldenSet(name="one", documents=golden.documents[:1], splits=golden.splits)
+    assert situated(one.splits["dev"], one) == ([], "the corpus has fewer than two documents with prose sentences "
+                                                    "to tell a situation from")
+    real = [Example(id="r", question="q?", gold={"a": 1})]
+    assert situated(real, golden)[1] == "no synthetic question with gold documents to re-ask"
+
+
+def _trial(number: int, params: dict) -> optuna.trial.FrozenTrial:
+    t = optuna.trial.create_trial(params=params, distributions={
+        k: optuna.distributions.CategoricalDistribution([0, 1]) for k in params}, values=[0.5 + number / 10])
+    t.number = number
+    return t
+
+
+def test_a_change_both_writers_back_and_situated_questions_punish_does_not_ship():
+    """Issue 57's guidance pages: a BM25 rerank gained on the inverse-cloze and keyword questions and lost on the
+    questions that tell a situation. With the probe a writer of its own, the baseline ships; a change that holds
+    on the probes too ships."""
+    golden = _golden(n=60)
+    comp = SimpleNamespace(golden=golden, space=SimpleNamespace(
+        split=SimpleNamespace(source="train", test_split="test", seed=13),
+        objective=SimpleNamespace(retrieval_only=True)), program=lambda params: params)
+
+    def score(comp, params, examples, desc):  # the lexical rerank: +.4 on the writers' questions, -.2 situated
+        gain = {"rerank": lambda e: -0.2 if e.metadata["kind"] == "situated" else 0.4,
+                "robust": lambda e: 0.2}.get(next(iter(params), ""), lambda e: 0.0)
+        return {}, [0.5 + gain(e) + (i % 7) / 100 for i, e in enumerate(examples)]
+
+    base, rerank, robust = _trial(0, {}), _trial(1, {"rerank": 1}), _trial(2, {"robust": 1})
+    chosen, why = select(comp, [rerank], base, rerank, score)
+    assert chosen is base and why["probes"] == {"made": {"situated": 60}, "skipped": {}}
+    row = why["candidates"][0]
+    assert row["by_writer"]["ict"] > 0.35 and row["by_writer"]["situated"] < -0.15 and not row["qualifies"]
+    assert "the situated questions' gain does not hold" in row["why"]
+    chosen, why = select(comp, [rerank, robust], base, rerank, score)
+    assert chosen.params == {"robust": 1}
