@@ -9,11 +9,12 @@ questions:
   each scored by nDCG@10 (in each question's unit) on the real test split the real compile held out, with paired
   95% intervals; the synthetic compile (which read no real label) also on every real question;
 - **what each check would have shipped**: the search's best trial as it was (no check), the best held-out lower
-  bound alone, with every writer's mean gain at least 0 too, with every writer's lower bound above 0 too, and the
-  rule that ships (the same on every style probe's questions: `declrag.optimize.probes`), each with its real gain
-  over the default program: the table that decides which check to keep;
+  bound alone, with every writer's mean gain at least 0 too, and the rule that ships (the lower bound above 0 on
+  every writer's questions alone too), each with its real gain over the default program: the table that decides
+  which check to keep;
 - **transfer, per setting** (`declrag_bench.transfer`): each single change from the default program, its gain on
-  the held-out synthetic questions (per writer and probe) beside its gain on the real questions, at budget;
+  the held-out synthetic questions (per writer, and per style probe: `declrag_bench.probes`) beside its gain on
+  the real questions, at budget;
 - **how questions share their passage's words**: the share of a question's content words found within 200
   characters of its gold span (or in its gold document where it has no span), for the real questions and for each
   synthetic writer's.
@@ -45,8 +46,7 @@ NEAR = 200  # characters either side of a gold span that count as "near the answ
 # a question's own words, which no passage needs to share (content_words keeps them)
 ASKING = {"what", "when", "where", "who", "whom", "whose", "which", "why", "how", "did", "does", "do", "much", "many"}
 RULES = ("search best, no check", "held-out lower bound", "+ every writer's mean gain >= 0",
-         "+ every writer's lower bound > 0", "+ every style probe's too (ships)")
-PROBES = ("situated",)  # the style probes' writer names (declrag.optimize.probes.STYLES)
+         "+ every writer's lower bound > 0 (ships)")
 
 
 def overlap(examples: Sequence[Example], texts: dict[str, str]) -> dict[str, Any]:
@@ -76,15 +76,14 @@ def _params_of(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     rows = sel.get("candidates") or []
     first = next((r for r in rows if r["trial"] == sel.get("search_best")), None)
     holds = [r for r in rows if r["lower"] is not None and r["lower"] > 0]
-    means = [r for r in holds if all(d >= 0 for w, d in r.get("by_writer", {}).items() if w not in PROBES)]
-    writers = [r for r in holds if all(d > 0 for w, d in r.get("writer_lower", {}).items() if w not in PROBES)]
+    means = [r for r in holds if all(d >= 0 for d in r.get("by_writer", {}).values())]
     shipped = summary["best"]["params"] if summary["shipped"] == "best" else base
 
     def top(rows: list[dict[str, Any]]) -> dict[str, Any]:
         return max(rows, key=lambda r: r["lower"])["params"] if rows else base
 
     return {RULES[0]: first["params"] if first else summary["best"]["params"], RULES[1]: top(holds),
-            RULES[2]: top(means), RULES[3]: top(writers), RULES[4]: shipped}
+            RULES[2]: top(means), RULES[3]: shipped}
 
 
 def corpus(dataset: str, n: int, seed: int, trials: int, real_limit: int, space: str, progress: bool

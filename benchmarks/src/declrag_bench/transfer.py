@@ -1,5 +1,5 @@
 """Transfer, per setting (issue 57, item 3): each single change of the retrieval space from the default program, its
-gain on the synthetic set's held-out questions (each writer's, and each style probe's: `declrag.optimize.probes`)
+gain on the synthetic set's held-out questions (each writer's, and each style probe's: `declrag_bench.probes`)
 beside its gain on the corpus's real questions, all at the context budget of each side's default program.
 
 A change whose synthetic gain has the sign of its real gain transfers; one that the writers reward and real
@@ -16,9 +16,10 @@ import numpy as np
 
 from declrag.golden import Example
 from declrag.metrics.stats import paired_difference
-from declrag.optimize.probes import probe
 from declrag.optimize.select import held_out, writers_of
 from declrag.optimize.space import Param
+
+from .probes import probe
 
 ALPHAS = (0.0, 0.25, 0.75, 1.0)  # alpha's values tried beside the default's
 

@@ -228,10 +228,6 @@ def _what_ships(s: dict[str, Any]) -> list[str]:
                   + (", ".join(f"{w} {d:+.4f}" for w, d in c["by_writer"].items()) or "-")
                   + f" | {c['why']} |" for c in sel["candidates"]]
         lines.append("")
-        if probes := sel.get("probes"):
-            lines += ["Style probes (the held-out questions asked again, each style a writer in the rule): "
-                      + ", ".join([f"{w} {n} made" for w, n in probes["made"].items()]
-                                  + [f"{w} skipped ({why})" for w, why in probes["skipped"].items()]) + ".", ""]
     elif sel:
         lines += [f"**Shipped in `best/`: the {s['shipped']} program.** {sel['why']}.", ""]
     if c := s.get("check_questions"):

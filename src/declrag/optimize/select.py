@@ -33,7 +33,6 @@ import numpy as np
 import optuna
 
 from ..golden import Example
-from .probes import probe
 from .space import tidy_params
 
 TOP = 5  # leading distinct candidates re-scored on the held-out questions
@@ -146,15 +145,12 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
     if not comp.space.objective.retrieval_only and len(held) > len(comp.splits["dev"]):  # LM calls: one trial's worth
         held = [held[i] for i in sorted(random.Random(comp.space.split.seed).sample(range(len(held)),
                                                                                     len(comp.splits["dev"])))]
-    probed, skipped = probe(held, comp.golden, comp.space.split.seed) if comp.space.objective.retrieval_only \
-        else ([], {"situated": "not made where the objective calls an LM (each probe would be answered)"})
-    asked, held = len(held), held + probed
     writers = writers_of(held)
     ruled = judge([], {}, writers)
     if too_few := ruled.get("too_few"):  # known before any re-scoring
         total = sum(len(split) for split in comp.golden.splits.values())
         need = math.ceil(total * WRITER_MIN / min(too_few.values()) / 100) * 100
-        return baseline, {"applied": True, "held_out": asked, "search_best": best.number, **ruled,
+        return baseline, {"applied": True, "held_out": len(held), "search_best": best.number, **ruled,
                           "why": f"{ruled['why']}: make a set of about {need} questions (declrag synth --n {need}; "
                                  "it writes one a passage at most, so a small corpus may not have that many)"}
     top = leading([t for t in trials if t.values], baseline, TOP if comp.space.objective.retrieval_only else 1)
@@ -166,8 +162,7 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
     for row, t in zip(ruled["candidates"], top):
         row.update(params=tidy_params(t.params), search=round(float(t.values[0]), 4))
     chosen = next((t for t in top if t.number == ruled["chosen"]), baseline)
-    return chosen, {"applied": True, "held_out": asked, "search_best": best.number, **ruled,
-                    "probes": {"made": dict(Counter(writers[asked:])), "skipped": skipped}}
+    return chosen, {"applied": True, "held_out": len(held), "search_best": best.number, **ruled}
 
 
 def verdict_of_theirs(base: Sequence[float], best: Sequence[float], agreement: dict[str, Any]) -> dict[str, Any]:

@@ -145,7 +145,7 @@ def test_a_set_too_small_to_judge_ships_the_baseline_and_says_how_many_questions
         "train": [_ex(i, "train", "ict") for i in range(18)],
         "dev": [_ex(i, "dev", "ict" if i % 2 else "keywords") for i in range(22)]})
     comp = SimpleNamespace(golden=golden, space=SimpleNamespace(
-        split=SimpleNamespace(source="train", test_split="test", seed=13),
+        split=SimpleNamespace(source="train", test_split="test"),
         objective=SimpleNamespace(retrieval_only=True), splits={}))
     base, best = SimpleNamespace(number=0, params={}), SimpleNamespace(number=3, params={"k": 3}, values=[0.9])
     chosen, why = select(comp, [best], base, best, lambda *a: pytest.fail("nothing is re-scored"))

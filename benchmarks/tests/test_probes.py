@@ -1,16 +1,11 @@
-"""Style probes (`declrag.optimize.probes`): the held-out synthetic questions asked again after a situation told
-in sentences of other documents, and the selection rule that treats each style as a writer of its own."""
+"""Style probes (`declrag_bench.probes`): the held-out synthetic questions asked again after a situation told in
+sentences of other documents, as `declrag bench nolabels` measures them beside the writers."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-import optuna
-
 from declrag.golden import Example, GoldenSet
-from declrag.optimize.probes import situated
-from declrag.optimize.select import select
 from declrag.types import Document
+from declrag_bench.probes import situated
 
 PROSE = {
     "a": "The backup job runs every night at two. It copies the database to the second disk. Nobody checks the logs.",
@@ -48,34 +43,3 @@ def test_a_probe_that_cannot_be_made_is_skipped_and_named():
                                                     "to tell a situation from")
     real = [Example(id="r", question="q?", gold={"a": 1})]
     assert situated(real, golden)[1] == "no synthetic question with gold documents to re-ask"
-
-
-def _trial(number: int, params: dict) -> optuna.trial.FrozenTrial:
-    t = optuna.trial.create_trial(params=params, distributions={
-        k: optuna.distributions.CategoricalDistribution([0, 1]) for k in params}, values=[0.5 + number / 10])
-    t.number = number
-    return t
-
-
-def test_a_change_both_writers_back_and_situated_questions_punish_does_not_ship():
-    """Issue 57's guidance pages: a BM25 rerank gained on the inverse-cloze and keyword questions and lost on the
-    questions that tell a situation. With the probe a writer of its own, the baseline ships; a change that holds
-    on the probes too ships."""
-    golden = _golden(n=60)
-    comp = SimpleNamespace(golden=golden, space=SimpleNamespace(
-        split=SimpleNamespace(source="train", test_split="test", seed=13),
-        objective=SimpleNamespace(retrieval_only=True)), program=lambda params: params)
-
-    def score(comp, params, examples, desc):  # the lexical rerank: +.4 on the writers' questions, -.2 situated
-        gain = {"rerank": lambda e: -0.2 if e.metadata["kind"] == "situated" else 0.4,
-                "robust": lambda e: 0.2}.get(next(iter(params), ""), lambda e: 0.0)
-        return {}, [0.5 + gain(e) + (i % 7) / 100 for i, e in enumerate(examples)]
-
-    base, rerank, robust = _trial(0, {}), _trial(1, {"rerank": 1}), _trial(2, {"robust": 1})
-    chosen, why = select(comp, [rerank], base, rerank, score)
-    assert chosen is base and why["probes"] == {"made": {"situated": 60}, "skipped": {}}
-    row = why["candidates"][0]
-    assert row["by_writer"]["ict"] > 0.35 and row["by_writer"]["situated"] < -0.15 and not row["qualifies"]
-    assert "the situated questions' gain does not hold" in row["why"]
-    chosen, why = select(comp, [rerank, robust], base, rerank, score)
-    assert chosen.params == {"robust": 1}

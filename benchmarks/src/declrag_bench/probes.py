@@ -1,5 +1,9 @@
-"""Style probes: the held-out synthetic questions asked again the way the offline writers never ask them, each style
-a writer of its own in compile's selection rule (`declrag.optimize.select`; docs/guides/compile.md, "What ships").
+"""Style probes: the held-out synthetic questions asked again the way the offline writers never ask them, measured
+beside the writers in `declrag bench nolabels`'s transfer table (`declrag_bench.transfer`). A candidate for compile's
+selection rule (issue 57, item 4) that did **not** earn its place: on the scenario set (107 real situated questions)
+the situated probe's gains ran against the real ones (Pearson r -.66 over the ten single changes; BM25 rerank +.14
+on the probe, -.22 on the real questions), and told from the gold document's own sentences, or with the question's
+passage words dropped, it did no better (docs/benchmarks/nolabels.md, "Transfer"). Compile does not use it.
 
 The offline writers' questions are short and made of their passage's topic words. People also tell their situation
 before they ask ("We moved the server to a new disk last week. The nightly job still writes to the old path. Where
@@ -20,8 +24,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..golden import Example, GoldenSet
-from ..ingest.chunkers import sentence_spans
+from declrag.golden import Example, GoldenSet
+from declrag.ingest.chunkers import sentence_spans
 
 STYLES = ("situated",)
 SENTENCES = 2  # circumstance sentences before the question
