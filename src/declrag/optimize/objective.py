@@ -67,6 +67,7 @@ class Objective:
         self.has_gold = any(e.gold for e in self.splits["dev"])
         self.account = Account()  # its ledger is set when a study is opened (`declrag.optimize.workers`)
         self.trial_log = TrialLog(self.out, progress)
+        self.known_in_a_row = 0  # trials in a row whose program was already finished (`Workers` ends the search)
 
     @property
     def spent(self) -> Spent:
@@ -184,6 +185,7 @@ class Objective:
         calls0, cost0 = self.spent.lm_calls, self.spent.cost_usd
         values = sample(trial, self.space)
         tracing.annotate({f"declrag.param.{k}": v for k, v in values.items()})
+        self.known_in_a_row = self.known_in_a_row + 1 if _tried(trial) else 0
         same = _finished_with(trial)
         if same is not None:  # the sampler proposed a program already scored: its scores, no work
             metrics = same.user_attrs.get("metrics", {})
@@ -225,7 +227,8 @@ class Objective:
         if self.has_gold and self.space.fidelity.retrieval_first and not multi:
             retr = self.retrieval_scores(prog, dev)
             result.update({f"retrieval:{k}": v for k, v in retr.items()})
-            trial.report(weighted(retr, {k: 1.0 for k in retr}), step)
+            # the pruner reads quality alone: context_chars is what the program costs, not how well it retrieves
+            trial.report(weighted(retr, {k: 1.0 for k in retr if k != "context_chars"}), step)
             step += 1
             if trial.should_prune():
                 raise optuna.TrialPruned()
@@ -247,6 +250,13 @@ class Objective:
                         raise optuna.TrialPruned()
         self.judge(rows)  # only trials that survived every slice reach the judges
         result.update(self.summarize(rows))
+
+
+def _tried(trial: optuna.Trial) -> bool:
+    """Whether another trial already finished (scored or pruned) the program ``trial`` samples."""
+    done = optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
+    return any(t.number != trial.number and t.params == trial.params
+               for t in trial.study.get_trials(deepcopy=False, states=done))
 
 
 def _finished_with(trial: optuna.Trial) -> optuna.trial.FrozenTrial | None:

@@ -6,6 +6,7 @@ on any machine), the queued trials (the baseline, retries of killed trials) run 
 from __future__ import annotations
 
 import contextvars
+import logging
 import json
 import threading
 import time
@@ -23,6 +24,10 @@ from .objective import Objective
 from .space import Space, grid
 from .study import Ledger, Patience, Place, create_or_join, is_db_error
 from .trials import WORKER
+
+KNOWN_MAX = 50  # programs in a row already scored or pruned that end a search (`Workers.converged`)
+GRID_MAX = 100_000  # a finite space's programs listed at most, to end the search when every one has been scored
+log = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -54,7 +59,8 @@ class Workers:
         self.objective, self.budget, self.jobs = objective, budget, jobs
         self.poll_s = 2.0  # how often a worker without work looks for others' trials coming back
         self._local = threading.local()  # a thread's slot, taken before it asks for a new trial
-        self._grid: set[str] | None = None  # the grid sampler's programs, as `_program_key`s
+        self._said_converged = False
+        self._grid: set[str] | None = None  # a finite space's programs, as `_program_key`s (empty: not finite)
 
     @property
     def ledger(self) -> Ledger | None:
@@ -120,7 +126,8 @@ class Workers:
                     optuna.storages.fail_stale_trials(study)  # killed workers' trials: failed, queued again once
                 took = False
                 if not study.get_trials(deepcopy=False, states=(states.WAITING,)):
-                    took = ledger.exhausted() is None and not self.grid_done(study) and ledger.take_trial()
+                    took = ledger.exhausted() is None and not self.grid_done(study) and not self.converged() \
+                        and ledger.take_trial()
                     if not took:
                         if study.get_trials(deepcopy=False, states=(states.RUNNING,)):
                             time.sleep(self.poll_s)  # others are still at work: a killed one's trial comes back
@@ -159,16 +166,44 @@ class Workers:
             return True
         return held or ledger.take_trial()
 
-    def grid_done(self, study: optuna.Study) -> bool:
-        """With the grid sampler: whether every program of the grid has been scored (its sampler would only
-        repeat them now, so the search ends there, within the trial budget)."""
-        space = self.objective.space
-        if space.sampler.resolved(space.objectives) != "grid":
+    def converged(self) -> bool:
+        """Whether the sampler proposed `KNOWN_MAX` programs in a row that were already scored or pruned: a repeat
+        and a retrieval-first prune cost no LM call, so a search bounded by LM calls alone would sample them for
+        ever (a TPE sampler on a small space can circle for thousands of trials without finding its last few
+        programs). The search ends there, and says so."""
+        if self.objective.known_in_a_row < KNOWN_MAX:
             return False
+        if not self._said_converged:
+            self._said_converged = True
+            log.warning("the search ends: the sampler proposed %d programs in a row that were already scored",
+                        KNOWN_MAX)
+        return True
+
+    def grid_done(self, study: optuna.Study) -> bool:
+        """Whether every program of a finite space (every numeric parameter with a step; the grid sampler's, or
+        any other's) has been scored or pruned: a sampler would only repeat them now, and a repeat costs nothing,
+        so a search bounded by LM calls alone would never end. The search ends there, within its budgets."""
         if self._grid is None:
-            self._grid = {_program_key(c) for c in grid(space)}
+            space = self.objective.space
+            self._grid = {_program_key(c) for c in grid(space)} if _finite(space) else set()
+        if not self._grid:
+            return False
         done = optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
         return self._grid <= {_program_key(t.params) for t in study.get_trials(deepcopy=False, states=done)}
+
+
+def _finite(space: Space) -> bool:
+    """Whether the space's programs can be listed: every numeric parameter has a step (an int's is 1), and there
+    are at most `GRID_MAX` combinations, counted without conditions (an upper bound)."""
+    n = 1
+    for p in space.params.values():
+        if p.type == "categorical":
+            n *= len(p.choices or [])
+        elif p.type == "float" and not p.step or p.log:
+            return False
+        else:
+            n *= int(round(((p.high or 0) - (p.low or 0)) / (p.step or 1))) + 1
+    return n <= GRID_MAX
 
 
 def _program_key(values: dict[str, Any]) -> str:

@@ -403,6 +403,57 @@ def test_a_grid_compile_scores_every_program_once_and_stops(space, tmp_path):
     assert s.trials == len(programs)
 
 
+SMALL_SPACE = """
+name: small
+objective: {metrics: {token_match: 0.5, sia: 0.5}}
+split: {fractions: {train: 0.25, dev: 0.5, test: 0.25}, seed: 3}
+fidelity: {slices: [0.5, 1.0], startup_trials: 2}
+params:
+  k: {path: retrieve.k, type: int, low: 1, high: 2}
+  alpha: {path: retrieve.alpha, type: float, low: 0.0, high: 1.0, step: 0.5}
+  rerank: {path: rerank.mode, type: categorical, choices: [none, bm25]}
+prompt_optimizer: {name: none}
+base: {retrieve: {k: 2}}
+"""
+
+
+def test_a_search_bounded_by_lm_calls_alone_ends_when_its_sampler_only_proposes_programs_already_scored(
+        tmp_path, caplog):
+    """Retrieval-first pruning costs no LM call, nor does a repeat: on a small space, a search that only an LM-call
+    budget bounds sampled free trials for ever (the PostgreSQL two-worker test ran 1,480 of them; TPE found 44 of
+    48 programs in 3,684 trials). It ends after `KNOWN_MAX` known programs in a row, or once every program of a
+    finite space is scored."""
+    from declrag.optimize.workers import KNOWN_MAX
+
+    f = tmp_path / "space.yaml"
+    f.write_text(SMALL_SPACE)
+    programs = {tuple(sorted(c.items())) for c in grid(read_space(f))}
+    with using_lm(answers_by_prompt()), caplog.at_level("WARNING"):
+        s = compile(CompileOptions(f, str(GOLD), "lm", tmp_path / "runs", Budget(max_lm_calls=10**6),
+                                   progress=False))
+    trials = [json.loads(x) for x in (tmp_path / "runs" / "lm" / "trials.jsonl").read_text().splitlines()]
+    scored = {tuple(sorted(t["params"].items())) for t in trials}
+    assert scored <= programs and s.trials == len(trials) < 10 * KNOWN_MAX
+    assert scored == programs or f"proposed {KNOWN_MAX} programs in a row that were already scored" in caplog.text
+
+
+def test_retrieval_first_pruning_reads_retrieval_quality_not_the_characters_handed_over(space, tmp_path):
+    """The pruner's first step is the candidates' retrieval quality; the characters a program hands over are a
+    cost beside it, and counted in the step they made the pruner keep the programs that hand over most."""
+    from declrag.golden import load_golden
+    from declrag.optimize.objective import Objective
+
+    comp = Objective(read_space(space), load_golden(str(GOLD)), tmp_path / "out", progress=False)
+    reported: list[float] = []
+    trial = type("T", (), {"report": lambda self, v, step: reported.append(v), "should_prune": lambda self: True})()
+    result: dict = {}
+    with pytest.raises(optuna.TrialPruned):
+        comp._steps(trial, comp.program({"k": 3}), result)
+    assert result["retrieval:context_chars"] > 10  # measured and logged beside the quality ...
+    quality = [v for k, v in result.items() if k.startswith("retrieval:") and k != "retrieval:context_chars"]
+    assert reported == [pytest.approx(sum(quality) / len(quality))] and reported[0] <= 1.0  # ... and not pruned on
+
+
 BUDGET_SPACE = """
 name: at-budget
 objective: {metrics: {ndcg@budget: 1.0}}
