@@ -9,14 +9,14 @@
 #
 # Version: JAEGER_VERSION (default below), built with CGO_ENABLED=0 as a tool of a throwaway module (`go get -tool`:
 # Jaeger's go.mod has a replace directive, so `go install pkg@version` refuses it), into
-# ${DECLRAG_CACHE:-~/.cache/declrag}/jaeger/VERSION/ (about 7 min of CPU the first time; then Go's build cache makes
+# $DECLRAG_BUILD_CACHE (else $DECLRAG_CACHE, else ~/.cache/declrag)/jaeger/VERSION/ (about 7 min of CPU the first time; then Go's build cache makes
 # it a link step). Exit status 3: no Go here to build it.
 # Ports from the base P (default 24317), all on 127.0.0.1: OTLP gRPC P, OTLP HTTP P+1, query HTTP P+2 (the UI and
 # /api/traces), query gRPC P+3, health P+4. Traces are kept in memory (at most 10,000) and lost at stop.
 set -euo pipefail
 
 VERSION=${JAEGER_VERSION:-v1.76.0}
-CACHE=${DECLRAG_CACHE:-$HOME/.cache/declrag}/jaeger
+CACHE=${DECLRAG_BUILD_CACHE:-${DECLRAG_CACHE:-$HOME/.cache/declrag}}/jaeger
 BIN_DIR=$CACHE/$VERSION
 BIN=$BIN_DIR/jaeger
 LAST=$CACHE/last-dir

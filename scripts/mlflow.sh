@@ -6,13 +6,13 @@
 #   bash scripts/mlflow.sh start [--dir DIR] [--port P]   # start, wait until ready, print the tracking URI last
 #   bash scripts/mlflow.sh stop [--dir DIR] [--clean]     # stop (SIGTERM, then SIGKILL after 15 s)
 #
-# Version: MLFLOW_VERSION (default below), installed with pip into ${DECLRAG_CACHE:-~/.cache/declrag}/mlflow/VERSION/.
+# Version: MLFLOW_VERSION (default below), installed with pip into $DECLRAG_BUILD_CACHE (else $DECLRAG_CACHE, else ~/.cache/declrag)/mlflow/VERSION/.
 # Exit status 3: the server cannot be installed here (no network to PyPI, no venv module). DIR (default: a new
 # temporary folder) holds mlflow.db (runs), artifacts/, mlflow.log and mlflow.pid. Port: P (default 15000).
 set -euo pipefail
 
 VERSION=${MLFLOW_VERSION:-3.17.2}
-CACHE=${DECLRAG_CACHE:-$HOME/.cache/declrag}/mlflow
+CACHE=${DECLRAG_BUILD_CACHE:-${DECLRAG_CACHE:-$HOME/.cache/declrag}}/mlflow
 ENV_DIR=$CACHE/$VERSION
 BIN=$ENV_DIR/bin/mlflow
 LAST=$CACHE/last-dir

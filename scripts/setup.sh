@@ -30,7 +30,7 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # shellcheck source=scripts/llama-flags.sh
 . scripts/llama-flags.sh
-llama_dir="${DECLRAG_CACHE:-$HOME/.cache/declrag}/wheels/llama-cpp-python/$LLAMA_KEY"
+llama_dir="${DECLRAG_BUILD_CACHE:-${DECLRAG_CACHE:-$HOME/.cache/declrag}}/wheels/llama-cpp-python/$LLAMA_KEY"
 stamp=".venv/.declrag-setup-$( (cat pyproject.toml requirements.lock scripts/setup.sh; echo "$LLAMA_KEY") | sha256sum | cut -c1-16)"
 pip=(.venv/bin/python -m pip install -q -c requirements.lock)
 if [ "$rebuild" = 1 ]; then

@@ -11,7 +11,7 @@
 #                                                        # (it joins the cluster through a node that is running)
 #
 # Version: WEAVIATE_VERSION (default below), built with CGO_ENABLED=0 -tags netgo as upstream does, into
-# ${DECLRAG_CACHE:-~/.cache/declrag}/weaviate/VERSION/. Exit status 3: the server cannot be had here (no Go).
+# $DECLRAG_BUILD_CACHE (else $DECLRAG_CACHE, else ~/.cache/declrag)/weaviate/VERSION/. Exit status 3: the server cannot be had here (no Go).
 # DIR (default: a new temporary folder) holds node-N/ (data), node-N.log, node-N.pid, node-N.env and uri.
 # Without --dir, stop/status/kill-node/start-node act on the last cluster started.
 #
@@ -24,7 +24,7 @@
 set -euo pipefail
 
 VERSION=${WEAVIATE_VERSION:-v1.33.18}
-CACHE=${DECLRAG_CACHE:-$HOME/.cache/declrag}/weaviate
+CACHE=${DECLRAG_BUILD_CACHE:-${DECLRAG_CACHE:-$HOME/.cache/declrag}}/weaviate
 BIN_DIR=$CACHE/$VERSION
 BIN=$BIN_DIR/weaviate-server
 LAST=$CACHE/last-dir

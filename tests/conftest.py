@@ -1,5 +1,6 @@
 """Shared fixtures. Tests never write outside their temporary folders: the embedding cache, the default
-store and DSPy's LM cache (in this process and in the processes tests start) are redirected per test session."""
+store and DSPy's LM cache (in this process and in the processes tests start) are redirected per test session. The
+servers' builds are the one exception: they are read from (and built once into) the real cache."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ SHARED = ROOT.parent / "shared" / "datasets"
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
     cache = tmp_path_factory.mktemp("declrag-cache")
-    old = {k: os.environ.get(k) for k in ("DECLRAG_CACHE", "DECLRAG_STORE", "DSPY_CACHEDIR")}
+    old = {k: os.environ.get(k) for k in ("DECLRAG_CACHE", "DECLRAG_STORE", "DSPY_CACHEDIR", "DECLRAG_BUILD_CACHE")}
+    # the servers the live tests start (Weaviate, Jaeger: built from Go; MLflow: installed) stay in the real cache,
+    # where scripts/test.sh built them once; in the session's own cache every run built them again (15 minutes)
+    os.environ["DECLRAG_BUILD_CACHE"] = old["DECLRAG_BUILD_CACHE"] or old["DECLRAG_CACHE"] or str(
+        Path.home() / ".cache" / "declrag")
     os.environ["DECLRAG_CACHE"] = str(cache)
     os.environ["DECLRAG_STORE"] = str(cache / "default-store")
     os.environ["DSPY_CACHEDIR"] = str(cache / "dspy")  # read by DSPy at import, in the processes tests start

@@ -69,8 +69,9 @@ def test_no_amx_tile_and_no_avx512_instruction_in_the_library():
 def test_setup_builds_into_a_folder_keyed_by_its_flags_without_pip_s_cache():
     text = (ROOT / "scripts" / "setup.sh").read_text()
     assert "--no-cache-dir" in text and "--no-binary llama-cpp-python" in text
-    # one build per machine and flags, in declrag's cache (where the product keeps its own: $DECLRAG_CACHE)
-    assert 'llama_dir="${DECLRAG_CACHE:-$HOME/.cache/declrag}/wheels/llama-cpp-python/$LLAMA_KEY"' in text
+    # one build per machine and flags, in the cache the servers are built into ($DECLRAG_BUILD_CACHE, else declrag's)
+    cache = "${DECLRAG_BUILD_CACHE:-${DECLRAG_CACHE:-$HOME/.cache/declrag}}"
+    assert f'llama_dir="{cache}/wheels/llama-cpp-python/$LLAMA_KEY"' in text
     key = subprocess.run(["bash", "-c", ". scripts/llama-flags.sh; echo $LLAMA_KEY; echo $LLAMA_CMAKE_ARGS"],
                          cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\n")
     other = subprocess.run(["bash", "-c", ". scripts/llama-flags.sh; echo $LLAMA_KEY"], cwd=ROOT, capture_output=True,
