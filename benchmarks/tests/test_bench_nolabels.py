@@ -56,3 +56,16 @@ def test_transfer_tries_each_single_change_and_says_which_writer_predicts_the_re
     assert got["situated"] == {"changes": 4, "same_sign": 4, "pearson": 1.0}
     assert got["ict"]["same_sign"] == 2 and got["ict"]["pearson"] < 0
     assert got["writers together"] == got["ict"]
+
+
+def test_the_changes_that_hold_alone_make_one_program():
+    from declrag_bench.transfer import alone
+
+    base = {"alpha": 0.5, "window": 0, "rerank": "none"}
+    rows = [{"params": {**base, "alpha": 0.25}, "lower": 0.01, "writer_lower": {"ict": 0.02, "keywords": 0.01}},
+            {"params": {**base, "alpha": 0.0}, "lower": 0.03, "writer_lower": {"ict": 0.01, "keywords": 0.05}},
+            {"params": {**base, "window": 1}, "lower": 0.02, "writer_lower": {"ict": 0.03, "keywords": 0.01,
+                                                                              "situated": -0.2}},  # a probe: aside
+            {"params": {**base, "rerank": "bm25"}, "lower": 0.05, "writer_lower": {"ict": -0.01, "keywords": 0.2}}]
+    assert alone(rows, base) == {"alpha": 0.0, "window": 1, "rerank": "none"}  # bm25: the ict questions lose
+    assert alone([], base) == base

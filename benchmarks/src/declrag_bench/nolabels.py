@@ -221,6 +221,9 @@ def _print_transfer(name: str, moves: dict[str, Any], console: Console) -> None:
     console.print(f"{name}: which questions predict the real sign: " + "; ".join(
         f"{w} {v['same_sign']}/{v['changes']} (r {v['pearson']})" for w, v in moves["predicts"].items()),
         markup=False, highlight=False)
+    if held := moves.get("alone"):
+        console.print(f"{name}: the default with each single change that holds alone ({held['params']}): real gain "
+                      f"{_ci(held['real'])}", markup=False, highlight=False)
 
 
 def _g(x: float | None) -> str:

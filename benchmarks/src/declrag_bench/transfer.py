@@ -16,12 +16,13 @@ import numpy as np
 
 from declrag.golden import Example
 from declrag.metrics.stats import paired_difference
-from declrag.optimize.select import held_out, writers_of
+from declrag.optimize.select import ALPHA, held_out, lower_bound, writers_of
 from declrag.optimize.space import Param
 
 from .probes import probe
 
 ALPHAS = (0.0, 0.25, 0.75, 1.0)  # alpha's values tried beside the default's
+PROBES = ("situated",)  # the style probes' writer names (`declrag_bench.probes`): not writers of the set
 
 
 def _values(name: str, p: Param, current: Any) -> list[Any]:
@@ -64,12 +65,31 @@ def measure(syn_comp, base: dict[str, Any], real_scores: Callable[[dict[str, Any
         _, syn = score(syn_comp, syn_comp.program(params), asked, f"transfer: {label}")
         diffs = [(w, y - x) for w, x, y in zip(writers, base_syn, syn) if x is not None and y is not None]
         by = {w: _mean([d for ww, d in diffs if ww == w]) for w in sorted(set(writers))}
-        plain = [d for w, d in diffs if w not in ("situated",)]
+        plain = [d for w, d in diffs if w not in PROBES]
         real = paired_difference(base_real, real_scores(params))
+        lowers = {w: lower_bound([d for ww, d in diffs if ww == w], ALPHA / len(base)) for w in sorted(set(writers))}
         rows.append({"change": label, "params": params, "synthetic": _mean(plain), "by_writer": by,
+                     "lower": lower_bound(plain, ALPHA / len(base)),
+                     "writer_lower": {w: None if v is None else round(v, 4) for w, v in lowers.items()},
                      "real": real, "agrees": _agrees(_mean(plain), real.get("diff"))})
+    held_alone = alone(rows, base)
     return {"held_out": len(held), "probes": len(probes), "skipped": skipped, "changes": rows,
-            "predicts": _predicts(rows)}
+            "predicts": _predicts(rows),
+            "alone": {"params": held_alone, "real": paired_difference(base_real, real_scores(held_alone))}}
+
+
+def alone(rows: list[dict[str, Any]], base: dict[str, Any]) -> dict[str, Any]:
+    """The default with every single change that holds on its own (issue 57, item 4's candidate rule): its lower
+    bound above 0 on the writers' questions together and on each writer's (probes aside), at the level shared by
+    the parameters; of two values of one parameter, the higher lower bound."""
+    best: dict[str, tuple[float, Any]] = {}
+    for r in rows:
+        name, value = next((k, v) for k, v in r["params"].items() if base.get(k) != v)
+        writers = [v for w, v in r["writer_lower"].items() if w not in PROBES]
+        if r["lower"] is not None and r["lower"] > 0 and writers and all(v is not None and v > 0 for v in writers):
+            if name not in best or r["lower"] > best[name][0]:
+                best[name] = (r["lower"], value)
+    return {**base, **{k: v for k, (_, v) in best.items()}}
 
 
 def _agrees(syn: float | None, real: float | None, tie: float = 0.005) -> bool | None:
