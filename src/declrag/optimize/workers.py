@@ -6,8 +6,8 @@ on any machine), the queued trials (the baseline, retries of killed trials) run 
 from __future__ import annotations
 
 import contextvars
-import logging
 import json
+import logging
 import threading
 import time
 import warnings
