@@ -145,7 +145,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("types, config, errors, paths", {"types", "config", "errors", "folders", "inputs", "resources", "gguf",
                                       "payloads", "cache_limits", "process_memory", "text", "tracing", "device"}),
     ("ingest, embed, stores, lm", {"ingest", "embed", "embed_onnx", "stores", "lm", "_llama_child", "about",
-                                   "golden"}),
+                                   "golden", "usage"}),
     ("pipeline", {"pipeline", "api"}),
     ("evaluation, optimize", {"metrics", "evaluate", "eval_report", "optimize", "synth", "testing"}),
     ("serve, cli", {"serve", "cli", "mcp_server", "http_server", ""}),

@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from ..errors import DeclragError
-from . import data, mcp_serving, quality, query, serving  # noqa: F401  (each registers its commands on the app)
+from . import data, mcp_serving, quality, query, serving, usage  # noqa: F401  (each registers its commands on the app)
 from .app import app
 from .common import err
 
@@ -53,7 +53,7 @@ def _own_process(lms: bool = True) -> None:
 
 
 LIGHT = ("version", "datasets", "init")  # commands that touch no LM, embedding or cache: nothing to set up
-NO_LM = ("index", "search", "indexes")  # commands that call no LM: the embedding cache's bound only
+NO_LM = ("index", "search", "indexes", "usage")  # commands that call no LM: the embedding cache's bound only
 
 
 def _command_tree() -> Any:

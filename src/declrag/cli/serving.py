@@ -71,14 +71,24 @@ def serve(
     lm_cache_disk_mb: LmCacheDiskOpt = None,
     lm_history: LmHistoryOpt = None,
     embedding_rows: EmbeddingRowsOpt = None,
+    record: Annotated[str | None, typer.Option(
+        help="where to record each question, its passages, answer and rating: a SQLite file or a "
+             "postgresql+psycopg:// URI (default: usage.sqlite3 in the run folder, else in .declrag/)")] = None,
+    no_record: Annotated[bool, typer.Option("--no-record", help="record nothing (POST /v1/feedback answers 404)")
+                         ] = False,
+    record_rows: Annotated[int, typer.Option(min=1, help="the newest answers the usage store keeps")] = 100_000,
+    record_days: Annotated[float, typer.Option(min=0.001, help="days an answer is kept in the usage store")] = 90.0,
 ):
     """Serve a program over HTTP: /v1/ask, /v1/search, OpenAI-compatible /v1/chat/completions, a web page,
     /metrics."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
     from .. import tracing
     from ..serve import ServeSettings
+    from ..usage import RecordSettings
     from ..serve import serve as serve_program
 
+    if no_record and record:
+        raise DeclragError("--record and --no-record: choose one", hint="drop --no-record to record to that store")
     if (otlp_endpoint or otlp_content) and not tracing.configure(otlp_endpoint, content=otlp_content or None):
         raise DeclragError("--otlp-content: no trace receiver to send the spans to",
                            hint="give --otlp-endpoint URL, or set OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -87,7 +97,9 @@ def serve(
                        max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, request_timeout_s=timeout,
                        max_in_flight=max_in_flight, workers=workers, cache_threshold=cache_threshold,
                        cache_size=cache_size, cors_origins=cors_origin or [], max_search_k=max_search_k,
-                       source_base=source_base, processes=processes)
+                       source_base=source_base, processes=processes,
+                       record=None if no_record else RecordSettings(target=record, max_rows=record_rows,
+                                                                    max_days=record_days))
     serve_program(target, config=config, store=store, model=model, answer_mode=answer_mode and answer_mode.value,
                   settings=settings,
                   say=lambda m: out.print(m, markup=False, highlight=False))

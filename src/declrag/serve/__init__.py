@@ -17,6 +17,7 @@ from ..http_server import Server
 from ..lm import use_cache_limits
 from ..pipeline.selection import DEFAULT_NAME, ProgramChoice, select_program
 from ..process_memory import bound_allocator, trim_periodically
+from ..usage.recorder import said
 from .app import ServeSettings, create_app
 from .processes import MALLOC_ARENAS
 from .processes import run as run_processes
@@ -43,6 +44,9 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
     trim_periodically(60.0, trimming)
     choice = resolve(target, config, store, model, answer_mode)  # cheap checks first: paths, config, store
     name, run, what, loader = choice.name, choice.run, choice.what, choice.load
+    if s.record is not None and s.record.target is None:  # by default in the compile's run folder, else ./.declrag
+        where = (Path(run).parent if run and Path(run).name == "best" else Path(".declrag")) / "usage.sqlite3"
+        s = s.model_copy(update={"record": s.record.model_copy(update={"target": str(where)})})
     if s.processes > 1:
         _say_serving(s, what, name, say, choice.answers)
         spec = {"target": None if target is None else str(target), "config": None if config is None else str(config),
@@ -85,6 +89,7 @@ def _say_serving(s: ServeSettings, what: str, name: str, say: Callable[[str], No
     say(f"declrag serve: {what} as {name!r} on http://{host}:{s.port}/ (web page /, POST /v1/ask, "
         f"POST /v1/search, OpenAI-compatible /v1/chat/completions and /v1/models, /healthz, /readyz, /metrics)")
     say(answers)
+    say(said(s.record))
     each = f" in each of {s.processes} processes" if s.processes > 1 else ""
     say("auth: " + ("Bearer API key required" if s.api_key else "none (set DECLRAG_API_KEY or --api-key-file)")
         + f"; limits: {s.max_in_flight} in flight on {s.worker_threads} worker "

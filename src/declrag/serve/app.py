@@ -27,9 +27,10 @@ from .. import tracing
 from ..errors import DeclragError
 from ..http_server import bearer_ok
 from ..pipeline.selection import DEFAULT_NAME
+from ..usage import Recorder
 from . import openai_compat as oai
 from .jsonenc import FastJSONResponse
-from .schemas import AskRequest, SearchRequest, SearchResponse
+from .schemas import AskRequest, FeedbackRequest, SearchRequest, SearchResponse
 from .service import CHAT_FIELDS, AnswerService, ApiError, Request, ServeSettings
 from .telemetry import Metrics
 
@@ -161,7 +162,10 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
                on_load: Callable[[BaseException | None], None] | None = None) -> FastAPI:
     """A FastAPI app serving ``program``: thin routes over one `declrag.serve.service.AnswerService` (see there for
     ``program``, ``lm_override`` and ``on_load``), which is ``app.state.service``."""
-    service = AnswerService(program, name, run, settings, lm_override=lm_override, on_load=on_load)
+    record = (settings or ServeSettings()).record
+    recorder = Recorder(record) if record is not None else None  # a bad store: an error now, at start-up
+    service = AnswerService(program, name, run, settings, lm_override=lm_override, on_load=on_load,
+                            recorder=recorder)
     s, metrics = service.settings, service.metrics
 
     @asynccontextmanager
@@ -172,6 +176,8 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         finally:
             loading.cancel()  # and requests in flight finish before the process ends
             await service.stop()
+            if recorder is not None:
+                await asyncio.to_thread(recorder.close)  # what is queued is written
 
     app = FastAPI(title="declrag", version="1", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings, app.state.metrics, app.state.cache, app.state.service = s, metrics, service.cache, service
@@ -205,13 +211,14 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         question, history = oai.conversation(body.messages)
         req = Request(question, None, history, "/v1/chat/completions", CHAT_FIELDS)
         if body.stream:
-            return event_stream(oai.stream(await service.answer_stream(req), name))
+            return event_stream(oai.stream(await service.answer_stream(req), name, req.id))
         return FastJSONResponse(oai.completion(await service.answer(req), name))
 
     @app.get("/v1/models")
     async def list_models() -> FastJSONResponse:
         return FastJSONResponse(oai.models(name, service.state.started))
 
+    _feedback(app, recorder)
     _operations(app, service)
     _answer_errors_as_json(app, metrics)
     app.add_middleware(Guard, key=s.api_key.get_secret_value() if s.api_key else None, max_body=s.max_body_bytes,
@@ -220,6 +227,23 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
         app.add_middleware(CORSMiddleware, allow_origins=s.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])
     return app
+
+
+def _feedback(app: FastAPI, recorder: Recorder | None) -> None:
+    @app.post("/v1/feedback", status_code=204)
+    async def feedback(body: FeedbackRequest) -> Response:
+        """Rate an answer: ``{id, helpful, citation, correction}``; ``id`` is the answer's (``/v1/ask``'s ``id``, or
+        the chat completion's ``chatcmpl-...``). A second rating of the same answer replaces the first. 404: no
+        answer recorded with that id (or recording is off); 204: recorded."""
+        if recorder is None:
+            raise ApiError(404, "this server records nothing (declrag serve --no-record), so there is no answer to "
+                                "rate", "id", kind="not_recording")
+        found = await asyncio.to_thread(recorder.feedback, body.answer_id(), body.helpful, body.citation,
+                                        body.correction)
+        if not found:
+            raise ApiError(404, f"no answer {body.id!r} is recorded here (unknown, or past the retention bound)",
+                           "id", kind="unknown_answer")
+        return Response(status_code=204)
 
 
 def _operations(app: FastAPI, service: AnswerService) -> None:

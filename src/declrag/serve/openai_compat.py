@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -90,24 +89,25 @@ def usage(payload: dict[str, Any]) -> dict[str, int]:
     return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
 
-def _ids() -> tuple[str, int]:
-    return f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+def _ids(answer_id: str) -> tuple[str, int]:
+    """The completion's id: ``chatcmpl-`` and the answer's id, which ``POST /v1/feedback`` takes as it is."""
+    return f"chatcmpl-{answer_id}", int(time.time())
 
 
 def completion(payload: dict[str, Any], model: str) -> dict[str, Any]:
-    cid, created = _ids()
+    cid, created = _ids(payload["id"])
     return {"id": cid, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": payload["answer"]},
                          "finish_reason": "stop", "logprobs": None}],
             "usage": usage(payload), "citations": payload["citations"]}
 
 
-async def stream(events: AsyncIterator[tuple[str, Any]], model: str) -> AsyncIterator[str]:
+async def stream(events: AsyncIterator[tuple[str, Any]], model: str, answer_id: str) -> AsyncIterator[str]:
     """Server-sent events from the server's answer events (``("delta", text)`` as the LM generates it,
     ``("done", (payload, replaced))``, or ``("error", ApiError)``): a role chunk, a content chunk per delta, a
     final chunk with ``finish_reason``, ``usage``, ``citations`` and the final ``answer`` with ``replaced``,
     then ``data: [DONE]``. An error once chunks have begun is a last ``data: {"error": {...}}``, as OpenAI's."""
-    cid, created = _ids()
+    cid, created = _ids(answer_id)
 
     def chunk(delta: dict, finish: str | None = None, **extra: Any) -> str:
         body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,

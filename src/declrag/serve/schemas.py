@@ -39,6 +39,20 @@ class AskRequest(BaseModel):
     stream: StrictBool = False  # server-sent events: the answer's tokens as generated, then the whole response
 
 
+class FeedbackRequest(BaseModel):
+    """A rating of one answer (`POST /v1/feedback`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1, max_length=64, description="the answer's id, or the chat completion's id")
+    helpful: StrictBool = Field(description="true: the answer helped; false: it did not")
+    citation: int | None = Field(None, ge=1, le=1000, description="the [n] of the citation that answered")
+    correction: str | None = Field(None, min_length=1, max_length=4000,
+                                   description="the right answer, in the user's words")
+
+    def answer_id(self) -> str:
+        return self.id.removeprefix("chatcmpl-")
+
+
 class SearchRequest(BaseModel):
     """``query`` (with an optional ``history``), or ``messages`` as ``/v1/chat/completions`` takes them (the
     last, the user's, is the query; the earlier ones the history)."""

@@ -18,6 +18,7 @@ import contextvars
 import json
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -28,63 +29,25 @@ from typing import Any
 import dspy
 import dspy.utils.exceptions
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ..cache_limits import CacheLimits, current
+from ..cache_limits import current
 from ..errors import DeclragError
 from ..gguf import LocalModelCrash, crash_in
-from ..inputs import InputError, api_key_problem, turns, user_text
+from ..inputs import InputError, turns, user_text
 from ..lm import Meter, cache_sizes, metering, using_lm
 from ..lm.registry import LM_DISK_FAULT
 from ..payloads import PublicPaths, SearchHit
 from ..pipeline.selection import DEFAULT_NAME
 from ..pipeline.streaming import Done, astream
 from ..stores.base import Filter
-from ..types import Hit
+from ..types import Hit, content_hash
+from ..usage import Recorder, row_of
 from .jsonenc import plain
 from .semantic_cache import SemanticCache
+from .settings import ServeSettings
 from .telemetry import Metrics
 
 log = logging.getLogger("declrag.serve")
-
-
-class ServeSettings(BaseModel):
-    """Server settings; every limit has a CLI flag on ``declrag serve``."""
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # errors never show the API key
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
-    api_key: SecretStr | None = None  # when set, every route but /, /healthz and /readyz needs "Bearer <key>"
-    max_body_bytes: int = Field(64 * 1024, ge=1)
-    max_question_chars: int | None = Field(None, ge=1)  # None: the program's config.max_question_chars
-    request_timeout_s: float = Field(120.0, gt=0)
-    max_in_flight: int = Field(8, ge=1)
-    # threads that run program calls (None: max_in_flight). Calls that wait on a remote LM want one thread each;
-    # CPU-bound calls (retrieval only, an in-process model) run faster on a few threads than on many sharing the GIL
-    workers: int | None = Field(None, ge=1)
-    retry_after_s: int = Field(1, ge=1)
-    cache_threshold: float | None = Field(None, gt=0, le=1)  # None: the semantic answer cache is off
-    cache_size: int = Field(1024, ge=1)
-    cors_origins: list[str] = []
-    max_search_k: int = Field(50, ge=1, le=100)  # the most passages one /v1/search request may ask for (422 beyond)
-    # a citation's source as a URL under this base instead of its path relative to the indexed folder (PublicPaths)
-    source_base: str | None = Field(None, pattern=r"^https?://")
-    processes: int = Field(1, ge=1, le=64)  # server processes (`declrag.serve.processes`); the limits above: each
-    # the process-wide caches' bounds (declrag.cache_limits), applied by `declrag.serve.serve` before the program loads;
-    # None: left as the process has them (create_app never changes them)
-    cache_limits: CacheLimits | None = None
-
-    @field_validator("api_key")
-    @classmethod
-    def _sendable_key(cls, key: SecretStr | None) -> SecretStr | None:
-        """A key clients can send in a header (visible ASCII), refused at start-up otherwise: the server
-        compares it with the header's bytes, so another key could never authenticate."""
-        if key is not None and (problem := api_key_problem(key.get_secret_value())):
-            raise ValueError(f"the API key {problem}")
-        return key
-
-    @property
-    def worker_threads(self) -> int:
-        return min(self.workers or self.max_in_flight, self.max_in_flight)
 
 
 class ApiError(Exception):
@@ -125,6 +88,7 @@ class Request:
     history: Any = None
     route: str = "/v1/ask"
     fields: Fields = Fields()
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)  # the answer's id (feedback names it)
 
 
 @dataclass
@@ -137,6 +101,7 @@ class ServiceState:
     in_flight: int = 0  # admitted calls whose worker thread has not ended
     executor: ThreadPoolExecutor | None = None
     started: int = field(default_factory=lambda: int(time.time()))
+    version: str = ""  # the loaded program's identity (its config's digest), kept with each recorded answer
 
 
 class AnswerService:
@@ -153,13 +118,15 @@ class AnswerService:
 
     def __init__(self, program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: str | None = None,
                  settings: ServeSettings | None = None, *, lm_override: Any = None,
-                 on_load: Callable[[BaseException | None], None] | None = None, metrics: Metrics | None = None):
+                 on_load: Callable[[BaseException | None], None] | None = None, metrics: Metrics | None = None,
+                 recorder: Recorder | None = None):
         self.settings = s = settings or ServeSettings()
         self.name, self.info = name, {"name": name, "run": run}
         self.metrics = metrics or Metrics()
         self.cache = SemanticCache(s.cache_threshold, s.cache_size) if s.cache_threshold else None
         self.state = ServiceState()
         self._program, self._lm_override, self._on_load = program, lm_override, on_load
+        self.recorder = recorder  # the usage store's writer (`declrag.usage`); None: nothing is recorded
 
     def measure_caches(self) -> None:
         """Set the metrics' cache gauges: DSPy's response cache and histories, the embedding cache of the
@@ -219,6 +186,8 @@ class AnswerService:
             program = await asyncio.to_thread(self._load)
             self.state.paths = await asyncio.to_thread(PublicPaths.of_store, getattr(program, "store", None),
                                                        self.settings.source_base)
+            config = getattr(program, "config", None)
+            self.state.version = content_hash(config.model_dump_json()) if config is not None else self.name
             self.state.program = program  # ready: from here on requests are admitted
             log.info("ready: %s loaded in %.1f s", self.name, time.perf_counter() - t0)
         except Exception as e:  # reported on /readyz and to on_load
@@ -244,7 +213,10 @@ class AnswerService:
         key = json.dumps([req.where, [[t.role, t.content] for t in req.history]], sort_keys=True) if cache else ""
         vec = np.asarray(prog.embedder.embed_query(req.question), dtype=np.float32) if cache else None
         if cache and vec is not None and (found := cache.get(key, vec)):
-            return {**found[0], "usage": NO_USAGE, "cache": {"hit": True, "similarity": round(found[1], 4)}}, True
+            hit = {**found[0], "id": req.id, "usage": NO_USAGE,
+                   "cache": {"hit": True, "similarity": round(found[1], 4)}}
+            self._record(req, hit, ())
+            return hit, True
         with self._lm_scope():
             t0 = time.perf_counter()
             a = prog(question=req.question, where=req.where, **({"history": req.history} if req.history else {}))
@@ -257,7 +229,16 @@ class AnswerService:
                          "latency_ms": a.latency_ms, "program": dict(self.info), "cache": {"hit": False}})
         if cache and vec is not None:
             cache.put(key, vec, payload)
+        payload = {"id": req.id, **payload}  # each answer its own id (feedback names it), cached or not
+        self._record(req, payload, a.passages)
         return payload, False
+
+    def _record(self, req: Request, payload: dict, passages: Any, hits: bool = False) -> None:
+        """Queue what was asked and answered (or searched) for the usage store (`declrag.usage`); never blocks."""
+        if self.recorder is not None:
+            self.recorder.record(row_of(payload, passages, route=req.route, program=self.name,
+                                        version=self.state.version, question=req.question, where=req.where,
+                                        history=req.history or (), searched=hits))
 
     def searching(self, req: Request, k: int, alpha: float) -> tuple[list[Hit], dict, float]:
         """On a worker thread: the program's retrieval for an admitted request. Returns (hits, LM usage: the
@@ -371,8 +352,11 @@ class AnswerService:
         hits, _, took = await self._run(req, partial(self.searching, req, k, alpha),
                                         lambda res: self.metrics.usage(res[1]))
         paths = self.state.paths
-        return {"hits": [paths.rewrite(SearchHit.payload(h, i)) for i, h in enumerate(hits, 1)],
-                "query": req.question, "k": k, "alpha": alpha, "latency_ms": {"total": round(1000 * took, 3)}}
+        payload = {"id": req.id,
+                   "hits": [paths.rewrite(SearchHit.payload(h, i)) for i, h in enumerate(hits, 1)],
+                   "query": req.question, "k": k, "alpha": alpha, "latency_ms": {"total": round(1000 * took, 3)}}
+        self._record(req, payload, hits, hits=True)
+        return payload
 
     async def answer_stream(self, req: Request) -> Events:
         """The answer as events: ``("delta", text)`` as the generate stage's LM produces it (see

@@ -701,6 +701,24 @@ def test_web_page_in_a_real_browser(prog):
 
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+def test_web_page_rates_an_answer_with_the_citation_the_reader_opened(prog, tmp_path):
+    from declrag.usage import RecordSettings, UsageStore
+
+    record = RecordSettings(target=str(tmp_path / "usage.sqlite3"))
+    with real_server(app_for(prog, name="demo", record=record)) as (base, _), browser_page() as page:
+        page.goto(base + "/")
+        page.wait_for_selector("#serving:has-text('demo')", timeout=15000)
+        page.fill("#question", Q)
+        page.click("#ask")
+        check_answer_and_passage(page)  # opens passage [1]
+        page.click(".rate button.helpful")
+        page.wait_for_selector(".rate:has-text('your rating is recorded')", timeout=10000)
+        page.screenshot(path=str(tmp_path / "rated.png"))
+    (rated,) = [r for r in UsageStore(record.target, create=False).records()]
+    assert rated["question"] == Q and rated["feedback"] == {"helpful": True, "citation": 1, "correction": None}
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
 def test_web_page_with_an_api_key_in_a_real_browser(prog):
     """With a key: the page loads without it and asks for it; a wrong key is asked for again, the right one
     answers. The key travels only in the Authorization header of API calls, never in a URL."""

@@ -1,0 +1,161 @@
+"""Recording off the request path: `Recorder.record` puts a row on a bounded queue and returns; one thread writes
+the queue to the `UsageStore` in batches (every `FLUSH_S` seconds or `BATCH` rows), and applies the retention bound
+every `RETAIN_EVERY_S`. A full queue, or a store that fails (full disk, read-only, gone, a database down), drops
+rows rather than slow an answer: the server goes on answering, says so once in its log, and counts what it dropped
+(``dropped``; `declrag.serve` shows it on /metrics). A kill -9 loses at most the rows of the last `FLUSH_S`.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .store import UsageStore, shown
+
+log = logging.getLogger("declrag.usage")
+FLUSH_S = 1.0
+BATCH = 200
+QUEUE = 10_000  # rows waiting at most (beyond: dropped and counted)
+RETAIN_EVERY_S = 60.0
+
+
+def row_of(payload: dict[str, Any], passages: Sequence[Any], *, route: str, program: str, version: str,
+           question: str, where: dict | None, history: Sequence[Any], searched: bool = False) -> dict[str, Any]:
+    """The `declrag.usage.store.ANSWERS` row of one response ``payload`` (an answer's, or a search's with
+    ``searched``), from the passages (`declrag.types.Hit`) it was made from and the request's turns."""
+    return {
+        "id": payload["id"], "ts": time.time(), "route": route, "program": program, "version": version,
+        "question": question, "filter": where, "history": [{"role": t.role, "content": t.content} for t in history],
+        "passages": [{"chunk_id": h.chunk.id, "doc_id": h.chunk.doc_id, "span": [h.start, h.end],
+                      "score": round(float(h.score), 6)} for h in passages],
+        "citations": [{"n": c["n"], "chunk_id": c["chunk_id"], "doc_id": c["doc_id"], "span": list(c["span"])}
+                      for c in payload.get("citations", [])],
+        "answer": None if searched else payload["answer"], "abstained": None if searched else payload["abstained"],
+        "reason": None if searched else payload.get("reason"),
+        "latency_ms": float(payload.get("latency_ms", {}).get("total", 0.0))}
+
+
+class RecordSettings(BaseModel):
+    """Where `declrag serve` records and how much it keeps (`declrag serve --record`, `--record-rows`,
+    `--record-days`, `--no-record`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    target: str | None = None  # a SQLite file or a postgresql+psycopg:// URI; None: `declrag.serve.serve` decides
+    max_rows: int | None = Field(100_000, ge=1)  # the newest answers kept (None: no bound by count)
+    max_days: float | None = Field(90.0, gt=0)  # answers older than this are deleted (None: no bound by age)
+
+
+def said(s: RecordSettings | None) -> str:
+    """`declrag serve`'s start-up line about recording."""
+    if s is None or s.target is None:
+        return "records: nothing (--no-record); POST /v1/feedback answers 404"
+    kept = ", ".join(x for x in (f"the newest {s.max_rows:,} answers" if s.max_rows else "",
+                                 f"{s.max_days:g} days" if s.max_days else "") if x) or "everything, unbounded"
+    return (f"records: each question, its passages, answer and rating to {shown(s.target)} (kept: {kept}; they may "
+            "hold personal data: docs/guides/usage.md); --no-record turns it off")
+
+
+class Recorder:
+    """The writer thread over one store (opened at construction: a bad target is an error at start-up)."""
+
+    def __init__(self, settings: RecordSettings):
+        assert settings.target is not None, "declrag.serve.serve sets the default target"
+        self.settings = settings
+        self.store = UsageStore(settings.target)
+        self.dropped = 0
+        self.written = 0
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(QUEUE)
+        self._failing = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="declrag-usage", daemon=True)
+        self._thread.start()
+
+    @property
+    def where(self) -> str:
+        return shown(self.settings.target or "")
+
+    def record(self, row: dict[str, Any]) -> None:
+        """Queue one answer's row (`declrag.usage.store.ANSWERS`'s fields); never blocks."""
+        self._put(("answer", row))
+
+    def feedback(self, answer_id: str, helpful: bool, citation: int | None, correction: str | None) -> bool:
+        """Rate an answer, on the caller's thread (the rating must know the answer exists): its rows still queued
+        are written first. False: no such answer."""
+        self.flush()
+        return self.store.add_feedback(answer_id, helpful, citation, correction)
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Wait until every row queued before this call is written (or dropped)."""
+        done = threading.Event()
+        if self._put(("flush", done)):
+            done.wait(timeout)
+
+    def close(self) -> None:
+        """Write what is queued, then stop."""
+        self.flush()
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.store.close()
+
+    def _put(self, item: tuple[str, Any]) -> bool:
+        try:
+            self._queue.put_nowait(item)
+            return True
+        except queue.Full:
+            self.dropped += item[0] == "answer"
+            return False
+
+    def _run(self) -> None:
+        last_retain = 0.0
+        while not self._stop.is_set() or not self._queue.empty():
+            rows, waiting = self._take()
+            self._write(rows)
+            for done in waiting:
+                done.set()
+            if time.monotonic() - last_retain >= RETAIN_EVERY_S:
+                last_retain = time.monotonic()
+                self._retain()
+
+    def _take(self) -> tuple[list[dict[str, Any]], list[threading.Event]]:
+        rows: list[dict[str, Any]] = []
+        waiting: list[threading.Event] = []
+        deadline = time.monotonic() + FLUSH_S
+        while len(rows) < BATCH:
+            try:
+                kind, item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if kind == "flush":
+                waiting.append(item)
+                break
+            rows.append(item)
+        return rows, waiting
+
+    def _retain(self) -> None:
+        try:
+            self.store.retain(self.settings.max_rows, self.settings.max_days)
+        except Exception as e:  # the store as it is stays readable; the next round tries again
+            log.warning("usage store %s: cannot apply the retention bound (%s)", self.where, str(e).splitlines()[0])
+
+    def _write(self, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        try:
+            self.store.add_answers(rows)
+        except Exception as e:  # a full disk, a read-only file, a database down: answering goes on
+            if not self._failing:
+                log.error("usage store %s: cannot write (%s); answering goes on, records are dropped and counted "
+                          "(declrag_usage_dropped_total) until it can", self.where, str(e).splitlines()[0])
+            self._failing = True
+            self.dropped += len(rows)
+            return
+        if self._failing:
+            log.warning("usage store %s: writing again", self.where)
+        self._failing = False
+        self.written += len(rows)

@@ -1,0 +1,177 @@
+"""Learning from use (`declrag.usage`): the store, the recorder off the request path, the golden set it exports,
+and `declrag serve` recording each answer and taking ratings on POST /v1/feedback."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from declrag.config import ProgramConfig
+from declrag.errors import DeclragError
+from declrag.pipeline.program import RAGProgram
+from declrag.serve import ServeSettings, create_app
+from declrag.stores.lancedb import LanceStore
+from declrag.testing import HashEmbedder, ScriptedLM
+from declrag.testing.store_contract import corpus
+from declrag.usage import Recorder, RecordSettings, UsageStore, golden_rows
+from declrag.usage import recorder as recorder_module
+
+Q = "What is the capital of Italy?"
+
+
+def row(i: int, question: str = Q, **kw) -> dict:
+    return {"id": f"a{i}", "ts": time.time() + i, "route": "/v1/ask", "program": "demo", "version": "v1",
+            "question": question, "history": [], "filter": None,
+            "passages": [{"chunk_id": "c1", "doc_id": "d1", "span": [0, 40], "score": 0.9},
+                         {"chunk_id": "c2", "doc_id": "d2", "span": [10, 50], "score": 0.5}],
+            "citations": [{"n": 1, "chunk_id": "c1", "doc_id": "d1", "span": [0, 40]},
+                          {"n": 2, "chunk_id": "c2", "doc_id": "d2", "span": [10, 50]}],
+            "answer": "Rome [1].", "abstained": False, "reason": None, "latency_ms": 12.0, **kw}
+
+
+def test_the_store_keeps_answers_and_the_last_rating_and_forgets_beyond_its_bounds(tmp_path):
+    s = UsageStore(tmp_path / "u.sqlite3")
+    s.add_answers([row(i) for i in range(5)])
+    assert s.add_feedback("a1", True, citation=1) and s.add_feedback("a1", False)  # the last rating counts
+    assert not s.add_feedback("nope", True)
+    recs = {r["id"]: r for r in s.records()}
+    assert recs["a1"]["feedback"] == {"helpful": False, "citation": None, "correction": None}
+    assert recs["a0"]["feedback"] is None and recs["a0"]["passages"][0]["span"] == [0, 40]
+    assert s.counts() == {"answers": 5, "helpful": 0, "not_helpful": 1}
+    assert s.retain(max_rows=2, max_days=None) == 3 and [r["id"] for r in s.records()] == ["a3", "a4"]
+    s.add_answers([row(9, ts=time.time() - 3 * 86400)])
+    assert s.retain(max_rows=None, max_days=1) == 1
+    assert s.counts()["answers"] == 2 and s.counts()["not_helpful"] == 0  # a1's rating went with it
+    s.close()
+    with pytest.raises(DeclragError, match="does not exist"):
+        UsageStore(tmp_path / "other.sqlite3", create=False)
+    with pytest.raises(DeclragError, match="not a PostgreSQL URI nor a file"):
+        UsageStore("mysql://x/y")
+
+
+def test_the_recorder_writes_in_batches_off_the_callers_thread(tmp_path, monkeypatch):
+    monkeypatch.setattr(recorder_module, "FLUSH_S", 0.05)
+    r = Recorder(RecordSettings(target=str(tmp_path / "u.sqlite3")))
+    t0 = time.perf_counter()
+    for i in range(500):
+        r.record(row(i, question=f"q{i}"))
+    assert time.perf_counter() - t0 < 1.0  # queued, not written, on this thread
+    assert r.feedback("a499", True, 1, None)  # the rating waits for its answer to be written
+    r.close()
+    assert r.written == 500 and r.dropped == 0
+    with sqlite3.connect(tmp_path / "u.sqlite3") as c:
+        assert c.execute("select count(*) from answers").fetchone() == (500,)
+
+
+def test_a_store_that_fails_drops_and_counts_and_says_so_once(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(recorder_module, "FLUSH_S", 0.05)
+    r = Recorder(RecordSettings(target=str(tmp_path / "u.sqlite3")))
+
+    def full(rows):
+        raise OSError("database or disk is full")
+
+    monkeypatch.setattr(r.store, "add_answers", full)
+    for i in range(3):
+        r.record(row(i))
+        r.flush()
+    assert r.dropped == 3 and r.written == 0 and caplog.text.count("cannot write") == 1
+    monkeypatch.undo()
+    r.record(row(7))
+    r.close()
+    assert r.written == 1 and "writing again" in caplog.text
+
+
+def test_usage_makes_a_golden_set_with_what_the_ratings_say():
+    recs = [row(0), row(1, question="  what is the CAPITAL of italy? "), row(2, question="Who wrote it?"),
+            row(3, question="Where is Milan?"), {**row(4, question="searched"), "answer": None}]
+    recs[1]["feedback"] = {"helpful": True, "citation": 2, "correction": None}  # the same question, rated
+    recs[2]["feedback"] = {"helpful": False, "citation": None, "correction": "Dante"}
+    for r in (recs[0], recs[3], recs[4]):
+        r["feedback"] = None
+    rows = {r["question"].strip(): r for r in golden_rows(recs)}
+    assert len(rows) == 3  # one per distinct question; the search has no answer to rate
+    rome = rows[Q]
+    assert rome["spans"] == [{"doc": "d2", "start": 10, "end": 50}] and rome["gold"] == {"d2": 1}
+    assert rome["metadata"]["asked"] == 2 and rome["metadata"]["rating"] == "helpful"
+    dante = rows["Who wrote it?"]
+    assert "gold" not in dante and dante["metadata"]["negatives"] == ["c1", "c2"] and dante["answers"] == ["Dante"]
+    assert rows["Where is Milan?"]["metadata"]["unrated"] is True
+
+
+# -- declrag serve ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def prog(tmp_path_factory):
+    s = LanceStore(tmp_path_factory.mktemp("usage") / "store")
+    s.upsert(*corpus(HashEmbedder()))
+    return RAGProgram(ProgramConfig(), store=s, embedder=HashEmbedder())
+
+
+def served(prog, **settings):
+    app = create_app(prog, "demo", "runs/demo/best", ServeSettings(**settings),
+                     lm_override=lambda: ScriptedLM({}, {"answer": "Rome is the capital of Italy [1]."}))
+    client = TestClient(app)
+    client.__enter__()
+    deadline = time.monotonic() + 30
+    while client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return client
+
+
+def test_serve_records_each_answer_and_takes_its_rating(prog, tmp_path):
+    path = tmp_path / "usage.sqlite3"
+    client = served(prog, record=RecordSettings(target=str(path)))
+    try:
+        a = client.post("/v1/ask", json={"question": Q}).json()
+        chat = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": Q}]}).json()
+        hits = client.post("/v1/search", json={"query": "Italy", "k": 2}).json()
+        assert a["id"] and chat["id"] == f"chatcmpl-{chat['id'].removeprefix('chatcmpl-')}" and hits["id"]
+        assert client.post("/v1/feedback", json={"id": a["id"], "helpful": True, "citation": 1}).status_code == 204
+        assert client.post("/v1/feedback", json={"id": chat["id"], "helpful": False}).status_code == 204
+        r = client.post("/v1/feedback", json={"id": "f" * 32, "helpful": True})
+        assert r.status_code == 404 and "no answer" in r.json()["error"]
+        assert client.post("/v1/feedback", json={"id": a["id"], "helpful": "yes"}).status_code == 422
+        assert client.post("/v1/feedback", json={"id": a["id"], "helpful": True, "correction": "x" * 5000}
+                           ).status_code == 422
+    finally:
+        client.__exit__(None, None, None)
+    recs = {r["id"]: r for r in UsageStore(path, create=False).records()}
+    assert set(recs) == {a["id"], chat["id"].removeprefix("chatcmpl-"), hits["id"]}
+    mine = recs[a["id"]]
+    assert mine["question"] == Q and mine["answer"] == a["answer"] and mine["route"] == "/v1/ask"
+    assert mine["passages"] and mine["citations"][0]["doc_id"] == a["citations"][0]["doc_id"]
+    assert mine["feedback"]["helpful"] is True and mine["version"]
+    assert recs[hits["id"]]["answer"] is None and recs[hits["id"]]["route"] == "/v1/search"
+    assert recs[chat["id"].removeprefix("chatcmpl-")]["feedback"]["helpful"] is False
+
+
+def test_serve_without_recording_answers_404_to_a_rating(prog):
+    client = served(prog)
+    try:
+        a = client.post("/v1/ask", json={"question": Q}).json()
+        r = client.post("/v1/feedback", json={"id": a["id"], "helpful": True})
+        assert r.status_code == 404 and "records nothing" in r.json()["error"]
+    finally:
+        client.__exit__(None, None, None)
+
+
+def test_usage_stats_and_export_on_the_command_line(tmp_path, capsys):
+    from declrag.cli import main
+
+    s = UsageStore(tmp_path / "u.sqlite3")
+    s.add_answers([row(0), row(1, question="Who wrote it?")])
+    s.add_feedback("a0", True, 1)
+    s.close()
+    assert main(["usage", "stats", str(tmp_path / "u.sqlite3")]) in (0, None)
+    assert "rated helpful / not helpful" in capsys.readouterr().out
+    assert main(["usage", "export", str(tmp_path / "u.sqlite3"), "--out", str(tmp_path / "set")]) in (0, None)
+    assert "wrote 2 questions" in capsys.readouterr().out
+    lines = [json.loads(x) for x in (tmp_path / "set" / "questions.jsonl").read_text().splitlines()]
+    assert lines[0]["spans"] == [{"doc": "d1", "start": 0, "end": 40}]
+    assert main(["usage", "stats", str(tmp_path / "missing.sqlite3")]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "Traceback" not in err
