@@ -84,21 +84,29 @@ class UsageStore:
         elif url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
             raise DeclragError(f"usage store {self.target!r} does not exist",
                                hint="pass the file `declrag serve` records to (its start-up line names it)")
-        try:
-            self.engine = sa.create_engine(url, pool_pre_ping=True)
-            if url.startswith("sqlite"):
-                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-            with self.engine.begin() as c:
-                _meta.create_all(c)
-                found = c.execute(sa.select(META.c.value).where(META.c.key == "format")).scalar()
-                if found is None:
-                    c.execute(META.insert().values(key="format", value=str(FORMAT)))
-                elif int(found) > FORMAT:
-                    raise DeclragError(f"usage store {shown(target)} has format {found}, newer than this declrag's "
-                                       f"({FORMAT})", hint="upgrade declrag, or record to another store")
-        except sa.exc.SQLAlchemyError as e:
-            raise DeclragError(f"cannot open the usage store {shown(target)}: {_short(e)}",
-                               hint="check the path's folder is writable, or the database URI and server") from e
+        self.engine = sa.create_engine(url, pool_pre_ping=True)
+        if url.startswith("sqlite"):
+            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+        for attempt in range(3):  # several server processes open one store at once: one creates, the others see it
+            try:
+                self._create()
+                break
+            except sa.exc.SQLAlchemyError as e:
+                if attempt == 2:
+                    raise DeclragError(f"cannot open the usage store {shown(target)}: {_short(e)}",
+                                       hint="check the path's folder is writable, or the database URI and server"
+                                       ) from e
+                time.sleep(0.2 * (attempt + 1))
+
+    def _create(self) -> None:
+        with self.engine.begin() as c:
+            _meta.create_all(c)
+            found = c.execute(sa.select(META.c.value).where(META.c.key == "format")).scalar()
+            if found is None:
+                c.execute(META.insert().values(key="format", value=str(FORMAT)))
+            elif int(found) > FORMAT:
+                raise DeclragError(f"usage store {shown(self.target)} has format {found}, newer than this declrag's "
+                                   f"({FORMAT})", hint="upgrade declrag, or record to another store")
 
     def close(self) -> None:
         self.engine.dispose()
