@@ -147,6 +147,9 @@ class AnswerService:
         if self.cache is not None:
             limits["answers"] = self.cache.size
         self.metrics.caches(sizes, limits)
+        if self.recorder is not None:
+            self.metrics.usage_records.labels("written").set(self.recorder.written)
+            self.metrics.usage_records.labels("dropped").set(self.recorder.dropped)
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     @property

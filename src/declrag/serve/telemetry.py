@@ -57,6 +57,9 @@ class Metrics:
                                  "says which, once); 0 otherwise", ["cache"], registry=r, multiprocess_mode="liveall")
         self.cache_limit = Gauge("declrag_cache_limit", "the bound of each cache, in its unit (entries, or bytes "
                                  "for lm_disk)", ["cache"], registry=r, multiprocess_mode="max")
+        self.usage_records = Gauge("declrag_usage_records", "answers the usage store wrote, or dropped (its queue "
+                                   "full, or the store failing), since start (declrag serve --record)", ["state"],
+                                   registry=r, multiprocess_mode="livesum")
         self.search = Histogram("declrag_search_seconds", "time inside the program per /v1/search request",
                                 registry=r, buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
 

@@ -2,7 +2,8 @@
 the queue to the `UsageStore` in batches (every `FLUSH_S` seconds or `BATCH` rows), and applies the retention bound
 every `RETAIN_EVERY_S`. A full queue, or a store that fails (full disk, read-only, gone, a database down), drops
 rows rather than slow an answer: the server goes on answering, says so once in its log, and counts what it dropped
-(``dropped``; `declrag.serve` shows it on /metrics). A kill -9 loses at most the rows of the last `FLUSH_S`.
+(``dropped``; /metrics shows ``declrag_usage_records{state="dropped"}``). A kill -9 loses at most the rows of the
+last `FLUSH_S`.
 """
 
 from __future__ import annotations
@@ -151,7 +152,8 @@ class Recorder:
         except Exception as e:  # a full disk, a read-only file, a database down: answering goes on
             if not self._failing:
                 log.error("usage store %s: cannot write (%s); answering goes on, records are dropped and counted "
-                          "(declrag_usage_dropped_total) until it can", self.where, str(e).splitlines()[0])
+                          "(declrag_usage_records{state=\"dropped\"} on /metrics) until it can", self.where,
+                          str(e).splitlines()[0])
             self._failing = True
             self.dropped += len(rows)
             return

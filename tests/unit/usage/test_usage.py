@@ -137,6 +137,11 @@ def test_serve_records_each_answer_and_takes_its_rating(prog, tmp_path):
         assert client.post("/v1/feedback", json={"id": a["id"], "helpful": "yes"}).status_code == 422
         assert client.post("/v1/feedback", json={"id": a["id"], "helpful": True, "correction": "x" * 5000}
                            ).status_code == 422
+        deadline = time.monotonic() + 10  # the three answers written by the recorder's thread, none dropped
+        while 'declrag_usage_records{state="written"} 3.0' not in (m := client.get("/metrics").text):
+            assert time.monotonic() < deadline, m
+            time.sleep(0.1)
+        assert 'declrag_usage_records{state="dropped"} 0.0' in m
     finally:
         client.__exit__(None, None, None)
     recs = {r["id"]: r for r in UsageStore(path, create=False).records()}
