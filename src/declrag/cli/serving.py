@@ -84,8 +84,8 @@ def serve(
     # imported here, not at the top: `declrag` starts without loading what other commands need
     from .. import tracing
     from ..serve import ServeSettings
-    from ..usage import RecordSettings
     from ..serve import serve as serve_program
+    from ..usage import RecordSettings
 
     if no_record and record:
         raise DeclragError("--record and --no-record: choose one", hint="drop --no-record to record to that store")
