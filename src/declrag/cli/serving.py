@@ -73,7 +73,8 @@ def serve(
     embedding_rows: EmbeddingRowsOpt = None,
     record: Annotated[str | None, typer.Option(
         help="where to record each question, its passages, answer and rating: a SQLite file or a "
-             "postgresql+psycopg:// URI (default: usage.sqlite3 in the run folder, else in .declrag/)")] = None,
+             "postgresql+psycopg:// URI (default: usage.sqlite3 in the run folder, else STORE.usage.sqlite3 beside "
+             "the local store)")] = None,
     no_record: Annotated[bool, typer.Option("--no-record", help="record nothing (POST /v1/feedback answers 404)")
                          ] = False,
     record_rows: Annotated[int, typer.Option(min=1, help="the newest answers the usage store keeps")] = 100_000,

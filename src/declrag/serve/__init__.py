@@ -13,6 +13,7 @@ import uvicorn
 
 from .. import tracing
 from ..errors import DeclragError
+from ..folders import default_store
 from ..http_server import Server
 from ..lm import use_cache_limits
 from ..pipeline.selection import DEFAULT_NAME, ProgramChoice, select_program
@@ -44,9 +45,8 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
     trim_periodically(60.0, trimming)
     choice = resolve(target, config, store, model, answer_mode)  # cheap checks first: paths, config, store
     name, run, what, loader = choice.name, choice.run, choice.what, choice.load
-    if s.record is not None and s.record.target is None:  # by default in the compile's run folder, else ./.declrag
-        where = (Path(run).parent if run and Path(run).name == "best" else Path(".declrag")) / "usage.sqlite3"
-        s = s.model_copy(update={"record": s.record.model_copy(update={"target": str(where)})})
+    if s.record is not None and s.record.target is None:
+        s = s.model_copy(update={"record": s.record.model_copy(update={"target": str(_record_beside(run, store))})})
     if s.processes > 1:
         _say_serving(s, what, name, say, choice.answers)
         spec = {"target": None if target is None else str(target), "config": None if config is None else str(config),
@@ -82,6 +82,17 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
         raise failed[0]
     if failed:
         raise DeclragError(f"could not load the program: {failed[0]}", hint="see the log above") from failed[0]
+
+
+def _record_beside(run: str | None, store: str | Path | None) -> Path:
+    """Where `declrag serve` records by default: in the compile's run folder (``runs/NAME/usage.sqlite3``), else
+    beside the local store it serves (``.declrag/store.usage.sqlite3``), else in ``./.declrag``."""
+    if run and Path(run).name == "best":
+        return Path(run).parent / "usage.sqlite3"
+    where = str(store or default_store())
+    if "://" not in where:
+        return Path(where).with_name(Path(where).name + ".usage.sqlite3")
+    return Path(".declrag") / "usage.sqlite3"
 
 
 def _say_serving(s: ServeSettings, what: str, name: str, say: Callable[[str], None], answers: str) -> None:
