@@ -26,7 +26,6 @@ from .study import Ledger, Patience, Place, create_or_join, is_db_error
 from .trials import WORKER
 
 KNOWN_MAX = 50  # programs in a row already scored or pruned that end a search (`Workers.converged`)
-GRID_MAX = 100_000  # a finite space's programs listed at most, to end the search when every one has been scored
 log = logging.getLogger(__name__)
 
 
@@ -60,7 +59,7 @@ class Workers:
         self.poll_s = 2.0  # how often a worker without work looks for others' trials coming back
         self._local = threading.local()  # a thread's slot, taken before it asks for a new trial
         self._said_converged = False
-        self._grid: set[str] | None = None  # a finite space's programs, as `_program_key`s (empty: not finite)
+        self._grid: set[str] | None = None  # the grid sampler's programs, as `_program_key`s
 
     @property
     def ledger(self) -> Ledger | None:
@@ -180,30 +179,15 @@ class Workers:
         return True
 
     def grid_done(self, study: optuna.Study) -> bool:
-        """Whether every program of a finite space (every numeric parameter with a step; the grid sampler's, or
-        any other's) has been scored or pruned: a sampler would only repeat them now, and a repeat costs nothing,
-        so a search bounded by LM calls alone would never end. The search ends there, within its budgets."""
-        if self._grid is None:
-            space = self.objective.space
-            self._grid = {_program_key(c) for c in grid(space)} if _finite(space) else set()
-        if not self._grid:
+        """With the grid sampler: whether every program of the grid has been scored (its sampler would only
+        repeat them now, so the search ends there, within the trial budget)."""
+        space = self.objective.space
+        if space.sampler.resolved(space.objectives) != "grid":
             return False
+        if self._grid is None:
+            self._grid = {_program_key(c) for c in grid(space)}
         done = optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
         return self._grid <= {_program_key(t.params) for t in study.get_trials(deepcopy=False, states=done)}
-
-
-def _finite(space: Space) -> bool:
-    """Whether the space's programs can be listed: every numeric parameter has a step (an int's is 1), and there
-    are at most `GRID_MAX` combinations, counted without conditions (an upper bound)."""
-    n = 1
-    for p in space.params.values():
-        if p.type == "categorical":
-            n *= len(p.choices or [])
-        elif p.type == "float" and not p.step or p.log:
-            return False
-        else:
-            n *= int(round(((p.high or 0) - (p.low or 0)) / (p.step or 1))) + 1
-    return n <= GRID_MAX
 
 
 def _program_key(values: dict[str, Any]) -> str:
