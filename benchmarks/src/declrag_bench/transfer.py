@@ -19,10 +19,10 @@ from declrag.metrics.stats import paired_difference
 from declrag.optimize.select import ALPHA, held_out, lower_bound, writers_of
 from declrag.optimize.space import Param
 
+from .probes import STYLES as PROBES  # the style probes' writer names: not writers of the set
 from .probes import probe
 
 ALPHAS = (0.0, 0.25, 0.75, 1.0)  # alpha's values tried beside the default's
-PROBES = ("situated",)  # the style probes' writer names (`declrag_bench.probes`): not writers of the set
 
 
 def _values(name: str, p: Param, current: Any) -> list[Any]:

@@ -185,8 +185,8 @@ class Objective:
         calls0, cost0 = self.spent.lm_calls, self.spent.cost_usd
         values = sample(trial, self.space)
         tracing.annotate({f"declrag.param.{k}": v for k, v in values.items()})
-        self.known_in_a_row = self.known_in_a_row + 1 if _tried(trial) else 0
-        same = _finished_with(trial)
+        same, tried = _finished_with(trial)
+        self.known_in_a_row = self.known_in_a_row + 1 if tried else 0
         if same is not None:  # the sampler proposed a program already scored: its scores, no work
             metrics = same.user_attrs.get("metrics", {})
             for k, v in (("repeat_of", same.number), ("metrics", metrics), ("lm_calls", 0), ("cost_usd", 0.0)):
@@ -252,19 +252,13 @@ class Objective:
         result.update(self.summarize(rows))
 
 
-def _tried(trial: optuna.Trial) -> bool:
-    """Whether another trial already finished (scored or pruned) the program ``trial`` samples."""
+def _finished_with(trial: optuna.Trial) -> tuple[optuna.trial.FrozenTrial | None, bool]:
+    """A complete trial with the same parameters as ``trial``, if any; and whether any other trial already finished
+    (scored or pruned) that program."""
     done = optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
-    return any(t.number != trial.number and t.params == trial.params
-               for t in trial.study.get_trials(deepcopy=False, states=done))
-
-
-def _finished_with(trial: optuna.Trial) -> optuna.trial.FrozenTrial | None:
-    """A complete trial with the same parameters as ``trial``, if any."""
-    for t in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        if t.number != trial.number and t.params == trial.params:
-            return t
-    return None
+    same = [t for t in trial.study.get_trials(deepcopy=False, states=done)
+            if t.number != trial.number and t.params == trial.params]
+    return next((t for t in same if t.state == optuna.trial.TrialState.COMPLETE), None), bool(same)
 
 
 def digest_of(obj: Any) -> str:

@@ -40,7 +40,7 @@ from ..payloads import PublicPaths, SearchHit
 from ..pipeline.selection import DEFAULT_NAME
 from ..pipeline.streaming import Done, astream
 from ..stores.base import Filter
-from ..types import Hit, content_hash
+from ..types import Hit
 from ..usage import Recorder, row_of
 from .jsonenc import plain
 from .semantic_cache import SemanticCache
@@ -190,7 +190,7 @@ class AnswerService:
             self.state.paths = await asyncio.to_thread(PublicPaths.of_store, getattr(program, "store", None),
                                                        self.settings.source_base)
             config = getattr(program, "config", None)
-            self.state.version = content_hash(config.model_dump_json()) if config is not None else self.name
+            self.state.version = config.digest() if config is not None else self.name
             self.state.program = program  # ready: from here on requests are admitted
             log.info("ready: %s loaded in %.1f s", self.name, time.perf_counter() - t0)
         except Exception as e:  # reported on /readyz and to on_load

@@ -403,12 +403,7 @@ def test_a_grid_compile_scores_every_program_once_and_stops(space, tmp_path):
     assert s.trials == len(programs)
 
 
-SMALL_SPACE = """
-name: small
-objective: {metrics: {token_match: 0.5, sia: 0.5}}
-split: {fractions: {train: 0.25, dev: 0.5, test: 0.25}, seed: 3}
-fidelity: {slices: [0.5, 1.0], startup_trials: 2}
-params:
+SMALL_SPACE = SPACE.split("params:")[0] + """params:
   k: {path: retrieve.k, type: int, low: 1, high: 2}
   alpha: {path: retrieve.alpha, type: float, low: 0.0, high: 1.0, step: 0.5}
   rerank: {path: rerank.mode, type: categorical, choices: [none, bm25]}
