@@ -5,7 +5,7 @@ The quick start marks each of its `bash` blocks with an HTML comment just above 
 `<!-- test: run | expect: TEXT -->` runs the block (bash -e) and expects exit status 0 and TEXT in its output;
 `<!-- test: serve -->` starts the block in the background and waits for the server's /readyz; it is stopped with
 SIGTERM at the end and must exit 0. A `bash` block without a mark fails the test, so that none goes unrun. The
-blocks run in order, in an empty folder holding a copy of docs/guides/ as `docs/` (the quick start says so), with a
+blocks run in order, in an empty folder holding a copy of docs/ (the quick start says so), with a
 fresh home folder (so fresh caches), no DECLRAG_* variable, the Hugging Face Hub off (the offline embedder
 package), and port 8000 replaced by a free one. Then the served program is asked 20 questions about the guides over
 HTTP (`benchmarks/data/docs-questions.jsonl`): no answer repeats the prompt, and each is cited or an abstention
@@ -87,7 +87,7 @@ def test_the_readme_links_to_pages_that_exist():
 def test_the_quick_start_runs_as_written(tmp_path):
     work, home = tmp_path / "work", tmp_path / "home"
     home.mkdir()
-    shutil.copytree(ROOT / "docs" / "guides", work / "docs")
+    shutil.copytree(ROOT / "docs", work / "docs")
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("DECLRAG_") and k not in ("PYTHONPATH", "VIRTUAL_ENV", "HF_HOME")}
     env |= {"HOME": str(home), "HF_HUB_OFFLINE": "1", "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",

@@ -316,7 +316,7 @@ def bench_readme(
     seed: Annotated[int, typer.Option(help="seed of the sample")] = 0,
     as_json: Annotated[Path | None, typer.Option("--json", help="write the results here")] = None,
 ):
-    """The README's five minutes on declrag's guides, then questions over HTTP, with and without a model named."""
+    """The README's five minutes on docs/, then questions about the guides over HTTP, with and without a model."""
     from .readme import print_report, run
 
     if n < 1:

@@ -1,7 +1,7 @@
 """`declrag bench readme`: the README's five minutes, as a new user runs them, and what the served program answers.
 
-In a new folder holding a copy of declrag's guides (``docs/guides``, as ``docs/``), the README's commands run as
-written: ``declrag index docs/ --store .declrag/store``, ``declrag synth docs/ --out my-set --n 40``, ``declrag
+In a new folder holding a copy of declrag's documentation (``docs/``), the README's commands run as
+written: ``declrag index docs/ --store .declrag/store``, ``declrag synth docs/ --out my-set --n 300``, ``declrag
 compile --space retrieval --dataset my-set --name first --max-trials 3``; then ``declrag serve runs/first`` is
 asked the guides' hand-written questions (`declrag_bench.files.questions`: each names its guide and has an exact
 answer) over HTTP, once for each serve arm (`SERVE_ARMS`): as the README says (no model named), and with the small
@@ -39,7 +39,7 @@ from .serve import _free_port
 
 BIN = Path(sys.executable).parent
 STEPS = ("declrag index docs/ --store .declrag/store",
-         "declrag synth docs/ --out my-set --n 40",
+         "declrag synth docs/ --out my-set --n 300",
          "declrag compile --space retrieval --dataset my-set --name first --max-trials 3")
 # arm -> the serve command's extra arguments
 SERVE_ARMS: dict[str, list[str]] = {"served": [], "served-smollm2": ["--model", "local/smollm2"]}
@@ -54,7 +54,7 @@ def _run(cmd: str, cwd: Path, progress: bool) -> float:
                        stdin=subprocess.DEVNULL)
     if r.returncode:
         raise DeclragError(f"{cmd} exited {r.returncode}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}",
-                           hint="run it by hand in a copy of docs/guides to see why")
+                           hint="run it by hand in a copy of docs/ to see why")
     return round(time.perf_counter() - t0, 1)
 
 
@@ -104,7 +104,7 @@ def run(n: int = 40, arms: list[str] | None = None, seed: int = 0, progress: boo
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="declrag-readme-") as tmp:
         work = Path(tmp)
-        shutil.copytree(FILES, work / "docs")
+        shutil.copytree(FILES.parent, work / "docs")  # docs/, as the README uses it
         steps = {cmd: _run(cmd, work, progress) for cmd in STEPS}
         prog = select_program(store=str(work / ".declrag" / "store")).load().warm_up()  # `declrag ask --store ...`
         rows: dict[str, list[dict[str, Any]]] = {"ask": []}
@@ -139,7 +139,7 @@ def run(n: int = 40, arms: list[str] | None = None, seed: int = 0, progress: boo
 
 
 def print_report(r: dict[str, Any], console: Console) -> None:
-    t = Table(title=f"the README's path on declrag's guides: {r['n']} hand-written questions, served over HTTP and "
+    t = Table(title=f"the README's path on declrag's docs/: {r['n']} hand-written questions, served over HTTP and "
                     "asked with declrag ask on the same store; paired difference from ask, 95% interval")
     for col in ("arm", "reference in the answer", "abstains", "repeats the prompt", "LM output caught (replaced by)",
                 "ms p50"):
