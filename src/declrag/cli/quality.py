@@ -193,8 +193,7 @@ def compile_(
     jobs: Annotated[int, typer.Option(help="trials run in parallel")] = 1,
     store: Annotated[str | None, typer.Option(
         "--store", help="where the trials' indexes live: a folder (one sub-folder per ingest setting) or "
-                        "weaviate://host:port/ (one collection per ingest setting) "
-                        "(default: the cache folder)")] = None,
+                        "weaviate://host:port/ (one collection per ingest setting) (default: the cache folder)")] = None,
     model: Annotated[str | None, typer.Option(
         help="route every LM call of every trial here (default: $DECLRAG_MODEL)")] = None,
     storage: Annotated[str | None, typer.Option(
@@ -215,6 +214,10 @@ def compile_(
         help="a JSONL file of your own questions (answers or gold ids): the compile reports how its ranking of the "
              "trials agrees with theirs (Kendall tau, interval), and ships the default program unless the chosen one "
              "is not worse on them and the ranking agrees")] = None,
+    usage: Annotated[str | None, typer.Option(
+        help="what a served program's users asked and rated (the usage store `declrag serve` records to, or `declrag "
+             "usage export`'s JSONL): 20 or more rated questions with gold decide what ships, fewer can only keep "
+             "the default")] = None,
     mlflow: Annotated[str | None, typer.Option(
         help="log the study (parent run), each trial (child runs) and the best program (artifact) to this MLflow "
              "tracking server, e.g. http://127.0.0.1:5000 (needs declrag[mlflow])")] = None,
@@ -242,7 +245,7 @@ def compile_(
     s = compile(CompileOptions(space, dataset, name, runs, budget, jobs, resume,
                                model if join else model_route(model), progress=not quiet, store=store,
                                storage=storage, join=join, finalize=finalize, heartbeat_s=heartbeat,
-                               patience_s=patience, check_questions=check_questions, mlflow=mlflow,
+                               patience_s=patience, check_questions=check_questions, usage=usage, mlflow=mlflow,
                                mlflow_experiment=mlflow_experiment, context_budget=context_budget))
     if s.role == "worker":
         out.print(f"worker done: the study {s.study!r} in {s.storage} has {s.complete} finished and "
@@ -283,4 +286,10 @@ def _print_compile(s: CompileResult) -> None:
             f"{c['ci95'][1]:+.3f}] over {c['trials']} trials" + (f" ({c['note']})" if c.get("note") else "")
             if c.get("tau") is not None else c.get("why", "no agreement measured"))
                   + (f"; {c['verdict']['why']}" if c.get("verdict") else ""), markup=False, highlight=False)
+    if u := s.summary.get("usage"):
+        out.print(f"usage {u['source']}: {u['questions']} questions ({u['helpful']} rated helpful, "
+                  f"{u['not_helpful']} not, {u['unrated']} unrated); {u['gold']} with gold in this corpus"
+                  + (f", {u['stale']} whose spans it no longer holds" if u["stale"] else "")
+                  + ("" if u["decides"] else f" (fewer than {u['need']}: they can only keep the default)"),
+                  markup=False, highlight=False)
     out.print(describe(s.memory), markup=False, highlight=False)

@@ -20,14 +20,12 @@ import json
 import logging
 import subprocess
 import time
-import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
 import optuna
-from optuna.storages import RetryHeartbeatStaleTrialCallback
 
 from ..about import versions
 from ..errors import DeclragError
@@ -35,7 +33,7 @@ from ..golden import LABELS, labels_of, load_golden
 from ..metrics.passages import unit_of
 from ..metrics.stats import by_label, mean_ci, paired_difference
 from ..process_memory import MemoryTracker
-from .agreement import agreement, check_questions, ndcg_on
+from .agreement import agreement, ndcg_on
 from .budget import Budget, trial_counts
 from .context import budgeted
 from .finetune import finetune_stage
@@ -56,7 +54,10 @@ from .study import (
     is_db_error,
     place,
     redact,
+    retry_killed,
+    spent_before,
 )
+from .usage import Theirs
 from .workers import Workers, optuna_quiet
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,7 @@ class CompileOptions:
     heartbeat_s: int = 10
     patience_s: float = 120.0
     check_questions: str | Path | None = None
+    usage: str | Path | None = None  # a usage store or its export: rated questions judge what ships (`usage`)
     mlflow: str | None = None  # an MLflow tracking URI: the study and its trials logged there (`mlflow_runs`)
     mlflow_experiment: str = "declrag"
     context_budget: int | None = None  # characters: the space's kind@budget metrics score within it
@@ -155,7 +157,7 @@ def compile(options: CompileOptions) -> CompileResult:  # the builtin's name, as
                                          o.storage, o.join, o.heartbeat_s), o.context_budget)
             tracked = MlflowRuns(o.mlflow, o.mlflow_experiment, plan.name, _tracked_params(plan)) if o.mlflow else None
             try:
-                return _compile_run(plan, o.jobs, o.progress, o.finalize, o.patience_s, o.check_questions, tracked)
+                return _compile_run(plan, o, tracked)
             except BaseException:
                 if tracked is not None:
                     tracked.failed()
@@ -251,26 +253,25 @@ def _tracked_params(plan: Plan) -> dict[str, Any]:
             "model": plan.model, "budget": asdict(plan.budget), "params": list(plan.space.params)}
 
 
-def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience_s: float,
-                 check: str | Path | None = None, tracked: MlflowRuns | None = None) -> CompileResult:
+def _compile_run(plan: Plan, o: CompileOptions, tracked: MlflowRuns | None = None) -> CompileResult:
     """Run the plan: open the study, search, then (where this process finalizes) the artifact and the report."""
     p, out, name = plan.place, plan.out, plan.name
     mem = MemoryTracker()  # peak RSS per stage: summary.json's "memory", the compile's closing lines
     with mem.stage("setup"):  # ends once the study is open (a failure on the way ends the run)
         # the user's questions are checked before the run folder is written: a bad file leaves nothing behind
-        theirs = check_questions(check, load_golden(plan.dataset).documents) if check else None
-        workers, study, creator, manifest = _open(plan, jobs, progress)
+        theirs = Theirs.read(o.check_questions, o.usage, plan.dataset)
+        workers, study, creator, manifest = _open(plan, o.jobs, o.progress)
     comp = workers.objective
     if tracked is not None:
         comp.trial_log.sinks.append(tracked.trial)
-    finalizes = creator or finalize
+    finalizes = creator or o.finalize
     if finalizes:
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    tell(progress, f"study {name!r} in {p.shown}: searching" + ("" if finalizes else
+    tell(o.progress, f"study {name!r} in {p.shown}: searching" + ("" if finalizes else
          " as a worker (the process that created the study writes the artifact)"))
     t0 = time.perf_counter()
     with mem.stage("search"):
-        study = workers.search(study, Patience(p, patience_s, progress) if p.shared else None)
+        study = workers.search(study, Patience(p, o.patience_s, o.progress) if p.shared else None)
     if not finalizes:
         if tracked is not None:
             tracked.client.set_terminated(tracked.run_id, "FINISHED")
@@ -280,7 +281,7 @@ def _compile_run(plan: Plan, jobs: int, progress: bool, finalize: bool, patience
                              memory=mem.to_dict())
     led = p.ledger.state()  # the whole study's search, every worker
     here = (comp.spent.lm_calls, comp.spent.cached, comp.spent.cost_usd)
-    summary = finish(comp, study, out, progress, mem, (str(check), theirs) if theirs is not None else None)
+    summary = finish(comp, study, out, o.progress, mem, theirs)
     final = (comp.spent.lm_calls - here[0], comp.spent.cached - here[1], comp.spent.cost_usd - here[2])  # prompts, test
     summary.update(lm_calls=led["lm_calls"] + final[0], cached_calls=led["cached"] + final[1],
                    cost_usd=round(led["cost_usd"] + final[2], 6), lm_calls_search=led["lm_calls"],
@@ -334,9 +335,9 @@ def _open(plan: Plan, jobs: int, progress: bool) -> tuple[Workers, optuna.Study,
                   "storage": redact(storage) if storage else None}
         (out / "compile.json").write_text(json.dumps(inputs, indent=2))
         (out / "split.json").write_text(json.dumps(split))
-        p.ledger.start(plan.budget, spent=_spent_before(study))  # the clock of --timeout starts again
+        p.ledger.start(plan.budget, spent=spent_before(study))  # the clock of --timeout starts again
         if not p.shared:
-            _retry_killed(study)
+            retry_killed(study)
     manifest = {"status": "running", "versions": versions(), "git": _git_revision(),
                 "hashes": {"data": data, "space": digest_of(plan.space.model_dump(mode="json")),
                            "split": digest_of(split)},
@@ -345,28 +346,10 @@ def _open(plan: Plan, jobs: int, progress: bool) -> tuple[Workers, optuna.Study,
     return workers, study, creator, manifest
 
 
-def _spent_before(study: optuna.Study) -> dict[str, Any]:
-    """What a study's trials spent before it had a ledger (runs made before budgets lived in one)."""
-    done = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
-    return {"trials": len(done), "lm_calls": sum(int(t.user_attrs.get("lm_calls") or 0) for t in study.trials),
-            "cost_usd": sum(float(t.user_attrs.get("cost_usd") or 0) for t in study.trials)}
-
-
-def _retry_killed(study: optuna.Study) -> None:
-    """A journal has one owner: a trial it lists as running was cut off when that process died. Mark it
-    failed and queue it once more, as the database heartbeat does for a killed worker."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        retry = RetryHeartbeatStaleTrialCallback(max_retry=1)
-        for t in study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
-            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-            retry(study, study.trials[t.number])
-
-
 def finish(comp: Objective, study: optuna.Study, out: Path, progress: bool, mem: MemoryTracker | None = None,
-           theirs: tuple[str, list] | None = None) -> dict[str, Any]:
+           theirs: Theirs | None = None) -> dict[str, Any]:
     """Choose the trial that holds up (`select`), optimize its prompts, fine-tune its embedder, score the held-out
-    test once, and ship it unless the user's own questions (``theirs``: the file and its questions) say otherwise.
+    test once, and ship it unless the user's own questions (``theirs``: `--check-questions`, `--usage`) say otherwise.
     ``mem`` measures each of these stages' peak RSS."""
     mem = mem or MemoryTracker()
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
@@ -377,7 +360,8 @@ def finish(comp: Objective, study: optuna.Study, out: Path, progress: bool, mem:
     front = study.best_trials if len(study.directions) > 1 else []
     best = max(front or complete, key=lambda t: (t.values[0], -t.number))
     with mem.stage("selection"):
-        best, selection = select(comp, complete, baseline, best, score)
+        best, selection = select(comp, complete, baseline, best, score, theirs.usage.gold if theirs and theirs.usage
+                                 else ())
     base_values = tidy_params(baseline.params)
     best_prog, base_prog = comp.program(best.params), comp.program(base_values)
     splits = comp.splits
@@ -405,12 +389,11 @@ def finish(comp: Objective, study: optuna.Study, out: Path, progress: bool, mem:
                 prog = comp.program({**best.params, alpha_param: a})
                 legs[leg] = score(comp, prog, splits["test"], f"test, {leg} leg")[0]
     ships, check = best.number != baseline.number, None
-    if theirs is not None:
+    if theirs is not None and (c := theirs.check):
         with mem.stage("check questions"):
-            check = {"file": theirs[0], **agreement(comp, study.trials, theirs[1])}
+            check = {"file": c[0], **agreement(comp, study.trials, c[1])}
             if ships:
-                check["verdict"] = verdict_of_theirs(ndcg_on(base_prog, theirs[1]), ndcg_on(best_prog, theirs[1]),
-                                                     check)
+                check["verdict"] = verdict_of_theirs(ndcg_on(base_prog, c[1]), ndcg_on(best_prog, c[1]), check)
                 ships = check["verdict"]["ships"]
     comp.shipping(best_prog if ships else base_prog).save(out / "best")
     dev_base = baseline.user_attrs.get("metrics", {})
@@ -430,6 +413,7 @@ def finish(comp: Objective, study: optuna.Study, out: Path, progress: bool, mem:
         "synthetic": comp.golden.synthetic(),
         "split_note": comp.split_note, "finetune": finetune_info,
         "shipped": "best" if ships else "baseline", "selection": selection, "check_questions": check,
+        "usage": theirs.usage.summary() if theirs and theirs.usage else None,
         "retrieval_unit": dict(Counter(
             str(unit_of(list(e.gold_spans()), e.answers, e.gold)) for e in splits["test"])),
     }

@@ -34,6 +34,7 @@ import optuna
 
 from ..golden import Example
 from .space import tidy_params
+from .usage import DECIDES
 
 TOP = 5  # leading distinct candidates re-scored on the held-out questions
 ALPHA = 0.05  # one-sided, shared by the candidates re-scored
@@ -135,11 +136,15 @@ def judge(base: Sequence[float | None], cands: Mapping[int, Sequence[float | Non
 
 
 def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.trial.FrozenTrial,
-           best: optuna.trial.FrozenTrial, score: Scorer) -> tuple[optuna.trial.FrozenTrial, dict[str, Any]]:
+           best: optuna.trial.FrozenTrial, score: Scorer, usage: Sequence[Example] = ()
+           ) -> tuple[optuna.trial.FrozenTrial, dict[str, Any]]:
     """The trial to ship (the baseline, or a leading candidate that holds up on the held-out questions) and the
-    record of how it was chosen (summary.json's ``selection``). Without held-out questions, the search's best."""
+    record of how it was chosen (summary.json's ``selection``). Without held-out questions, the search's best.
+    ``usage``: real questions with gold from a served program's users (`declrag.optimize.usage`), re-scored beside
+    the held-out ones: `DECIDES` or more decide alone (`by_usage`), fewer can only keep the baseline."""
     held = held_out(comp.golden, comp.space)
-    if not held:
+    decides = len(usage) >= DECIDES
+    if not held and not decides:
         return best, {"applied": False, "why": "no held-out questions (the splits were cut from one pool): the "
                                                "search's best trial ships"}
     if not comp.space.objective.retrieval_only and len(held) > len(comp.splits["dev"]):  # LM calls: one trial's worth
@@ -147,7 +152,7 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
                                                                                     len(comp.splits["dev"])))]
     writers = writers_of(held)
     ruled = judge([], {}, writers)
-    if too_few := ruled.get("too_few"):  # known before any re-scoring
+    if (too_few := ruled.get("too_few")) and not decides:  # known before any re-scoring
         total = sum(len(split) for split in comp.golden.splits.values())
         need = math.ceil(total * WRITER_MIN / min(too_few.values()) / 100) * 100
         return baseline, {"applied": True, "held_out": len(held), "search_best": best.number, **ruled,
@@ -156,13 +161,37 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
     top = leading([t for t in trials if t.values], baseline, TOP if comp.space.objective.retrieval_only else 1)
     if not top:
         return baseline, {"applied": False, "why": "every finished trial is the baseline's program"}
-    _, base = score(comp, comp.program(tidy_params(baseline.params)), held, "held out, baseline")
-    cands = {t.number: score(comp, comp.program(t.params), held, f"held out, trial {t.number}")[1] for t in top}
-    ruled = judge(base, cands, writers)
+    asked, n = [*held, *usage], len(held)
+    _, base = score(comp, comp.program(tidy_params(baseline.params)), asked, "held out, baseline")
+    cands = {t.number: score(comp, comp.program(t.params), asked, f"held out, trial {t.number}")[1] for t in top}
+    ruled = judge(base[:n], {k: v[:n] for k, v in cands.items()}, writers) if held else \
+        {"chosen": None, "candidates": [], "why": "no synthetic held-out question"}
+    if usage:
+        ruled = by_usage(ruled, judge(base[n:], {k: v[n:] for k, v in cands.items()}, ["usage"] * len(usage)),
+                         decides)
     for row, t in zip(ruled["candidates"], top):
         row.update(params=tidy_params(t.params), search=round(float(t.values[0]), 4))
     chosen = next((t for t in top if t.number == ruled["chosen"]), baseline)
     return chosen, {"applied": True, "held_out": len(held), "search_best": best.number, **ruled}
+
+
+def by_usage(ruled: dict[str, Any], theirs: dict[str, Any], decides: bool) -> dict[str, Any]:
+    """The verdict with the usage questions' own (``theirs``: `judge` on them alone) beside the held-out one
+    (``ruled``). With `DECIDES` or more, theirs decides; with fewer, the held-out choice ships only if it is not
+    worse on them than the baseline by more than `CHECK_MARGIN` (one-sided, at the candidates' shared level)."""
+    rows = {r["trial"]: r for r in theirs["candidates"]}
+    out = {**ruled, "usage": {"questions": next((r["n"] for r in rows.values()), 0), "decides": decides,
+                              "chosen": theirs["chosen"], "candidates": theirs["candidates"]}}
+    if decides:
+        out["chosen"] = theirs["chosen"]
+        out["why"] = f"your users' rated questions decide ({out['usage']['questions']}): " + theirs["why"]
+    elif (c := ruled["chosen"]) is not None and (mine := rows.get(c)) and mine["lower"] is not None \
+            and mine["lower"] < -CHECK_MARGIN:
+        out["chosen"] = None
+        out["why"] = (f"the baseline ships: trial {c} qualified on the held-out questions, but on your users' "
+                      f"{mine['n']} rated questions it may be worse (gain {mine['gain']:+.4f}, lower bound "
+                      f"{mine['lower']:+.4f} below -{CHECK_MARGIN})")
+    return out
 
 
 def verdict_of_theirs(base: Sequence[float], best: Sequence[float], agreement: dict[str, Any]) -> dict[str, Any]:

@@ -353,3 +353,21 @@ class Patience:
                 if not is_db_error(e):
                     raise
                 err = db_cause(e)
+
+
+def spent_before(study: optuna.Study) -> dict[str, Any]:
+    """What a study's trials spent before it had a ledger (runs made before budgets lived in one)."""
+    done = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
+    return {"trials": len(done), "lm_calls": sum(int(t.user_attrs.get("lm_calls") or 0) for t in study.trials),
+            "cost_usd": sum(float(t.user_attrs.get("cost_usd") or 0) for t in study.trials)}
+
+
+def retry_killed(study: optuna.Study) -> None:
+    """A journal has one owner: a trial it lists as running was cut off when that process died. Mark it
+    failed and queue it once more, as the database heartbeat does for a killed worker."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        retry = RetryHeartbeatStaleTrialCallback(max_retry=1)
+        for t in study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            retry(study, study.trials[t.number])

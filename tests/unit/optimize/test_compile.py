@@ -222,7 +222,7 @@ def test_resume_keeps_the_budgets_the_study_started_with(space, tmp_path):
 def test_a_trial_killed_in_flight_is_queued_again_once(space, tmp_path):
     from declrag.golden import load_golden
     from declrag.optimize import Objective, Workers
-    from declrag.optimize.run import _retry_killed
+    from declrag.optimize.study import retry_killed
     from declrag.optimize.study import place
 
     workers = Workers(Objective(read_space(space), load_golden(str(GOLD)), tmp_path, progress=False), Budget())
@@ -234,15 +234,15 @@ def test_a_trial_killed_in_flight_is_queued_again_once(space, tmp_path):
     first = study.ask()  # trial 0, the baseline, starts ... and the process dies
     assert created and first.user_attrs.get("baseline")
     study, created = open_study()  # resume: the journal's owner is gone, so what runs was cut off
-    _retry_killed(study)
+    retry_killed(study)
     assert not created and study.trials[0].state == optuna.trial.TrialState.FAIL
     waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert len(waiting) == 1 and waiting[0].user_attrs.get("baseline") and waiting[0].system_attrs["failed_trial"] == 0
-    _retry_killed(study)
+    retry_killed(study)
     assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 1  # queued once only
     again = study.ask()  # the retry starts ... and dies too: it is not queued a third time
     assert again.number == 1
-    _retry_killed(study)
+    retry_killed(study)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL] * 2
 
 

@@ -1,0 +1,137 @@
+"""`declrag compile --usage SOURCE`: the questions a served program's users asked and rated, in what ships
+(docs/guides/usage.md, "Compile from usage").
+
+SOURCE is a usage store (the SQLite file or ``postgresql+psycopg://`` URI that `declrag serve` recorded to) or the
+JSONL file (or folder) that `declrag usage export` wrote. Its distinct questions (`declrag.usage.export`) become:
+
+- **gold** where a rating says where the answer is: a helpful rating's citation span, or a corrected answer found
+  (whole words) in the corpus. They are real questions, asked before anyone saw the answer, and `select` gives them
+  the last word: with at least `DECIDES` of them they decide alone which candidate ships; with fewer they can only
+  keep the baseline (the chosen program must not be worse on them by more than `select.CHECK_MARGIN`).
+- A span is trusted only where the compile's corpus still holds it (its document there and the span inside its
+  text): an answer rated under another corpus or program version says nothing certain about this one. Such rows are
+  counted (``stale``), never used.
+- **unrated** questions and "not helpful" ratings without a correction carry no label: counted, and kept for
+  `declrag bench usage` to measure their uses.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import DeclragError
+from ..golden import Example, load_golden
+from ..inputs import Turn
+from ..types import GoldSpan
+from .agreement import check_questions
+
+DECIDES = 20  # gold usage questions needed for them to decide alone what ships
+
+
+@dataclass
+class UsageQuestions:
+    """What a usage source gives a compile: its gold questions (writer ``usage``) and the counts of the rest."""
+
+    source: str
+    gold: list[Example] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {"source": self.source, "gold": len(self.gold), "need": DECIDES, "decides": len(self.gold) >= DECIDES,
+                **self.counts}
+
+
+@dataclass
+class Theirs:
+    """The user's own questions that a compile reads beside its golden set: ``check`` (`--check-questions`: the
+    file and its questions, `declrag.optimize.agreement`) and ``usage`` (`--usage`)."""
+
+    check: tuple[str, list[Example]] | None = None
+    usage: UsageQuestions | None = None
+
+    @classmethod
+    def read(cls, check: str | Path | None, usage: str | Path | None, dataset: str | None) -> Theirs | None:
+        """Both read before the run folder is written: a bad file leaves nothing behind."""
+        if not check and not usage:
+            return None
+        docs = load_golden(str(dataset)).documents
+        return cls((str(check), check_questions(check, docs)) if check else None,
+                   usage_questions(usage, docs) if usage else None)
+
+
+def rows_of(source: str | Path) -> list[dict[str, Any]]:
+    """The golden rows of a usage store or an exported JSONL (one clear error when it is neither)."""
+    # imported here, not at the top: SQLAlchemy loads only for a compile that reads a usage store
+    from ..usage import UsageStore, golden_rows
+
+    text = str(source)
+    path = Path(text).expanduser()
+    if "://" not in text and path.is_dir():
+        path = path / "questions.jsonl"
+    if "://" not in text and path.suffix == ".jsonl":
+        if not path.is_file():
+            raise DeclragError(f"--usage {source}: no such file",
+                               hint="the JSONL that `declrag usage export STORE --out SET` wrote, or the store itself")
+        rows = []
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise DeclragError(f"--usage {path}:{n}: not JSON ({e.msg})",
+                                   hint="a file that `declrag usage export` wrote, one question a line") from None
+        return rows
+    if "://" not in text and not path.is_file():
+        raise DeclragError(f"--usage {source}: no such usage store",
+                           hint="the SQLite file or postgresql+psycopg:// URI that `declrag serve` printed at start-up "
+                                "(records: ...), or a JSONL from `declrag usage export`")
+    store = UsageStore(text, create=False)
+    try:
+        return golden_rows(store.records())
+    finally:
+        store.close()
+
+
+def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
+    """``source``'s rows as `UsageQuestions` over the compile's corpus (``documents``)."""
+    texts = {d.id: d.text for d in documents}
+    out = UsageQuestions(str(source))
+    counts = dict.fromkeys(("questions", "helpful", "not_helpful", "unrated", "stale"), 0)
+    for row in rows_of(source):
+        meta = row.get("metadata") or {}
+        counts["questions"] += 1
+        rating = meta.get("rating")
+        counts[rating if rating in ("helpful", "not_helpful") else "unrated"] += 1
+        if rating is None:
+            continue
+        spans = _spans(row, texts)
+        if spans is None:
+            counts["stale"] += 1
+            continue
+        if spans:
+            out.gold.append(Example(
+                id=str(row.get("id") or f"usage-{counts['questions']}"), question=str(row["question"]),
+                answers=tuple(row.get("answers") or ()), gold={s.doc: 1 for s in spans}, spans=spans,
+                history=tuple(Turn(str(t.get("role")), str(t.get("content", ""))) for t in row.get("history") or ()),
+                metadata={"kind": "usage", "source": "usage", "rating": rating, "asked": meta.get("asked", 1),
+                          "version": meta.get("version")}))
+    out.counts = counts
+    return out
+
+
+def _spans(row: dict[str, Any], texts: dict[str, str]) -> tuple[GoldSpan, ...] | None:
+    """A rated row's gold spans in this corpus: its own (helpful), else its correction's occurrences; () when it
+    has none; None when a span it names is not in this corpus (stale)."""
+    spans = []
+    for s in row.get("spans") or ():
+        doc, start, end = str(s["doc"]), int(s["start"]), int(s["end"])
+        if doc not in texts or not 0 <= start < end <= len(texts[doc]):
+            return None
+        spans.append(GoldSpan(doc, start, end))
+    if spans:
+        return tuple(spans)
+    return GoldSpan.occurrences(list(row.get("answers") or ()), texts) if row.get("answers") else ()
