@@ -11,9 +11,7 @@ from declrag.cli.common import config_from, out
 from declrag.config import EmbedBackend
 from declrag.errors import DeclragError
 
-from .common import bench_out, check_sets
-
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (quality and speed), printed as tables.")
+from .common import bench_app, bench_out, check_sets
 
 
 @bench_app.command("retrieval")
@@ -447,4 +445,4 @@ def bench_gepa(
                as_json or Path("runs/bench/gepa.json"))
 
 
-from . import rayindex_cli  # noqa: E402,F401  (declrag bench ray: registered on bench_app)
+from . import rayindex_cli, usage_cli  # noqa: E402,F401  (declrag bench ray, usage: registered on bench_app)

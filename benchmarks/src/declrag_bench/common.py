@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import typer
+
 from declrag.cli.common import out
 from declrag.errors import DeclragError
+
+# the `declrag bench` group: `cli`, `rayindex_cli` and `usage_cli` register their commands on it
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (quality and speed), printed as tables.")
 
 
 def check_sets(dataset: list[str] | None) -> None:

@@ -9,8 +9,7 @@ import typer
 
 from declrag.errors import DeclragError
 
-from .cli import bench_app
-from .common import bench_out, check_sets
+from .common import bench_app, bench_out, check_sets
 
 
 @bench_app.command("ray")

@@ -193,7 +193,8 @@ def compile_(
     jobs: Annotated[int, typer.Option(help="trials run in parallel")] = 1,
     store: Annotated[str | None, typer.Option(
         "--store", help="where the trials' indexes live: a folder (one sub-folder per ingest setting) or "
-                        "weaviate://host:port/ (one collection per ingest setting) (default: the cache folder)")] = None,
+                        "weaviate://host:port/ (one collection per ingest setting) "
+                        "(default: the cache folder)")] = None,
     model: Annotated[str | None, typer.Option(
         help="route every LM call of every trial here (default: $DECLRAG_MODEL)")] = None,
     storage: Annotated[str | None, typer.Option(
@@ -215,9 +216,8 @@ def compile_(
              "trials agrees with theirs (Kendall tau, interval), and ships the default program unless the chosen one "
              "is not worse on them and the ranking agrees")] = None,
     usage: Annotated[str | None, typer.Option(
-        help="what a served program's users asked and rated (the usage store `declrag serve` records to, or `declrag "
-             "usage export`'s JSONL): 20 or more rated questions with gold decide what ships, fewer can only keep "
-             "the default")] = None,
+        help="the usage store `declrag serve` records to, or its export (JSONL): 20 or more rated questions with "
+             "gold decide what ships, fewer can only keep the default")] = None,
     mlflow: Annotated[str | None, typer.Option(
         help="log the study (parent run), each trial (child runs) and the best program (artifact) to this MLflow "
              "tracking server, e.g. http://127.0.0.1:5000 (needs declrag[mlflow])")] = None,
