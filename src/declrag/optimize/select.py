@@ -19,10 +19,15 @@ Of those that qualify, the highest lower bound ships; where none does, the basel
 default when the gains are within noise). With ``--check-questions`` (the user's own questions), `verdict_of_theirs`
 decides last: the program ships only if it is not worse than the baseline on them by more than `CHECK_MARGIN`
 (one-sided 95%) and the trials' ranking agrees with theirs (Kendall tau's interval above 0).
+
+With ``--usage`` (a served program's rated questions, `declrag.optimize.usage`), `by_usage`: real questions outrank
+synthetic ones. With `DECIDES` or more of them, they choose among every distinct trial (on one half of them) and
+check that choice (on the other half); with fewer, they can only keep the baseline.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from collections import Counter
@@ -37,6 +42,7 @@ from .space import tidy_params
 from .usage import DECIDES
 
 TOP = 5  # leading distinct candidates re-scored on the held-out questions
+POOL = 30  # distinct trials the users' rated questions choose from, when they decide
 ALPHA = 0.05  # one-sided, shared by the candidates re-scored
 WRITER_MIN = 20  # a writer's held-out questions needed for its own verdict
 CHECK_MARGIN = 0.03  # nDCG@10: how much worse than the baseline on the user's questions a program may be
@@ -161,32 +167,63 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
     top = leading([t for t in trials if t.values], baseline, TOP if comp.space.objective.retrieval_only else 1)
     if not top:
         return baseline, {"applied": False, "why": "every finished trial is the baseline's program"}
+    pool = leading([t for t in trials if t.values], baseline, POOL) if decides else top
     asked, n = [*held, *usage], len(held)
     _, base = score(comp, comp.program(tidy_params(baseline.params)), asked, "held out, baseline")
     cands = {t.number: score(comp, comp.program(t.params), asked, f"held out, trial {t.number}")[1] for t in top}
     ruled = judge(base[:n], {k: v[:n] for k, v in cands.items()}, writers) if held else \
         {"chosen": None, "candidates": [], "why": "no synthetic held-out question"}
-    if usage:
-        ruled = by_usage(ruled, judge(base[n:], {k: v[n:] for k, v in cands.items()}, ["usage"] * len(usage)),
-                         decides)
     for row, t in zip(ruled["candidates"], top):
         row.update(params=tidy_params(t.params), search=round(float(t.values[0]), 4))
-    chosen = next((t for t in top if t.number == ruled["chosen"]), baseline)
+    if usage:
+        theirs = {t.number: cands[t.number][n:] if t.number in cands else
+                  score(comp, comp.program(t.params), list(usage), f"usage, trial {t.number}")[1] for t in pool}
+        ruled = by_usage(ruled, base[n:], theirs, [e.id for e in usage], decides)
+    chosen = next((t for t in pool if t.number == ruled["chosen"]), baseline)
     return chosen, {"applied": True, "held_out": len(held), "search_best": best.number, **ruled}
 
 
-def by_usage(ruled: dict[str, Any], theirs: dict[str, Any], decides: bool) -> dict[str, Any]:
-    """The verdict with the usage questions' own (``theirs``: `judge` on them alone) beside the held-out one
-    (``ruled``). With `DECIDES` or more, theirs decides; with fewer, the held-out choice ships only if it is not
-    worse on them than the baseline by more than `CHECK_MARGIN` (one-sided, at the candidates' shared level)."""
-    rows = {r["trial"]: r for r in theirs["candidates"]}
-    out = {**ruled, "usage": {"questions": next((r["n"] for r in rows.values()), 0), "decides": decides,
-                              "chosen": theirs["chosen"], "candidates": theirs["candidates"]}}
+def by_usage(ruled: dict[str, Any], base: Sequence[float | None], cands: Mapping[int, Sequence[float | None]],
+             ids: Sequence[str], decides: bool) -> dict[str, Any]:
+    """The verdict with the users' rated questions (``base`` and ``cands``: per-question scores on them, ``ids``
+    their ids) beside the held-out one (``ruled``).
+
+    With `DECIDES` or more they decide, in two halves (seeded by the questions' ids): the candidate (any distinct
+    finished trial, up to `POOL`: the synthetic search's ranking is not trusted to have found what real questions
+    reward) with the highest mean gain on one half ships when its gain on the other half holds (one-sided lower
+    bound above 0 at `ALPHA`): a choice and its check on different questions. With fewer, the held-out choice
+    ships only if it is not worse on them than the baseline by more than `CHECK_MARGIN` (one-sided, at `ALPHA`)."""
+    order = sorted(range(len(ids)), key=lambda i: hashlib.sha256(ids[i].encode()).hexdigest())
+    pick, check = sorted(order[::2]), sorted(order[1::2])
+
+    def gain(trial: int, idx: list[int]) -> tuple[float | None, float | None, int]:
+        diffs = [y - x for i in idx if (x := base[i]) is not None and (y := cands[trial][i]) is not None]
+        return (float(np.mean(diffs)) if diffs else None), lower_bound(diffs, ALPHA), len(diffs)
+
+    rows = []
+    for trial in cands:
+        g, lo, k = gain(trial, list(range(len(ids))))
+        rows.append({"trial": trial, "n": k, "gain": None if g is None else round(g, 4),
+                     "lower": None if lo is None else round(lo, 4)})
+    out = {**ruled, "usage": {"questions": len(ids), "decides": decides, "candidates": rows}}
     if decides:
-        out["chosen"] = theirs["chosen"]
-        out["why"] = f"your users' rated questions decide ({out['usage']['questions']}): " + theirs["why"]
-    elif (c := ruled["chosen"]) is not None and (mine := rows.get(c)) and mine["lower"] is not None \
-            and mine["lower"] < -CHECK_MARGIN:
+        ranked = sorted((t for t in cands if gain(t, pick)[0] is not None), key=lambda t: -(gain(t, pick)[0] or 0))
+        top = ranked[0] if ranked else None
+        g, lo, k = gain(top, check) if top is not None else (None, None, 0)
+        ok = top is not None and (gain(top, pick)[0] or 0) > 0 and lo is not None and lo > 0
+        out["chosen"] = top if ok else None
+        out["usage"].update(chosen=out["chosen"], picked=top, pick=len(pick), check=len(check),
+                            check_gain=None if g is None else round(g, 4),
+                            check_lower=None if lo is None else round(lo, 4))
+        said = (f"trial {top} gains most on half of them ({len(pick)})" if top is not None else "no candidate")
+        out["why"] = (f"your users' rated questions decide ({len(ids)}): {said}, and on the other half "
+                      + (f"its gain {g:+.4f} holds (lower bound {lo:+.4f}): it ships" if ok else
+                         "nothing holds: the baseline ships" if g is None else
+                         f"its gain {g:+.4f} does not hold (lower bound {lo:+.4f}): the baseline ships"))
+        return out
+    c = ruled["chosen"]
+    mine = next((r for r in rows if r["trial"] == c), None) if c is not None else None
+    if mine is not None and mine["lower"] is not None and mine["lower"] < -CHECK_MARGIN:
         out["chosen"] = None
         out["why"] = (f"the baseline ships: trial {c} qualified on the held-out questions, but on your users' "
                       f"{mine['n']} rated questions it may be worse (gain {mine['gain']:+.4f}, lower bound "

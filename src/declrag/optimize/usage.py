@@ -5,9 +5,10 @@ SOURCE is a usage store (the SQLite file or ``postgresql+psycopg://`` URI that `
 JSONL file (or folder) that `declrag usage export` wrote. Its distinct questions (`declrag.usage.export`) become:
 
 - **gold** where a rating says where the answer is: a helpful rating's citation span, or a corrected answer found
-  (whole words) in the corpus. They are real questions, asked before anyone saw the answer, and `select` gives them
-  the last word: with at least `DECIDES` of them they decide alone which candidate ships; with fewer they can only
-  keep the baseline (the chosen program must not be worse on them by more than `select.CHECK_MARGIN`).
+  (whole words) in the corpus. They are real questions, asked before anyone saw the answer, and `select.by_usage`
+  gives them the last word: with at least `DECIDES` of them they choose among every distinct trial of the search
+  (on half of them) and confirm the choice (on the other half); with fewer they can only keep the baseline (the
+  chosen program must not be worse on them by more than `select.CHECK_MARGIN`).
 - A span is trusted only where the compile's corpus still holds it (its document there and the span inside its
   text): an answer rated under another corpus or program version says nothing certain about this one. Such rows are
   counted (``stale``), never used.

@@ -121,6 +121,31 @@ def test_enough_rated_questions_decide_what_ships_over_the_synthetic_writers():
     assert chosen is base and why["usage"]["chosen"] is None
 
 
+def test_the_users_questions_choose_among_every_trial_not_only_the_synthetic_leaders():
+    """nq-long's case: the one change that real questions reward (more weight on the vector leg) loses on both
+    synthetic writers, so it never leads the search; with enough rated questions it still ships."""
+    held = [_ex(i, "keywords") for i in range(30)] + [_ex(i, "ict") for i in range(30)]
+
+    def score(comp, params, examples, label):
+        _, out = scorer(0.0)(comp, {}, examples, label)
+        lift = params.get("lift", {})
+        return {}, [x + lift.get(e.metadata["kind"], 0.0) + random.Random(f"{e.id}{params}").uniform(-.02, .02)
+                    * bool(lift) for x, e in zip(out, examples)]
+
+    base = SimpleNamespace(number=0, values=[0.5], params={})
+    leaders = [SimpleNamespace(number=i, values=[0.9 - i / 100], params={"lift": {"keywords": 0.1, "usage": -0.05}, "i": i})
+               for i in range(1, 7)]
+    dense = SimpleNamespace(number=9, values=[0.2], params={"lift": {"keywords": -0.2, "ict": -0.1, "usage": 0.15}})
+    trials = [base, *leaders, dense]
+    users = [_ex(i, "usage") for i in range(2 * DECIDES)]
+    chosen, why = select(_comp(held), trials, base, leaders[0], score, users)
+    assert chosen is dense, why["why"]
+    u = why["usage"]
+    assert u["picked"] == 9 and u["pick"] == u["check"] == DECIDES and u["check_lower"] > 0
+    assert len(u["candidates"]) == len(trials) - 1  # every distinct trial but the baseline was scored on them
+    assert "trial 9 gains most on half of them (20), and on the other half its gain" in why["why"]
+
+
 def test_a_few_rated_questions_can_only_keep_the_baseline():
     held = [_ex(i, "keywords") for i in range(30)] + [_ex(i, "ict") for i in range(30)]
 
