@@ -98,8 +98,10 @@ def rows_of(source: str | Path) -> list[dict[str, Any]]:
 
 
 def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
-    """``source``'s rows as `UsageQuestions` over the compile's corpus (``documents``)."""
-    texts = {d.id: d.text for d in documents}
+    """``source``'s rows as `UsageQuestions` over the compile's corpus (``documents``: the golden set's, which a
+    synthetic set may hold as a copy with sentences taken out; the served program answered over the documents with
+    them put back, `Document.original`, so its spans are moved onto the copy)."""
+    by_id = {d.id: d for d in documents}
     out = UsageQuestions(str(source))
     counts = dict.fromkeys(("questions", "helpful", "not_helpful", "unrated", "stale"), 0)
     for row in rows_of(source):
@@ -109,7 +111,7 @@ def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
         counts[rating if rating in ("helpful", "not_helpful") else "unrated"] += 1
         if rating is None:
             continue
-        spans = _spans(row, texts)
+        spans = _spans(row, by_id)
         if spans is None:
             counts["stale"] += 1
             continue
@@ -124,15 +126,33 @@ def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
     return out
 
 
-def _spans(row: dict[str, Any], texts: dict[str, str]) -> tuple[GoldSpan, ...] | None:
+def _spans(row: dict[str, Any], docs: dict[str, Any]) -> tuple[GoldSpan, ...] | None:
     """A rated row's gold spans in this corpus: its own (helpful), else its correction's occurrences; () when it
-    has none; None when a span it names is not in this corpus (stale)."""
+    has none; None when a span it names is not in this corpus (stale), or lies wholly in text the set took out."""
     spans = []
     for s in row.get("spans") or ():
-        doc, start, end = str(s["doc"]), int(s["start"]), int(s["end"])
-        if doc not in texts or not 0 <= start < end <= len(texts[doc]):
+        doc, start, end = docs.get(str(s["doc"])), int(s["start"]), int(s["end"])
+        if doc is None or not 0 <= start < end <= len(doc.original().text):
             return None
-        spans.append(GoldSpan(doc, start, end))
+        start, end = on_copy(doc, start), on_copy(doc, end)
+        if start >= end:
+            return None
+        spans.append(GoldSpan(doc.id, start, end))
     if spans:
         return tuple(spans)
+    texts = {d.id: d.text for d in docs.values()}
     return GoldSpan.occurrences(list(row.get("answers") or ()), texts) if row.get("answers") else ()
+
+
+def on_copy(doc, at: int) -> int:
+    """A position in ``doc.original()``'s text as a position in ``doc``'s (a copy with text taken out,
+    ``metadata["removed"]``: ``[position in the copy, text]``); a position inside taken-out text maps to where it
+    was taken out."""
+    shift = 0
+    for pos, text in doc.metadata.get("removed") or ():
+        if at <= pos + shift:
+            break
+        if at < pos + shift + len(text):
+            return pos
+        shift += len(text)
+    return at - shift

@@ -63,6 +63,25 @@ def test_rated_questions_become_gold_where_this_corpus_still_holds_them(tmp_path
     assert u.summary()["decides"] is False and u.summary()["need"] == DECIDES
 
 
+def test_spans_of_the_served_documents_move_onto_a_synthetic_sets_copy(tmp_path):
+    """A synthetic set scores over a copy of the documents with its inverse-cloze sentences taken out; the served
+    program answers over the documents with them put back, so a rated span is moved onto the copy."""
+    served = "Rome is old. The Colosseum is an amphitheatre. Rome has many fountains."
+    cut = "The Colosseum is an amphitheatre. "
+    copy = Document("rome", served.replace(cut, ""), metadata={"removed": [[13, cut]]})
+    assert copy.original().text == served
+    fountains = served.index("Rome has")
+    rows = [{"id": "u1", "question": "What does Rome have?", "metadata": {"rating": "helpful"},
+             "spans": [{"doc": "rome", "start": fountains, "end": len(served)}]},
+            {"id": "u2", "question": "What is the Colosseum?", "metadata": {"rating": "helpful"},
+             "spans": [{"doc": "rome", "start": served.index(cut), "end": served.index(cut) + len(cut)}]}]
+    (tmp_path / "u.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    u = usage_questions(tmp_path / "u.jsonl", [copy])
+    (g,) = u.gold[0].spans
+    assert copy.text[g.start:g.end] == "Rome has many fountains."
+    assert len(u.gold) == 1 and u.counts["stale"] == 1  # a span wholly inside the taken-out sentence: not gold here
+
+
 @pytest.mark.parametrize("source, says", [
     ("nope.sqlite3", "--usage nope.sqlite3: no such usage store"),
     ("nope.jsonl", "--usage nope.jsonl: no such file"),
