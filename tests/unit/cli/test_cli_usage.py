@@ -71,7 +71,8 @@ def test_no_arguments_show_the_help():
         assert "Usage: declrag" in p.stdout + p.stderr and "--help" in p.stdout + p.stderr
 
 
-@pytest.mark.parametrize("args, names", [
+# (arguments, what the error line names): values that parse but that declrag checks itself
+BAD_VALUES = [
     (["serve", "--port", "99999999"], "port"),
     (["index", "--backend", "tensorrt", "--store", "never-made"], "backend"),
     (["index", "--context", "title+headings", "--store", "never-made"], "context"),
@@ -95,15 +96,31 @@ def test_no_arguments_show_the_help():
     (["bench", "ray", "--store", "/tmp/a-folder"], "--store"),
     (["compile", "--space", "retrieval", "--dataset", "x", "--name", "y", "--context-budget", "0"], "--context-budget"),
     (["bench", "readme", "--n", "0"], "--n"),
-])
-def test_a_bad_value_checked_by_declrag_is_an_error_and_a_fix(tmp_path, args, names):
-    p = declrag(*args, cwd=tmp_path)
+    (["bench", "usage", "--sizes", "25,many"], "--sizes"),
+    (["bench", "usage", "--rated", "30"], "--rated"),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_value_runs(tmp_path_factory):
+    """Every row at once (two at a time, as `usage_runs`), each in a folder of its own."""
+    def run(i_row):
+        cwd = tmp_path_factory.mktemp(f"bad-value-{i_row[0]}")
+        return cwd, declrag(*i_row[1][0], cwd=cwd)
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip((tuple(a) for a, _ in BAD_VALUES), pool.map(run, enumerate(BAD_VALUES))))
+
+
+@pytest.mark.parametrize("args, names", BAD_VALUES, ids=[" ".join(a) for a, _ in BAD_VALUES])
+def test_a_bad_value_checked_by_declrag_is_an_error_and_a_fix(bad_value_runs, args, names):
+    cwd, p = bad_value_runs[tuple(args)]
     no_traceback(p)
     assert p.returncode == 2
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert lines[0].startswith("error: ") and names in lines[0]
     assert all(line.startswith("  fix: ") for line in lines[1:]), p.stderr
-    assert not (tmp_path / "never-made").exists()
+    assert not (cwd / "never-made").exists()
 
 
 def test_the_cli_starts_without_ray():
