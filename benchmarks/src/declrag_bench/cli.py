@@ -201,33 +201,6 @@ def bench_synth(
                    trials=trials), print_report, as_json)
 
 
-@bench_app.command("nolabels")
-def bench_nolabels(
-    dataset: Annotated[list[str] | None, typer.Option(
-        "--dataset", help="a golden set with real questions (repeat it; default: squad-v1.1-articles nq-long "
-                          "scifact cmu-qa mtrag-un)")] = None,
-    n: Annotated[int, typer.Option("--n", help="synthetic questions (declrag synth's default writer)")] = 1000,
-    seed: Annotated[int, typer.Option(help="seed of the synthetic set and the real sample")] = 13,
-    trials: Annotated[int, typer.Option(help="trials of each compile")] = 20,
-    real_limit: Annotated[int, typer.Option(help="real questions scored at most (a seeded sample)")] = 1000,
-    as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
-):
-    """Per corpus: the default program, compile on a synthetic set (no labels, as shipped) and compile on the real
-    questions, all scored on real questions with paired intervals; what each check would have shipped; how much of
-    their passage's words each writer's questions share, beside real questions'."""
-    from .nolabels import print_report, run
-
-    if n < 1 or real_limit < 1 or trials < 1:
-        raise DeclragError("--n, --real-limit and --trials must be at least 1",
-                           hint="e.g. --n 1000 --real-limit 1000 --trials 20")
-    from declrag.golden import load_golden
-
-    sets = dataset or ["squad-v1.1-articles", "nq-long", "scifact", "cmu-qa", "mtrag-un"]
-    for d in sets:
-        load_golden(d)  # a typo is one error before any work
-    bench_out(run(sets, n, seed, trials, real_limit), print_report, as_json)
-
-
 def _positive_ints(text: str, option: str, example: str) -> list[int]:
     """A comma-separated list of positive integers (``_`` allowed as a digit separator), or one clear error."""
     try:
@@ -445,4 +418,4 @@ def bench_gepa(
                as_json or Path("runs/bench/gepa.json"))
 
 
-from . import rayindex_cli, usage_cli  # noqa: E402,F401  (declrag bench ray, usage: registered on bench_app)
+from . import nolabels_cli, rayindex_cli, usage_cli  # noqa: E402,F401  (bench nolabels, loco, ray, usage)
