@@ -101,7 +101,7 @@ def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
     """``source``'s rows as `UsageQuestions` over the compile's corpus (``documents``: the golden set's, which a
     synthetic set may hold as a copy with sentences taken out; the served program answered over the documents with
     them put back, `Document.original`, so its spans are moved onto the copy)."""
-    by_id = {d.id: d for d in documents}
+    by_id = named(documents)
     out = UsageQuestions(str(source))
     counts = dict.fromkeys(("questions", "helpful", "not_helpful", "unrated", "stale"), 0)
     for row in rows_of(source):
@@ -124,6 +124,24 @@ def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
                           "version": meta.get("version")}))
     out.counts = counts
     return out
+
+
+def named(documents: list) -> dict[str, Any]:
+    """The documents by id, and by every trailing part of a path id (``docs/a.md`` and ``a.md`` for
+    ``/home/me/docs/a.md``) that names one document only: `declrag serve` names files relative to the folder it
+    indexed (`declrag.payloads.PublicPaths`), and that is how its usage store records citations."""
+    out: dict[str, Any] = {}
+    ambiguous: set[str] = set()
+    for d in documents:
+        parts = d.id.split("/")
+        for i in range(1, len(parts)):
+            tail = "/".join(parts[i:])
+            if tail in out and out[tail] is not d:
+                ambiguous.add(tail)
+            out[tail] = d
+    for tail in ambiguous:
+        del out[tail]
+    return {**out, **{d.id: d for d in documents}}
 
 
 def _spans(row: dict[str, Any], docs: dict[str, Any]) -> tuple[GoldSpan, ...] | None:

@@ -82,6 +82,17 @@ def test_spans_of_the_served_documents_move_onto_a_synthetic_sets_copy(tmp_path)
     assert len(u.gold) == 1 and u.counts["stale"] == 1  # a span wholly inside the taken-out sentence: not gold here
 
 
+def test_a_served_file_name_relative_to_the_indexed_folder_finds_its_document(tmp_path):
+    """`declrag serve` names files relative to the folder it indexed; the compile's set names them by full path."""
+    docs = [Document("/home/me/docs/a.md", "Alpha is first."), Document("/home/me/docs/b/a.md", "Beta is second.")]
+    rows = [{"id": f"u{i}", "question": "Which?", "metadata": {"rating": "helpful"},
+             "spans": [{"doc": name, "start": 0, "end": 5}]} for i, name in enumerate(["a.md", "docs/a.md", "b/a.md"])]
+    (tmp_path / "u.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    u = usage_questions(tmp_path / "u.jsonl", docs)
+    assert [e.spans[0].doc for e in u.gold] == ["/home/me/docs/a.md", "/home/me/docs/b/a.md"]
+    assert u.counts["stale"] == 1  # "a.md" names two documents: not guessed
+
+
 @pytest.mark.parametrize("source, says", [
     ("nope.sqlite3", "--usage nope.sqlite3: no such usage store"),
     ("nope.jsonl", "--usage nope.jsonl: no such file"),
