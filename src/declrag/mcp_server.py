@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,11 +30,14 @@ from pydantic import BaseModel, Field, ValidationError
 from .about import package_version
 from .errors import DeclragError
 from .http_server import Server, bearer_ok
-from .inputs import user_text
+from .inputs import Turn, user_text
 from .payloads import Citation, PublicPaths, SearchHit
 from .pipeline.program import RAGProgram
 from .pipeline.selection import select_program
+from .serve import record_beside
 from .stores.base import FILTER_FIELDS, Filter
+from .usage import Recorder, RecordSettings, row_of
+from .usage.recorder import said
 
 MAX_K = 50
 Transport = Literal["stdio", "http"]
@@ -149,11 +153,21 @@ class _Gate:
 
 
 def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits | None = None,
-                 source_base: str | None = None) -> MCPServer:
+                 source_base: str | None = None, recorder: Recorder | None = None) -> MCPServer:
     """An `MCPServer` whose ``search`` and ``ask`` tools run ``program`` (loaded; see `load_program`) within
-    ``limits``; files are named as `declrag serve` names them (`PublicPaths`, ``source_base``)."""
+    ``limits``; files are named as `declrag serve` names them (`PublicPaths`, ``source_base``); each call is
+    recorded by ``recorder`` (the usage store, `declrag.usage`) as `declrag serve` records its routes'."""
     gate = _Gate(limits or CallLimits())
     paths = PublicPaths.of_store(program.store, source_base)
+    version = program.config.digest()
+
+    def record(route: str, payload: dict[str, Any], passages: Any, question: str, where: Any,
+               history: list[dict[str, Any]] | None, searched: bool = False) -> None:
+        if recorder is not None:
+            turns = [Turn(str(t.get("role", "")), str(t.get("content", ""))) for t in history or []]
+            recorder.record(row_of({**payload, "id": uuid.uuid4().hex}, passages, route=route, program=name,
+                                   version=version, question=question, where=where, history=turns,
+                                   searched=searched))
     server = _Server(name="declrag", title=f"declrag: {name}", version=package_version("declrag"),
                      instructions=f"Search and question the documents of the declrag program {name!r}. `search` "
                                   "returns the ranked passages; `ask` answers with citations to them.")
@@ -174,7 +188,9 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
             _check_where(where)
             stored = paths.inward(where)
             hits = await gate.run(lambda: program.search(text, history=history, where=stored, k=k, alpha=alpha))
-        return SearchResult(hits=[SearchHit(**paths.rewrite(SearchHit.payload(h, i))) for i, h in enumerate(hits, 1)])
+        out = [paths.rewrite(SearchHit.payload(h, i)) for i, h in enumerate(hits, 1)]
+        record("mcp search", {"hits": out}, hits, text, stored, history, searched=True)
+        return SearchResult(hits=[SearchHit(**h) for h in out])
 
     async def ask(
         question: Annotated[str, Field(description="the question")],
@@ -185,8 +201,10 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
             text = user_text(question, "question", limit, hint=too_long)
             _check_where(where)
             stored = paths.inward(where)
-            a = (await gate.run(lambda: program(question=text, history=history, where=stored))).to_dict()
+            answer = await gate.run(lambda: program(question=text, history=history, where=stored))
+        a = answer.to_dict()
         a["citations"] = [paths.rewrite(c) for c in a["citations"]]
+        record("mcp ask", a, answer.passages, text, stored, history)
         return AskResult.model_validate({k: a[k] for k in AskResult.model_fields})
 
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
@@ -267,15 +285,30 @@ def run(target: str | Path | None = None, *, config: str | Path | None = None, s
         model: str | None = None, answer_mode: str | None = None, transport: Transport = "stdio",
         host: str = "127.0.0.1", port: int = 8000,
         api_key: str | None = None, limits: CallLimits | None = None, source_base: str | None = None,
-        say: Callable[[str], None] = print) -> None:
+        record: RecordSettings | None = None, say: Callable[[str], None] = print) -> None:
     """Load the program, then serve its tools until the client disconnects (stdio) or SIGTERM / Ctrl-C (HTTP).
-    ``api_key``: the key HTTP clients must send (none: no check); ``say`` gets the start-up lines (write them to
-    standard error for stdio)."""
+    ``api_key``: the key HTTP clients must send (none: no check); ``record``: where the calls are recorded (a
+    target of None: where `declrag serve` records by default; ``record`` None: nothing); ``say`` gets the start-up
+    lines (write them to standard error for stdio)."""
     protect = stdout_to_stderr() if transport == "stdio" else contextlib.nullcontext()
     with protect:
+        choice = select_program(target, config, store, model, answer_mode=answer_mode)
+        if record is not None and record.target is None:
+            record = record.model_copy(update={"target": str(record_beside(choice.run, store))})
         name, what, program = load_program(target, config=config, store=store, model=model, answer_mode=answer_mode,
                                            say=say)
-        server = build_server(program, name, limits, source_base)
+        recorder = Recorder(record) if record is not None else None
+        server = build_server(program, name, limits, source_base, recorder)
+    say(said(record))
+    try:
+        _run(server, transport, host, port, api_key, name, what, say)
+    finally:
+        if recorder is not None:
+            recorder.close()  # what is queued is written before the process exits
+
+
+def _run(server: MCPServer, transport: Transport, host: str, port: int, api_key: str | None, name: str, what: str,
+         say: Callable[[str], None]) -> None:
     if transport == "stdio":
         say(f"declrag mcp: {what} as {name!r} over stdio (tools: search, ask)")
         server.run("stdio")

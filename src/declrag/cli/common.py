@@ -141,6 +141,25 @@ def api_key_from(path: Path | None) -> str | None:
     return key
 
 
+RecordOpt = Annotated[str | None, typer.Option(
+    help="where to record each question, its passages, answer and rating: a SQLite file or a "
+         "postgresql+psycopg:// URI (default: usage.sqlite3 in the run folder, else STORE.usage.sqlite3 beside "
+         "the local store)")]
+NoRecordOpt = Annotated[bool, typer.Option("--no-record", help="record nothing (POST /v1/feedback answers 404)")]
+RecordRowsOpt = Annotated[int, typer.Option(min=1, help="the newest answers the usage store keeps")]
+RecordDaysOpt = Annotated[float, typer.Option(min=0.001, help="days an answer is kept in the usage store")]
+
+
+def record_settings(record: str | None, no_record: bool, rows: int, days: float):
+    """`declrag serve`'s and `declrag mcp`'s recording options as `declrag.usage.RecordSettings` (None: off)."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
+    from ..usage import RecordSettings
+
+    if no_record and record:
+        raise DeclragError("--record and --no-record: choose one", hint="drop --no-record to record to that store")
+    return None if no_record else RecordSettings(target=record, max_rows=rows, max_days=days)
+
+
 SourceBaseOpt = Annotated[str | None, typer.Option(
     help="name a cited file by this public URL plus its path in the indexed folder, e.g. https://docs.example.com/ "
          "(default: the path relative to the indexed folder; never the server's own path)")]

@@ -13,12 +13,17 @@ from .common import (
     AnswerModeOpt,
     ApiKeyFileOpt,
     ModelOpt,
+    NoRecordOpt,
     ProgramFileOpt,
+    RecordDaysOpt,
+    RecordOpt,
+    RecordRowsOpt,
     SourceBaseOpt,
     StoreOpt,
     TargetArg,
     api_key_from,
     err,
+    record_settings,
 )
 
 
@@ -45,6 +50,10 @@ def mcp(
         help="seconds a tool call may take (a 'timeout' tool error beyond)")] = 120.0,
     max_in_flight: Annotated[int, typer.Option(
         help="tool calls run at once; one more gets a 'busy' tool error at once")] = 8,
+    record: RecordOpt = None,
+    no_record: NoRecordOpt = False,
+    record_rows: RecordRowsOpt = 100_000,
+    record_days: RecordDaysOpt = 90.0,
 ):
     """Serve a program as Model Context Protocol tools: search (ranked passages) and ask (answer with citations)."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
@@ -59,7 +68,8 @@ def mcp(
         raise DeclragError("--api-key-file guards --transport http; over stdio the client starts this command itself",
                            hint="drop --api-key-file, or add --transport http")
     key = api_key_from(api_key_file) if transport == McpTransport.http else None
+    recording = record_settings(record, no_record, record_rows, record_days)
     run(target, config=config, store=store, model=model, answer_mode=answer_mode and answer_mode.value,
         transport=transport.value, host=host, port=port,
-        api_key=key, limits=CallLimits(timeout, max_in_flight), source_base=source_base,
+        api_key=key, limits=CallLimits(timeout, max_in_flight), source_base=source_base, record=recording,
         say=lambda m: err.print(m, markup=False, highlight=False))

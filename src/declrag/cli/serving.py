@@ -17,7 +17,11 @@ from .common import (
     LmHistoryOpt,
     MaxInFlightOpt,
     ModelOpt,
+    NoRecordOpt,
     ProgramFileOpt,
+    RecordDaysOpt,
+    RecordOpt,
+    RecordRowsOpt,
     SourceBaseOpt,
     StoreOpt,
     TargetArg,
@@ -26,6 +30,7 @@ from .common import (
     apply_cache_limits,
     config_from,
     out,
+    record_settings,
 )
 
 
@@ -71,14 +76,10 @@ def serve(
     lm_cache_disk_mb: LmCacheDiskOpt = None,
     lm_history: LmHistoryOpt = None,
     embedding_rows: EmbeddingRowsOpt = None,
-    record: Annotated[str | None, typer.Option(
-        help="where to record each question, its passages, answer and rating: a SQLite file or a "
-             "postgresql+psycopg:// URI (default: usage.sqlite3 in the run folder, else STORE.usage.sqlite3 beside "
-             "the local store)")] = None,
-    no_record: Annotated[bool, typer.Option("--no-record", help="record nothing (POST /v1/feedback answers 404)")
-                         ] = False,
-    record_rows: Annotated[int, typer.Option(min=1, help="the newest answers the usage store keeps")] = 100_000,
-    record_days: Annotated[float, typer.Option(min=0.001, help="days an answer is kept in the usage store")] = 90.0,
+    record: RecordOpt = None,
+    no_record: NoRecordOpt = False,
+    record_rows: RecordRowsOpt = 100_000,
+    record_days: RecordDaysOpt = 90.0,
 ):
     """Serve a program over HTTP: /v1/ask, /v1/search, OpenAI-compatible /v1/chat/completions, a web page,
     /metrics."""
@@ -86,10 +87,8 @@ def serve(
     from .. import tracing
     from ..serve import ServeSettings
     from ..serve import serve as serve_program
-    from ..usage import RecordSettings
 
-    if no_record and record:
-        raise DeclragError("--record and --no-record: choose one", hint="drop --no-record to record to that store")
+    recording = record_settings(record, no_record, record_rows, record_days)
     if (otlp_endpoint or otlp_content) and not tracing.configure(otlp_endpoint, content=otlp_content or None):
         raise DeclragError("--otlp-content: no trace receiver to send the spans to",
                            hint="give --otlp-endpoint URL, or set OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -99,8 +98,7 @@ def serve(
                        max_in_flight=max_in_flight, workers=workers, cache_threshold=cache_threshold,
                        cache_size=cache_size, cors_origins=cors_origin or [], max_search_k=max_search_k,
                        source_base=source_base, processes=processes,
-                       record=None if no_record else RecordSettings(target=record, max_rows=record_rows,
-                                                                    max_days=record_days))
+                       record=recording)
     serve_program(target, config=config, store=store, model=model, answer_mode=answer_mode and answer_mode.value,
                   settings=settings,
                   say=lambda m: out.print(m, markup=False, highlight=False))

@@ -46,7 +46,7 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
     choice = resolve(target, config, store, model, answer_mode)  # cheap checks first: paths, config, store
     name, run, what, loader = choice.name, choice.run, choice.what, choice.load
     if s.record is not None and s.record.target is None:
-        s = s.model_copy(update={"record": s.record.model_copy(update={"target": str(_record_beside(run, store))})})
+        s = s.model_copy(update={"record": s.record.model_copy(update={"target": str(record_beside(run, store))})})
     if s.processes > 1:
         _say_serving(s, what, name, say, choice.answers)
         spec = {"target": None if target is None else str(target), "config": None if config is None else str(config),
@@ -84,7 +84,7 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
         raise DeclragError(f"could not load the program: {failed[0]}", hint="see the log above") from failed[0]
 
 
-def _record_beside(run: str | None, store: str | Path | None) -> Path:
+def record_beside(run: str | None, store: str | Path | None) -> Path:
     """Where `declrag serve` records by default: in the compile's run folder (``runs/NAME/usage.sqlite3``), else
     beside the local store it serves (``.declrag/store.usage.sqlite3``), else in ``./.declrag``."""
     if run and Path(run).name == "best":
@@ -112,4 +112,4 @@ def _say_serving(s: ServeSettings, what: str, name: str, say: Callable[[str], No
             f"{c.lm_history} calls; embedding cache {c.embedding_rows} vectors")
 
 
-__all__ = ["DEFAULT_NAME", "ServeSettings", "create_app", "resolve", "serve"]
+__all__ = ["DEFAULT_NAME", "ServeSettings", "create_app", "record_beside", "resolve", "serve"]

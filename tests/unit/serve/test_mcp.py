@@ -132,6 +132,23 @@ def test_ask_answers_with_citations(prog):
     assert a["citations"][0]["n"] == 1 and a["citations"][0]["chunk_id"] == prog.search(Q)[0].chunk.id
 
 
+def test_each_call_is_recorded_in_the_usage_store_as_serve_records_its_routes(prog, tmp_path):
+    from declrag.usage import Recorder, RecordSettings, UsageStore
+
+    recorder = Recorder(RecordSettings(target=str(tmp_path / "u.sqlite3")))
+    asked, searched = call(build_server(prog, "demo", recorder=recorder), ("ask", {"question": Q}),
+                           ("search", {"query": "capital", "k": 2, "history": [{"role": "user", "content": "hi"}]}))
+    recorder.close()
+    rows = list(UsageStore(tmp_path / "u.sqlite3", create=False).records())
+    assert [r["route"] for r in rows] == ["mcp ask", "mcp search"]
+    ask, search = rows
+    assert ask["question"] == Q and ask["answer"] == ANSWER and ask["abstained"] is False
+    assert ask["citations"][0]["chunk_id"] == asked.structured_content["citations"][0]["chunk_id"]
+    assert ask["program"] == "demo" and ask["version"] == prog.config.digest() and len(ask["id"]) == 32
+    assert search["answer"] is None and [p["chunk_id"] for p in search["passages"]] == ids(searched)
+    assert search["history"] == [{"role": "user", "content": "hi"}]
+
+
 @pytest.mark.parametrize("args, says", BAD_SEARCH, ids=[s for _, s in BAD_SEARCH])
 def test_a_bad_argument_is_a_one_line_tool_error_and_the_server_goes_on(prog, args, says):
     bad, good = call(build_server(prog, "demo"), ("search", args), ("search", {"query": Q, "k": 2}))
@@ -306,7 +323,8 @@ def _check_e2e(results, program) -> None:
 
 def test_over_stdio_through_the_sdks_client(saved, tmp_path):
     run, program = saved
-    params = StdioServerParameters(command=str(SCRIPT), args=["mcp", str(run)], env=dict(os.environ))
+    params = StdioServerParameters(command=str(SCRIPT), args=["mcp", str(run), "--record", str(tmp_path / "u.db")],
+                                   env=dict(os.environ))
 
     async def go():
         with open(tmp_path / "stderr.txt", "w") as errlog, anyio.fail_after(240):
@@ -316,6 +334,10 @@ def test_over_stdio_through_the_sdks_client(saved, tmp_path):
     _check_e2e(anyio.run(go), program)
     log = (tmp_path / "stderr.txt").read_text()
     assert "ready: demo loaded in" in log and "over stdio (tools: search, ask)" in log and "Traceback" not in log
+    assert f"records: each question, its passages, answer and rating to {tmp_path / 'u.db'}" in log
+    from declrag.usage import UsageStore  # what the calls were: recorded before the process exited
+
+    assert {r["route"] for r in UsageStore(tmp_path / "u.db", create=False).records()} == {"mcp ask", "mcp search"}
 
 
 def _free_port() -> int:

@@ -186,9 +186,9 @@ def test_usage_stats_and_export_on_the_command_line(tmp_path, capsys):
 def test_serve_records_by_default_in_the_run_folder_else_beside_the_local_store():
     from pathlib import Path
 
-    from declrag.serve import _record_beside
+    from declrag.serve import record_beside
 
-    assert _record_beside("runs/first/best", None) == Path("runs/first/usage.sqlite3")
-    assert _record_beside(None, "/data/my-store") == Path("/data/my-store.usage.sqlite3")
-    assert _record_beside(None, "weaviate://127.0.0.1:8080/?grpc=50051") == Path(".declrag/usage.sqlite3")
-    assert _record_beside(None, None) == Path(os.environ["DECLRAG_STORE"] + ".usage.sqlite3")  # the default store
+    assert record_beside("runs/first/best", None) == Path("runs/first/usage.sqlite3")
+    assert record_beside(None, "/data/my-store") == Path("/data/my-store.usage.sqlite3")
+    assert record_beside(None, "weaviate://127.0.0.1:8080/?grpc=50051") == Path(".declrag/usage.sqlite3")
+    assert record_beside(None, None) == Path(os.environ["DECLRAG_STORE"] + ".usage.sqlite3")  # the default store
