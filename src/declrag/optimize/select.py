@@ -151,8 +151,14 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
     held = held_out(comp.golden, comp.space)
     decides = len(usage) >= DECIDES
     if not held and not decides:
-        return best, {"applied": False, "why": "no held-out questions (the splits were cut from one pool): the "
-                                               "search's best trial ships"}
+        why = "no held-out questions (the splits were cut from one pool): the search's best trial ships"
+        if not usage or best.number == baseline.number:
+            return best, {"applied": False, "why": why}
+        _, base = score(comp, comp.program(tidy_params(baseline.params)), list(usage), "usage, baseline")
+        _, mine = score(comp, comp.program(best.params), list(usage), f"usage, trial {best.number}")
+        ruled = by_usage({"chosen": best.number, "candidates": [], "why": why}, base, {best.number: mine},
+                         [e.id for e in usage], False)
+        return (best if ruled["chosen"] is not None else baseline), {"applied": True, "held_out": 0, **ruled}
     if not comp.space.objective.retrieval_only and len(held) > len(comp.splits["dev"]):  # LM calls: one trial's worth
         held = [held[i] for i in sorted(random.Random(comp.space.split.seed).sample(range(len(held)),
                                                                                     len(comp.splits["dev"])))]

@@ -192,6 +192,19 @@ def test_a_few_rated_questions_can_only_keep_the_baseline():
     assert f"below -{CHECK_MARGIN}" in why["why"] and not why["usage"]["decides"]
 
 
+def test_without_held_out_questions_a_few_rated_ones_can_still_keep_the_baseline():
+    """A real golden set cut from one pool has no held-out questions: the search's best ships, unless the users'
+    few rated questions see it worse."""
+    comp = _comp([])
+    comp.golden.splits.pop("dev")
+    base, cand = _trial(0, 0.5, False), _trial(1, 0.7, True)
+    few = [_ex(i, "usage") for i in range(8)]
+    chosen, why = select(comp, [base, cand], base, cand, scorer(-0.2), few)
+    assert chosen is base and "may be worse" in why["why"] and why["held_out"] == 0
+    assert select(comp, [base, cand], base, cand, scorer(0.05), few)[0] is cand
+    assert select(comp, [base, cand], base, cand, scorer(-0.2))[0] is cand  # no usage: the search's best
+
+
 def _export(path: Path, n: int) -> None:
     """``n`` rated questions about the tiny corpus, as `declrag usage export` writes them."""
     corpus = {json.loads(x)["_id"]: json.loads(x)["text"] for x in (TINY / "corpus.jsonl").read_text().splitlines()}
