@@ -143,6 +143,9 @@ def bench_serve(
         help="the server's query embedder, with an empty embedding cache so that each new question is embedded: "
              "torch, onnx, onnx-int8; several, e.g. torch,onnx, for one server each, side by side (default: the "
              "index's, its cache warmed)")] = None,
+    record: Annotated[str, typer.Option(
+        help="the usage store: off, or on (SQLite, as declrag serve records by default); off,on for one server each, "
+             "side by side")] = "off",
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """`declrag serve` under concurrent clients on loopback: latency, throughput, errors, overhead vs direct calls."""
@@ -156,6 +159,9 @@ def bench_serve(
     arms = tuple(dict.fromkeys(t.strip() for t in tracing.split(",")))
     if bad := [t for t in arms if t not in TRACING]:
         raise DeclragError(f"unknown --tracing {bad[0]!r}", hint=f"use one or more of: {','.join(TRACING)}")
+    recording = tuple(dict.fromkeys(x.strip() for x in record.split(",")))
+    if bad := [x for x in recording if x not in ("off", "on")]:
+        raise DeclragError(f"unknown --record {bad[0]!r}", hint="use off, on, or off,on")
     backends: tuple[str | None, ...] = (None,)
     if embed_backend:
         named = list(dict.fromkeys(b.strip() for b in embed_backend.split(",")))
@@ -164,7 +170,7 @@ def bench_serve(
                                hint=f"use one or more of: {','.join(get_args(EmbedBackend))}")
         backends = tuple(named)
     bench_out(run(duration_s=duration, clients=clients, scenarios=tuple(scenario or SCENARIOS),
-                   workers=tuple(counts), tracing=arms, embed=backends,
+                   workers=tuple(counts), tracing=arms, embed=backends, record=recording,
                    processes=tuple(_positive_ints(processes, "--processes", "e.g. --processes 2 or 1,2"))),
                print_report, as_json)
 

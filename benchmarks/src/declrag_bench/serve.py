@@ -146,14 +146,15 @@ def _free_port() -> int:
 
 def _start_server(scenario: str, store: str, clients: int, lm_cache: Path, workers: int | None = None,
                   env: dict[str, str] | None = None, processes: int = 1,
-                  embed: str | None = None) -> tuple[subprocess.Popen, str]:
+                  embed: str | None = None, record: Path | None = None) -> tuple[subprocess.Popen, str]:
     import httpx
 
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "declrag_bench.served", "--scenario", scenario, "--store", store,
                              "--port", str(port), "--max-in-flight", str(clients), "--lm-cache", str(lm_cache),
                              *(["--workers", str(workers)] if workers else []), "--processes", str(processes),
-                             *(["--embed-backend", embed] if embed else [])],
+                             *(["--embed-backend", embed] if embed else []),
+                             *(["--record", str(record)] if record else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stderr is not None  # stderr=PIPE
     base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 600
@@ -170,6 +171,16 @@ def _start_server(scenario: str, store: str, clients: int, lm_cache: Path, worke
             proc.kill()
             raise RuntimeError("the benchmark server did not become ready within 600 s")
         time.sleep(0.25)
+
+
+def _rows(db: Path) -> int:
+    from declrag.usage import UsageStore
+
+    store = UsageStore(db, create=False)
+    try:
+        return store.counts()["answers"]
+    finally:
+        store.close()
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -331,7 +342,8 @@ def _tracing_envs(tracing: tuple[str, ...], stack: contextlib.ExitStack) -> dict
 def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] = SCENARIOS, n_docs: int = 200,
         dataset: str = "squad-v2.0", progress: bool = True,
         workers: tuple[int | None, ...] = (None,), tracing: tuple[str, ...] = ("off",),
-        processes: tuple[int, ...] = (1,), embed: tuple[str | None, ...] = (None,)) -> dict[str, Any]:
+        processes: tuple[int, ...] = (1,), embed: tuple[str | None, ...] = (None,),
+        record: tuple[str, ...] = ("off",)) -> dict[str, Any]:
     from declrag.config import IngestConfig
     from declrag.embed import Embedder, cache_dir
     from declrag.golden import load_golden
@@ -361,11 +373,13 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
                 direct = _direct(sc, path, asked, duration_s, Path(tmp) / f"{sc}-direct")
                 results = {}
                 # one server per worker-thread count, process count and tracing arm, measured back to back
-                for w, n, (t, env), b in itertools.product(workers, processes, envs.items(), embed):
-                    proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server", w, env, n, b)
+                for w, n, (t, env), b, rec in itertools.product(workers, processes, envs.items(), embed, record):
+                    db = Path(tmp) / f"{sc}-{w}-{n}-{t}-{b}-usage.sqlite3" if rec == "on" else None
+                    proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server", w, env, n, b, db)
                     tag = (f" workers={w}" if len(workers) > 1 else "") + (f" processes={n}" if len(processes) > 1
                                                                              else "") + \
-                        (f" tracing={t}" if len(envs) > 1 else "") + (f" embed={b}" if b else "")
+                        (f" tracing={t}" if len(envs) > 1 else "") + (f" embed={b}" if b else "") + \
+                        (f" record={rec}" if len(record) > 1 else "")
                     try:
                         # retrieval: plain JSON requests (what a search client sends), then streamed ones
                         arms = {sc: False, f"{sc}/stream": True} if sc == "retrieval" else \
@@ -373,9 +387,11 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
                         for arm, stream in arms.items():
                             results[arm + tag] = {**_load(base, asked, clients, duration_s, stream, proc.pid,
                                                           search=sc == "search"), "workers": w or clients,
-                                                  "processes": n, "embed_backend": b}
+                                                  "processes": n, "embed_backend": b, "record": rec}
                     finally:
-                        _stop(proc)
+                        _stop(proc)  # SIGTERM: what the recorder has queued is written first
+                    if db is not None:  # the rows written: every answer of the arms run on this server
+                        results[next(iter(arms)) + tag]["recorded"] = _rows(db)
                 d50 = direct["p50_ms"]
                 for arm, r in results.items():
                     r["direct_p50_ms"], r["direct_calls"] = d50, direct["n"]

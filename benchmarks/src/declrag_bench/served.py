@@ -19,6 +19,7 @@ def _serve_main(argv: list[str] | None = None) -> None:
 
     from declrag.serve import ServeSettings
     from declrag.serve.processes import run as run_processes
+    from declrag.usage import RecordSettings
 
     p = argparse.ArgumentParser()
     p.add_argument("--scenario", required=True, choices=SCENARIOS)
@@ -29,9 +30,11 @@ def _serve_main(argv: list[str] | None = None) -> None:
     p.add_argument("--processes", type=int, default=1)
     p.add_argument("--lm-cache", required=True)
     p.add_argument("--embed-backend", default=None)
+    p.add_argument("--record", default=None, help="a usage store to record to (default: none)")
     a = p.parse_args(argv)
     settings = ServeSettings(port=a.port, max_in_flight=a.max_in_flight, workers=a.workers,
-                             request_timeout_s=SERVER_TIMEOUT_S, processes=a.processes)
+                             request_timeout_s=SERVER_TIMEOUT_S, processes=a.processes,
+                             record=RecordSettings(target=a.record) if a.record else None)
     spec = {"scenario": a.scenario, "store": a.store, "lm_cache": a.lm_cache, "embed": a.embed_backend}
     if a.processes > 1:
         run_processes(spec, settings, a.processes, factory="declrag_bench.served:_process_app", log_level="warning")

@@ -98,6 +98,7 @@ BAD_VALUES = [
     (["bench", "readme", "--n", "0"], "--n"),
     (["bench", "usage", "--sizes", "25,many"], "--sizes"),
     (["bench", "usage", "--rated", "30"], "--rated"),
+    (["bench", "serve", "--record", "maybe"], "--record"),
 ]
 
 
