@@ -170,10 +170,14 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
         return baseline, {"applied": True, "held_out": len(held), "search_best": best.number, **ruled,
                           "why": f"{ruled['why']}: make a set of about {need} questions (declrag synth --n {need}; "
                                  "it writes one a passage at most, so a small corpus may not have that many)"}
-    top = leading([t for t in trials if t.values], baseline, TOP if comp.space.objective.retrieval_only else 1)
+    finished = [t for t in trials if t.values]
+    shippable = finished if decides or not any(writers) else synthetic_shippable(finished, baseline, comp.space)
+    top = leading(shippable, baseline, TOP if comp.space.objective.retrieval_only else 1)
     if not top:
-        return baseline, {"applied": False, "why": "every finished trial is the baseline's program"}
-    pool = leading([t for t in trials if t.values], baseline, POOL) if decides else top
+        return baseline, {"applied": False, "why": "every finished trial is the baseline's program" if
+                          shippable is finished else "no finished trial differs from the baseline only in "
+                          f"{', '.join(comp.space.synthetic_ships or [])}, what synthetic questions may change"}
+    pool = leading(finished, baseline, POOL) if decides else top
     asked, n = [*held, *usage], len(held)
     _, base = score(comp, comp.program(tidy_params(baseline.params)), asked, "held out, baseline")
     cands = {t.number: score(comp, comp.program(t.params), asked, f"held out, trial {t.number}")[1] for t in top}
@@ -187,6 +191,19 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
         ruled = by_usage(ruled, base[n:], theirs, [e.id for e in usage], decides)
     chosen = next((t for t in pool if t.number == ruled["chosen"]), baseline)
     return chosen, {"applied": True, "held_out": len(held), "search_best": best.number, **ruled}
+
+
+def synthetic_shippable(trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.trial.FrozenTrial,
+                        space) -> list[optuna.trial.FrozenTrial]:
+    """The trials that differ from the baseline only in the space's ``synthetic_ships`` parameters (all of them
+    where it names none): on synthetic questions alone, the changes whose synthetic gains did not carry over to real
+    questions are not shipped (docs/benchmarks/nolabels.md: bigger passages won both writers' questions on SciFact
+    and lost its real claims)."""
+    if space.synthetic_ships is None:
+        return list(trials)
+    base, free = tidy_params(baseline.params), set(space.synthetic_ships)
+    return [t for t in trials if all(k in free for k, v in tidy_params(t.params).items() if base.get(k) != v)
+            and all(k in free for k in set(base) - set(tidy_params(t.params)))]
 
 
 def by_usage(ruled: dict[str, Any], base: Sequence[float | None], cands: Mapping[int, Sequence[float | None]],

@@ -151,6 +151,9 @@ class Space(Strict):
     prompt_optimizer: PromptOptimizer = PromptOptimizer()
     finetune: Finetune = Finetune()
     sampler: SamplerSpec = SamplerSpec()  # Optuna's sampler and its options (`declrag.optimize.samplers`)
+    # the parameters in which a program chosen on synthetic questions alone may differ from the baseline (None: any;
+    # `declrag.optimize.select`); real questions (a real set, --usage) choose among every parameter
+    synthetic_ships: list[str] | None = None
 
     @property
     def objectives(self) -> int:
@@ -163,6 +166,8 @@ class Space(Strict):
             for ref in [p.lt, p.le, p.gt, p.ge] + ([_parse_when(p.when)[0]] if p.when else []):
                 if ref is not None and (ref not in self.params or names.index(ref) > names.index(n)):
                     raise ValueError(f"params.{n}: refers to {ref!r}, which must be a parameter declared before it")
+        if unknown := [n for n in self.synthetic_ships or [] if n not in self.params]:
+            raise ValueError(f"synthetic_ships: {unknown[0]!r} is not a parameter of this space")
         return self
 
     def baseline(self) -> ProgramConfig:

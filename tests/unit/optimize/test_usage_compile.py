@@ -115,7 +115,8 @@ def _ex(i: int, kind: str) -> Example:
 def _comp(held: list[Example]):
     golden = GoldenSet(name="syn", documents=[], splits={"train": [_ex(0, "ict")], "dev": held})
     return SimpleNamespace(golden=golden, splits={}, program=lambda params: params, space=SimpleNamespace(
-        split=SimpleNamespace(source="train", test_split="test"), objective=SimpleNamespace(retrieval_only=True)))
+        split=SimpleNamespace(source="train", test_split="test"), objective=SimpleNamespace(retrieval_only=True),
+        synthetic_ships=None))
 
 
 def _trial(number: int, value: float, lexical: bool):
@@ -203,6 +204,30 @@ def test_without_held_out_questions_a_few_rated_ones_can_still_keep_the_baseline
     assert chosen is base and "may be worse" in why["why"] and why["held_out"] == 0
     assert select(comp, [base, cand], base, cand, scorer(0.05), few)[0] is cand
     assert select(comp, [base, cand], base, cand, scorer(-0.2))[0] is cand  # no usage: the search's best
+
+
+def test_on_synthetic_questions_only_the_spaces_shippable_parameters_may_change():
+    """SciFact's case: both writers back bigger passages, which real claims punish; a space that lets synthetic
+    questions ship only alpha and fusion ships the default, and a candidate that changes alpha alone still ships."""
+    held = [_ex(i, "keywords") for i in range(30)] + [_ex(i, "ict") for i in range(30)]
+    comp = _comp(held)
+    comp.space.synthetic_ships = ["alpha", "fusion"]
+
+    def score(comp, params, examples, label):
+        _, out = scorer(0.0)(comp, {}, examples, label)
+        return {}, [x + (0.1 if params.get("lift") else 0.0) for x in out]
+
+    base = SimpleNamespace(number=0, values=[0.5], params={"alpha": 0.5, "window": 0})
+    bigger = SimpleNamespace(number=1, values=[0.9], params={"alpha": 0.5, "window": 1, "lift": 1})
+    chosen, why = select(comp, [base, bigger], base, bigger, score)
+    assert chosen is base and "differs from the baseline only in alpha, fusion" in why["why"], why
+    comp.space.synthetic_ships = None  # a space that names none: any parameter, as before
+    assert select(comp, [base, bigger], base, bigger, score)[0] is bigger
+    comp.space.synthetic_ships = ["alpha", "fusion", "lift"]
+    alpha = SimpleNamespace(number=2, values=[0.8], params={"alpha": 0.3, "window": 0, "lift": 1})
+    assert select(comp, [base, bigger, alpha], base, bigger, score)[0] is alpha
+    users = [_ex(i, "usage") for i in range(DECIDES * 2)]  # real questions choose among every parameter
+    assert select(comp, [base, bigger], base, bigger, lambda *a: score(*a), users)[1]["usage"]["picked"] == 1
 
 
 def _export(path: Path, n: int) -> None:
