@@ -173,10 +173,13 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
     finished = [t for t in trials if t.values]
     shippable = finished if decides or not any(writers) else synthetic_shippable(finished, baseline, comp.space)
     top = leading(shippable, baseline, TOP if comp.space.objective.retrieval_only else 1)
+    if not top and shippable is not finished:  # the rule is applied: nothing a synthetic set may ship was tried
+        return baseline, {"applied": True, "held_out": len(held), "search_best": best.number, "chosen": None,
+                          "candidates": [], "why": "the baseline ships: no finished trial differs from it only in "
+                          f"{', '.join(comp.space.synthetic_ships or [])} (the space's synthetic_ships: what "
+                          "synthetic questions alone may change)"}
     if not top:
-        return baseline, {"applied": False, "why": "every finished trial is the baseline's program" if
-                          shippable is finished else "no finished trial differs from the baseline only in "
-                          f"{', '.join(comp.space.synthetic_ships or [])}, what synthetic questions may change"}
+        return baseline, {"applied": False, "why": "every finished trial is the baseline's program"}
     pool = leading(finished, baseline, POOL) if decides else top
     asked, n = [*held, *usage], len(held)
     _, base = score(comp, comp.program(tidy_params(baseline.params)), asked, "held out, baseline")

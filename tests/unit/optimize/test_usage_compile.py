@@ -220,7 +220,8 @@ def test_on_synthetic_questions_only_the_spaces_shippable_parameters_may_change(
     base = SimpleNamespace(number=0, values=[0.5], params={"alpha": 0.5, "window": 0})
     bigger = SimpleNamespace(number=1, values=[0.9], params={"alpha": 0.5, "window": 1, "lift": 1})
     chosen, why = select(comp, [base, bigger], base, bigger, score)
-    assert chosen is base and "differs from the baseline only in alpha, fusion" in why["why"], why
+    assert chosen is base and "no finished trial differs from it only in alpha, fusion" in why["why"], why
+    assert why["applied"] and why["chosen"] is None and why["held_out"] == 60
     comp.space.synthetic_ships = None  # a space that names none: any parameter, as before
     assert select(comp, [base, bigger], base, bigger, score)[0] is bigger
     comp.space.synthetic_ships = ["alpha", "fusion", "lift"]
