@@ -199,3 +199,51 @@ def asked_plain_and_streamed(app, question: str) -> tuple[dict, str, str]:
         streamed = c.post("/v1/ask", json={"question": question + " ", "stream": True}).text
         metrics = c.get("/metrics").text
     return answer, streamed, metrics
+
+
+@pytest.fixture
+def serve_process(tmp_path, minilm):
+    """``start(**settings)``: `declrag.serve.serve` in a process of its own, over a real store of two small files
+    (the default program), on a free port; returns ``(process, base URL)`` once /readyz answers 200. Killed at the
+    end if still running."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from declrag.api import index
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "italy.txt").write_text("Rome is the capital of Italy. The Colosseum is an amphitheatre in Rome.")
+    (docs / "france.txt").write_text("Paris is the capital of France. The Eiffel Tower stands in Paris.")
+    index([docs], store=tmp_path / "store", progress=False, embedder=minilm)
+    procs: list[subprocess.Popen] = []
+
+    def start(extra: str = "", settings: str = "") -> tuple[subprocess.Popen, str]:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        code = ("from declrag.serve import ServeSettings, serve; from declrag.usage import RecordSettings; "
+                f"serve(store={str(tmp_path / 'store')!r}{extra}, settings=ServeSettings(port={port}{settings}), "
+                "log_level='warning')")
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        procs.append(proc)
+        base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "never ready"
+            try:
+                if httpx.get(base + "/readyz", timeout=5).status_code == 200:
+                    return proc, base
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()

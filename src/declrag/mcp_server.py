@@ -33,7 +33,7 @@ from .http_server import Server, bearer_ok
 from .inputs import Turn, user_text
 from .payloads import Citation, PublicPaths, SearchHit
 from .pipeline.program import RAGProgram
-from .pipeline.selection import select_program
+from .pipeline.selection import ProgramChoice, select_program
 from .serve import record_beside
 from .stores.base import FILTER_FIELDS, Filter
 from .usage import Recorder, RecordSettings, row_of
@@ -224,7 +224,11 @@ def load_program(target: str | Path | None = None, *, config: str | Path | None 
                  say: Callable[[str], None] = print) -> tuple[str, str, RAGProgram]:
     """``(name, what, program)``: the program chosen as `declrag serve` chooses it, loaded and warmed up, or a
     one-line `DeclragError` when it cannot be. ``say`` gets how it answers (`answers_line`) and when it is ready."""
-    choice = select_program(target, config, store, model, answer_mode=answer_mode)
+    return load_choice(select_program(target, config, store, model, answer_mode=answer_mode), say)
+
+
+def load_choice(choice: ProgramChoice, say: Callable[[str], None] = print) -> tuple[str, str, RAGProgram]:
+    """`load_program` for a program already chosen (`select_program`)."""
     name, what, loader = choice.name, choice.what, choice.load
     t0 = time.perf_counter()
     try:
@@ -295,8 +299,7 @@ def run(target: str | Path | None = None, *, config: str | Path | None = None, s
         choice = select_program(target, config, store, model, answer_mode=answer_mode)
         if record is not None and record.target is None:
             record = record.model_copy(update={"target": str(record_beside(choice.run, store))})
-        name, what, program = load_program(target, config=config, store=store, model=model, answer_mode=answer_mode,
-                                           say=say)
+        name, what, program = load_choice(choice, say)
         recorder = Recorder(record) if record is not None else None
         server = build_server(program, name, limits, source_base, recorder)
     say(said(record))

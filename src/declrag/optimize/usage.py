@@ -102,6 +102,8 @@ def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
     synthetic set may hold as a copy with sentences taken out; the served program answered over the documents with
     them put back, `Document.original`, so its spans are moved onto the copy)."""
     by_id = named(documents)
+    texts = {d.id: d.text for d in documents}  # where a correction is looked for
+    served = {d.id: len(d.original().text) for d in documents}  # the text the served program answered over
     out = UsageQuestions(str(source))
     counts = dict.fromkeys(("questions", "helpful", "not_helpful", "unrated", "stale"), 0)
     for row in rows_of(source):
@@ -111,7 +113,7 @@ def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
         counts[rating if rating in ("helpful", "not_helpful") else "unrated"] += 1
         if rating is None:
             continue
-        spans = _spans(row, by_id)
+        spans = _spans(row, by_id, texts, served)
         if spans is None:
             counts["stale"] += 1
             continue
@@ -144,13 +146,14 @@ def named(documents: list) -> dict[str, Any]:
     return {**out, **{d.id: d for d in documents}}
 
 
-def _spans(row: dict[str, Any], docs: dict[str, Any]) -> tuple[GoldSpan, ...] | None:
+def _spans(row: dict[str, Any], docs: dict[str, Any], texts: dict[str, str], served: dict[str, int]
+           ) -> tuple[GoldSpan, ...] | None:
     """A rated row's gold spans in this corpus: its own (helpful), else its correction's occurrences; () when it
     has none; None when a span it names is not in this corpus (stale), or lies wholly in text the set took out."""
     spans = []
     for s in row.get("spans") or ():
         doc, start, end = docs.get(str(s["doc"])), int(s["start"]), int(s["end"])
-        if doc is None or not 0 <= start < end <= len(doc.original().text):
+        if doc is None or not 0 <= start < end <= served[doc.id]:
             return None
         start, end = on_copy(doc, start), on_copy(doc, end)
         if start >= end:
@@ -158,7 +161,6 @@ def _spans(row: dict[str, Any], docs: dict[str, Any]) -> tuple[GoldSpan, ...] | 
         spans.append(GoldSpan(doc.id, start, end))
     if spans:
         return tuple(spans)
-    texts = {d.id: d.text for d in docs.values()}
     return GoldSpan.occurrences(list(row.get("answers") or ()), texts) if row.get("answers") else ()
 
 

@@ -751,39 +751,15 @@ def test_web_page_with_an_api_key_in_a_real_browser(prog):
 
 # ------------------------------------------------------------------- the real thing, as `declrag serve` runs it
 @pytest.mark.slow
-def test_serve_runs_the_default_program_and_drains_on_sigterm(tmp_path, minilm):
+def test_serve_runs_the_default_program_and_drains_on_sigterm(serve_process):
     """`serve()` in its own process: the default program over a real store on the real local model; it prints
     what it serves, /readyz flips, and SIGTERM lets the question in flight finish before the process exits."""
     import signal
-    import subprocess
-    import sys
 
-    from declrag.api import index
-
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "italy.txt").write_text("Rome is the capital of Italy. The Colosseum is an amphitheatre in Rome.")
-    (docs / "france.txt").write_text("Paris is the capital of France. The Eiffel Tower stands in Paris.")
-    index([docs], store=tmp_path / "store", progress=False, embedder=minilm)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    code = ("from declrag.serve import ServeSettings, serve; "  # the local model named: it writes the answers
-            f"serve(store={str(tmp_path / 'store')!r}, model='local/smollm2', settings=ServeSettings(port={port}), "
-            "log_level='warning')")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
+    proc, base = serve_process(", model='local/smollm2'")  # the local model named: it writes the answers
+    port = base.rsplit(":", 1)[1]
     try:
         deadline = time.monotonic() + 300
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "never ready"
-            try:
-                if httpx.get(base + "/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
         results: list = []
         t = threading.Thread(target=lambda: results.append(
             httpx.post(base + "/v1/ask", json={"question": "What is the capital of Italy?"}, timeout=300)))

@@ -194,46 +194,19 @@ def test_serve_records_by_default_in_the_run_folder_else_beside_the_local_store(
     assert record_beside(None, None) == Path(os.environ["DECLRAG_STORE"] + ".usage.sqlite3")  # the default store
 
 
-def test_a_server_killed_with_sigkill_loses_at_most_its_last_second_of_records(tmp_path, minilm):
+def test_a_server_killed_with_sigkill_loses_at_most_its_last_second_of_records(tmp_path, serve_process):
     """A real `declrag serve` process asked questions that never repeat, then SIGKILLed while they go on: the usage
     store opens afterwards, and every answer given more than a flush period (`FLUSH_S`, with room for a busy machine)
     before the kill is in it."""
     import signal
-    import socket
-    import subprocess
-    import sys
     import threading
 
     import httpx
 
-    from declrag.api import index
-
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "italy.txt").write_text("Rome is the capital of Italy. The Colosseum is an amphitheatre in Rome.")
-    (docs / "france.txt").write_text("Paris is the capital of France. The Eiffel Tower stands in Paris.")
-    index([docs], store=tmp_path / "store", progress=False, embedder=minilm)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     db = tmp_path / "usage.sqlite3"
-    code = ("from declrag.serve import ServeSettings, serve; from declrag.usage import RecordSettings; "
-            f"serve(store={str(tmp_path / 'store')!r}, settings=ServeSettings(port={port}, "
-            f"record=RecordSettings(target={str(db)!r})), log_level='warning')")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base, answered, stop = f"http://127.0.0.1:{port}", [], threading.Event()
+    proc, base = serve_process(settings=f", record=RecordSettings(target={str(db)!r})")
+    answered, stop = [], threading.Event()
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "never ready"
-            try:
-                if httpx.get(base + "/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
-
         def ask() -> None:
             with httpx.Client(base_url=base, timeout=30) as c:
                 for i in range(10_000):
