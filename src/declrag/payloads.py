@@ -58,16 +58,22 @@ class Citation(BaseModel):
     quotes: list[tuple[int, int]] = Field(default_factory=list, description=(
         "the exact character spans, in the document, of the words the answer took from this passage (the "
         "extractive and verified generate modes)"))
+    nearest: bool = Field(False, description=(
+        "true: the answer is an abstention and this is one of the passages nearest to the question, cited for the "
+        "reader to check (the answer takes nothing from it)"))
 
     @staticmethod
-    def payload(n: int, hit: Hit, attributed: bool, quotes: list[tuple[int, int, int]]) -> dict[str, Any]:
+    def payload(n: int, hit: Hit, attributed: bool, quotes: list[tuple[int, int, int]],
+                nearest: bool = False) -> dict[str, Any]:
         """Passage ``n`` as the answer cites it; ``quotes``: (passage, start, end) of the words the answer took
         from its passages, offsets in the passage's text (only passage ``n``'s are kept, moved into its
-        document); ``quotes`` is left out when there are none."""
+        document); ``quotes`` is left out when there are none, ``nearest`` unless true."""
         out = {"n": n, **_passage(hit), "snippet": " ".join(hit.text.split())[:300],
                "score": round(float(hit.score), 6), "attributed": attributed}
         if mine := [[hit.start + a, hit.start + b] for p, a, b in quotes if p == n]:
             out["quotes"] = mine
+        if nearest:
+            out["nearest"] = True
         return out
 
 

@@ -7,6 +7,7 @@ import re
 import string
 import unicodedata
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -168,7 +169,7 @@ def details(answer: str) -> list[Detail]:
     return list(unique.values())
 
 
-def detail_supported(d: Detail, context: str, context_numbers: set[str], context_norm: str) -> bool:
+def detail_supported(d: Detail, context: str, context_numbers: AbstractSet[str], context_norm: str) -> bool:
     """A detail occurs in the context: numbers by value; names and quotes as a normalised phrase, or (for a
     multi-word name) every one of its words present; a leading "the" is optional."""
     if d.kind == "number":

@@ -108,7 +108,7 @@ def ask(
         out.print(answer.reason[0].upper() + answer.reason[1:] + ".", markup=False, highlight=False)
     for c in answer.citations:
         where_ = (c["title"] or Path(c["source"]).name) + (f" p.{c['page']}" if c["page"] else "")
-        tag = " (attributed)" if c["attributed"] else ""
+        tag = " (attributed)" if c["attributed"] else " (nearest, for you to check)" if c.get("nearest") else ""
         quoted = " quotes " + ", ".join(f"{a}-{b}" for a, b in c["quotes"]) if c.get("quotes") else ""
         out.print(f"  [{c['n']}] {where_} {c['span'][0]}-{c['span'][1]}{tag}{quoted}: {c['snippet'][:160]}",
                   markup=False, highlight=False)

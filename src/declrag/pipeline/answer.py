@@ -6,6 +6,7 @@ what the generator hands the judge and the program.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,7 +19,7 @@ from ..ingest.headers import identity, shown_header
 from ..lm import override_lm
 from ..types import Hit
 from .echo import Prompt
-from .extract import Extract, Piece, check, extract, shown
+from .extract import Extract, Piece, check, extract, shown, whole
 from .modules import _stage, embedding_time
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
 from .signatures import SignatureSpec
@@ -57,6 +58,8 @@ class Generator(dspy.Module):
         self.strict = Stage("generate", spec, "strict" if "strict" in spec.variants else cfg.variant, lm,
                             abstain=cfg.abstain_phrase)
         self.embedder: Embedder | None = None
+        # the store's `document_texts` (set by RAGProgram): a passage's whole document, for the detail rule
+        self.document_texts: Callable[[Sequence[str]], dict[str, str]] | None = None
         self.knn_pool: list[dict[str, str]] = []
         self.knn_k = 0
         self._knn_vecs: np.ndarray | None = None
@@ -190,9 +193,15 @@ class Generator(dspy.Module):
                     "rank_weight": e.rank_weight, "order": e.order, "max_piece_chars": e.max_piece_chars,
                     "require_details": e.require_details, "embed_at_most": e.embed_at_most,
                     "type_weight": e.type_weight, **over}
+        texts = self.document_texts
+
+        def document(n: int) -> str:  # passage n's whole document ('' when the store cannot give it)
+            doc = passages[n - 1].doc_id
+            return texts([doc]).get(doc, "") if texts is not None else ""
+
         return extract(question, self._texts(passages), self._embed, self._query_vector(question, conversation),
                        identities=[identity(h.chunk.title, h.chunk.section, h.chunk.source) for h in passages],
-                       **settings)
+                       documents=document, **settings)
 
     def _extractive(self, question: str, passages: list[Hit], conversation: str | None) -> Draft:
         """The answer in the passages' own words; streamed (as one piece) through the LM's path when a stream
@@ -201,10 +210,29 @@ class Generator(dspy.Module):
         checked = {"mode": "extractive", "best_score": got.best, **({"reason": got.reason} if got.reason else {})}
         if not got.pieces:
             return Draft(self.cfg.abstain_phrase, True, [], checked=checked, reason=got.reason)
+        got.pieces = self._whole(got.pieces, passages)
         text = got.text()
         _send_answer(text)
         used = list(dict.fromkeys(p.n for p in got.pieces))
         return Draft(text, False, used, raw=text, quotes=[(p.n, p.start, p.end) for p in got.pieces], checked=checked)
+
+    def _whole(self, pieces: list[Piece], passages: list[Hit]) -> list[Piece]:
+        """``pieces`` with each one that its passage's first or last characters cut widened to its whole sentences,
+        from the document (`extract.whole`; the quote's span may run past the passage, its offsets stay exact); two
+        that become one sentence are quoted once."""
+        out: list[Piece] = []
+        for p in pieces:
+            h = passages[p.n - 1]
+            text = h.text[: self.cfg.max_passage_chars]
+            inside = len(text) - len(text.lstrip()) < p.start and p.end < len(text.rstrip().rstrip(",;:-–—"))
+            doc = None if inside or self.document_texts is None else self.document_texts([h.doc_id]).get(h.doc_id)
+            if doc is not None and doc[h.start: h.start + len(text)] == text:
+                a, b = whole(doc, h.start + p.start, h.start + p.end)
+                p = replace(p, start=a - h.start, end=b - h.start, text=doc[a:b])
+            if any(q.n == p.n and q.start < p.end and p.start < q.end for q in out):
+                continue
+            out.append(p)
+        return out
 
     def _verified(self, draft: Draft, spare: list[Piece], passages: list[Hit]) -> Draft:
         """``draft`` with each sentence checked against its passages (`extract.check`): a supported one kept

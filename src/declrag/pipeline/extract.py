@@ -5,8 +5,12 @@
   question asks for (a date for "when", a number for "how many", a name for "who", "where", "which X": see
   `answer_kind`) and the question does not already hold scores ``type_weight`` more. It is the abstention when none
   clears ``min_score``, or when the question names a detail (a name or a number) that neither the passage of the
-  best sentence nor its document's identity (title, section, file name) mentions (the question is then about
-  something else, a frequent way of being unanswerable).
+  best sentence, nor its document's identity (title, section, file name), nor its whole document mentions (the
+  question is then about something else, a frequent way of being unanswerable). A name the document holds anywhere
+  counts: its title page, author line, running headers and footers (people name a report by its author,
+  institution or year, which the answering chunk seldom repeats). When the best sentence's document lacks a name
+  that another passage's document holds, the answer comes from the passages that hold everything the question
+  names.
 - `check`: the ``verified`` mode's check of an LM's answer, sentence by sentence, and the grounding metrics' rule: a
   sentence is supported when most of its content words occur in one passage, or when it is close in meaning to one
   passage sentence and shares a good part of its words with it; and never when it holds a name, number or date
@@ -17,8 +21,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 from rapidfuzz.distance import Levenshtein
@@ -32,6 +37,8 @@ from .postprocess import content_words, support
 LEXICAL = 0.6  # share of a sentence's content words that must occur in one passage
 SEMANTIC = 0.75  # or: cosine to a passage sentence ...
 SEMANTIC_LEXICAL = 0.55  # ... with at least this share of words in common
+
+DOCUMENTS_KNOWN = 32  # whole documents whose names and numbers are kept, found once (an LRU: docs/guides/serve.md)
 
 Embed = Callable[[list[str]], np.ndarray]  # texts -> L2-normalised rows
 _CLAUSE = re.compile(r"(?<=[;:,)\]])\s+|\s+(?=\()|\s+[-–—]\s+")
@@ -135,15 +142,41 @@ def _overlap(question: set[str], piece: str, identity: set[str] | frozenset[str]
     return len(question & (content_words(piece) | identity)) / len(question) if question else 0.0
 
 
-def missing_details(question: str, context: str) -> list[str]:
-    """The names and numbers of ``question`` that ``context`` never mentions. Not counted: its first word; a count
-    it spells out ("the other three concepts": a passage lists them without saying how many); a name each of whose
-    words ``context`` has, or nearly (`_near`: Milan / Milano, Japanese / Japan, San Franciscio / San Francisco)."""
+@dataclass(frozen=True)
+class Known:
+    """What a whole document mentions, for the detail rule: its numbers, its text normalised (`norm_phrase`) and
+    that text's words."""
+
+    nums: frozenset[str]
+    norm: str
+    words: frozenset[str]
+
+    def has(self, d: Detail) -> bool:
+        return detail_supported(d, "", self.nums, self.norm)
+
+
+@lru_cache(maxsize=DOCUMENTS_KNOWN)
+def known(document: str) -> Known:
+    """`Known` of a document's text, found once per document (the last `DOCUMENTS_KNOWN` kept)."""
+    norm = norm_phrase(document)
+    return Known(frozenset(numbers(document)), norm, frozenset(norm.split()))
+
+
+def missing_details(question: str, context: str, document: str = "") -> list[str]:
+    """The names and numbers of ``question`` that ``context`` never mentions, nor ``document`` (the passage's whole
+    document, when given: a name on its title page or in a running header counts). Not counted: its first word; a
+    count it spells out ("the other three concepts": a passage lists them without saying how many); a name each of
+    whose words ``context`` (or ``document``) has, or nearly (`_near`: Milan / Milano, Japanese / Japan,
+    San Franciscio / San Francisco)."""
     first = question.strip().split()[:1]
     gone = unsupported(question, context)
+    whole = known(document) if gone and document.strip() else None
+    if whole is not None:
+        gone = [d for d in gone if not whole.has(d)]
     words = set(norm_phrase(context).split()) if any(d.kind == "name" for d in gone) else set()
     return [d.text for d in gone
-            if not (d.kind == "name" and (first and d.text == first[0] or _near(d.key, words)))
+            if not (d.kind == "name" and (first and d.text == first[0] or _near(d.key, words)
+                                          or (whole is not None and _near(d.key, whole.words))))
             and not (d.kind == "number" and _spelled(d.key, question))]
 
 
@@ -155,7 +188,7 @@ def _spelled(value: str, question: str) -> bool:
     return value in _SMALL and not re.search(rf"(?<![\w.,]){value}(?![\w]|[.,]\d)", question)
 
 
-def _near(key: str, words: set[str]) -> bool:
+def _near(key: str, words: AbstractSet[str]) -> bool:
     """Every word of a name (normalised; its of, the, and, de aside) is in ``words``, or is a word of 5 letters or
     more that one of ``words`` nearly is: the same but for its ending (its first 5 letters or more shared, all but
     the last of the shorter word's: Milan / Milano, Japan / Japanese, Buddhism / Buddhist), or a misspelling of it
@@ -247,13 +280,16 @@ def _of(identities: Sequence[str], n: int) -> str:
 def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: np.ndarray, *, max_sentences: int = 2,
             min_score: float = 0.45, lexical_weight: float = 0.3, rank_weight: float = 0.02, order: str = "passage",
             max_piece_chars: int = 300, require_details: bool = True, embed_at_most: int = 8,
-            type_weight: float = 0.0, identities: Sequence[str] = ()) -> Extract:
+            type_weight: float = 0.0, identities: Sequence[str] = (),
+            documents: Callable[[int], str] | None = None) -> Extract:
     """The extractive answer to ``question`` from ``passages`` (ranked, best first). ``query_vector``: the
     question's embedding (a conversation's turns mixed in, see `answer.Generator`); ``embed`` embeds the
     candidates (the ``embed_at_most`` of `shortlist`). Score = (1 - lexical_weight) * cosine + lexical_weight *
     word overlap - rank_weight * (rank - 1) + type_weight if it holds what the question asks for (`holds_kind`): a
     sentence holding what is asked needs that much less likeness to the question to answer it.
-    ``identities``: each passage's document identity (`declrag.ingest.headers.identity`), read by the detail rule."""
+    ``identities``: each passage's document identity (`declrag.ingest.headers.identity`), and ``documents``: passage
+    n's whole document text ('' when unknown), both read by the detail rule, the document only when a detail is
+    missing from the passage (a store call)."""
     kind = answer_kind(question) if type_weight else None
     every = candidates(passages, max_piece_chars)
     asked = {d.key for d in details(question)} if kind else set()
@@ -274,13 +310,53 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     best = ranked[0]
     if best.score < min_score:
         return Extract([], f"no sentence scores {min_score} or more (best {best.score:.3f})", best.score)
-    known = _of(identities, best.n)
-    if require_details and (gone := missing_details(question, f"{passages[best.n - 1]}\n{known}")):
-        return Extract([], f"the passages never mention {', '.join(gone[:3])}", best.score)
-    chosen = [p for p in ranked if p.score >= min_score][:max_sentences]
+    chosen = [p for p in ranked if p.score >= min_score]
+    if require_details:
+        lacks = _lacking(question, passages, identities, documents)
+        if gone := lacks(best.n):
+            chosen = [p for p in chosen if not lacks(p.n)]
+            if not chosen:  # no passage that answers holds (nor does its document) what the question names
+                return Extract([], f"the passages never mention {', '.join(gone[:3])}", best.score)
+        else:
+            chosen = [p for p in chosen if p.n == best.n or not lacks(p.n)]
+    chosen = chosen[:max_sentences]
     if order == "passage":
         chosen.sort(key=lambda p: (p.n, p.start))
     return Extract(chosen, best=best.score)
+
+
+WHOLE_AT_MOST = 1000  # characters of a sentence that a quote cut by its passage's edge is widened to
+
+
+def whole(document: str, start: int, end: int, limit: int = WHOLE_AT_MOST) -> tuple[int, int]:
+    """``[start, end)`` of ``document`` (a quote that its passage's edge cut) widened to the whole sentences it is
+    part of (`sentence_spans` of the document), when they are at most ``limit`` characters longer; else as it was."""
+    lo, hi = max(0, start - limit), min(len(document), end + limit)
+    sents = [(a, b) for a, b in sentence_spans(document, lo, hi) if b > start and a < end]
+    if not sents:
+        return start, end
+    a, b = sents[0][0], sents[-1][1]
+    # the window's edge is not a sentence's: a sentence that reaches it is too long to take whole
+    a = start if a < start and lo > 0 and not document[lo:a].strip() else min(a, start)
+    b = end if b > end and hi < len(document) and not document[b:hi].strip() else max(b, end)
+    return a, b
+
+
+def _lacking(question: str, passages: Sequence[str], identities: Sequence[str],
+             documents: Callable[[int], str] | None) -> Callable[[int], list[str]]:
+    """For passage n, the details of ``question`` that neither it, its identity, nor its whole document mention
+    (`missing_details`), found once a passage."""
+    memo: dict[int, list[str]] = {}
+
+    def lacks(n: int) -> list[str]:
+        if n not in memo:
+            here = f"{passages[n - 1]}\n{_of(identities, n)}"
+            memo[n] = missing_details(question, here)
+            if memo[n] and documents is not None:
+                memo[n] = missing_details(question, here, documents(n))
+        return memo[n]
+
+    return lacks
 
 
 # ------------------------------------------------------------------------------------------------ checking

@@ -52,6 +52,7 @@ from .searching import merge_overlaps
 from .signatures import SignatureSpec, spec
 
 log = logging.getLogger(__name__)
+NEAREST_CITED = 3  # an abstention cites the passages nearest to the question, at most this many
 NEEDED_SPECS = ("generate", "rewrite", "multi_query", "hyde", "decompose", "step_back", "rerank", "judge", "condense")
 
 
@@ -61,7 +62,8 @@ class Answer(dspy.Prediction):
     stage), ``queries``, ``stages``, ``dropped_sentences`` (the verified mode's unsupported sentences),
     ``checked`` (what the deterministic modes did, and why), ``caught`` (None, or the LM's output was an echo of
     the prompt or a copy of the passages: ``kind``, ``why`` and what replaced it, ``replaced_by``) and ``reason``
-    (an abstention's, for people: "the passages never mention X"; None for an answer)."""
+    (an abstention's, for people: "the passages never mention X"; None for an answer). An abstention cites the
+    `NEAREST_CITED` passages nearest to the question (``nearest``: true), for the reader to check."""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: self[k] for k in ("answer", "abstained", "citations", "judge", "usage", "latency_ms",
@@ -103,6 +105,7 @@ class RAGProgram(dspy.Module):
         self.rerank = Reranker(c.rerank, c.stage_lm("rerank"), self.specs)
         self.generate = Generator(c.generate, c.stage_lm("generate"), self.specs)
         self.generate.embedder = self.embedder
+        self.generate.document_texts = self.store.document_texts
         self.judge = SelfJudge(c.judge, c.stage_lm("judge"), self.specs)
 
     # -- running ------------------------------------------------------------------------------------------
@@ -183,6 +186,9 @@ class RAGProgram(dspy.Module):
         ms["total"] = _since(t_all)
         cites = [Citation.payload(n, passages[n - 1], False, draft.quotes) for n in draft.used] + \
                 [Citation.payload(n, passages[n - 1], True, draft.quotes) for n in draft.attributed]
+        if draft.abstained:  # the passages nearest to the question, for the reader to check
+            cites = [Citation.payload(n, passages[n - 1], False, [], nearest=True)
+                     for n in range(1, min(NEAREST_CITED, len(passages)) + 1)]
         checked = draft.checked or {"mode": mode}
         return Answer(
             question=question, answer=draft.text, abstained=draft.abstained, citations=cites,

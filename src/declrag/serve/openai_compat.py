@@ -94,10 +94,17 @@ def _ids(answer_id: str) -> tuple[str, int]:
     return f"chatcmpl-{answer_id}", int(time.time())
 
 
+def content(payload: dict[str, Any]) -> str:
+    """What a chat client shows: the answer, and an abstention's reason after it ("I don't know. The passages
+    never mention TU Wien."), so that a person who sees why can ask again another way."""
+    why = payload.get("reason") if payload.get("abstained") else None
+    return f"{payload['answer']} {why[0].upper()}{why[1:]}." if why else payload["answer"]
+
+
 def completion(payload: dict[str, Any], model: str) -> dict[str, Any]:
     cid, created = _ids(payload["id"])
     return {"id": cid, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": payload["answer"]},
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content(payload)},
                          "finish_reason": "stop", "logprobs": None}],
             "usage": usage(payload), "citations": payload["citations"]}
 
@@ -106,7 +113,8 @@ async def stream(events: AsyncIterator[tuple[str, Any]], model: str, answer_id: 
     """Server-sent events from the server's answer events (``("delta", text)`` as the LM generates it,
     ``("done", (payload, replaced))``, or ``("error", ApiError)``): a role chunk, a content chunk per delta, a
     final chunk with ``finish_reason``, ``usage``, ``citations`` and the final ``answer`` with ``replaced``,
-    then ``data: [DONE]``. An error once chunks have begun is a last ``data: {"error": {...}}``, as OpenAI's."""
+    then ``data: [DONE]``; an abstention's reason follows its text (`content`). An error once chunks have begun is a
+    last ``data: {"error": {...}}``, as OpenAI's."""
     cid, created = _ids(answer_id)
 
     def chunk(delta: dict, finish: str | None = None, **extra: Any) -> str:
@@ -120,7 +128,10 @@ async def stream(events: AsyncIterator[tuple[str, Any]], model: str, answer_id: 
             yield chunk({"content": value})
         elif kind == "done":
             payload, replaced = value
-            yield chunk({}, "stop", usage=usage(payload), citations=payload["citations"], answer=payload["answer"],
+            shown = content(payload)
+            if not replaced and shown != payload["answer"]:  # an abstention's reason, after what was streamed
+                yield chunk({"content": shown[len(payload["answer"]):]})
+            yield chunk({}, "stop", usage=usage(payload), citations=payload["citations"], answer=shown,
                         replaced=replaced)
             yield "data: [DONE]\n\n"
         else:

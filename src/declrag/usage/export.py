@@ -59,8 +59,9 @@ def _labels(row: dict[str, Any], r: dict[str, Any], fb: dict[str, Any]) -> None:
     row["metadata"].pop("negatives", None)
     row["metadata"]["rating"] = "helpful" if fb["helpful"] else "not_helpful"
     cites = r["citations"]
-    if fb["helpful"]:
-        chosen = [c for c in cites if c["n"] == fb["citation"]] if fb["citation"] is not None else cites
+    if fb["helpful"]:  # an abstention's nearest passages are gold only when the rating names one
+        chosen = [c for c in cites if c["n"] == fb["citation"]] if fb["citation"] is not None else \
+            [c for c in cites if not c.get("nearest")]
         if chosen:
             row["spans"] = [{"doc": c["doc_id"], "start": c["span"][0], "end": c["span"][1]} for c in chosen]
             row["gold"] = {c["doc_id"]: 1 for c in chosen}

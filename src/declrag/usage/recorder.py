@@ -35,7 +35,8 @@ def row_of(payload: dict[str, Any], passages: Sequence[Any], *, route: str, prog
         "question": question, "filter": where, "history": [{"role": t.role, "content": t.content} for t in history],
         "passages": [{"chunk_id": h.chunk.id, "doc_id": h.chunk.doc_id, "span": [h.start, h.end],
                       "score": round(float(h.score), 6)} for h in passages],
-        "citations": [{"n": c["n"], "chunk_id": c["chunk_id"], "doc_id": c["doc_id"], "span": list(c["span"])}
+        "citations": [{"n": c["n"], "chunk_id": c["chunk_id"], "doc_id": c["doc_id"], "span": list(c["span"]),
+                       **({"nearest": True} if c.get("nearest") else {})}
                       for c in payload.get("citations", [])],
         "answer": None if searched else payload["answer"], "abstained": None if searched else payload["abstained"],
         "reason": None if searched else payload.get("reason"),

@@ -390,8 +390,9 @@ def test_streamed_text_and_final_answer_follow_post_processing(prog, raw, final,
     assert last["answer"] == plain["answer"] == final and last["replaced"] is replaced
     assert last["abstained"] == plain["abstained"] and last["citations"] == plain["citations"]
     assert (streamed == final) is not replaced and len(events) > 3
-    assert chunks[-1]["answer"] == final and chunks[-1]["replaced"] is replaced
-    assert "".join(contents(chunks)) == streamed
+    said = final if not plain["abstained"] else "I don't know. The LM found no answer in the passages."
+    assert chunks[-1]["answer"] == said and chunks[-1]["replaced"] is replaced  # an abstention says why
+    assert "".join(contents(chunks)) == (streamed if replaced else said)
 
 
 def test_a_cached_answer_streams_as_one_chunk(prog):
@@ -698,6 +699,23 @@ def test_web_page_in_a_real_browser(prog):
         gate.set()
         check_answer_and_passage(page)
     assert lm.gate_opened is True
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+def test_web_page_says_why_it_abstained_and_links_the_nearest_passages(prog):
+    with real_server(app_for(prog, lm=StreamingLM("The passages do not say, sorry."), name="demo")) as (base, _), \
+            browser_page() as page:
+        page.goto(base + "/")
+        page.wait_for_selector("#serving:has-text('demo')", timeout=15000)
+        page.fill("#question", Q)
+        page.click("#ask")
+        page.wait_for_selector("#answer .nearest .cite", timeout=15000)
+        shown = page.inner_text("#answer")
+        assert "The LM found no answer in the passages." in shown and "Nearest passages, for you to check" in shown
+        page.click("#answer .nearest .cite[data-n='1']")
+        page.wait_for_selector("#passage", state="visible", timeout=5000)
+        assert page.inner_text("#passage-text") == "Rome is the capital of Italy."
+        assert "nearest to the question" in page.inner_text("#passage-where")
 
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")

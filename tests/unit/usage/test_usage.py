@@ -103,6 +103,21 @@ def test_usage_makes_a_golden_set_with_what_the_ratings_say():
     assert rows["Where is Milan?"]["metadata"]["unrated"] is True
 
 
+def test_an_abstentions_nearest_passages_are_gold_only_when_the_rating_names_one():
+    near = [{**c, "nearest": True} for c in row(0)["citations"]]
+    recs = [{**row(0, question="q0"), "answer": "I don't know.", "abstained": True, "citations": near},
+            {**row(1, question="q1"), "answer": "I don't know.", "abstained": True, "citations": near}]
+    recs[0]["feedback"] = {"helpful": True, "citation": None, "correction": None}
+    recs[1]["feedback"] = {"helpful": True, "citation": 2, "correction": None}  # "passage 2 answered it"
+    rows = {r["question"]: r for r in golden_rows(recs)}
+    assert "gold" not in rows["q0"] and rows["q0"]["metadata"]["rating"] == "helpful"
+    assert rows["q1"]["gold"] == {"d2": 1} and rows["q1"]["spans"] == [{"doc": "d2", "start": 10, "end": 50}]
+    payload = {"id": "a9", "answer": "I don't know.", "abstained": True, "citations": near}
+    kept = recorder_module.row_of(payload, [], route="/v1/ask", program="demo", version="v1", question="q",
+                                  where=None, history=())
+    assert [c.get("nearest") for c in kept["citations"]] == [True, True]  # what the export reads
+
+
 # -- declrag serve ------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def prog(tmp_path_factory):

@@ -1,0 +1,151 @@
+"""Answers that know which document the user means (`declrag.pipeline.extract`): a name the document holds anywhere
+(its title page, a running footer) counts for its passages; a name only another document holds refuses a passage;
+a quote cut by its chunk's edge is taken whole from the document; an abstention says why and cites the passages
+nearest to the question."""
+
+from __future__ import annotations
+
+import pytest
+from dspy.utils.dummies import DummyLM
+
+from declrag.config import ChunkerConfig, IngestConfig, ProgramConfig
+from declrag.ingest.chunkers import sentence_spans
+from declrag.ingest.indexer import Indexer
+from declrag.lm import using_lm
+from declrag.pipeline.adapters import PlainTextAdapter
+from declrag.pipeline.extract import extract, missing_details, whole
+from declrag.pipeline.program import NEAREST_CITED, RAGProgram
+from declrag.serve.openai_compat import content
+from declrag.stores import open_store
+from declrag.testing import HashEmbedder
+from declrag.types import Document
+
+WIEN = ("Evaluating retrieval for question answering\n\nBachelor thesis by Anna Berger\n\n"
+        + "The evaluation used the held-out split of the corpus. " * 3
+        + "\n\nThis thesis is available at the TU Wien library.\n\n"
+        + "The retriever returned five passages for each question. The answerer read them in rank order. " * 2
+        + "\n\nThis thesis is available at the TU Wien library.\n")
+TUM = ("Dense retrieval at scale\n\nMaster thesis by Jonas Keller\n\n"
+       + "The retriever returned ten passages for each question. Passages were cut at 512 tokens. " * 2
+       + "\n\nTechnische Universitaet Muenchen (TUM), 2021\n")
+
+
+def question_about(who: str) -> str:
+    return f"How many passages did the retriever return for each question in the {who} thesis?"
+
+
+# ------------------------------------------------------------------------------------------- the rule
+def test_a_name_the_document_holds_anywhere_counts_for_its_passages():
+    q = question_about("TU Wien")
+    passage = "The retriever returned five passages for each question."
+    assert missing_details(q, passage) == ["TU Wien"]
+    assert missing_details(q, passage, WIEN) == []  # its footer names it
+    assert missing_details(q, passage, TUM) == ["TU Wien"]  # another document's words do not
+
+
+def test_the_passage_of_the_document_the_question_names_answers(minilm):
+    q = question_about("TUM")
+    passages = ["The retriever returned five passages for each question.",  # the TU Wien thesis: best, wrong
+                "The retriever returned ten passages for each question."]  # the TUM thesis
+    docs = [WIEN, TUM]
+    qv = minilm.embed_query(q)
+    got = extract(q, passages, minilm.embed_documents, qv, min_score=0.0, documents=lambda n: docs[n - 1])
+    assert got.pieces and {p.n for p in got.pieces} == {2} and "ten" in got.text()
+    blind = extract(q, passages, minilm.embed_documents, qv, min_score=0.0)  # no document: no passage names TUM
+    assert blind.pieces == [] and "TUM" in blind.reason
+
+
+def test_a_document_the_corpus_does_not_hold_is_still_refused(minilm):
+    q = question_about("TU Graz")
+    passages = ["The retriever returned five passages for each question.",
+                "The retriever returned ten passages for each question."]
+    docs = [WIEN, TUM]
+    got = extract(q, passages, minilm.embed_documents, minilm.embed_query(q), min_score=0.0,
+                  documents=lambda n: docs[n - 1])
+    assert got.pieces == [] and got.reason == "the passages never mention TU Graz"
+
+
+def test_a_name_every_document_holds_does_not_decide(minilm):
+    footer = "\n\nCopyright Acme Research Labs.\n"
+    q = "How many passages did the retriever return for each question at Acme Research Labs?"
+    passages = ["The retriever returned five passages for each question.",
+                "The retriever returned ten passages for each question."]
+    docs = [WIEN + footer, TUM + footer]
+    qv = minilm.embed_query(q)
+    got = extract(q, passages, minilm.embed_documents, qv, min_score=0.0, max_sentences=2,
+                  documents=lambda n: docs[n - 1])
+    assert {p.n for p in got.pieces} == {1, 2}  # as if the name were not asked: both documents hold it
+
+
+def test_a_question_naming_two_documents_abstains_with_its_reason(minilm):
+    q = "How many passages did the retriever return in the TU Wien thesis and in the TUM thesis?"
+    passages = ["The retriever returned five passages for each question.",
+                "The retriever returned ten passages for each question."]
+    docs = [WIEN, TUM]
+    got = extract(q, passages, minilm.embed_documents, minilm.embed_query(q), min_score=0.0,
+                  documents=lambda n: docs[n - 1])
+    assert got.pieces == [] and "the passages never mention" in got.reason  # no one document holds both names
+
+
+# ------------------------------------------------------------------------------------------- whole sentences
+def test_a_quote_cut_by_its_passages_edge_is_widened_to_its_sentence():
+    doc = "Activation functions matter. The network uses ReLU in every hidden layer and a softmax at the end. Done."
+    cut = doc.index("in every")  # a chunk that begins mid-sentence
+    a, b = whole(doc, cut, doc.index(" Done."))
+    assert doc[a:b] == "The network uses ReLU in every hidden layer and a softmax at the end."
+    assert whole(doc, 0, 10, limit=30) == (0, 28)
+    assert whole(doc, 0, 10, limit=5) == (0, 10)  # its end lies past the limit: kept as it was
+    long = "x " * 800 + "end of a very long sentence. Next."
+    assert whole(long, 1000, 1010, limit=100) == (1000, 1010)  # a sentence longer than the limit: kept as it was
+    end = long.index(". Next") + 1
+    assert whole(long, end - 20, end - 10, limit=100) == (end - 20, end)  # its start too far, its end near
+
+
+@pytest.fixture(scope="module")
+def fixed_store(tmp_path_factory):
+    """A store of three documents cut into fixed 24-token chunks, which cut most sentences."""
+    folder = tmp_path_factory.mktemp("names")
+    store, meta = open_store(folder / "store", IngestConfig(chunker=ChunkerConfig(name="fixed", chunk_size=24,
+                                                                                  overlap=0)))
+    docs = [Document(id="wien", text=WIEN, source=str(folder / "wien.txt")),
+            Document(id="tum", text=TUM, source=str(folder / "tum.txt")),
+            Document(id="rome", source=str(folder / "rome.txt"),
+                     text="Rome is the capital of Italy and has been a centre of power for nearly three thousand "
+                          "years, its river the Tiber crossing the city from north to south. " * 4)]
+    Indexer(store, meta.ingest, HashEmbedder(), progress=False).index_documents(docs)
+    return store
+
+
+def ask(store, question: str, **extract_settings):
+    cfg = ProgramConfig.model_validate({"generate": {"mode": "extractive", "extract": extract_settings},
+                                        "retrieve": {"k": 4}})
+    prog = RAGProgram(cfg, store=store, embedder=HashEmbedder())
+    with using_lm(DummyLM([{"answer": "unused"}], adapter=PlainTextAdapter())):
+        return prog(question=question)
+
+
+@pytest.mark.parametrize("question", ["What is the capital of Italy?", "Which river crosses Rome?",
+                                      "How many passages did the retriever return?", "Where is the thesis?"])
+def test_no_extractive_answer_quotes_a_sentence_cut_by_a_chunk_boundary(fixed_store, question):
+    a = ask(fixed_store, question, min_score=0.0, require_details=False)
+    assert not a.abstained
+    texts = fixed_store.document_texts(["wien", "tum", "rome"])
+    for c in a.citations:
+        doc = texts[c["doc_id"]]
+        starts = {s for s, _ in sentence_spans(doc)}
+        ends = {e for _, e in sentence_spans(doc)}
+        for s, e in c["quotes"]:
+            assert s in starts and e in ends, (doc[s:e], c["span"])
+            assert doc[s:e] in a.answer
+
+
+def test_an_abstention_says_why_and_cites_the_nearest_passages(fixed_store):
+    a = ask(fixed_store, question_about("TU Graz"), min_score=0.0)
+    assert a.abstained and a.reason == "the passages never mention TU Graz"
+    assert 1 <= len(a.citations) <= NEAREST_CITED and all(c["nearest"] for c in a.citations)
+    assert [c["n"] for c in a.citations] == list(range(1, len(a.citations) + 1))
+    said = content({"answer": a.answer, "abstained": True, "reason": a.reason})
+    assert said == "I don't know. The passages never mention TU Graz."
+    answered = ask(fixed_store, question_about("TU Wien"), min_score=0.0)
+    assert not answered.abstained and not any(c.get("nearest") for c in answered.citations)
+    assert {c["doc_id"] for c in answered.citations} == {"wien"}
