@@ -258,6 +258,13 @@ class ExtractConfig(Strict):
     # 0.2: on 100 questions each, 0 / 0.05 / 0.1 / 0.2 kept SQuAD v2.0 and CMU QA within 0.02 of each other and
     # raised nq-long's reference-in-the-answer most at 0.2 (docs/benchmarks/answers.md)
     type_weight: float = Field(0.2, ge=0.0, le=1.0)
+    # the detail rule reads the passage's whole document too: a name or number there (its title page, author line,
+    # running headers and footers) counts, and a passage whose document lacks what another passage's document holds
+    # gives way to that one (people name a report by its author, institution or year, which the answering chunk
+    # seldom repeats)
+    document_names: bool = True
+    # a quote that its passage's first or last characters cut is widened to its whole sentence, from the document
+    whole_sentences: bool = True
 
 
 class GenerateConfig(Strict):

@@ -6,8 +6,10 @@ no headers, two sentences at most)
 and ``verified`` (the LM writes; each sentence is checked against its passages and an unsupported one is
 dropped or replaced); and two extractive arms that add one thing each: ``typed`` (sentences holding what the question
 asks for score more: `declrag.pipeline.extract.answer_kind`) and ``headers`` (typed, over an index whose chunks carry
-their document's title and section: ingest ``context: title+section``, `declrag.ingest.headers`). Each runs the
-default program otherwise (k 5, hybrid, no rerank), on the same seeded questions:
+their document's title and section: ingest ``context: title+section``, `declrag.ingest.headers`); these three as they
+were before answers read their documents' names (`BEFORE_NAMES`), and ``names``, the default now: ``headers`` with
+the detail rule reading each passage's whole document and quotes widened to whole sentences
+(`declrag.config.ExtractConfig.document_names`, ``whole_sentences``). Each runs the default program otherwise (k 5, hybrid, no rerank), on the same seeded questions:
 
 - SQuAD v2.0 dev: half answerable, half unanswerable questions, over the whole dev corpus;
 - MTRAG-UN (the shared half): each task's last turn with its history, every answerability;
@@ -50,11 +52,13 @@ from declrag.pipeline.streaming import Done, astream
 SETS = ("squad-v2.0", "mtrag-un", "cmu-qa", "nq-long")
 TYPE_WEIGHT = ExtractConfig().type_weight or 0.2  # the typed arms' weight: the default's, or this were it off
 # arm -> (generate mode, extract settings over the default's, ingest context)
+BEFORE_NAMES = {"document_names": False, "whole_sentences": False}  # the extractive arms as they were measured
 ARMS: dict[str, tuple[str, dict[str, Any], str]] = {
     "lm": ("lm", {}, "none"),
-    "extractive": ("extractive", {"type_weight": 0.0, "max_sentences": 2}, "none"),
-    "typed": ("extractive", {"type_weight": TYPE_WEIGHT}, "none"),
-    "headers": ("extractive", {"type_weight": TYPE_WEIGHT}, "title+section"),
+    "extractive": ("extractive", {"type_weight": 0.0, "max_sentences": 2, **BEFORE_NAMES}, "none"),
+    "typed": ("extractive", {"type_weight": TYPE_WEIGHT, **BEFORE_NAMES}, "none"),
+    "headers": ("extractive", {"type_weight": TYPE_WEIGHT, **BEFORE_NAMES}, "title+section"),
+    "names": ("extractive", {"type_weight": TYPE_WEIGHT}, "title+section"),
     "verified": ("verified", {}, "none"),
 }
 MODES = tuple(ARMS)

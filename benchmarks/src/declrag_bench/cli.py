@@ -250,14 +250,14 @@ def bench_answers(
         help="a golden set to answer (repeat it; default: squad-v2.0, mtrag-un, cmu-qa, nq-long)")] = None,
     n: Annotated[int, typer.Option(help="questions per set (SQuAD v2.0: half unanswerable)")] = 40,
     mode: Annotated[list[str] | None, typer.Option(
-        help="an arm (repeat it): lm, extractive, typed, headers, verified (default: all)")] = None,
+        help="an arm (repeat it): lm, extractive, typed, headers, names, verified (default: all)")] = None,
     model: Annotated[str, typer.Option(help="the LM route of the lm and verified modes")] = "local/smollm2",
     seed: Annotated[int, typer.Option(help="seed of the question sample")] = 0,
     as_json: Annotated[Path | None, typer.Option(
         "--json", help="write the results as JSON here (default: runs/bench/answers.json)")] = None,
 ):
-    """The generate modes (and the extractive mode with typed answers, and over headers) side by side on real golden
-    sets: faithfulness, SIA, the reference in the answer, abstention precision and recall, latency to the first
+    """The generate modes (and the extractive mode with typed answers, over headers, and reading its documents'
+    names) side by side on real golden sets: faithfulness, SIA, the reference in the answer, abstention precision and recall, latency to the first
     token and to the end, paired intervals against the first arm."""
     from .answers import MODES, print_report, run
 

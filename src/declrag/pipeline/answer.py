@@ -193,7 +193,7 @@ class Generator(dspy.Module):
                     "rank_weight": e.rank_weight, "order": e.order, "max_piece_chars": e.max_piece_chars,
                     "require_details": e.require_details, "embed_at_most": e.embed_at_most,
                     "type_weight": e.type_weight, **over}
-        texts = self.document_texts
+        texts = self.document_texts if e.document_names else None
 
         def document(n: int) -> str:  # passage n's whole document ('' when the store cannot give it)
             doc = passages[n - 1].doc_id
@@ -201,7 +201,7 @@ class Generator(dspy.Module):
 
         return extract(question, self._texts(passages), self._embed, self._query_vector(question, conversation),
                        identities=[identity(h.chunk.title, h.chunk.section, h.chunk.source) for h in passages],
-                       documents=document, **settings)
+                       documents=document if texts is not None else None, **settings)
 
     def _extractive(self, question: str, passages: list[Hit], conversation: str | None) -> Draft:
         """The answer in the passages' own words; streamed (as one piece) through the LM's path when a stream
@@ -210,7 +210,8 @@ class Generator(dspy.Module):
         checked = {"mode": "extractive", "best_score": got.best, **({"reason": got.reason} if got.reason else {})}
         if not got.pieces:
             return Draft(self.cfg.abstain_phrase, True, [], checked=checked, reason=got.reason)
-        got.pieces = self._whole(got.pieces, passages)
+        if self.cfg.extract.whole_sentences:
+            got.pieces = self._whole(got.pieces, passages)
         text = got.text()
         _send_answer(text)
         used = list(dict.fromkeys(p.n for p in got.pieces))
