@@ -31,3 +31,19 @@ def test_a_question_whose_answer_left_its_guide_is_not_asked(tmp_path, monkeypat
     assert [q["id"] for q in files.questions(qs)] == ["a"]
     with pytest.raises(DeclragError, match="no question set"):
         files.questions(tmp_path / "missing.jsonl")
+
+
+def test_a_folder_of_files_and_questions_about_documents_it_does_not_hold(tmp_path):
+    (tmp_path / "r1.txt").write_text("The port is 8080.\n")
+    qs = tmp_path / "q.jsonl"
+    qs.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "a", "file": "r1.txt", "question": "Which port in Berger's report?", "answer": "8080"},
+        {"id": "none", "file": None, "question": "Which port in the TU Graz report?", "answer": None}]) + "\n")
+    asked = files.questions(qs, tmp_path)
+    assert [q["id"] for q in asked] == ["a", "none"]  # the unheld one is asked: it should be refused
+    rows = {"headers": [{"abstained": 1.0, "contains": 0.0, "retrieved": 1.0}, {"abstained": 0.0}],
+            "default": [{"abstained": 0.0, "contains": 1.0, "retrieved": 1.0}, {"abstained": 1.0}]}
+    got = files._scored(rows, "headers", [False, True])
+    assert got["questions"] == 1 and got["unheld"] == 1
+    assert got["arms"]["default"]["contains"] == 1.0 and got["arms"]["default"]["refused"] == 1.0
+    assert got["arms"]["headers"]["refused"] == 0.0 and got["arms"]["headers"]["abstained"] == 1.0

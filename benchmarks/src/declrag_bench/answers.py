@@ -9,7 +9,8 @@ asks for score more: `declrag.pipeline.extract.answer_kind`) and ``headers`` (ty
 their document's title and section: ingest ``context: title+section``, `declrag.ingest.headers`); these three as they
 were before answers read their documents' names (`BEFORE_NAMES`), and ``names``, the default now: ``headers`` with
 the detail rule reading each passage's whole document and quotes widened to whole sentences
-(`declrag.config.ExtractConfig.document_names`, ``whole_sentences``). Each runs the default program otherwise (k 5, hybrid, no rerank), on the same seeded questions:
+(`declrag.config.ExtractConfig.document_names`, ``whole_sentences``). Each runs the default program otherwise (k
+5, hybrid, no rerank), on the same seeded questions:
 
 - SQuAD v2.0 dev: half answerable, half unanswerable questions, over the whole dev corpus;
 - MTRAG-UN (the shared half): each task's last turn with its history, every answerability;

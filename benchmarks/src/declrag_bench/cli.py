@@ -257,8 +257,8 @@ def bench_answers(
         "--json", help="write the results as JSON here (default: runs/bench/answers.json)")] = None,
 ):
     """The generate modes (and the extractive mode with typed answers, over headers, and reading its documents'
-    names) side by side on real golden sets: faithfulness, SIA, the reference in the answer, abstention precision and recall, latency to the first
-    token and to the end, paired intervals against the first arm."""
+    names) side by side on real golden sets: faithfulness, SIA, the reference in the answer, abstention precision
+    and recall, latency to the first token and to the end, paired intervals against the first arm."""
     from .answers import MODES, print_report, run
 
     for m in mode or []:
@@ -276,15 +276,27 @@ def bench_answers(
 def bench_files(
     questions: Annotated[list[Path] | None, typer.Option(
         help="a question set (repeat it): JSONL of {id, file, question, answer}, the file under the checkout "
-             "(default: benchmarks/data/docs-questions.jsonl and its held-out twin)")] = None,
+             "(default: benchmarks/data/docs-questions.jsonl and its held-out twin), or under --files")] = None,
+    files: Annotated[Path | None, typer.Option(
+        help="the folder to index and ask (default: docs/guides); e.g. the named-document set that "
+             "benchmarks/scripts/named.py fetches, with --questions DIR/questions.jsonl")] = None,
+    arm: Annotated[list[str] | None, typer.Option(
+        help="an arm (repeat it): extractive, typed, headers, default (default: all)")] = None,
     as_json: Annotated[Path | None, typer.Option(
         "--json", help="write the results as JSON here (default: runs/bench/files.json)")] = None,
 ):
-    """The default answer on your own files: declrag's guides indexed as a user would, questions that name their
-    guide; the reference in the answer, abstention, retrieval, before and after document headers and typed answers."""
-    from .files import print_report, run
+    """The default answer on your own files (declrag's guides, or a folder), indexed as a user would, questions that
+    name their document; the reference in the answer, abstention, retrieval, before and after document headers, typed
+    answers and documents' names."""
+    from .files import ORDER, print_report, run
 
-    bench_out(run(questions), print_report, as_json or Path("runs/bench/files.json"))
+    if files is not None and not files.is_dir():
+        raise DeclragError(f"--files {files}: no such folder", hint="fetch it first, e.g. "
+                           "python benchmarks/scripts/named.py fetch --out ~/.cache/declrag/named")
+    for a in arm or []:
+        if a not in ORDER:
+            raise DeclragError(f"unknown --arm {a!r}", hint=f"one of: {', '.join(ORDER)}")
+    bench_out(run(questions, files=files, arms=arm), print_report, as_json or Path("runs/bench/files.json"))
 
 
 @bench_app.command("readme")

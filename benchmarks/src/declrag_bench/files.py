@@ -1,10 +1,12 @@
 """`declrag bench files`: the default answer on a user's own files, asked the way users ask, naming the document.
 
-The files are the project's own guides (``docs/guides``, every file indexed into one store, as `declrag index
-docs/guides` does). The questions are hand-written (`benchmarks/data/docs-questions*.jsonl`): each names the guide it
-is about ("in the Weaviate guide, ...") and has an exact short answer from it. ``docs-questions.jsonl`` (48 questions
-over 8 guides) is the set the settings were looked at on; ``docs-questions-heldout.jsonl`` (24 over 4 other guides)
-was written at the same time and only read to check them.
+The files are a folder (``--files``; a set's ``file`` is then the file's path under it, and ``answer`` null marks a
+question about a document the folder does not hold, which should be refused), by default the project's own guides
+(``docs/guides``, every file indexed into one store, as `declrag index docs/guides` does). The questions are
+hand-written (`benchmarks/data/docs-questions*.jsonl`): each names the guide it is about ("in the Weaviate guide,
+...") and has an exact short answer from it. ``docs-questions.jsonl`` (48 questions over 8 guides) is the set the
+settings were looked at on; ``docs-questions-heldout.jsonl`` (24 over 4 other guides) was written at the same time and
+only read to check them.
 
 Arms, as in `declrag bench answers` (`declrag_bench.answers.ARMS`): the extractive answer as it was before document
 headers and typed answers (``extractive``), with typed answers (``typed``), with both (``headers``), and the default
@@ -43,59 +45,78 @@ ORDER = ("extractive", "typed", "headers", "default")
 SCORES = ("contains", "abstained", "retrieved")
 
 
-def questions(path: Path) -> list[dict[str, Any]]:
-    """The set's questions whose answer still occurs in its file (the guides change; the others are counted)."""
+def questions(path: Path, base: Path | None = None) -> list[dict[str, Any]]:
+    """The set's questions whose answer still occurs in its file (``file``, under ``base``, by default the checkout;
+    the guides change, the others are counted), and those with no answer (``answer``: null; a document the files do
+    not hold)."""
     if not path.is_file():
         raise DeclragError(f"no question set {path}", hint="give a JSONL of {id, file, question, answer} lines")
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in rows if (ROOT / r["file"]).is_file() and r["answer"] in (ROOT / r["file"]).read_text()]
+    base = base or ROOT
+    return [r for r in rows if r["answer"] is None
+            or (base / r["file"]).is_file() and r["answer"] in (base / r["file"]).read_text()]
 
 
-def _store(ingest: IngestConfig, embedder: Embedder, progress: bool) -> LanceStore:
-    """The guides indexed with ``ingest`` (kept under the cache and brought up to date incrementally)."""
-    store = LanceStore(cache_dir() / "bench-files" / ingest.digest())
+def _store(files: Path, ingest: IngestConfig, embedder: Embedder, progress: bool) -> LanceStore:
+    """The folder ``files`` indexed with ``ingest`` (kept under the cache and brought up to date incrementally)."""
+    store = LanceStore(cache_dir() / "bench-files" / f"{files.name}-{ingest.digest()}")
     if store.read_meta() is None:
         store.create(StoreMeta(ingest=ingest))
-    Indexer(store, ingest, embedder, progress=progress).index_paths([FILES], prune=True)
+    Indexer(store, ingest, embedder, progress=progress).index_paths([files], prune=True)
     return store
 
 
-def _arm(arm: str, embedder: Embedder, progress: bool) -> RAGProgram:
+def _arm(arm: str, files: Path, embedder: Embedder, progress: bool) -> RAGProgram:
     if arm == "default":
         ingest = IngestConfig()
-        return RAGProgram(default_config(ProgramConfig(ingest=ingest)), store=_store(ingest, embedder, progress),
-                          embedder=embedder)
+        return RAGProgram(default_config(ProgramConfig(ingest=ingest)),
+                          store=_store(files, ingest, embedder, progress), embedder=embedder)
     _, extract, context = ARMS[arm]
     ingest = IngestConfig(context=context)
     cfg = ProgramConfig(ingest=ingest, generate={"mode": "extractive", "extract": ExtractConfig(**extract)})
-    return RAGProgram(cfg, store=_store(ingest, embedder, progress), embedder=embedder)
+    return RAGProgram(cfg, store=_store(files, ingest, embedder, progress), embedder=embedder)
 
 
 def _row(prog: RAGProgram, q: dict[str, Any]) -> dict[str, Any]:
     a = prog(question=q["question"])
+    if q["answer"] is None:
+        return {"id": q["id"], "answer": a.answer, "abstained": float(a.abstained), "reason": a.reason}
     ref = squad_normalize(q["answer"])
-    return {"id": q["id"], "answer": a.answer, "abstained": float(a.abstained),
+    return {"id": q["id"], "answer": a.answer, "abstained": float(a.abstained), "reason": a.reason,
             "contains": float(not a.abstained and ref in squad_normalize(strip_citations(a.answer))),
             "retrieved": float(any(ref in squad_normalize(p.text) for p in a.passages[:5]))}
 
 
-def run(sets: list[Path] | None = None, progress: bool = True) -> dict[str, Any]:
+def run(sets: list[Path] | None = None, progress: bool = True, files: Path | None = None,
+        arms: list[str] | None = None) -> dict[str, Any]:
+    """Each set's questions asked of each arm (``arms``, default `ORDER`) over the folder ``files`` (default the
+    guides; a set's ``file`` is then under the checkout, else under ``files``)."""
     t0 = time.perf_counter()
-    asked = {path.name: questions(path) for path in sets or list(SETS)}  # a missing set fails before any work
+    folder = files or FILES
+    asked = {path.name: questions(path, files and folder) for path in sets or list(SETS)}
     embedder = Embedder(IngestConfig().embedder)
-    progs = {arm: _arm(arm, embedder, progress) for arm in ORDER}
-    out: dict[str, Any] = {"files": str(FILES.relative_to(ROOT)), "sets": {}}
+    order = [a for a in ORDER if a in (arms or ORDER)]
+    progs = {arm: _arm(arm, folder, embedder, progress) for arm in order}
+    out: dict[str, Any] = {"files": str(folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder),
+                           "sets": {}}
     for name, qs in asked.items():
         rows = {arm: [_row(prog, q) for q in qs] for arm, prog in progs.items()}
-        first = rows[ORDER[0]]
-        out["sets"][name] = {
-            "questions": len(qs), "arms": {arm: {
-                **{s: mean_of([r[s] for r in rs]) for s in SCORES},
-                "vs_first": {s: paired_difference([r[s] for r in first], [r[s] for r in rs]) for s in SCORES}}
-                for arm, rs in rows.items()},
-            "rows": rows}
+        out["sets"][name] = _scored(rows, order[0], [q["answer"] is None for q in qs])
     out["targets"] = {"contains_min": 0.60, "abstained_max": 0.15}
     out["wall_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def _scored(rows: dict[str, list[dict[str, Any]]], lead: str, unheld: list[bool]) -> dict[str, Any]:
+    """Each arm's means over the answerable questions, paired against ``lead``'s, and the share of the questions
+    about a document the files do not hold that it refused (``refused``)."""
+    held = {arm: [r for r, u in zip(rs, unheld) if not u] for arm, rs in rows.items()}
+    out: dict[str, Any] = {"questions": len(held[lead]), "unheld": sum(unheld), "arms": {}, "rows": rows}
+    for arm, rs in held.items():
+        out["arms"][arm] = {
+            **{s: mean_of([r[s] for r in rs]) for s in SCORES},
+            "vs_first": {s: paired_difference([r[s] for r in held[lead]], [r[s] for r in rs]) for s in SCORES},
+            "refused": mean_of([r["abstained"] for r, u in zip(rows[arm], unheld) if u]) if any(unheld) else None}
     return out
 
 
@@ -105,12 +126,17 @@ def _vs(d: dict[str, Any], first: bool) -> str:
 
 def print_report(r: dict[str, Any], console: Console) -> None:
     for name, s in r["sets"].items():
-        t = Table(title=f"the default answer on declrag's own guides ({r['files']}), {s['questions']} questions "
-                        f"of {name} naming their guide; each arm against {ORDER[0]}, paired, 95% interval")
-        for col in ("arm", *SCORES):
+        lead = next(iter(s["arms"]))
+        unheld = s.get("unheld", 0)
+        t = Table(title=f"the default answer on the files of {r['files']}, {s['questions']} questions of {name} "
+                        f"naming their document; each arm against {lead}, paired, 95% interval"
+                        + (f"; refused: of {unheld} questions naming a document the files do not hold" if unheld
+                           else ""))
+        for col in ("arm", *SCORES, *(["refused"] if unheld else [])):
             t.add_column(col)
         for arm, a in s["arms"].items():
-            t.add_row(arm, *(f"{a[k]:.3f}" + _vs(a["vs_first"][k], arm == ORDER[0]) for k in SCORES))
+            t.add_row(arm, *(f"{a[k]:.3f}" + _vs(a["vs_first"][k], arm == lead) for k in SCORES),
+                      *([f"{a['refused']:.3f}"] if unheld else []))
         console.print(t)
     console.print(f"targets: contains >= {r['targets']['contains_min']}, abstains <= {r['targets']['abstained_max']}; "
                   f"{r['wall_s']} s in all")
