@@ -222,6 +222,9 @@ class RetrieveConfig(Strict):
     mmr_lambda: float = Field(0.7, ge=0.0, le=1.0)  # relevance weight against diversity
     abstain_below: float | None = Field(None, ge=-1.0, le=1.0)  # abstain when the best passage's cosine is lower
     ann: AnnConfig = AnnConfig()  # approximate vector search in large embedded stores
+    # a document-level signal beside chunk-level hybrid search: the weight of BM25 over whole documents (a question
+    # that names a document finds its passages first: `pipeline.documents`); 0 is off
+    documents: float = Field(0.0, ge=0.0, le=1.0)
 
 
 class RerankConfig(Strict):

@@ -31,6 +31,8 @@ from ..stores.base import Filter, Store
 from ..stores.bm25 import KeywordIndex
 from ..types import Hit
 from . import conversation as conv
+from .documents import POOL as DOCUMENT_POOL
+from .documents import DocumentIndex, boost
 from .ranking import cut, rrf
 from .searching import expand
 from .signatures import SignatureSpec
@@ -153,6 +155,7 @@ class Retriever(dspy.Module):
     def __init__(self, cfg: RetrieveConfig, store: Store, embedder: Embedder, pool: int):
         super().__init__()
         self.cfg, self.store, self.embedder, self.pool = cfg, store, embedder, pool
+        self.documents = DocumentIndex(store) if cfg.documents > 0 else None
 
     def _embed(self, texts: list[str]):
         with embedding_time():
@@ -161,7 +164,9 @@ class Retriever(dspy.Module):
     def forward(self, queries: Queries, where: dict | None = None, depth: int | None = None) -> list[Hit]:
         """The candidate pool; ``depth`` asks for more candidates than the program uses (retrieval metrics)."""
         c = self.cfg
-        pool = max(self.pool, depth or 0)
+        pool = want = max(self.pool, depth or 0)
+        if self.documents is not None:
+            pool = max(pool, DOCUMENT_POOL)  # deeper, then re-scored with the documents' signal
         filt = Filter.of(where if where is not None else c.where)
         given = queries.vector if queries.vector_text is None else None  # a conversation's mixed vector
         vecs: list[Any]
@@ -178,6 +183,8 @@ class Retriever(dspy.Module):
                 lists.append(self.store.hybrid_search(q, v, pool, c.alpha, c.fusion, c.candidates, filt, c.ann))
                 s.set_attribute("declrag.hits", len(lists[-1]))
         hits = rrf(lists)
+        if self.documents is not None:
+            hits = boost(hits, self.documents.scores(" ".join(queries.texts)), c.documents, want)
         hits = cut(hits, c.autocut)
         return expand(self.store, hits, c.window)
 

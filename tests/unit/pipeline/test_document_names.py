@@ -149,3 +149,22 @@ def test_an_abstention_says_why_and_cites_the_nearest_passages(fixed_store):
     answered = ask(fixed_store, question_about("TU Wien"), min_score=0.0)
     assert not answered.abstained and not any(c.get("nearest") for c in answered.citations)
     assert {c["doc_id"] for c in answered.citations} == {"wien"}
+
+
+# ------------------------------------------------------------------------------------------- retrieval
+def test_a_document_level_signal_finds_the_named_documents_passages_first(fixed_store):
+    from declrag.pipeline.documents import DocumentIndex
+
+    index = DocumentIndex(fixed_store)
+    got = index.scores("Technische Universitaet Muenchen")
+    assert got["tum"] == 1.0 and "wien" not in got and "rome" not in got
+    q = "How many passages did the retriever return for each question in the Muenchen thesis?"
+
+    def docs(weight: float) -> list[str]:
+        cfg = ProgramConfig.model_validate({"retrieve": {"k": 3, "documents": weight}})
+        prog = RAGProgram(cfg, store=fixed_store, embedder=HashEmbedder())
+        return [h.doc_id for h in prog.retrieve(queries=prog.rewrite(question=q))]
+
+    alone, mixed, named = docs(0.0), docs(0.5), docs(1.0)
+    assert alone.count("tum") < mixed.count("tum") < named.count("tum") == 3  # the named document's passages first
+    assert mixed[0] == "tum" and len(mixed) == 3  # the deeper pool is cut back to what the program asked for
