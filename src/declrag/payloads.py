@@ -67,13 +67,11 @@ class Citation(BaseModel):
                 nearest: bool = False) -> dict[str, Any]:
         """Passage ``n`` as the answer cites it; ``quotes``: (passage, start, end) of the words the answer took
         from its passages, offsets in the passage's text (only passage ``n``'s are kept, moved into its
-        document); ``quotes`` is left out when there are none, ``nearest`` unless true."""
+        document); ``quotes`` is left out when there are none."""
         out = {"n": n, **_passage(hit), "snippet": " ".join(hit.text.split())[:300],
-               "score": round(float(hit.score), 6), "attributed": attributed}
+               "score": round(float(hit.score), 6), "attributed": attributed, "nearest": nearest}
         if mine := [[hit.start + a, hit.start + b] for p, a, b in quotes if p == n]:
             out["quotes"] = mine
-        if nearest:
-            out["nearest"] = True
         return out
 
 

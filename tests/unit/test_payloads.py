@@ -22,4 +22,5 @@ def test_a_citation_payload_is_exactly_the_model_with_its_quotes_in_document_off
     assert set(p) == set(Citation.model_fields) and Citation.model_validate(p).model_dump(mode="json") == p
     assert p["quotes"] == [[10, 14]] and p["score"] == 0.123457  # only passage 2's quote, moved into the document
     bare = Citation.payload(1, HIT, True, [])
-    assert "quotes" not in bare and Citation.model_validate(bare).quotes == []
+    assert "quotes" not in bare and Citation.model_validate(bare).quotes == [] and bare["nearest"] is False
+    assert Citation.payload(1, HIT, False, [], nearest=True)["nearest"] is True
