@@ -19,7 +19,8 @@ from ..ingest.headers import identity, shown_header
 from ..lm import override_lm
 from ..types import Hit
 from .echo import Prompt
-from .extract import Extract, Piece, check, extract, shown, whole
+from .extract import Extract, Piece, check, extract, shown
+from .names import whole
 from .modules import _stage, embedding_time
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
 from .signatures import SignatureSpec
@@ -41,6 +42,7 @@ class Draft:
     # lm / verified: the LM's output was an echo or a copy (`declrag.pipeline.echo`): its kind, why, what replaced it
     caught: dict[str, str] | None = None
     reason: str = ""  # an abstention's, for people: "the passages never mention X"
+    widened: dict[int, Hit] = field(default_factory=dict)  # passages grown to hold a whole quoted sentence, by number
 
 
 NO_PASSAGES = "no passage was found"
@@ -192,7 +194,7 @@ class Generator(dspy.Module):
         settings = {"max_sentences": e.max_sentences, "min_score": e.min_score, "lexical_weight": e.lexical_weight,
                     "rank_weight": e.rank_weight, "order": e.order, "max_piece_chars": e.max_piece_chars,
                     "require_details": e.require_details, "embed_at_most": e.embed_at_most,
-                    "type_weight": e.type_weight, **over}
+                    "type_weight": e.type_weight, "wrapped": e.whole_sentences, **over}
         texts = self.document_texts if e.document_names else None
 
         def document(n: int) -> str:  # passage n's whole document ('' when the store cannot give it)
@@ -210,30 +212,43 @@ class Generator(dspy.Module):
         checked = {"mode": "extractive", "best_score": got.best, **({"reason": got.reason} if got.reason else {})}
         if not got.pieces:
             return Draft(self.cfg.abstain_phrase, True, [], checked=checked, reason=got.reason)
+        widened: dict[int, Hit] = {}
         if self.cfg.extract.whole_sentences:
-            got.pieces = self._whole(got.pieces, passages)
+            got.pieces, widened = self._whole(got.pieces, passages)
         text = got.text()
         _send_answer(text)
         used = list(dict.fromkeys(p.n for p in got.pieces))
-        return Draft(text, False, used, raw=text, quotes=[(p.n, p.start, p.end) for p in got.pieces], checked=checked)
+        return Draft(text, False, used, raw=text, quotes=[(p.n, p.start, p.end) for p in got.pieces], checked=checked,
+                     widened=widened)
 
-    def _whole(self, pieces: list[Piece], passages: list[Hit]) -> list[Piece]:
+    def _whole(self, pieces: list[Piece], passages: list[Hit]) -> tuple[list[Piece], dict[int, Hit]]:
         """``pieces`` with each one that its passage's first or last characters cut widened to its whole sentences,
-        from the document (`extract.whole`; the quote's span may run past the passage, its offsets stay exact); two
-        that become one sentence are quoted once."""
-        out: list[Piece] = []
+        from the document (`extract.whole`), and the passages that then grow to hold them (by number): what is quoted
+        is what is handed over and cited, its offsets exact. Two pieces that become one sentence are quoted once."""
+        spans: list[tuple[int, int, int]] = []  # (passage, start, end) in the document
         for p in pieces:
             h = passages[p.n - 1]
             text = h.text[: self.cfg.max_passage_chars]
+            a, b = h.start + p.start, h.start + p.end
             inside = len(text) - len(text.lstrip()) < p.start and p.end < len(text.rstrip().rstrip(",;:-–—"))
             doc = None if inside or self.document_texts is None else self.document_texts([h.doc_id]).get(h.doc_id)
             if doc is not None and doc[h.start: h.start + len(text)] == text:
-                a, b = whole(doc, h.start + p.start, h.start + p.end)
-                p = replace(p, start=a - h.start, end=b - h.start, text=doc[a:b])
-            if any(q.n == p.n and q.start < p.end and p.start < q.end for q in out):
-                continue
-            out.append(p)
-        return out
+                a, b = whole(doc, a, b)
+            if not any(n == p.n and x < b and a < y for n, x, y in spans):
+                spans.append((p.n, a, b))
+        widened: dict[int, Hit] = {}
+        for n in {n for n, _, _ in spans}:
+            h = passages[n - 1]
+            mine = [(a, b) for m, a, b in spans if m == n]
+            lo, hi = min([h.start] + [a for a, _ in mine]), max([h.end] + [b for _, b in mine])
+            if (lo, hi) != (h.start, h.end) and self.document_texts is not None:
+                doc = self.document_texts([h.doc_id])[h.doc_id]
+                widened[n] = replace(h, text=doc[lo:hi], start=lo, end=hi)
+        out = []
+        for n, a, b in spans:
+            h = widened.get(n, passages[n - 1])
+            out.append(Piece(n, a - h.start, b - h.start, h.text[a - h.start: b - h.start]))
+        return out, widened
 
     def _verified(self, draft: Draft, spare: list[Piece], passages: list[Hit]) -> Draft:
         """``draft`` with each sentence checked against its passages (`extract.check`): a supported one kept

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import cache
 
 import numpy as np
 from rapidfuzz.distance import Levenshtein
@@ -31,14 +31,13 @@ from rapidfuzz.distance import Levenshtein
 from ..ingest.chunkers import sentence_spans
 from ..stores.bm25 import KeywordIndex
 from ..text import MONTHS, Detail, detail_supported, details, norm_phrase, numbers
+from .names import known
 from .postprocess import content_words, support
 
 # Calibrated on tests/data/grounding_cases.jsonl (85 hand-labelled SQuAD v2.0 cases; see its test)
 LEXICAL = 0.6  # share of a sentence's content words that must occur in one passage
 SEMANTIC = 0.75  # or: cosine to a passage sentence ...
 SEMANTIC_LEXICAL = 0.55  # ... with at least this share of words in common
-
-DOCUMENTS_KNOWN = 32  # whole documents whose names and numbers are kept, found once (an LRU: docs/guides/serve.md)
 
 Embed = Callable[[list[str]], np.ndarray]  # texts -> L2-normalised rows
 _CLAUSE = re.compile(r"(?<=[;:,)\]])\s+|\s+(?=\()|\s+[-–—]\s+")
@@ -74,11 +73,12 @@ def shown(text: str) -> str:
     return " ".join(_CITE.sub(" ", text).split())
 
 
-def spans(text: str, limit: int) -> list[tuple[int, int]]:
+def spans(text: str, limit: int, wrapped: bool = False) -> list[tuple[int, int]]:
     """The sentences of ``text`` as (start, end), each at most ``limit`` characters: a longer one is cut at clause
-    boundaries, and a clause still too long into word windows."""
+    boundaries, and a clause still too long into word windows. ``wrapped``: a sentence wrapped onto the next line is
+    one sentence (`sentence_spans`)."""
     out: list[tuple[int, int]] = []
-    for a, b in sentence_spans(text) if text.strip() else []:
+    for a, b in sentence_spans(text, wrapped=wrapped) if text.strip() else []:
         if b - a <= limit:
             out.append((a, b))
             continue
@@ -121,13 +121,13 @@ def _trim(text: str, a: int, b: int) -> tuple[int, int]:
 _HEADING = re.compile(r"#{1,6}\s")  # a Markdown heading line
 
 
-def candidates(passages: Sequence[str], limit: int) -> list[Piece]:
+def candidates(passages: Sequence[str], limit: int, wrapped: bool = False) -> list[Piece]:
     """Every sentence (or part) of every passage but Markdown headings, in passage order, repeated text once (a
     window repeats)."""
     seen: set[str] = set()
     out: list[Piece] = []
     for n, text in enumerate(passages, 1):
-        for a, b in spans(text, limit):
+        for a, b in spans(text, limit, wrapped):
             key = shown(text[a:b]).lower()  # a footnote mark alone is not a sentence, a heading not an answer
             if len(content_words(key)) == 0 or key in seen or _HEADING.match(text, a):
                 continue
@@ -140,26 +140,6 @@ def _overlap(question: set[str], piece: str, identity: set[str] | frozenset[str]
     """The share of the question's content words that the piece holds, or its document's identity (its content
     words): the words by which a question names its document (the Weaviate guide, the Milan thesis) are there."""
     return len(question & (content_words(piece) | identity)) / len(question) if question else 0.0
-
-
-@dataclass(frozen=True)
-class Known:
-    """What a whole document mentions, for the detail rule: its numbers, its text normalised (`norm_phrase`) and
-    that text's words."""
-
-    nums: frozenset[str]
-    norm: str
-    words: frozenset[str]
-
-    def has(self, d: Detail) -> bool:
-        return detail_supported(d, "", self.nums, self.norm)
-
-
-@lru_cache(maxsize=DOCUMENTS_KNOWN)
-def known(document: str) -> Known:
-    """`Known` of a document's text, found once per document (the last `DOCUMENTS_KNOWN` kept)."""
-    norm = norm_phrase(document)
-    return Known(frozenset(numbers(document)), norm, frozenset(norm.split()))
 
 
 def missing_details(question: str, context: str, document: str = "") -> list[str]:
@@ -281,7 +261,7 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
             min_score: float = 0.45, lexical_weight: float = 0.3, rank_weight: float = 0.02, order: str = "passage",
             max_piece_chars: int = 300, require_details: bool = True, embed_at_most: int = 8,
             type_weight: float = 0.0, identities: Sequence[str] = (),
-            documents: Callable[[int], str] | None = None) -> Extract:
+            documents: Callable[[int], str] | None = None, wrapped: bool = False) -> Extract:
     """The extractive answer to ``question`` from ``passages`` (ranked, best first). ``query_vector``: the
     question's embedding (a conversation's turns mixed in, see `answer.Generator`); ``embed`` embeds the
     candidates (the ``embed_at_most`` of `shortlist`). Score = (1 - lexical_weight) * cosine + lexical_weight *
@@ -289,9 +269,10 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     sentence holding what is asked needs that much less likeness to the question to answer it.
     ``identities``: each passage's document identity (`declrag.ingest.headers.identity`), and ``documents``: passage
     n's whole document text ('' when unknown), both read by the detail rule, the document only when a detail is
-    missing from the passage (a store call)."""
+    missing from the passage (a store call): the question's words that name the document count as held, as its
+    identity's do. ``wrapped``: sentences wrapped over lines are whole candidates (`sentence_spans`)."""
     kind = answer_kind(question) if type_weight else None
-    every = candidates(passages, max_piece_chars)
+    every = candidates(passages, max_piece_chars, wrapped)
     asked = {d.key for d in details(question)} if kind else set()
     typed = [holds_kind(p.text, kind, question, asked) for p in every] if kind else []
     holds = {(p.n, p.start) for p, t in zip(every, typed) if t}
@@ -300,7 +281,8 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
         return Extract([], "the passages hold no sentence")
     sims = embed([p.text for p in pool]) @ np.asarray(query_vector, dtype=np.float32)
     q_words = content_words(question)
-    named = {n: content_words(_of(identities, n)) for n in {p.n for p in pool}}  # once a passage, not a candidate
+    naming = _naming(question, passages, identities, documents)
+    named = {n: content_words(_of(identities, n)) | naming(n) for n in {p.n for p in pool}}  # once a passage
     lex = [_overlap(q_words, p.text, named[p.n]) for p in pool]
     scored = [Piece(p.n, p.start, p.end, p.text,
                     round((1 - lexical_weight) * float(s) + lexical_weight * w - rank_weight * (p.n - 1)
@@ -325,21 +307,22 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     return Extract(chosen, best=best.score)
 
 
-WHOLE_AT_MOST = 1000  # characters of a sentence that a quote cut by its passage's edge is widened to
+def _naming(question: str, passages: Sequence[str], identities: Sequence[str],
+            documents: Callable[[int], str] | None) -> Callable[[int], set[str]]:
+    """For passage n, the content words of the question's names and numbers that it (and its identity) lacks and its
+    whole document holds: the words by which the question names that document ("in Hackl's guide"), which the
+    answering sentence need not say. Found once a passage; none without ``documents``."""
+    memo: dict[int, set[str]] = {}
 
+    def words(n: int) -> set[str]:
+        if n not in memo:
+            gone = unsupported(question, f"{passages[n - 1]}\n{_of(identities, n)}") if documents else []
+            doc = documents(n) if gone and documents else ""
+            whole_doc = known(doc) if doc.strip() else None
+            memo[n] = {w for d in gone if whole_doc is not None and whole_doc.has(d) for w in content_words(d.text)}
+        return memo[n]
 
-def whole(document: str, start: int, end: int, limit: int = WHOLE_AT_MOST) -> tuple[int, int]:
-    """``[start, end)`` of ``document`` (a quote that its passage's edge cut) widened to the whole sentences it is
-    part of (`sentence_spans` of the document), when they are at most ``limit`` characters longer; else as it was."""
-    lo, hi = max(0, start - limit), min(len(document), end + limit)
-    sents = [(a, b) for a, b in sentence_spans(document, lo, hi) if b > start and a < end]
-    if not sents:
-        return start, end
-    a, b = sents[0][0], sents[-1][1]
-    # the window's edge is not a sentence's: a sentence that reaches it is too long to take whole
-    a = start if a < start and lo > 0 and not document[lo:a].strip() else min(a, start)
-    b = end if b > end and hi < len(document) and not document[b:hi].strip() else max(b, end)
-    return a, b
+    return words
 
 
 def _lacking(question: str, passages: Sequence[str], identities: Sequence[str],

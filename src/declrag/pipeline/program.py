@@ -175,6 +175,8 @@ class RAGProgram(dspy.Module):
                               "question") if below else \
                     self.generate(question=gen_question, passages=passages, conversation=said)
                 s.set_attribute("declrag.abstained", draft.abstained)
+                if draft.widened:  # a quoted sentence ran past its passage: the passage grows to hold it
+                    passages = [draft.widened.get(n, h) for n, h in enumerate(passages, 1)]
                 if draft.caught:  # the LM's output echoed the prompt or copied the passages: what replaced it
                     s.set_attribute("declrag.generate.caught", draft.caught["kind"])
                     s.set_attribute("declrag.generate.replaced_by", draft.caught["replaced_by"])

@@ -13,7 +13,8 @@ from declrag.ingest.chunkers import sentence_spans
 from declrag.ingest.indexer import Indexer
 from declrag.lm import using_lm
 from declrag.pipeline.adapters import PlainTextAdapter
-from declrag.pipeline.extract import extract, missing_details, whole
+from declrag.pipeline.extract import extract, missing_details
+from declrag.pipeline.names import whole
 from declrag.pipeline.program import NEAREST_CITED, RAGProgram
 from declrag.serve.openai_compat import content
 from declrag.stores import open_store
@@ -137,6 +138,8 @@ def test_no_extractive_answer_quotes_a_sentence_cut_by_a_chunk_boundary(fixed_st
         for s, e in c["quotes"]:
             assert s in starts and e in ends, (doc[s:e], c["span"])
             assert doc[s:e] in a.answer
+            assert c["span"][0] <= s and e <= c["span"][1]  # the passage handed over grew to hold the quote
+            assert doc[s:e] in a.passages[c["n"] - 1].text
 
 
 def test_an_abstention_says_why_and_cites_the_nearest_passages(fixed_store):
@@ -168,3 +171,23 @@ def test_a_document_level_signal_finds_the_named_documents_passages_first(fixed_
     alone, mixed, named = docs(0.0), docs(0.5), docs(1.0)
     assert alone.count("tum") < mixed.count("tum") < named.count("tum") == 3  # the named document's passages first
     assert mixed[0] == "tum" and len(mixed) == 3  # the deeper pool is cut back to what the program asked for
+
+
+def test_a_sentence_wrapped_over_lines_is_one_sentence():
+    from declrag.ingest.chunkers import sentence_spans
+
+    text = ("Per default the loop size\nis 1cm. The next one\n(see below) is here.\nA Heading\n\n"
+            "New para: first\nline. Done")
+    assert [text[a:b] for a, b in sentence_spans(text)][:2] == ["Per default the loop size", "is 1cm."]
+    assert [text[a:b] for a, b in sentence_spans(text, wrapped=True)] == [
+        "Per default the loop size\nis 1cm.", "The next one\n(see below) is here.", "A Heading",
+        "New para: first\nline.", "Done"]  # a blank line, a line that ends a sentence, a capital: hard breaks
+
+
+def test_the_words_that_name_a_document_count_as_held_by_its_passages(minilm):
+    q = question_about("TUM")
+    passages = ["The retriever returned ten passages for each question."]
+    qv = minilm.embed_query(q)
+    blind = extract(q, passages, minilm.embed_documents, qv, min_score=0.0, require_details=False)
+    named = extract(q, passages, minilm.embed_documents, qv, min_score=0.0, documents=lambda n: TUM)
+    assert named.pieces[0].score > blind.pieces[0].score  # "TUM" names the document, not what the sentence says

@@ -1,0 +1,51 @@
+"""What a whole document tells an answer: the names and numbers it holds anywhere (`known`: its title page, author
+line, running headers and footers, for the detail rule of `declrag.pipeline.extract`), and the whole sentence around
+a quote that its passage's edge cut (`whole`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..ingest.chunkers import sentence_spans
+from ..text import Detail, detail_supported, norm_phrase, numbers
+
+DOCUMENTS_KNOWN = 32  # whole documents whose names and numbers are kept, found once (an LRU: docs/guides/serve.md)
+
+
+@dataclass(frozen=True)
+class Known:
+    """What a whole document mentions, for the detail rule: its numbers, its text normalised (`norm_phrase`) and
+    that text's words."""
+
+    nums: frozenset[str]
+    norm: str
+    words: frozenset[str]
+
+    def has(self, d: Detail) -> bool:
+        return detail_supported(d, "", self.nums, self.norm)
+
+
+@lru_cache(maxsize=DOCUMENTS_KNOWN)
+def known(document: str) -> Known:
+    """`Known` of a document's text, found once per document (the last `DOCUMENTS_KNOWN` kept)."""
+    norm = norm_phrase(document)
+    return Known(frozenset(numbers(document)), norm, frozenset(norm.split()))
+
+
+WHOLE_AT_MOST = 1000  # characters of a sentence that a quote cut by its passage's edge is widened to
+
+
+def whole(document: str, start: int, end: int, limit: int = WHOLE_AT_MOST) -> tuple[int, int]:
+    """``[start, end)`` of ``document`` (a quote that its passage's edge cut) widened to the whole sentences it is
+    part of (`sentence_spans` of the document, wrapped lines joined), when they are at most ``limit`` characters
+    longer; else as it was."""
+    lo, hi = max(0, start - limit), min(len(document), end + limit)
+    sents = [(a, b) for a, b in sentence_spans(document, lo, hi, wrapped=True) if b > start and a < end]
+    if not sents:
+        return start, end
+    a, b = sents[0][0], sents[-1][1]
+    # the window's edge is not a sentence's: a sentence that reaches it is too long to take whole
+    a = start if a < start and lo > 0 and not document[lo:a].strip() else min(a, start)
+    b = end if b > end and hi < len(document) and not document[b:hi].strip() else max(b, end)
+    return a, b
