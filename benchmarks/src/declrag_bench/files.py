@@ -10,9 +10,10 @@ only read to check them.
 
 Arms, as in `declrag bench answers` (`declrag_bench.answers.ARMS`): the extractive answer as it was before document
 headers and typed answers (``extractive``), with typed answers (``typed``), with both (``headers``), and the default
-program as it is now (``default``: whatever the defaults say). Scores per question: the answer contains the reference
-(normalised as SQuAD does), it abstains, and a top-5 passage contains the reference (retrieval's share); each arm
-against the first, paired, with a 95% interval.
+program as it is now (``default``: whatever the defaults say), and the default with the document-level retrieval
+signal (``documents``: `declrag.config.RetrieveConfig.documents` at `DOCUMENTS`). Scores per question: the answer
+contains the reference (normalised as SQuAD does), it abstains, and a top-5 passage contains the reference
+(retrieval's share); each arm against the first, paired, with a 95% interval.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[3]  # the checkout (this distribution is
 DATA = ROOT / "benchmarks" / "data"
 SETS = (DATA / "docs-questions.jsonl", DATA / "docs-questions-heldout.jsonl")
 FILES = ROOT / "docs" / "guides"
-ORDER = ("extractive", "typed", "headers", "default")
+ORDER = ("extractive", "typed", "headers", "default", "documents")
+DOCUMENTS = 0.3  # the documents arm's weight of the document-level signal (`declrag.pipeline.documents`)
 SCORES = ("contains", "abstained", "retrieved")
 
 
@@ -67,10 +69,12 @@ def _store(files: Path, ingest: IngestConfig, embedder: Embedder, progress: bool
 
 
 def _arm(arm: str, files: Path, embedder: Embedder, progress: bool) -> RAGProgram:
-    if arm == "default":
+    if arm in ("default", "documents"):
         ingest = IngestConfig()
-        return RAGProgram(default_config(ProgramConfig(ingest=ingest)),
-                          store=_store(files, ingest, embedder, progress), embedder=embedder)
+        cfg = default_config(ProgramConfig(ingest=ingest))
+        if arm == "documents":
+            cfg = cfg.model_copy(update={"retrieve": cfg.retrieve.model_copy(update={"documents": DOCUMENTS})})
+        return RAGProgram(cfg, store=_store(files, ingest, embedder, progress), embedder=embedder)
     _, extract, context = ARMS[arm]
     ingest = IngestConfig(context=context)
     cfg = ProgramConfig(ingest=ingest, generate={"mode": "extractive", "extract": ExtractConfig(**extract)})
