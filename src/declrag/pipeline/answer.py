@@ -20,7 +20,7 @@ from ..lm import override_lm
 from ..types import Hit
 from .echo import Prompt
 from .extract import Extract, Piece, check, extract, shown
-from .names import whole
+from .names import whole, whole_document
 from .modules import _stage, embedding_time
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
 from .signatures import SignatureSpec
@@ -197,9 +197,8 @@ class Generator(dspy.Module):
                     "type_weight": e.type_weight, "wrapped": e.whole_sentences, **over}
         texts = self.document_texts if e.document_names else None
 
-        def document(n: int) -> str:  # passage n's whole document ('' when the store cannot give it)
-            doc = passages[n - 1].doc_id
-            return texts([doc]).get(doc, "") if texts is not None else ""
+        def document(n: int) -> str:  # passage n's whole document: a PDF's pages together
+            return whole_document(passages[n - 1], texts) if texts is not None else ""
 
         return extract(question, self._texts(passages), self._embed, self._query_vector(question, conversation),
                        identities=[identity(h.chunk.title, h.chunk.section, h.chunk.source) for h in passages],

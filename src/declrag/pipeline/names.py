@@ -4,13 +4,29 @@ a quote that its passage's edge cut (`whole`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from ..ingest.chunkers import sentence_spans
 from ..text import Detail, detail_supported, norm_phrase, numbers
+from ..types import Hit
 
 DOCUMENTS_KNOWN = 32  # whole documents whose names and numbers are kept, found once (an LRU: docs/guides/serve.md)
+PAGES_AT_MOST = 1000  # a PDF's pages read as its whole document
+
+
+def whole_document(hit: Hit, texts: Callable[[Sequence[str]], dict[str, str]]) -> str:
+    """The whole text of ``hit``'s document, from the store's ``texts`` (`declrag.stores.base.Store.document_texts`):
+    a PDF's pages are each a document (``SOURCE#page=N``), so its pages are read together, its title page with its
+    last (at most `PAGES_AT_MOST`); '' when the store cannot give it."""
+    doc = hit.doc_id
+    if hit.chunk.page is None or "#page=" not in doc:
+        return texts([doc]).get(doc, "")
+    base = doc.rsplit("#page=", 1)[0]
+    ids = [f"{base}#page={k}" for k in range(1, PAGES_AT_MOST + 1)]
+    got = texts(ids)
+    return "\n\n".join(got[i] for i in ids if i in got)
 
 
 @dataclass(frozen=True)

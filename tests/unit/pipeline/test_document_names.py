@@ -191,3 +191,16 @@ def test_the_words_that_name_a_document_count_as_held_by_its_passages(minilm):
     blind = extract(q, passages, minilm.embed_documents, qv, min_score=0.0, require_details=False)
     named = extract(q, passages, minilm.embed_documents, qv, min_score=0.0, documents=lambda n: TUM)
     assert named.pieces[0].score > blind.pieces[0].score  # "TUM" names the document, not what the sentence says
+
+
+def test_a_pdfs_title_page_names_the_passages_of_its_other_pages(tmp_path):
+    """A PDF is a document per page (``SOURCE#page=N``): the names on its title page count for its later pages."""
+    store, meta = open_store(tmp_path / "store", IngestConfig())
+    src = str(tmp_path / "thesis.pdf")
+    pages = ["Evaluating retrieval\n\nBachelor thesis by Anna Berger, TU Wien, 2021",
+             "The retriever returned five passages for each question. The answerer read them in rank order."]
+    docs = [Document(id=f"{src}#page={n}", text=t, source=src, page=n) for n, t in enumerate(pages, 1)]
+    Indexer(store, meta.ingest, HashEmbedder(), progress=False).index_documents(docs)
+    a = ask(store, question_about("TU Wien"), min_score=0.0)
+    assert not a.abstained and a.citations[0]["page"] == 2 and "five passages" in a.answer
+    assert ask(store, question_about("TU Graz"), min_score=0.0).abstained
