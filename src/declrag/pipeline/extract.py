@@ -291,7 +291,8 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     ranked = sorted(scored, key=lambda p: -p.score)
     best = ranked[0]
     if best.score < min_score:
-        return Extract([], f"no sentence scores {min_score} or more (best {best.score:.3f})", best.score)
+        return Extract([], f"no passage answers this closely enough (its best sentence scores {best.score:.3f}, "
+                           f"under {min_score})", best.score)
     chosen = [p for p in ranked if p.score >= min_score]
     if require_details:
         lacks = _lacking(question, passages, identities, documents)
