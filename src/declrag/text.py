@@ -122,7 +122,8 @@ why how according in on at by for from to of with as after before during under o
 some many most several both each every all any none one other another such according answer passage passages
 context question source sources based overall finally first second third then so but and or if unknown i'm
 more less over about approximately nearly around only just roughly almost some is are was were be been do does did
-can could should would will shall might must has have had let please tell give list name describe explain per""".split())
+can could should would will shall might must has have had let please tell give list name describe explain
+per""".split())
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
 _CAPWORD = r"(?:[A-Z][\w'’.-]*|[A-Z]{2,})"
 _JOIN = r"(?:of|de|da|del|der|van|von|the|la|le|and|al|bin|ibn)"

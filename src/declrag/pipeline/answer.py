@@ -20,8 +20,8 @@ from ..lm import override_lm
 from ..types import Hit
 from .echo import Prompt
 from .extract import Extract, Piece, check, extract, shown
-from .names import whole, whole_document
 from .modules import _stage, embedding_time
+from .names import whole, whole_document
 from .postprocess import attribute, grounding, is_abstention, resolve_citations
 from .signatures import SignatureSpec
 from .stage import Stage
