@@ -212,18 +212,26 @@ def countries() -> frozenset[str]:
     return frozenset(norm_phrase(n) for n in names if n)
 
 
+_DEFAULT = re.compile(r"\b(?:defaults?|initial(?:ly)?)\b")
+_ASKS = re.compile(r"\b(?:what|which|how)\b")
+_CODE = re.compile(r"\\[A-Za-z@]+")  # a command written as code: \itshape, \bigbreak
+
+
 def answer_kind(question: str) -> str | None:
     """What the question asks for: ``country`` (what country), ``date`` (when, what year), ``number`` (how many,
     how much, what percentage), ``name`` (who, where, which or what + a noun: a person, place, organisation or thing
-    by name), or None (what is, why, how: no type)."""
+    by name), ``value`` (what or which default or initial setting: a number or a command), or None (what is, why,
+    how: no type)."""
     q = re.sub(r"\b(what|who|where|when|which|how)(?:'|’)s\b", r"\1 is", " ".join(question.lower().split()))
     q = re.sub(r"^(?:according to [^,]+, |in the [^,]+, |so |and |ok,? |also,? )", "", q)
-    return next((kind for pattern, kind in _KIND_OF if pattern.match(q)), None)
+    kind = next((kind for pattern, kind in _KIND_OF if pattern.match(q)), None)
+    return "value" if kind is None and _DEFAULT.search(q) and _ASKS.search(q) else kind
 
 
 def holds_kind(piece: str, kind: str | None, question: str, asked: set[str] | None = None) -> bool:
     """Whether ``piece`` holds something of ``kind`` (`answer_kind`) that ``question`` does not: a number; for a date,
-    a number (a year, a day) or a month, century or decade; a name (`declrag.text.details`); a country's name.
+    a number (a year, a day) or a month, century or decade; a name (`declrag.text.details`); a country's name; for a
+    value, a number or a command written as code (``\\itshape``).
     ``asked``: the question's detail keys, when the caller already has them (one question, many pieces)."""
     if kind is None:
         return False
@@ -231,6 +239,8 @@ def holds_kind(piece: str, kind: str | None, question: str, asked: set[str] | No
     found = [d for d in details(piece) if d.key not in asked]
     if kind == "name":
         return any(d.kind == "name" for d in found)
+    if kind == "value":  # a default: a number, or a command written as code
+        return any(d.kind == "number" for d in found) or any(c not in question for c in _CODE.findall(piece))
     if kind == "country":
         return any(d.kind == "name" and (d.key in countries() or any(w in countries() for w in d.key.split()))
                    for d in found)

@@ -95,6 +95,9 @@ def test_extract_takes_the_answering_sentence_and_abstains_on_what_the_passages_
     ("Where is the Colosseum?", "name"), ("Which authors does the Milan thesis cite?", "name"),
     ("What is the capital of Italy?", "name"), ("What is a thesis?", None), ("Why is the sky blue?", None),
     ("How does BM25 work?", None), ("What kind of store is it?", None),
+    ("What is the default tabsize in Heinz's guide?", "value"), ("What does formfeed default to?", "value"),
+    ("In Hackl's guide, what diameter does a vertex have by default?", "value"),
+    ("How large is a plane by default?", "number"), ("Why is the default 8?", None),
 ])
 def test_the_question_says_what_kind_of_answer_it_wants(question, kind):
     assert answer_kind(question) == kind
@@ -111,6 +114,11 @@ def test_a_sentence_holds_the_kind_only_with_something_the_question_lacks():
     assert not holds_kind("They came by sea.", "date", "When did they come?")
     assert holds_kind("About 2,800,000 people live there.", "number", "How many people live in Rome?")
     assert not holds_kind("Anything at all 12.", None, "What is it?")
+    default = "What is the default comment style?"
+    assert holds_kind("Comments are set in \\itshape unless changed.", "value", default)  # a command as code
+    assert holds_kind("The tab size is 8.", "value", "What is the default tabsize?")
+    assert not holds_kind("Comments can be styled as you like.", "value", default)
+    assert not holds_kind("Use \\lstset to change it.", "value", "How does \\lstset set the default?")  # asked
 
 
 def test_typed_answers_add_the_weight_to_the_sentences_that_hold_what_is_asked(minilm):
