@@ -266,7 +266,8 @@ class ExtractConfig(Strict):
     # gives way to that one (people name a report by its author, institution or year, which the answering chunk
     # seldom repeats)
     document_names: bool = True
-    # a quote that its passage's first or last characters cut is widened to its whole sentence, from the document
+    # quotes are whole sentences: a sentence wrapped over lines (a PDF page, a hard-wrapped paragraph) is one, and a
+    # quote that its passage's first or last characters cut is widened from the document (the passage grows to hold it)
     whole_sentences: bool = True
 
 
