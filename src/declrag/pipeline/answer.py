@@ -224,14 +224,20 @@ class Generator(dspy.Module):
         """``pieces`` with each one that its passage's first or last characters cut widened to its whole sentences,
         from the document (`extract.whole`), and the passages that then grow to hold them (by number): what is quoted
         is what is handed over and cited, its offsets exact. Two pieces that become one sentence are quoted once."""
+        def at_edge(p: Piece) -> bool:
+            text = passages[p.n - 1].text[: self.cfg.max_passage_chars]
+            return not (len(text) - len(text.lstrip()) < p.start and p.end < len(text.rstrip().rstrip(",;:-–—")))
+
+        edge = [p for p in pieces if at_edge(p)]
+        docs = self.document_texts(list({passages[p.n - 1].doc_id for p in edge})) \
+            if edge and self.document_texts is not None else {}
         spans: list[tuple[int, int, int]] = []  # (passage, start, end) in the document
         for p in pieces:
             h = passages[p.n - 1]
-            text = h.text[: self.cfg.max_passage_chars]
             a, b = h.start + p.start, h.start + p.end
-            inside = len(text) - len(text.lstrip()) < p.start and p.end < len(text.rstrip().rstrip(",;:-–—"))
-            doc = None if inside or self.document_texts is None else self.document_texts([h.doc_id]).get(h.doc_id)
-            if doc is not None and doc[h.start: h.start + len(text)] == text:
+            doc = docs.get(h.doc_id) if p in edge else None
+            shown = h.text[: self.cfg.max_passage_chars]
+            if doc is not None and doc[h.start: h.start + len(shown)] == shown:
                 a, b = whole(doc, a, b)
             if not any(n == p.n and x < b and a < y for n, x, y in spans):
                 spans.append((p.n, a, b))
@@ -240,9 +246,8 @@ class Generator(dspy.Module):
             h = passages[n - 1]
             mine = [(a, b) for m, a, b in spans if m == n]
             lo, hi = min([h.start] + [a for a, _ in mine]), max([h.end] + [b for _, b in mine])
-            if (lo, hi) != (h.start, h.end) and self.document_texts is not None:
-                doc = self.document_texts([h.doc_id])[h.doc_id]
-                widened[n] = replace(h, text=doc[lo:hi], start=lo, end=hi)
+            if (lo, hi) != (h.start, h.end):  # only an edge piece of a document read above widens
+                widened[n] = replace(h, text=docs[h.doc_id][lo:hi], start=lo, end=hi)
         out = []
         for n, a, b in spans:
             h = widened.get(n, passages[n - 1])

@@ -281,6 +281,8 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     n's whole document text ('' when unknown), both read by the detail rule, the document only when a detail is
     missing from the passage (a store call): the question's words that name the document count as held, as its
     identity's do. ``wrapped``: sentences wrapped over lines are whole candidates (`sentence_spans`)."""
+    if documents is not None:  # read once a passage: the naming words and the detail rule both ask
+        documents = cache(documents)
     kind = answer_kind(question) if type_weight else None
     every = candidates(passages, max_piece_chars, wrapped)
     asked = {d.key for d in details(question)} if kind else set()
