@@ -225,6 +225,9 @@ class RetrieveConfig(Strict):
     # a document-level signal beside chunk-level hybrid search: the weight of BM25 over whole documents (a question
     # that names a document finds its passages first: `pipeline.documents`); 0 is off
     documents: float = Field(0.0, ge=0.0, le=1.0)
+    # also search within the documents that the question names (a name or number that only they hold: "in Hackl's
+    # guide", `pipeline.documents.DocumentIndex.named`), fused with the search over all
+    named: bool = True
 
 
 class RerankConfig(Strict):

@@ -9,7 +9,8 @@ settings were looked at on; ``docs-questions-heldout.jsonl`` (24 over 4 other gu
 only read to check them.
 
 Arms, as in `declrag bench answers` (`declrag_bench.answers.ARMS`): the extractive answer as it was before document
-headers and typed answers (``extractive``), with typed answers (``typed``), with both (``headers``), and the default
+headers and typed answers (``extractive``), with typed answers (``typed``), with both (``headers``), with documents'
+names read but retrieval as it was before it searched the documents a question names (``names``), the default
 program as it is now (``default``: whatever the defaults say), and the default with the document-level retrieval
 signal (``documents``: `declrag.config.RetrieveConfig.documents` at `DOCUMENTS`). Scores per question: the answer
 contains the reference (normalised as SQuAD does), it abstains, and a top-5 passage contains the reference
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[3]  # the checkout (this distribution is
 DATA = ROOT / "benchmarks" / "data"
 SETS = (DATA / "docs-questions.jsonl", DATA / "docs-questions-heldout.jsonl")
 FILES = ROOT / "docs" / "guides"
-ORDER = ("extractive", "typed", "headers", "default", "documents")
+ORDER = ("extractive", "typed", "headers", "names", "default", "documents")
 DOCUMENTS = 0.3  # the documents arm's weight of the document-level signal (`declrag.pipeline.documents`)
 SCORES = ("contains", "abstained", "retrieved")
 
@@ -75,9 +76,10 @@ def _arm(arm: str, files: Path, embedder: Embedder, progress: bool) -> RAGProgra
         if arm == "documents":
             cfg = cfg.model_copy(update={"retrieve": cfg.retrieve.model_copy(update={"documents": DOCUMENTS})})
         return RAGProgram(cfg, store=_store(files, ingest, embedder, progress), embedder=embedder)
-    _, extract, context = ARMS[arm]
+    _, extract, context, retrieve = ARMS[arm]
     ingest = IngestConfig(context=context)
-    cfg = ProgramConfig(ingest=ingest, generate={"mode": "extractive", "extract": ExtractConfig(**extract)})
+    cfg = ProgramConfig(ingest=ingest, retrieve=retrieve,
+                        generate={"mode": "extractive", "extract": ExtractConfig(**extract)})
     return RAGProgram(cfg, store=_store(files, ingest, embedder, progress), embedder=embedder)
 
 

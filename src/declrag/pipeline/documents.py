@@ -6,6 +6,11 @@ name that one document holds has a high idf among documents. `DocumentIndex` kee
 documents (built on first use, again when the store's chunk count changes); `boost` deepens the chunk-level pool to
 `POOL` hits and mixes each hit's score (scaled to 0-1 over the pool) with its document's (BM25 over documents,
 divided by the best document's) at ``weight``, then keeps the best ``limit``.
+
+`DocumentIndex.named` finds the documents a question names (``retrieve.named``): the sources whose documents hold
+a name or number the question holds ("Hackl's guide", "the 2018 guide") when fewer than every source and at most
+`NAMED_AT_MOST` do. The retriever then also searches within those sources, so that their passages are candidates
+even when the answering chunk never repeats the name.
 """
 
 from __future__ import annotations
@@ -14,13 +19,17 @@ import logging
 import threading
 from dataclasses import replace
 
+import numpy as np
+
 from ..stores.base import Store
-from ..stores.bm25 import KeywordIndex
+from ..stores.bm25 import KeywordIndex, query_terms
+from ..text import details
 from ..types import Hit
 
 log = logging.getLogger(__name__)
 POOL = 50  # chunk-level hits re-scored with their document's score
 MAX_DOCUMENTS = 50_000  # beyond this many documents the signal is left out (said once): its index lives in memory
+NAMED_AT_MOST = 20  # a name that more sources hold does not name a document
 
 
 class DocumentIndex:
@@ -29,14 +38,19 @@ class DocumentIndex:
     def __init__(self, store: Store):
         self.store = store
         self._lock = threading.Lock()
-        self._built: tuple[int, list[str], KeywordIndex] | None = None  # (chunk count, doc ids, index)
+        self._built: tuple[int, list[str], KeywordIndex, list[str]] | None = None  # (chunk count, ids, index, sources)
         self._warned = False
 
     def _index(self) -> tuple[list[str], KeywordIndex] | None:
+        got = self._indexed()
+        return None if got is None else (got[1], got[2])
+
+    def _indexed(self) -> tuple[int, list[str], KeywordIndex, list[str]] | None:
         stamp = self.store.count()
         with self._lock:
             if self._built is None or self._built[0] != stamp:
-                ids = sorted(self.store.documents())
+                records = self.store.documents()
+                ids = sorted(records)
                 if len(ids) > MAX_DOCUMENTS:
                     if not self._warned:
                         log.warning("retrieve.documents: %d documents, more than %d; the document-level signal "
@@ -44,8 +58,36 @@ class DocumentIndex:
                         self._warned = True
                     return None
                 texts = self.store.document_texts(ids)
-                self._built = (stamp, ids, KeywordIndex([texts.get(d, "") for d in ids]))
-            return self._built[1], self._built[2]
+                self._built = (stamp, ids, KeywordIndex([texts.get(d, "") for d in ids]),
+                               [records[d].source for d in ids])
+            return self._built
+
+    def named(self, question: str) -> list[str]:
+        """The sources that ``question`` names: for each of its names and numbers (`declrag.text.details`, its first
+        word aside) that the documents of fewer than every source and at most `NAMED_AT_MOST` sources hold, those
+        sources; the sources that all such details share (or, where none is shared, any of them: a question that
+        names two documents). [] when it names none."""
+        got = self._indexed()
+        if got is None or not got[1]:
+            return []
+        _, _, index, sources = got
+        every = set(sources)
+        first = question.strip().split()[:1]
+        groups: list[set[str]] = []
+        for d in details(question):
+            terms = query_terms(d.key)
+            if not terms or (first and d.text == first[0]):
+                continue
+            held = np.ones(len(sources), dtype=bool)
+            for t in terms:
+                held &= index.scores(t) > 0
+            holders = {sources[i] for i in np.flatnonzero(held)}
+            if holders and len(holders) < len(every) and len(holders) <= NAMED_AT_MOST:
+                groups.append(holders)
+        if not groups:
+            return []
+        shared = set.intersection(*groups)
+        return sorted(shared or set.union(*groups))
 
     def scores(self, query: str) -> dict[str, float]:
         """Each document's BM25 score for ``query``, divided by the best one's (0 to 1); {} when none matches."""

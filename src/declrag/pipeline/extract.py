@@ -311,7 +311,11 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
         if gone := lacks(best.n):
             chosen = [p for p in chosen if not lacks(p.n)]
             if not chosen:  # no passage that answers holds (nor does its document) what the question names
-                return Extract([], f"the passages never mention {', '.join(gone[:3])}", best.score)
+                names = ", ".join(gone[:3])
+                if any(not lacks(n) for n in range(1, len(passages) + 1)):
+                    return Extract([], f"no passage of a document that mentions {names} answers this closely "
+                                       "enough", best.score)
+                return Extract([], f"the passages never mention {names}", best.score)
         else:
             chosen = [p for p in chosen if p.n == best.n or not lacks(p.n)]
     chosen = chosen[:max_sentences]

@@ -155,7 +155,7 @@ class Retriever(dspy.Module):
     def __init__(self, cfg: RetrieveConfig, store: Store, embedder: Embedder, pool: int):
         super().__init__()
         self.cfg, self.store, self.embedder, self.pool = cfg, store, embedder, pool
-        self.documents = DocumentIndex(store) if cfg.documents > 0 else None
+        self.documents = DocumentIndex(store) if cfg.documents > 0 or cfg.named else None
 
     def _embed(self, texts: list[str]):
         with embedding_time():
@@ -165,7 +165,7 @@ class Retriever(dspy.Module):
         """The candidate pool; ``depth`` asks for more candidates than the program uses (retrieval metrics)."""
         c = self.cfg
         pool = want = max(self.pool, depth or 0)
-        if self.documents is not None:
+        if c.documents > 0:
             pool = max(pool, DOCUMENT_POOL)  # deeper, then re-scored with the documents' signal
         filt = Filter.of(where if where is not None else c.where)
         given = queries.vector if queries.vector_text is None else None  # a conversation's mixed vector
@@ -182,8 +182,15 @@ class Retriever(dspy.Module):
                                                 "gen_ai.retrieval.query.text": q if tracing.content() else None}) as s:
                 lists.append(self.store.hybrid_search(q, v, pool, c.alpha, c.fusion, c.candidates, filt, c.ann))
                 s.set_attribute("declrag.hits", len(lists[-1]))
+        if c.named and self.documents is not None and (named := self.documents.named(queries.texts[0])):
+            within = {"source": {"$in": named}}  # the documents the question names, searched too
+            with tracing.span("named search", {"declrag.named.sources": len(named)}) as s:
+                lists.append(self.store.hybrid_search(queries.texts[0], vecs[0], pool, c.alpha, c.fusion, c.candidates,
+                                                      Filter({"$and": [filt.spec, within]} if filt else within),
+                                                      c.ann))
+                s.set_attribute("declrag.hits", len(lists[-1]))
         hits = rrf(lists)
-        if self.documents is not None:
+        if c.documents > 0 and self.documents is not None:
             hits = boost(hits, self.documents.scores(" ".join(queries.texts)), c.documents, want)
         hits = cut(hits, c.autocut)
         return expand(self.store, hits, c.window)
