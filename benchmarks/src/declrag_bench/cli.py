@@ -250,7 +250,7 @@ def bench_answers(
         help="a golden set to answer (repeat it; default: squad-v2.0, mtrag-un, cmu-qa, nq-long)")] = None,
     n: Annotated[int, typer.Option(help="questions per set (SQuAD v2.0: half unanswerable)")] = 40,
     mode: Annotated[list[str] | None, typer.Option(
-        help="an arm (repeat it): lm, extractive, typed, headers, names, verified (default: all)")] = None,
+        help="an arm (repeat it): lm, extractive, typed, headers, names, named, verified (default: all)")] = None,
     model: Annotated[str, typer.Option(help="the LM route of the lm and verified modes")] = "local/smollm2",
     seed: Annotated[int, typer.Option(help="seed of the question sample")] = 0,
     as_json: Annotated[Path | None, typer.Option(
