@@ -64,7 +64,7 @@ class DocumentIndex:
 
     def named(self, question: str) -> list[str]:
         """The sources that ``question`` names: for each of its names and numbers (`declrag.text.details`, its first
-        word aside) that the documents of fewer than every source and at most `NAMED_AT_MOST` sources hold, those
+        word aside; a name of two joined by "and" is two) that the documents of fewer than every source and at most `NAMED_AT_MOST` sources hold, those
         sources; the sources that all such details share (or, where none is shared, any of them: a question that
         names two documents). [] when it names none."""
         got = self._indexed()
@@ -74,9 +74,10 @@ class DocumentIndex:
         every = set(sources)
         first = question.strip().split()[:1]
         groups: list[set[str]] = []
-        for d in details(question):
-            terms = query_terms(d.key)
-            if not terms or (first and d.text == first[0]):
+        keys = [part for d in details(question) if not (first and d.text == first[0])
+                for part in d.key.split(" and ")]  # "Berger and Keller" names two
+        for key in keys:
+            if not (terms := query_terms(key)):
                 continue
             held = np.ones(len(sources), dtype=bool)
             for t in terms:

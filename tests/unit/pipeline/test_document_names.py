@@ -164,7 +164,7 @@ def test_a_document_level_signal_finds_the_named_documents_passages_first(fixed_
     q = "How many passages did the retriever return for each question in the Muenchen thesis?"
 
     def docs(weight: float) -> list[str]:
-        cfg = ProgramConfig.model_validate({"retrieve": {"k": 3, "documents": weight}})
+        cfg = ProgramConfig.model_validate({"retrieve": {"k": 3, "documents": weight, "named": False}})
         prog = RAGProgram(cfg, store=fixed_store, embedder=HashEmbedder())
         return [h.doc_id for h in prog.retrieve(queries=prog.rewrite(question=q))]
 
@@ -204,3 +204,33 @@ def test_a_pdfs_title_page_names_the_passages_of_its_other_pages(tmp_path):
     a = ask(store, question_about("TU Wien"), min_score=0.0)
     assert not a.abstained and a.citations[0]["page"] == 2 and "five passages" in a.answer
     assert ask(store, question_about("TU Graz"), min_score=0.0).abstained
+
+
+def test_the_documents_a_question_names_are_found_by_the_names_only_they_hold(fixed_store, monkeypatch):
+    from declrag.pipeline import documents
+    from declrag.pipeline.documents import DocumentIndex
+
+    index = DocumentIndex(fixed_store)
+    source = {d: r.source for d, r in fixed_store.documents().items()}
+    assert index.named("How many passages in the Muenchen thesis?") == [source["tum"]]
+    assert index.named("How many passages in Anna Berger's thesis?") == [source["wien"]]  # a possessive
+    assert index.named("Did the TUM thesis of 2021 cut passages?") == [source["tum"]]  # both name it: shared
+    assert index.named(question_about("TU Graz")) == []  # no document holds it: it names none
+    assert index.named("Which passages did Anna Berger and Jonas Keller count?") == sorted(
+        [source["wien"], source["tum"]])  # two documents named, none holds both: either
+    monkeypatch.setattr(documents, "NAMED_AT_MOST", 0)
+    assert index.named("How many passages in the Muenchen thesis?") == []  # held by more than that: names none
+
+
+def test_the_retriever_also_searches_the_documents_the_question_names(fixed_store):
+    q = "Which held-out split of the corpus did the evaluation use in the thesis from Muenchen?"
+
+    def docs(named: bool, where: dict | None = None) -> list[str]:
+        cfg = ProgramConfig.model_validate({"retrieve": {"k": 3, "named": named, "where": where}})
+        prog = RAGProgram(cfg, store=fixed_store, embedder=HashEmbedder())
+        return [h.doc_id for h in prog.retrieve(queries=prog.rewrite(question=q))]
+
+    blind, named = docs(False), docs(True)
+    assert "tum" not in blind[:3] and named[0] == "tum"  # its words are Wien's, its name TUM's
+    wien = fixed_store.documents()["wien"].source
+    assert set(docs(True, {"source": wien})) == {"wien"}  # the named search keeps to the program's own filter
