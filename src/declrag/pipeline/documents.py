@@ -7,10 +7,10 @@ documents (built on first use, again when the store's chunk count changes); `boo
 `POOL` hits and mixes each hit's score (scaled to 0-1 over the pool) with its document's (BM25 over documents,
 divided by the best document's) at ``weight``, then keeps the best ``limit``.
 
-`DocumentIndex.named` finds the documents a question names (``retrieve.named``): the sources whose documents hold
-a name or number the question holds ("Hackl's guide", "the 2018 guide") when fewer than every source and at most
-`NAMED_AT_MOST` do. The retriever then also searches within those sources, so that their passages are candidates
-even when the answering chunk never repeats the name.
+`DocumentIndex.named` finds the documents a question names (``retrieve.named``): those that hold a name or number
+the question holds ("Hackl's guide", "the 2018 guide") when fewer than every document and at most `NAMED_AT_MOST`
+do (a PDF's pages count as one document). The retriever then also searches within them, so that their passages are
+candidates even when the answering chunk never repeats the name.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ..types import Hit
 log = logging.getLogger(__name__)
 POOL = 50  # chunk-level hits re-scored with their document's score
 MAX_DOCUMENTS = 50_000  # beyond this many documents the signal is left out (said once): its index lives in memory
-NAMED_AT_MOST = 20  # a name that more sources hold does not name a document
+NAMED_AT_MOST = 20  # a name that more documents hold does not name one
 
 
 class DocumentIndex:
@@ -38,7 +38,8 @@ class DocumentIndex:
     def __init__(self, store: Store):
         self.store = store
         self._lock = threading.Lock()
-        self._built: tuple[int, list[str], KeywordIndex, list[str]] | None = None  # (chunk count, ids, index, sources)
+        # (chunk count, ids, index, each id's whole document: a PDF's source, else the id)
+        self._built: tuple[int, list[str], KeywordIndex, list[str]] | None = None
         self._warned = False
 
     def _index(self) -> tuple[list[str], KeywordIndex] | None:
@@ -59,19 +60,21 @@ class DocumentIndex:
                     return None
                 texts = self.store.document_texts(ids)
                 self._built = (stamp, ids, KeywordIndex([texts.get(d, "") for d in ids]),
-                               [records[d].source for d in ids])
+                               [records[d].source if records[d].page is not None else d for d in ids])
             return self._built
 
     def named(self, question: str) -> list[str]:
-        """The sources that ``question`` names: for each of its names and numbers (`declrag.text.details`, its first
-        word aside; a name of two joined by "and" is two) that the documents of fewer than every source and at most `NAMED_AT_MOST` sources hold, those
-        sources; the sources that all such details share (or, where none is shared, any of them: a question that
-        names two documents). [] when it names none."""
+        """The documents that ``question`` names, by id. A document here is a whole one: a PDF's pages (each their
+        own ``SOURCE#page=N``) are one, named when any page holds the name (its title page does). For each of the
+        question's names and numbers (`declrag.text.details`, its first word aside; a name of two joined by "and"
+        is two) that fewer than every document and at most `NAMED_AT_MOST` hold, those documents; then the documents
+        that all such details share (or, where none is shared, any of them: a question that names two documents).
+        [] when it names none."""
         got = self._indexed()
         if got is None or not got[1]:
             return []
-        _, _, index, sources = got
-        every = set(sources)
+        _, ids, index, wholes = got
+        every = set(wholes)
         first = question.strip().split()[:1]
         groups: list[set[str]] = []
         keys = [part for d in details(question) if not (first and d.text == first[0])
@@ -79,16 +82,16 @@ class DocumentIndex:
         for key in keys:
             if not (terms := query_terms(key)):
                 continue
-            held = np.ones(len(sources), dtype=bool)
+            held = np.ones(len(ids), dtype=bool)
             for t in terms:
                 held &= index.scores(t) > 0
-            holders = {sources[i] for i in np.flatnonzero(held)}
+            holders = {wholes[i] for i in np.flatnonzero(held)}
             if holders and len(holders) < len(every) and len(holders) <= NAMED_AT_MOST:
                 groups.append(holders)
         if not groups:
             return []
-        shared = set.intersection(*groups)
-        return sorted(shared or set.union(*groups))
+        named = set.intersection(*groups) or set.union(*groups)
+        return [d for d, w in zip(ids, wholes) if w in named]
 
     def scores(self, query: str) -> dict[str, float]:
         """Each document's BM25 score for ``query``, divided by the best one's (0 to 1); {} when none matches."""

@@ -183,8 +183,8 @@ class Retriever(dspy.Module):
                 lists.append(self.store.hybrid_search(q, v, pool, c.alpha, c.fusion, c.candidates, filt, c.ann))
                 s.set_attribute("declrag.hits", len(lists[-1]))
         if c.named and self.documents is not None and (named := self.documents.named(queries.texts[0])):
-            within = {"source": {"$in": named}}  # the documents the question names, searched too
-            with tracing.span("named search", {"declrag.named.sources": len(named)}) as s:
+            within = {"doc_id": {"$in": named}}  # the documents the question names, searched too
+            with tracing.span("named search", {"declrag.named.documents": len(named)}) as s:
                 lists.append(self.store.hybrid_search(queries.texts[0], vecs[0], pool, c.alpha, c.fusion, c.candidates,
                                                       Filter({"$and": [filt.spec, within]} if filt else within),
                                                       c.ann))

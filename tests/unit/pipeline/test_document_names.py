@@ -13,6 +13,7 @@ from declrag.ingest.chunkers import sentence_spans
 from declrag.ingest.indexer import Indexer
 from declrag.lm import using_lm
 from declrag.pipeline.adapters import PlainTextAdapter
+from declrag.pipeline.documents import DocumentIndex
 from declrag.pipeline.extract import extract, missing_details
 from declrag.pipeline.names import whole
 from declrag.pipeline.program import NEAREST_CITED, RAGProgram
@@ -156,8 +157,6 @@ def test_an_abstention_says_why_and_cites_the_nearest_passages(fixed_store):
 
 # ------------------------------------------------------------------------------------------- retrieval
 def test_a_document_level_signal_finds_the_named_documents_passages_first(fixed_store):
-    from declrag.pipeline.documents import DocumentIndex
-
     index = DocumentIndex(fixed_store)
     got = index.scores("Technische Universitaet Muenchen")
     assert got["tum"] == 1.0 and "wien" not in got and "rome" not in got
@@ -200,18 +199,20 @@ def test_a_pdfs_title_page_names_the_passages_of_its_other_pages(tmp_path):
     pages = ["Evaluating retrieval\n\nBachelor thesis by Anna Berger, TU Wien, 2021",
              "The retriever returned five passages for each question. The answerer read them in rank order."]
     docs = [Document(id=f"{src}#page={n}", text=t, source=src, page=n) for n, t in enumerate(pages, 1)]
-    Indexer(store, meta.ingest, HashEmbedder(), progress=False).index_documents(docs)
+    other = Document(id="notes.txt", text="The retriever returned nine passages. Notes by Jonas Keller.",
+                     source=str(tmp_path / "notes.txt"))
+    Indexer(store, meta.ingest, HashEmbedder(), progress=False).index_documents([*docs, other])
+    assert DocumentIndex(store).named(question_about("Anna Berger")) == [d.id for d in docs]  # every page of it
     a = ask(store, question_about("TU Wien"), min_score=0.0)
-    assert not a.abstained and a.citations[0]["page"] == 2 and "five passages" in a.answer
+    assert not a.abstained and 2 in {c["page"] for c in a.citations} and "five passages" in a.answer
+    assert "nine" not in a.answer  # the other document's passage, which does not name it
     assert ask(store, question_about("TU Graz"), min_score=0.0).abstained
 
 
 def test_the_documents_a_question_names_are_found_by_the_names_only_they_hold(fixed_store, monkeypatch):
     from declrag.pipeline import documents
-    from declrag.pipeline.documents import DocumentIndex
-
     index = DocumentIndex(fixed_store)
-    source = {d: r.source for d, r in fixed_store.documents().items()}
+    source = {d: d for d in fixed_store.documents()}  # a document that is not a PDF's page: its own id
     assert index.named("How many passages in the Muenchen thesis?") == [source["tum"]]
     assert index.named("How many passages in Anna Berger's thesis?") == [source["wien"]]  # a possessive
     assert index.named("Did the TUM thesis of 2021 cut passages?") == [source["tum"]]  # both name it: shared
