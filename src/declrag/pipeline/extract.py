@@ -189,6 +189,9 @@ def _near(key: str, words: AbstractSet[str]) -> bool:
 
 
 _KIND_OF = [  # (pattern on the question's start, lower case, after any leading clause) -> what the answer holds
+    (re.compile(r"^(?:in |from |to |of |for |by |with )?(?:what|which) (?:[a-z0-9-]+ ){0,2}(?:options?|commands?|"
+                r"packages?|environments?|environment variables?|settings?|parameters?|macros?|flags?|keywords?|"
+                r"document class(?:es)?|switch(?:es)?)\b"), "code"),
     (re.compile(r"^(?:in |from |to |of |for |by )?(?:what|which) (?:country|countries|nation|nations)\b"), "country"),
     (re.compile(r"^(?:in |by |since |until )?(?:when|what year|which year|what date|what day|what month|"
                 r"what century|what decade|what time period)\b"), "date"),
@@ -215,23 +218,34 @@ def countries() -> frozenset[str]:
 _DEFAULT = re.compile(r"\b(?:defaults?|initial(?:ly)?)\b")
 _ASKS = re.compile(r"\b(?:what|which|how)\b")
 _CODE = re.compile(r"\\[A-Za-z@]+")  # a command written as code: \itshape, \bigbreak
+_NAMED_IN_CODE = re.compile(  # what names an option, package or variable in a manual's text
+    r"\\[A-Za-z@]+"  # \itshape
+    r"|(?<![\w-])-{1,2}[a-z][\w-]*"  # --shell-escape
+    r"|\b[a-z][\w@]*[A-Z0-9_][\w@-]*"  # algo2e, lastLine, max_len
+    r"|\b[A-Z][A-Z0-9_]{2,}\b"  # M4PATH
+    r"|(?<![\w-])(?![\w-]*-(?:of|the|and|to|in|a)-)[a-z]+(?:-[a-z0-9]+)+(?![\w-])"  # fix-cm, not state-of-the-art
+    r"|(?:^|(?<=\n))\s*(?:\d+\.\s+)?[a-z][\w@-]{2,}(?=\s*[:=])"  # a definition list's term: "rightnl: puts ..."
+    r"|\b[a-z][\w@-]*(?==)")  # breakindent=
 
 
 def answer_kind(question: str) -> str | None:
     """What the question asks for: ``country`` (what country), ``date`` (when, what year), ``number`` (how many,
     how much, what percentage), ``name`` (who, where, which or what + a noun: a person, place, organisation or thing
-    by name), ``value`` (what or which default or initial setting: a number or a command), or None (what is, why,
-    how: no type)."""
+    by name), ``code`` (which option, command, package, environment variable, document class: a name written as
+    code), ``value`` (what or which default or initial setting: a number or a command), or None (what is, why, how:
+    no type)."""
     q = re.sub(r"\b(what|who|where|when|which|how)(?:'|’)s\b", r"\1 is", " ".join(question.lower().split()))
-    q = re.sub(r"^(?:according to [^,]+, |in the [^,]+, |so |and |ok,? |also,? )", "", q)
+    q = re.sub(r"^(?:according to [^,]+, |in [^,]+, |so |and |ok,? |also,? )", "", q)
     kind = next((kind for pattern, kind in _KIND_OF if pattern.match(q)), None)
-    return "value" if kind is None and _DEFAULT.search(q) and _ASKS.search(q) else kind
+    return "value" if kind in (None, "name") and _DEFAULT.search(q) and _ASKS.search(q) else kind
 
 
 def holds_kind(piece: str, kind: str | None, question: str, asked: set[str] | None = None) -> bool:
     """Whether ``piece`` holds something of ``kind`` (`answer_kind`) that ``question`` does not: a number; for a date,
     a number (a year, a day) or a month, century or decade; a name (`declrag.text.details`); a country's name; for a
-    value, a number or a command written as code (``\\itshape``).
+    value, a number or a command written as code (``\\itshape``); for code, a name written as code (``\\itshape``,
+    ``--shell-escape``, ``algo2e``, ``M4PATH``, ``fix-cm``, ``breakindent=``) or a definition list's term at a line's
+    start (``rightnl: put line numbers ...``).
     ``asked``: the question's detail keys, when the caller already has them (one question, many pieces)."""
     if kind is None:
         return False
@@ -241,6 +255,8 @@ def holds_kind(piece: str, kind: str | None, question: str, asked: set[str] | No
         return any(d.kind == "name" for d in found)
     if kind == "value":  # a default: a number, or a command written as code
         return any(d.kind == "number" for d in found) or any(c not in question for c in _CODE.findall(piece))
+    if kind == "code":  # an option, command, package or variable: written as code, or a definition list's term
+        return any(c.strip() not in question for c in _NAMED_IN_CODE.findall(piece))
     if kind == "country":
         return any(d.kind == "name" and (d.key in countries() or any(w in countries() for w in d.key.split()))
                    for d in found)
