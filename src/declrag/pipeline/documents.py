@@ -28,7 +28,7 @@ from ..types import Hit
 
 log = logging.getLogger(__name__)
 POOL = 50  # chunk-level hits re-scored with their document's score
-MAX_DOCUMENTS = 50_000  # beyond this many documents the signal is left out (said once): its index lives in memory
+MAX_DOCUMENTS = 50_000  # beyond this many documents the index is not built (said once): it lives in memory
 NAMED_AT_MOST = 20  # a name that more documents hold does not name one
 
 
@@ -40,7 +40,7 @@ class DocumentIndex:
         self._lock = threading.Lock()
         # (chunk count, ids, index, each id's whole document: a PDF's source, else the id)
         self._built: tuple[int, list[str], KeywordIndex, list[str]] | None = None
-        self._warned = False
+        self._too_many: int | None = None  # the chunk count at which there were more than MAX_DOCUMENTS
 
     def _index(self) -> tuple[list[str], KeywordIndex] | None:
         got = self._indexed()
@@ -49,19 +49,26 @@ class DocumentIndex:
     def _indexed(self) -> tuple[int, list[str], KeywordIndex, list[str]] | None:
         stamp = self.store.count()
         with self._lock:
+            if self._too_many == stamp:  # counted before: not read again for every question
+                return None
             if self._built is None or self._built[0] != stamp:
                 records = self.store.documents()
                 ids = sorted(records)
                 if len(ids) > MAX_DOCUMENTS:
-                    if not self._warned:
-                        log.warning("retrieve.documents: %d documents, more than %d; the document-level signal "
-                                    "is left out", len(ids), MAX_DOCUMENTS)
-                        self._warned = True
+                    if self._too_many is None:
+                        log.warning("retrieve.named and retrieve.documents: %d documents, more than %d; the index "
+                                    "over whole documents is not built and both are left out", len(ids),
+                                    MAX_DOCUMENTS)
+                    self._too_many, self._built = stamp, None
                     return None
                 texts = self.store.document_texts(ids)
                 self._built = (stamp, ids, KeywordIndex([texts.get(d, "") for d in ids]),
                                [records[d].source if records[d].page is not None else d for d in ids])
             return self._built
+
+    def warm_up(self) -> None:
+        """Build the index now, not on the first question."""
+        self._indexed()
 
     def named(self, question: str) -> list[str]:
         """The documents that ``question`` names, by id. A document here is a whole one: a PDF's pages (each their

@@ -124,6 +124,8 @@ class RAGProgram(dspy.Module):
         for name in self._lm_stages() if lms else ():
             registry.warm_up(self.config.stage_lm(name))
         self.store.warm_up()  # the search snapshot and its indexes, or the server connection
+        if self.retrieve.documents is not None:
+            self.retrieve.documents.warm_up()  # the index over whole documents (retrieve.named, .documents)
         self.embedder.embed_query("warm-up")  # the query path of the embedding backend
         self._warm = lms
         return self

@@ -235,3 +235,15 @@ def test_the_retriever_also_searches_the_documents_the_question_names(fixed_stor
     assert "tum" not in blind[:3] and named[0] == "tum"  # its words are Wien's, its name TUM's
     wien = fixed_store.documents()["wien"].source
     assert set(docs(True, {"source": wien})) == {"wien"}  # the named search keeps to the program's own filter
+
+
+def test_beyond_its_bound_the_index_over_whole_documents_is_not_built_nor_read_again(fixed_store, monkeypatch, caplog):
+    from declrag.pipeline import documents
+
+    monkeypatch.setattr(documents, "MAX_DOCUMENTS", 2)  # the store holds three
+    index = DocumentIndex(fixed_store)
+    reads = []
+    monkeypatch.setattr(fixed_store, "documents", lambda: reads.append(1) or type(fixed_store).documents(fixed_store))
+    for _ in range(3):
+        assert index.named("How many passages in the Muenchen thesis?") == [] and index.scores("Muenchen") == {}
+    assert len(reads) == 1 and caplog.text.count("more than 2") == 1  # counted once, said once
