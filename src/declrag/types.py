@@ -77,15 +77,24 @@ class Chunk:
     parent_end: int | None = None
     section: str = ""
     header: str = ""
+    running: str = ""  # its running headers and footers, "start:end,..." in its text (`declrag.ingest.running`)
 
     @property
     def searched(self) -> str:
-        """What is embedded and indexed for keywords: the header, then the text (`searched_text`)."""
-        return searched_text(self.header, self.text)
+        """What is embedded and indexed for keywords: the header, then the text without its running lines
+        (`searched_text`)."""
+        return searched_text(self.header, self.text, self.running)
 
 
-def searched_text(header: str, text: str) -> str:
-    """A chunk's searched text from its header and text: the one format every store indexes."""
+def searched_text(header: str, text: str, running: str = "") -> str:
+    """A chunk's searched text from its header, text and running lines (``"start:end,..."``, left out): the one
+    format every store indexes."""
+    if running:
+        parts, at = [], 0
+        for a, b in sorted(tuple(map(int, r.split(":"))) for r in running.split(",")):
+            parts.append(text[at:a])
+            at = max(at, b)
+        text = "".join(parts) + text[at:]
     return f"{header}\n\n{text}" if header else text
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from ..config import ChunkerConfig, Context
 from ..types import Chunk, Document, chunk_id
 from .headers import header, headings, sections
+from .running import spans_of, within
 
 Span = tuple[int, int]
 EmbedFn = Callable[[list[str]], np.ndarray]
@@ -230,12 +231,13 @@ class Chunker:
                 spans = self._semantic(text, toks, whole)
             parents = [None] * len(spans)
         paths = sections(headings(doc), [s for s, _ in spans])
+        running = spans_of(doc.metadata)  # its running headers and footers (`declrag.ingest.running`)
         return [
             Chunk(
                 id=chunk_id(doc.id, i), doc_id=doc.id, text=text[s:e], start=s, end=e, position=i,
                 source=doc.source, title=doc.title, page=doc.page,
                 parent_start=p[0] if p else None, parent_end=p[1] if p else None,
-                section=path, header=header(doc.title, path, self.context),
+                section=path, header=header(doc.title, path, self.context), running=within(running, s, e),
             )
             for i, ((s, e), p, path) in enumerate(zip(spans, parents, paths))
         ]

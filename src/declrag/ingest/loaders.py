@@ -22,6 +22,7 @@ from typing import Any
 from declrag.types import Document
 
 from .headers import clip, helpful_name, text_title
+from .running import paged_spans, running_spans
 
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".txt", ".md", ".markdown", ".pdf", ".html", ".htm", ".jsonl"})
 
@@ -158,7 +159,9 @@ def load_file(path: str | Path) -> list[Document]:
         if not text.strip():
             raise LoadError("empty file")
         title = _markdown_title(text) if suffix in (".md", ".markdown") else text_title(text)
-        return [Document(id=source, text=text, source=source, title=title or helpful_name(source))]
+        running = paged_spans(text)  # a text with form feeds between its pages: their running lines
+        return [Document(id=source, text=text, source=source, title=title or helpful_name(source),
+                         metadata={"running": [list(s) for s in running]} if running else {})]
     except LoadError:
         raise
     except OSError as e:
@@ -271,6 +274,9 @@ def _load_pdf(data: bytes, source: str, name: str) -> list[Document]:
                 docs.append(Document(f"{source}#page={n}", text, source, title or name, page=n))
     if not docs:
         raise LoadError("no extractable text (scanned PDF?)")
+    for doc, spans in zip(docs, running_spans([d.text for d in docs])):  # its running headers and footers
+        if spans:
+            doc.metadata["running"] = [list(s) for s in spans]
     return docs
 
 

@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 EXACT_ROWS = 20_000  # above this many rows, vector search pre-selects in float16 (see _Snapshot.nearest)
 RESCORE_MARGIN = 128
 CHUNK_FIELDS = ["id", "doc_id", "text", "start", "end", "position", "source", "title", "page",
-                "parent_start", "parent_end", "section", "header"]
-ADDED_FIELDS = ("section", "header")  # text columns a store made before them lacks (read as '')
+                "parent_start", "parent_end", "section", "header", "running"]
+ADDED_FIELDS = ("section", "header", "running")  # text columns a store made before them lacks (read as '')
 
 
 def filter_arrow(where: Filter):
@@ -99,9 +99,10 @@ class Snapshot:
                            lambda: KeywordIndex(self.searched()), "keyword")
 
     def searched(self) -> list[str]:
-        """Each row's `Chunk.searched` text: its header (if any), then its text."""
-        return [searched_text(h, t) for h, t in zip(self.table.column("header").to_pylist(),
-                                                    self.table.column("text").to_pylist())]
+        """Each row's `Chunk.searched` text: its header (if any), then its text without its running lines."""
+        return [searched_text(h, t, r or "") for h, t, r in zip(self.table.column("header").to_pylist(),
+                                                               self.table.column("text").to_pylist(),
+                                                               self.table.column("running").to_pylist())]
 
     @cached_property
     def ivf(self) -> IvfIndex:
@@ -203,5 +204,5 @@ class Snapshot:
 
     def chunks(self, rows: Sequence[int]) -> list[Chunk]:
         recs = self.table.take(pa.array(rows, type=pa.int64())).select(CHUNK_FIELDS).to_pylist()
-        return [Chunk(**{**r, "section": r["section"] or "", "header": r["header"] or ""}) for r in recs]
+        return [Chunk(**{**r, **{f: r[f] or "" for f in ADDED_FIELDS}}) for r in recs]
 
