@@ -182,18 +182,27 @@ class Retriever(dspy.Module):
                                                 "gen_ai.retrieval.query.text": q if tracing.content() else None}) as s:
                 lists.append(self.store.hybrid_search(q, v, pool, c.alpha, c.fusion, c.candidates, filt, c.ann))
                 s.set_attribute("declrag.hits", len(lists[-1]))
-        if c.named and self.documents is not None and (named := self.documents.named(queries.texts[0])):
-            within = {"doc_id": {"$in": named}}  # the documents the question names, searched too
-            with tracing.span("named search", {"declrag.named.documents": len(named)}) as s:
-                lists.append(self.store.hybrid_search(queries.texts[0], vecs[0], pool, c.alpha, c.fusion, c.candidates,
-                                                      Filter({"$and": [filt.spec, within]} if filt else within),
-                                                      c.ann))
-                s.set_attribute("declrag.hits", len(lists[-1]))
         hits = rrf(lists)
+        if c.named and self.documents is not None:
+            hits = self._named(queries.texts[0], vecs[0], hits, pool, filt)
         if c.documents > 0 and self.documents is not None:
             hits = boost(hits, self.documents.scores(" ".join(queries.texts)), c.documents, want)
         hits = cut(hits, c.autocut)
         return expand(self.store, hits, c.window)
+
+
+    def _named(self, question: str, vector: Any, hits: list[Hit], pool: int, filt: Filter | None) -> list[Hit]:
+        """``hits``, fused with a search within the documents that ``question`` names (`DocumentIndex.named`) when
+        none of the first ``k`` is theirs: the search over all has then missed the document the user means."""
+        named = self.documents.named(question) if self.documents is not None else []
+        if not named or not hits or not set(named).isdisjoint(h.doc_id for h in hits[: self.cfg.k]):
+            return hits
+        c, within = self.cfg, {"doc_id": {"$in": named}}
+        with tracing.span("named search", {"declrag.named.documents": len(named)}) as s:
+            found = self.store.hybrid_search(question, vector, pool, c.alpha, c.fusion, c.candidates,
+                                             Filter({"$and": [filt.spec, within]} if filt else within), c.ann)
+            s.set_attribute("declrag.hits", len(found))
+        return rrf([hits, found])
 
 
 class Reranker(dspy.Module):

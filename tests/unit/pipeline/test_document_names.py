@@ -235,6 +235,8 @@ def test_the_retriever_also_searches_the_documents_the_question_names(fixed_stor
     assert "tum" not in blind[:3] and named[0] == "tum"  # its words are Wien's, its name TUM's
     wien = fixed_store.documents()["wien"].source
     assert set(docs(True, {"source": wien})) == {"wien"}  # the named search keeps to the program's own filter
+    q = "Which held-out split of the corpus did the evaluation use in the thesis from TU Wien?"
+    assert docs(False)[:3] == docs(True)[:3]  # the search over all found the named document: left as it was
 
 
 def test_beyond_its_bound_the_index_over_whole_documents_is_not_built_nor_read_again(fixed_store, monkeypatch, caplog):
