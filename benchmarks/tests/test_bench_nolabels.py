@@ -48,7 +48,7 @@ def test_transfer_tries_each_single_change_and_says_which_writer_predicts_the_re
     changes = dict(one_changes(space.params, base))
     assert set(changes) == {"chunker=recursive", "chunk_size=512", "alpha=0.0", "alpha=0.25", "alpha=0.75",
                             "alpha=1.0", "fusion=ranked", "candidates=200", "window=1", "rerank=bm25",
-                            "documents=0.3"}
+                            "documents=0.3", "named=True"}
     for label, params in changes.items():  # one parameter differs, no parameter of another's condition added
         assert set(params) == set(base) and sum(params[k] != base[k] for k in base) == 1, label
     rows = [{"synthetic": s, "by_writer": {"ict": s, "situated": t}, "real": {"diff": t}}

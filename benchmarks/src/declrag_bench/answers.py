@@ -7,11 +7,11 @@ and ``verified`` (the LM writes; each sentence is checked against its passages a
 dropped or replaced); and two extractive arms that add one thing each: ``typed`` (sentences holding what the question
 asks for score more: `declrag.pipeline.extract.answer_kind`) and ``headers`` (typed, over an index whose chunks carry
 their document's title and section: ingest ``context: title+section``, `declrag.ingest.headers`); these three as they
-were before answers read their documents' names (`BEFORE_NAMES`); ``names``: ``headers`` with
+were before answers read their documents' names (`BEFORE_NAMES`); ``names``, the default now: ``headers`` with
 the detail rule reading each passage's whole document and quotes widened to whole sentences
-(`declrag.config.ExtractConfig.document_names`, ``whole_sentences``); these four with retrieval as it was before it
-also searched the documents that a question names (`BEFORE_NAMED`); and ``named``, the default now: ``names`` with
-that search (`declrag.config.RetrieveConfig.named`). Each runs the default program otherwise (k 5, hybrid, no
+(`declrag.config.ExtractConfig.document_names`, ``whole_sentences``); these four without a search within the
+documents that a question names (`BEFORE_NAMED`, as the default); and ``named``: ``names`` with that search
+(`declrag.config.RetrieveConfig.named`, off by default). Each runs the default program otherwise (k 5, hybrid, no
 rerank), on the same seeded questions:
 
 - SQuAD v2.0 dev: half answerable, half unanswerable questions, over the whole dev corpus;
@@ -56,14 +56,14 @@ SETS = ("squad-v2.0", "mtrag-un", "cmu-qa", "nq-long")
 TYPE_WEIGHT = ExtractConfig().type_weight or 0.2  # the typed arms' weight: the default's, or this were it off
 # arm -> (generate mode, extract settings over the default's, ingest context, retrieve settings over the default's)
 BEFORE_NAMES = {"document_names": False, "whole_sentences": False}  # the extractive arms as they were measured
-BEFORE_NAMED = {"named": False}  # ... and their retrieval, before it searched the documents a question names
+BEFORE_NAMED = {"named": False}  # ... and their retrieval: without a search within the documents a question names
 ARMS: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
     "lm": ("lm", {}, "none", {}),
     "extractive": ("extractive", {"type_weight": 0.0, "max_sentences": 2, **BEFORE_NAMES}, "none", BEFORE_NAMED),
     "typed": ("extractive", {"type_weight": TYPE_WEIGHT, **BEFORE_NAMES}, "none", BEFORE_NAMED),
     "headers": ("extractive", {"type_weight": TYPE_WEIGHT, **BEFORE_NAMES}, "title+section", BEFORE_NAMED),
     "names": ("extractive", {"type_weight": TYPE_WEIGHT}, "title+section", BEFORE_NAMED),
-    "named": ("extractive", {"type_weight": TYPE_WEIGHT}, "title+section", {}),
+    "named": ("extractive", {"type_weight": TYPE_WEIGHT}, "title+section", {"named": True}),
     "verified": ("verified", {}, "none", {}),
 }
 MODES = tuple(ARMS)

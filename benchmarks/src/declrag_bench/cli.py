@@ -281,7 +281,7 @@ def bench_files(
         help="the folder to index and ask (default: docs/guides); e.g. the named-document set that "
              "benchmarks/scripts/named.py fetches, with --questions DIR/questions.jsonl")] = None,
     arm: Annotated[list[str] | None, typer.Option(
-        help="an arm (repeat it): extractive, typed, headers, names, default, documents (default: all)")] = None,
+        help="an arm (repeat it): extractive, typed, headers, default, documents, named (default: all)")] = None,
     as_json: Annotated[Path | None, typer.Option(
         "--json", help="write the results as JSON here (default: runs/bench/files.json)")] = None,
 ):

@@ -9,9 +9,9 @@ settings were looked at on; ``docs-questions-heldout.jsonl`` (24 over 4 other gu
 only read to check them.
 
 Arms, as in `declrag bench answers` (`declrag_bench.answers.ARMS`): the extractive answer as it was before document
-headers and typed answers (``extractive``), with typed answers (``typed``), with both (``headers``), with documents'
-names read but retrieval as it was before it searched the documents a question names (``names``), the default
-program as it is now (``default``: whatever the defaults say), and the default with the document-level retrieval
+headers and typed answers (``extractive``), with typed answers (``typed``), with both (``headers``), the default
+program as it is now (``default``: whatever the defaults say), the default with a search within the documents a
+question names (``named``: `declrag.config.RetrieveConfig.named`), and the default with the document-level retrieval
 signal (``documents``: `declrag.config.RetrieveConfig.documents` at `DOCUMENTS`). Scores per question: the answer
 contains the reference (normalised as SQuAD does), it abstains, and a top-5 passage contains the reference
 (retrieval's share); each arm against the first, paired, with a 95% interval.
@@ -43,8 +43,10 @@ ROOT = Path(__file__).resolve().parents[3]  # the checkout (this distribution is
 DATA = ROOT / "benchmarks" / "data"
 SETS = (DATA / "docs-questions.jsonl", DATA / "docs-questions-heldout.jsonl")
 FILES = ROOT / "docs" / "guides"
-ORDER = ("extractive", "typed", "headers", "names", "default", "documents")
+ORDER = ("extractive", "typed", "headers", "default", "documents", "named")
 DOCUMENTS = 0.3  # the documents arm's weight of the document-level signal (`declrag.pipeline.documents`)
+RETRIEVAL_ARMS: dict[str, dict[str, Any]] = {  # the default program, these retrieve settings over its own
+    "default": {}, "documents": {"documents": DOCUMENTS}, "named": {"named": True}}
 SCORES = ("contains", "abstained", "retrieved")
 
 
@@ -70,11 +72,10 @@ def _store(files: Path, ingest: IngestConfig, embedder: Embedder, progress: bool
 
 
 def _arm(arm: str, files: Path, embedder: Embedder, progress: bool) -> RAGProgram:
-    if arm in ("default", "documents"):
+    if arm in RETRIEVAL_ARMS:
         ingest = IngestConfig()
         cfg = default_config(ProgramConfig(ingest=ingest))
-        if arm == "documents":
-            cfg = cfg.model_copy(update={"retrieve": cfg.retrieve.model_copy(update={"documents": DOCUMENTS})})
+        cfg = cfg.model_copy(update={"retrieve": cfg.retrieve.model_copy(update=RETRIEVAL_ARMS[arm])})
         return RAGProgram(cfg, store=_store(files, ingest, embedder, progress), embedder=embedder)
     _, extract, context, retrieve = ARMS[arm]
     ingest = IngestConfig(context=context)
