@@ -85,3 +85,25 @@ def test_api_key_server_refuses_wrong_credentials(tmp_path, monkeypatch):
         store.drop()
     finally:
         stop_weaviate(folder)
+
+
+def test_running_lines_are_left_out_of_the_keyword_index_on_both_backends(tmp_path, weaviate_url):
+    from declrag.config import IngestConfig
+    from declrag.ingest.indexer import Indexer
+    from declrag.testing import HashEmbedder
+
+    pages = [f"Header of the report\nThe {w} section is about retrieval.\nBibliothek der TU Wien\n{n}"
+             for n, w in enumerate(["alpha", "beta", "gamma", "delta"], 1)]
+    report = tmp_path / "report.txt"
+    report.write_text("\f".join(pages))  # pages, as pdftotext writes them
+    for uri in (str(tmp_path / "lance"), child_uri(weaviate_url, f"run{uuid.uuid4().hex[:8]}")):
+        store, meta = open_store(uri, IngestConfig())  # no header: Weaviate searches `searched` all the same
+        try:
+            Indexer(store, meta.ingest, HashEmbedder(), progress=False).index_paths([report])
+            store.settle()
+            assert store.keyword_search("Bibliothek") == [], uri
+            hits = store.keyword_search("gamma")
+            assert hits and "Bibliothek der TU Wien" in hits[0].chunk.text, uri  # its text stays whole
+        finally:
+            if uri.startswith("weaviate"):
+                store.drop()

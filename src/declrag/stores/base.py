@@ -45,7 +45,9 @@ BACKENDS: dict[str, tuple[str, str]] = {
 class StoreMeta(Strict):
     """What a store was built with; written once, when the store is created, inside the store itself."""
 
-    format: int = 2  # 2: ingest has ``context`` (a store of format 1 was built without headers)
+    # 2: ingest has ``context`` (a store of format 1 was built without headers); 3: chunks leave their running headers
+    # and footers out of what is searched (`declrag.ingest.running`; Weaviate then BM25-searches ``searched`` always)
+    format: int = 3
     backend: str = "lancedb"  # one of the names in BACKENDS
     metric: Metric = "cosine"
     ingest: IngestConfig = IngestConfig()

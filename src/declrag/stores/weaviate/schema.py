@@ -46,9 +46,10 @@ def documents_collection(t: Target, name: str, chunks_name: str) -> dict[str, An
 
 
 def keyword_property(meta: StoreMeta) -> str:
-    """The one property BM25 searches: ``text``, or ``searched`` (a chunk's header, then its text: `Chunk.searched`,
-    what the embedded store indexes) in a store built with headers (ingest ``context`` not ``none``)."""
-    return "text" if meta.ingest.context == "none" else "searched"
+    """The one property BM25 searches: ``text``, or ``searched`` (a chunk's header, then its text without its running
+    lines: `Chunk.searched`, what the embedded store indexes) in a store built with headers (ingest ``context`` not
+    ``none``) or of format 3 or later (running lines left out)."""
+    return "text" if meta.ingest.context == "none" and meta.format < 3 else "searched"
 
 
 def chunks_collection(t: Target, name: str, meta: StoreMeta) -> dict[str, Any]:
