@@ -249,3 +249,18 @@ def test_beyond_its_bound_the_index_over_whole_documents_is_not_built_nor_read_a
     for _ in range(3):
         assert index.named("How many passages in the Muenchen thesis?") == [] and index.scores("Muenchen") == {}
     assert len(reads) == 1 and caplog.text.count("more than 2") == 1  # counted once, said once
+
+
+def test_a_document_without_names_and_a_name_every_document_holds_decide_nothing(tmp_path, minilm):
+    store, meta = open_store(tmp_path / "store", IngestConfig())
+    plain = "the retriever returned seven passages for each question and the answerer read them in order. " * 3
+    docs = [Document(id=f"d{i}", text=t + "\n\nCopyright Acme Research Labs.", source=str(tmp_path / f"d{i}.txt"))
+            for i, t in enumerate([WIEN, TUM, plain])]
+    Indexer(store, meta.ingest, HashEmbedder(), progress=False).index_documents(docs)
+    index = DocumentIndex(store)
+    assert index.named("How many passages at Acme Research Labs?") == []  # every document holds it
+    assert index.named("How many passages in the TUM thesis at Acme Research Labs?") == ["d1"]
+    q = "How many passages did the retriever return in the Acme Research Labs report by Jonas Keller?"
+    got = extract(q, [plain], minilm.embed_documents, minilm.embed_query(q), min_score=0.0,
+                  documents=lambda n: docs[2].text)
+    assert got.pieces == [] and got.reason == "the passages never mention Jonas Keller"  # no names of its own
