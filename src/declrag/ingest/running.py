@@ -55,11 +55,10 @@ def paged_spans(text: str) -> list[Span]:
     """The running lines of a text whose pages are separated by form feeds, as spans of the whole text."""
     if "\f" not in text:
         return []
-    starts, at = [], 0
-    for page in text.split("\f"):
+    pages, starts, at = text.split("\f"), [], 0
+    for page in pages:
         starts.append(at)
         at += len(page) + 1
-    pages = text.split("\f")
     return [(s + a, s + b) for s, spans in zip(starts, running_spans(pages)) for a, b in spans]
 
 

@@ -190,7 +190,6 @@ class Retriever(dspy.Module):
         hits = cut(hits, c.autocut)
         return expand(self.store, hits, c.window)
 
-
     def _named(self, question: str, vector: Any, hits: list[Hit], pool: int, filt: Filter | None) -> list[Hit]:
         """``hits``, fused with a search within the documents that ``question`` names (`DocumentIndex.named`) when
         none of the first ``k`` is theirs: the search over all has then missed the document the user means."""
