@@ -42,10 +42,6 @@ class DocumentIndex:
         self._built: tuple[int, list[str], KeywordIndex, list[str]] | None = None
         self._too_many: int | None = None  # the chunk count at which there were more than MAX_DOCUMENTS
 
-    def _index(self) -> tuple[list[str], KeywordIndex] | None:
-        got = self._indexed()
-        return None if got is None else (got[1], got[2])
-
     def _indexed(self) -> tuple[int, list[str], KeywordIndex, list[str]] | None:
         stamp = self.store.count()
         with self._lock:
@@ -102,12 +98,10 @@ class DocumentIndex:
 
     def scores(self, query: str) -> dict[str, float]:
         """Each document's BM25 score for ``query``, divided by the best one's (0 to 1); {} when none matches."""
-        got = self._index()
-        if got is None:
+        got = self._indexed()
+        if got is None or not got[1]:
             return {}
-        ids, index = got
-        if not ids:
-            return {}
+        _, ids, index, _ = got
         raw = [float(s) for s in index.scores(query)]
         top = max(raw, default=0.0)
         return {d: s / top for d, s in zip(ids, raw) if s > 0} if top > 0 else {}

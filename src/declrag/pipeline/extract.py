@@ -219,8 +219,8 @@ _DEFAULT = re.compile(r"\b(?:defaults?|initial(?:ly)?)\b")
 _ASKS = re.compile(r"\b(?:what|which|how)\b")
 _CODE = re.compile(r"\\[A-Za-z@]+")  # a command written as code: \itshape, \bigbreak
 _NAMED_IN_CODE = re.compile(  # what names an option, package or variable in a manual's text
-    r"\\[A-Za-z@]+"  # \itshape
-    r"|(?<![\w-])-{1,2}[a-z][\w-]*"  # --shell-escape
+    _CODE.pattern  # \itshape
+    + r"|(?<![\w-])-{1,2}[a-z][\w-]*"  # --shell-escape
     r"|\b[a-z][\w@]*[A-Z0-9_][\w@-]*"  # algo2e, lastLine, max_len
     r"|\b[A-Z][A-Z0-9_]{2,}\b"  # M4PATH
     r"|(?<![\w-])(?![\w-]*-(?:of|the|and|to|in|a)-)[a-z]+(?:-[a-z0-9]+)+(?![\w-])"  # fix-cm, not state-of-the-art
