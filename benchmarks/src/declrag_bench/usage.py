@@ -5,8 +5,9 @@ Per corpus (a golden set with real questions), as a user's program would live:
 1. `declrag compile --space retrieval` on a synthetic set of the corpus (no labels: what a new user ships), and the
    same compile on the real questions' own train/dev cut (the reference: what real labels buy). Both are taken from
    `declrag bench nolabels`' run folder when it holds them for the same corpus, size, seed and trials.
-2. `declrag serve` of the synthetic compile's artifact, recording to a usage store, is asked the corpus's real
-   questions over HTTP (``POST /v1/ask``, with a conversation's earlier turns), never one of the real test split.
+2. `declrag serve` of the synthetic compile's artifact, recording to a usage store and exploring a share of the
+   questions (``--explore``: their passages multileaved from its and its neighbours' rankings), is asked the corpus's
+   real questions over HTTP (``POST /v1/ask``, with a conversation's earlier turns), never one of the real test split.
    A simulated user rates a share of the answers (``POST /v1/feedback``): helpful when a citation covers the
    reference span (or its gold document, where the set has no spans) or the answer holds a short reference answer,
    naming that citation; a share of ratings flipped, as people misclick; on a "not helpful", a share of users type
@@ -63,14 +64,17 @@ def _holds(e: Example, resp: dict[str, Any]) -> int | None:
 
 
 def replay(program: Path, asked: Sequence[Example], db: Path, rated: float, flip: float, correct: float, seed: int,
-           progress: bool) -> dict[str, Any]:
-    """``asked`` through a real `declrag serve` of ``program`` that records to ``db``, rated as the module says."""
+           progress: bool, explore: float = 0.0) -> dict[str, Any]:
+    """``asked`` through a real `declrag serve` of ``program`` that records to ``db`` and explores a share
+    ``explore`` of them, rated as the module says."""
     port = _free_port()
     log = (db.parent / "serve.log").open("w")
-    proc = subprocess.Popen([str(BIN / "declrag"), "serve", str(program), "--port", str(port), "--record", str(db)],
+    proc = subprocess.Popen([str(BIN / "declrag"), "serve", str(program), "--port", str(port), "--record", str(db),
+                             "--explore", str(explore)],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     base, rng = f"http://127.0.0.1:{port}", random.Random(seed)
     counts = dict.fromkeys(("asked", "held", "rated", "helpful", "flipped", "corrected"), 0)
+    found: dict[str, bool] = {}  # per answer id: whether the reference was in a citation or the answer
     try:
         deadline = time.monotonic() + 600
         while True:
@@ -92,6 +96,7 @@ def replay(program: Path, asked: Sequence[Example], db: Path, rated: float, flip
                 counts["asked"] += 1
                 holds = _holds(e, resp)
                 counts["held"] += holds is not None
+                found[resp["id"]] = holds is not None
                 if rng.random() >= rated:
                     continue
                 helpful = holds is not None
@@ -111,7 +116,7 @@ def replay(program: Path, asked: Sequence[Example], db: Path, rated: float, flip
     finally:
         _stop(proc)  # SIGTERM: the recorder flushes before the server exits
         log.close()
-    return counts
+    return {**counts, "found": found}
 
 
 def _compiles(gs: GoldenSet, dataset: str, capped: str, runs: Path, n: int, seed: int, trials: int,
@@ -137,7 +142,7 @@ def _compiles(gs: GoldenSet, dataset: str, capped: str, runs: Path, n: int, seed
 
 
 def corpus(dataset: str, sizes: Sequence[int], rated: float, flip: float, correct: float, n: int, seed: int,
-           trials: int, real_limit: int, space: str, progress: bool) -> dict[str, Any]:
+           trials: int, real_limit: int, space: str, progress: bool, explore: float = 0.0) -> dict[str, Any]:
     from declrag.optimize import CompileOptions, compile, score
     from declrag.usage import UsageStore, export
 
@@ -154,10 +159,14 @@ def corpus(dataset: str, sizes: Sequence[int], rated: float, flip: float, correc
     random.Random(seed).shuffle(pool)
     asked = pool[:max(sizes)]
     db = runs / "usage.sqlite3"
-    counts = replay(syn_run / "best", asked, db, rated, flip, correct, seed, progress)
+    counts = replay(syn_run / "best", asked, db, rated, flip, correct, seed, progress, explore)
     store = UsageStore(db, create=False)
     records = [r for r in store.records() if r["answer"] is not None]
     store.close()
+    found = counts.pop("found")  # what exploring cost its users: the reference found, explored or not
+    explored = [found.get(r["id"], False) for r in records if r.get("explored")]
+    plain = [found.get(r["id"], False) for r in records if not r.get("explored")]
+    counts.update(explored=len(explored), held_explored=sum(explored), held_plain=sum(plain))
     syn = json.loads((syn_run / "summary.json").read_text())
     cache: dict[str, list[float | None]] = {}
 
@@ -192,10 +201,12 @@ def corpus(dataset: str, sizes: Sequence[int], rated: float, flip: float, correc
 
 def run(datasets: Sequence[str], sizes: Sequence[int] = SIZES, rated: float = 0.3, flip: float = 0.1,
         correct: float = 0.5, n: int = 1000, seed: int = 13, trials: int = 20, real_limit: int = 1000,
-        space: str = "retrieval", progress: bool = True) -> dict[str, Any]:
+        space: str = "retrieval", progress: bool = True, explore: float = 0.0) -> dict[str, Any]:
     t0 = time.perf_counter()
-    rows = [corpus(d, sizes, rated, flip, correct, n, seed, trials, real_limit, space, progress) for d in datasets]
-    return {"sizes": list(sizes), "rated": rated, "flip": flip, "correct": correct, "n": n, "seed": seed,
+    rows = [corpus(d, sizes, rated, flip, correct, n, seed, trials, real_limit, space, progress, explore)
+            for d in datasets]
+    return {"sizes": list(sizes), "rated": rated, "flip": flip, "correct": correct, "explore": explore, "n": n,
+            "seed": seed,
             "trials": trials, "corpora": rows, "wall_s": round(time.perf_counter() - t0, 1)}
 
 
@@ -205,8 +216,8 @@ def _ci(d: dict[str, Any]) -> str:
 
 def print_report(r: dict[str, Any], console: Console) -> None:
     t = Table(title=f"compile from usage: real test gain over the default program (paired 95% intervals); "
-                    f"{r['rated']:.0%} of answers rated, {r['flip']:.0%} of ratings flipped, {r['correct']:.0%} of "
-                    "'not helpful' corrected")
+                    f"{r.get('explore', 0):.0%} of questions explored, {r['rated']:.0%} of answers rated, "
+                    f"{r['flip']:.0%} of ratings flipped, {r['correct']:.0%} of 'not helpful' corrected")
     for col in ("corpus", "program", "gain over default", "of the real compile's", "gold used", "ships because"):
         t.add_column(col, justify="left" if col in ("corpus", "program", "ships because") else "right")
     for c in r["corpora"]:
@@ -217,10 +228,12 @@ def print_report(r: dict[str, Any], console: Console) -> None:
             u = a["usage"]
             t.add_row("", f"usage, {size} recorded", _ci(a["gain"]),
                       "" if a["kept_of_real"] is None else f"{a['kept_of_real']:.0%}",
-                      f"{u['gold']}{' (decides)' if u['decides'] else ''}", a["why"][:90])
+                      f"{u['gold']} ({u.get('fair', 0)} fair{', decide' if u['decides'] else ''})", a["why"][:110])
     console.print(t)
     for c in r["corpora"]:
         p = c["replay"]
         console.print(f"{c['dataset']}: replayed {p['asked']} real questions over HTTP; the reference in a citation "
-                      f"or the answer for {p['held']}; {p['rated']} rated ({p['helpful']} helpful, {p['flipped']} "
+                      f"or the answer for {p['held']} ({p.get('held_explored', 0)} of the {p.get('explored', 0)} "
+                      f"explored, {p.get('held_plain', 0)} of the {p['asked'] - p.get('explored', 0)} not); "
+                      f"{p['rated']} rated ({p['helpful']} helpful, {p['flipped']} "
                       f"flipped, {p['corrected']} corrected); {c['wall_s']} s", markup=False, highlight=False)

@@ -23,6 +23,8 @@ def bench_usage(
     rated: Annotated[float, typer.Option(help="share of the answers the simulated user rates")] = 0.3,
     flip: Annotated[float, typer.Option(help="share of the ratings flipped (misclicks)")] = 0.1,
     correct: Annotated[float, typer.Option(help="share of 'not helpful' ratings that type the right answer")] = 0.5,
+    explore: Annotated[float, typer.Option(help="share of the questions the server explores (serve --explore)")
+                       ] = 0.5,
     n: Annotated[int, typer.Option("--n", help="synthetic questions of the compile the server starts from")] = 1000,
     seed: Annotated[int, typer.Option(help="seed of the synthetic set, the replay order and the user")] = 13,
     trials: Annotated[int, typer.Option(help="trials of each compile")] = 20,
@@ -42,9 +44,10 @@ def bench_usage(
         counts = []
     if not counts or counts[0] < 1:
         raise DeclragError(f"--sizes {sizes!r}: positive whole numbers, comma-separated", hint="e.g. --sizes 25,50,100")
-    if not all(0 <= x <= 1 for x in (rated, flip, correct)):
-        raise DeclragError("--rated, --flip and --correct are shares between 0 and 1", hint="e.g. --rated 0.3")
+    if not all(0 <= x <= 1 for x in (rated, flip, correct, explore)):
+        raise DeclragError("--rated, --flip, --correct and --explore are shares between 0 and 1",
+                           hint="e.g. --rated 0.3")
     sets = dataset or DEFAULT_SETS
     for d in sets:
         load_golden(d)  # a typo is one error before any work
-    bench_out(run(sets, counts, rated, flip, correct, n, seed, trials), print_report, as_json)
+    bench_out(run(sets, counts, rated, flip, correct, n, seed, trials, explore=explore), print_report, as_json)

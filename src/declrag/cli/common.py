@@ -148,16 +148,23 @@ RecordOpt = Annotated[str | None, typer.Option(
 NoRecordOpt = Annotated[bool, typer.Option("--no-record", help="record nothing (POST /v1/feedback answers 404)")]
 RecordRowsOpt = Annotated[int, typer.Option(min=1, help="the newest answers the usage store keeps")]
 RecordDaysOpt = Annotated[float, typer.Option(min=0.001, help="days an answer is kept in the usage store")]
+ExploreOpt = Annotated[float, typer.Option(
+    min=0.0, max=1.0, help="the share of questions answered from the program's and its neighbours' rankings "
+                           "multileaved, so that ratings can tell which retrieval settings serve your users best "
+                           "(compile --usage reads them; e.g. 0.2; default: 0, none)")]
 
 
-def record_settings(record: str | None, no_record: bool, rows: int, days: float):
+def record_settings(record: str | None, no_record: bool, rows: int, days: float, explore: float = 0.0):
     """`declrag serve`'s and `declrag mcp`'s recording options as `declrag.usage.RecordSettings` (None: off)."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..usage import RecordSettings
 
     if no_record and record:
         raise DeclragError("--record and --no-record: choose one", hint="drop --no-record to record to that store")
-    return None if no_record else RecordSettings(target=record, max_rows=rows, max_days=days)
+    if no_record and explore:
+        raise DeclragError("--explore and --no-record: exploring is for the ratings a usage store records",
+                           hint="drop --no-record, or --explore")
+    return None if no_record else RecordSettings(target=record, max_rows=rows, max_days=days, explore=explore)
 
 
 SourceBaseOpt = Annotated[str | None, typer.Option(

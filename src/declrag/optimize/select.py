@@ -21,8 +21,9 @@ decides last: the program ships only if it is not worse than the baseline on the
 (one-sided 95%) and the trials' ranking agrees with theirs (Kendall tau's interval above 0).
 
 With ``--usage`` (a served program's rated questions, `declrag.optimize.usage`), `by_usage`: real questions outrank
-synthetic ones. With `DECIDES` or more of them, they choose among every distinct trial (on one half of them) and
-check that choice (on the other half); with fewer, they can only keep the baseline.
+synthetic ones. With `DECIDES` or more fair ones (rated on explored answers, or corrected), they choose among the
+rankers they were explored with (on one half of them) and check that choice (on the other half); with fewer, every
+rated question can only keep the baseline.
 """
 
 from __future__ import annotations
@@ -39,10 +40,9 @@ import optuna
 
 from ..golden import Example
 from .space import tidy_params
-from .usage import DECIDES
+from .usage import DECIDES, rankers
 
 TOP = 5  # leading distinct candidates re-scored on the held-out questions
-POOL = 30  # distinct trials the users' rated questions choose from, when they decide
 ALPHA = 0.05  # one-sided, shared by the candidates re-scored
 WRITER_MIN = 20  # a writer's held-out questions needed for its own verdict
 CHECK_MARGIN = 0.03  # nDCG@10: how much worse than the baseline on the user's questions a program may be
@@ -149,7 +149,8 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
     ``usage``: real questions with gold from a served program's users (`declrag.optimize.usage`), re-scored beside
     the held-out ones: `DECIDES` or more decide alone (`by_usage`), fewer can only keep the baseline."""
     held = held_out(comp.golden, comp.space)
-    decides = len(usage) >= DECIDES
+    fair = [e for e in usage if e.metadata.get("fair")]
+    decides = len(fair) >= DECIDES
     if not held and not decides:
         why = "no held-out questions (the splits were cut from one pool): the search's best trial ships"
         if not usage or best.number == baseline.number:
@@ -171,29 +172,53 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
                           "why": f"{ruled['why']}: make a set of about {need} questions (declrag synth --n {need}; "
                                  "it writes one a passage at most, so a small corpus may not have that many)"}
     finished = [t for t in trials if t.values]
-    shippable = finished if decides or not any(writers) else synthetic_shippable(finished, baseline, comp.space)
+    shippable = finished if not any(writers) else synthetic_shippable(finished, baseline, comp.space)
     top = leading(shippable, baseline, TOP if comp.space.objective.retrieval_only else 1)
-    if not top and shippable is not finished:  # the rule is applied: nothing a synthetic set may ship was tried
+    if not top and not decides and shippable is not finished:  # the rule is applied: nothing it may ship was tried
         return baseline, {"applied": True, "held_out": len(held), "search_best": best.number, "chosen": None,
                           "candidates": [], "why": "the baseline ships: no finished trial differs from it only in "
                           f"{', '.join(comp.space.synthetic_ships or [])} (the space's synthetic_ships: what "
                           "synthetic questions alone may change)"}
-    if not top:
+    if not top and not decides:
         return baseline, {"applied": False, "why": "every finished trial is the baseline's program"}
-    pool = leading(finished, baseline, POOL) if decides else top
-    asked, n = [*held, *usage], len(held)
+    pool = explored_trials(comp.space, baseline, fair, finished) if decides else top
+    judged = fair if decides else list(usage)  # the fair questions choose; every gold question can only veto
+    asked, n = [*held, *judged], len(held)
     _, base = score(comp, comp.program(tidy_params(baseline.params)), asked, "held out, baseline")
     cands = {t.number: score(comp, comp.program(t.params), asked, f"held out, trial {t.number}")[1] for t in top}
-    ruled = judge(base[:n], {k: v[:n] for k, v in cands.items()}, writers) if held else \
-        {"chosen": None, "candidates": [], "why": "no synthetic held-out question"}
+    ruled = judge(base[:n], {k: v[:n] for k, v in cands.items()}, writers) if held and top else \
+        {"chosen": None, "candidates": [], "why": "no synthetic held-out question" if not held else
+         "no finished trial the synthetic set may ship"}
     for row, t in zip(ruled["candidates"], top):
         row.update(params=tidy_params(t.params), search=round(float(t.values[0]), 4))
-    if usage:
+    if judged:
         theirs = {t.number: cands[t.number][n:] if t.number in cands else
-                  score(comp, comp.program(t.params), list(usage), f"usage, trial {t.number}")[1] for t in pool}
-        ruled = by_usage(ruled, base[n:], theirs, [e.id for e in usage], decides)
+                  score(comp, comp.program(t.params), judged, f"usage, {t.user_attrs.get('ranker') or t.number}")[1]
+                  for t in pool}
+        ruled = by_usage(ruled, base[n:], theirs, [e.id for e in judged], decides,
+                         {t.number: t.user_attrs.get("ranker") or f"trial {t.number}" for t in pool})
     chosen = next((t for t in pool if t.number == ruled["chosen"]), baseline)
     return chosen, {"applied": True, "held_out": len(held), "search_best": best.number, **ruled}
+
+
+def explored_trials(space, baseline: optuna.trial.FrozenTrial, fair: Sequence[Example],
+                    trials: Sequence[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
+    """The rankers the ``fair`` questions were explored with (`declrag.optimize.usage.rankers`) as trials: the
+    study's own where one has the same program, else one made for it (numbered after the study's, its label in
+    ``user_attrs["ranker"]``)."""
+    by_params = {repr(sorted(tidy_params(t.params).items())): t for t in trials}
+    after = max((t.number for t in trials), default=0) + 1
+    out = []
+    for i, (label, values) in enumerate(rankers(space, tidy_params(baseline.params), list(fair))):
+        found = by_params.get(repr(sorted(values.items())))
+        if found is None:
+            found = optuna.trial.create_trial(
+                params=values, distributions={k: optuna.distributions.CategoricalDistribution([v])
+                                              for k, v in values.items()},
+                values=[0.0] * len(baseline.values), user_attrs={"ranker": label})
+            found.number = after + i
+        out.append(found)
+    return out
 
 
 def synthetic_shippable(trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.trial.FrozenTrial,
@@ -210,15 +235,17 @@ def synthetic_shippable(trials: Sequence[optuna.trial.FrozenTrial], baseline: op
 
 
 def by_usage(ruled: dict[str, Any], base: Sequence[float | None], cands: Mapping[int, Sequence[float | None]],
-             ids: Sequence[str], decides: bool) -> dict[str, Any]:
+             ids: Sequence[str], decides: bool, labels: Mapping[int, str] | None = None) -> dict[str, Any]:
     """The verdict with the users' rated questions (``base`` and ``cands``: per-question scores on them, ``ids``
     their ids) beside the held-out one (``ruled``).
 
-    With `DECIDES` or more they decide, in two halves (seeded by the questions' ids): the candidate (any distinct
-    finished trial, up to `POOL`: the synthetic search's ranking is not trusted to have found what real questions
-    reward) with the highest mean gain on one half ships when its gain on the other half holds (one-sided lower
-    bound above 0 at `ALPHA`): a choice and its check on different questions. With fewer, the held-out choice
-    ships only if it is not worse on them than the baseline by more than `CHECK_MARGIN` (one-sided, at `ALPHA`)."""
+    With `DECIDES` or more fair ones (explored answers' and corrections': ``cands`` are then the rankers they were
+    explored with, `explored_trials`) they decide, in two halves (seeded by the questions' ids): the candidate with
+    the highest mean gain on one half ships when its gain on the other half holds (one-sided lower bound above 0 at
+    `ALPHA`): a choice and its check on different questions. With fewer, the held-out choice ships only if it is not
+    worse on every gold question than the baseline by more than `CHECK_MARGIN` (one-sided, at `ALPHA`). ``labels``:
+    how the text names each candidate (default: "trial N")."""
+    name = {t: (labels or {}).get(t) or f"trial {t}" for t in cands}
     order = sorted(range(len(ids)), key=lambda i: hashlib.sha256(ids[i].encode()).hexdigest())
     pick, check = sorted(order[::2]), sorted(order[1::2])
 
@@ -229,7 +256,7 @@ def by_usage(ruled: dict[str, Any], base: Sequence[float | None], cands: Mapping
     rows = []
     for trial in cands:
         g, lo, k = gain(trial, list(range(len(ids))))
-        rows.append({"trial": trial, "n": k, "gain": None if g is None else round(g, 4),
+        rows.append({"trial": trial, "name": name[trial], "n": k, "gain": None if g is None else round(g, 4),
                      "lower": None if lo is None else round(lo, 4)})
     out = {**ruled, "usage": {"questions": len(ids), "decides": decides, "candidates": rows}}
     if decides:
@@ -241,8 +268,8 @@ def by_usage(ruled: dict[str, Any], base: Sequence[float | None], cands: Mapping
         out["usage"].update(chosen=out["chosen"], picked=top, pick=len(pick), check=len(check),
                             check_gain=None if g is None else round(g, 4),
                             check_lower=None if lo is None else round(lo, 4))
-        said = (f"trial {top} gains most on half of them ({len(pick)})" if top is not None else "no candidate")
-        out["why"] = (f"your users' rated questions decide ({len(ids)}): {said}, and on the other half "
+        said = (f"{name[top]} gains most on half of them ({len(pick)})" if top is not None else "no candidate")
+        out["why"] = (f"your users' fair rated questions decide ({len(ids)}): {said}, and on the other half "
                       + (f"its gain {g:+.4f} holds (lower bound {lo:+.4f}): it ships" if ok else
                          "nothing holds: the baseline ships" if g is None else
                          f"its gain {g:+.4f} does not hold (lower bound {lo:+.4f}): the baseline ships"))
@@ -251,7 +278,7 @@ def by_usage(ruled: dict[str, Any], base: Sequence[float | None], cands: Mapping
     mine = next((r for r in rows if r["trial"] == c), None) if c is not None else None
     if mine is not None and mine["lower"] is not None and mine["lower"] < -CHECK_MARGIN:
         out["chosen"] = None
-        out["why"] = (f"the baseline ships: trial {c} qualified on the held-out questions, but on your users' "
+        out["why"] = (f"the baseline ships: {name[c]} qualified on the held-out questions, but on your users' "
                       f"{mine['n']} rated questions it may be worse (gain {mine['gain']:+.4f}, lower bound "
                       f"{mine['lower']:+.4f} below -{CHECK_MARGIN})")
     return out

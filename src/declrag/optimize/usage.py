@@ -5,10 +5,14 @@ SOURCE is a usage store (the SQLite file or ``postgresql+psycopg://`` URI that `
 JSONL file (or folder) that `declrag usage export` wrote. Its distinct questions (`declrag.usage.export`) become:
 
 - **gold** where a rating says where the answer is: a helpful rating's citation span, or a corrected answer found
-  (whole words) in the corpus. They are real questions, asked before anyone saw the answer, and `select.by_usage`
-  gives them the last word: with at least `DECIDES` of them they choose among every distinct trial of the search
-  (on half of them) and confirm the choice (on the other half); with fewer they can only keep the baseline (the
-  chosen program must not be worse on them by more than `select.CHECK_MARGIN`).
+  (whole words) in the corpus. They are real questions, asked before anyone saw the answer.
+- **fair** gold: the gold of an explored answer (its passages multileaved from the served program's ranking and its
+  neighbours', `declrag.pipeline.explore`), and a correction (found anywhere in the corpus). A helpful rating of the
+  served program's own passages names a passage that program found: it can check that another program finds it
+  too, never show that the served program is better. With at least `DECIDES` fair questions, `select.by_usage`
+  lets them choose among the rankers they were explored with (`rankers`: on half of them) and confirm the choice
+  (on the other half); with fewer, every gold question can only keep the baseline (the chosen program must not be
+  worse on them by more than `select.CHECK_MARGIN`).
 - A span is trusted only where the compile's corpus still holds it (its document there and the span inside its
   text): an answer rated under another corpus or program version says nothing certain about this one. Such rows are
   counted (``stale``), never used.
@@ -41,7 +45,8 @@ class UsageQuestions:
     counts: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        return {"source": self.source, "gold": len(self.gold), "need": DECIDES, "decides": len(self.gold) >= DECIDES,
+        fair = sum(bool(e.metadata.get("fair")) for e in self.gold)
+        return {"source": self.source, "gold": len(self.gold), "need": DECIDES, "decides": fair >= DECIDES,
                 **self.counts}
 
 
@@ -105,7 +110,7 @@ def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
     texts = {d.id: d.text for d in documents}  # where a correction is looked for
     served = {d.id: len(d.original().text) for d in documents}  # the text the served program answered over
     out = UsageQuestions(str(source))
-    counts = dict.fromkeys(("questions", "helpful", "not_helpful", "unrated", "stale"), 0)
+    counts = dict.fromkeys(("questions", "helpful", "not_helpful", "unrated", "stale", "fair"), 0)
     for row in rows_of(source):
         meta = row.get("metadata") or {}
         counts["questions"] += 1
@@ -118,12 +123,15 @@ def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
             counts["stale"] += 1
             continue
         if spans:
+            explored = meta.get("explored") if rating == "helpful" else None
+            fair = bool(explored) or not row.get("spans")  # explored, or a correction found in the corpus
+            counts["fair"] += fair
             out.gold.append(Example(
                 id=str(row.get("id") or f"usage-{counts['questions']}"), question=str(row["question"]),
                 answers=tuple(row.get("answers") or ()), gold={s.doc: 1 for s in spans}, spans=spans,
                 history=tuple(Turn(str(t.get("role")), str(t.get("content", ""))) for t in row.get("history") or ()),
                 metadata={"kind": "usage", "source": "usage", "rating": rating, "asked": meta.get("asked", 1),
-                          "version": meta.get("version")}))
+                          "version": meta.get("version"), "fair": fair, "explored": explored}))
     out.counts = counts
     return out
 
@@ -176,3 +184,38 @@ def on_copy(doc, at: int) -> int:
             return pos
         shift += len(text)
     return at - shift
+
+
+def rankers(space, base_values: dict[str, Any], fair: list[Example]) -> list[tuple[str, dict[str, Any]]]:
+    """The distinct programs the ``fair`` questions were explored with, as (label, values of ``space``'s parameters):
+    each ranker's settings (`declrag.pipeline.explore.Explorer.record`) mapped onto the parameters by their paths
+    (the rest at ``base_values``). A ranker the space cannot express (a setting it has no parameter for, away from
+    the baseline's) is left out; so is the baseline's own program."""
+    # imported here, not at the top: the space's helpers import this module's neighbours
+    from ..pipeline.explore import settings
+    from .space import _cast, _holds, apply
+
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    base_key = json.dumps(base_values, sort_keys=True, default=str)
+    for e in fair:
+        record = e.metadata.get("explored") or {}
+        served = record.get("served") or {}
+        for change in [{}, *(record.get("changes") or [])]:
+            wanted = {**served, **change}
+            values: dict[str, Any] = {}
+            for name, p in space.params.items():
+                if p.when and not _holds(p.when, values):
+                    continue
+                values[name] = _cast(p, wanted[p.path]) if p.path in wanted else base_values.get(name)
+            values = {k: v for k, v in values.items() if v is not None}
+            try:
+                got = settings(apply(space.base, values, space.params))
+            except DeclragError:
+                continue
+            if any(got.get(k) != v for k, v in wanted.items()):  # a setting the space cannot express
+                continue
+            key = json.dumps(values, sort_keys=True, default=str)
+            if key != base_key and key not in out:
+                label = ", ".join(f"{k}={v}" for k, v in change.items()) or "the served program"
+                out[key] = (label, values)
+    return list(out.values())

@@ -46,10 +46,12 @@ from ..types import Hit
 from .answer import Draft, Generator, SelfJudge
 from .artifact import ARTIFACT_FORMAT, read_saved, saved_config, with_packed_embedder
 from .conversation import transcript, window
+from .explore import Explorer
 from .modules import HistoryQuery, QueryRewriter, Reranker, Retriever, embedding_time, timing_embeddings
 from .ranking import mmr, order
 from .searching import merge_overlaps
 from .signatures import SignatureSpec, spec
+from .stage import since_ms, timed
 
 log = logging.getLogger(__name__)
 NEAREST_CITED = 3  # an abstention cites the passages nearest to the question, at most this many
@@ -107,6 +109,7 @@ class RAGProgram(dspy.Module):
         self.generate.embedder = self.embedder
         self.generate.document_texts = self.store.document_texts
         self.judge = SelfJudge(c.judge, c.stage_lm("judge"), self.specs)
+        self.explorer: Explorer | None = None  # `declrag serve --explore`: its rankers (`Explorer.of`)
 
     # -- running ------------------------------------------------------------------------------------------
     def warm_up(self, lms: bool = True) -> RAGProgram:
@@ -143,17 +146,20 @@ class RAGProgram(dspy.Module):
     def _queries(self, question: str, history: tuple[Turn, ...], ms: dict[str, float] | None = None):
         """The search question of this turn (the history's, `HistoryQuery`) and the rewrite stage's queries;
         their times go to ``ms`` as ``history`` and ``rewrite``."""
-        with _timed(ms, "history", {"declrag.history.turns": len(history)}):
+        with timed(ms, "history", {"declrag.history.turns": len(history)}):
             sq = self.history_query(question=question, history=history)
-        with _timed(ms, "rewrite", {"declrag.rewrite.mode": self.config.rewrite.mode}) as s:
+        with timed(ms, "rewrite", {"declrag.rewrite.mode": self.config.rewrite.mode}) as s:
             queries = self.rewrite(question=sq.text)
             s.set_attribute("declrag.rewrite.queries", len(queries.texts))
         if sq.vector is not None and queries.vector_text is None and queries.texts[0] == sq.text:
             queries.vector = sq.vector
         return sq, queries
 
-    def forward(self, question: str, where: dict | None = None, history: Any = None) -> Answer:
-        """Answer ``question``; ``history``: the conversation before it (see `declrag.pipeline.conversation`)."""
+    def forward(self, question: str, where: dict | None = None, history: Any = None, explore: bool = False
+                ) -> Answer:
+        """Answer ``question``; ``history``: the conversation before it (see `declrag.pipeline.conversation`);
+        ``explore``: from the passages of this program's and its neighbours' rankings multileaved (with an
+        ``explorer``: `declrag.pipeline.explore`; the answer's ``explored`` then says which rankers)."""
         c = self.config
         question, history = self.check(question, history, where)
         meter, ms = Meter(), dict[str, float]()
@@ -161,17 +167,19 @@ class RAGProgram(dspy.Module):
         with metering(meter), timing_embeddings() as embed_ms, self._traced("answer", question, history):
             sq, queries = self._queries(question, history, ms)
             pool = self._retrieve(queries, where, ms)
-            with _timed(ms, "rerank", {"declrag.rerank.mode": c.rerank.mode}):
+            with timed(ms, "rerank", {"declrag.rerank.mode": c.rerank.mode}):
                 pool = self.rerank(question=sq.text, hits=pool)
-            with _timed(ms, "select", {"declrag.retrieve.k": c.retrieve.k}) as s:
-                passages = self._select(queries, pool)
+            explored = self.explorer.record if explore and self.explorer is not None else None
+            with timed(ms, "select", {"declrag.retrieve.k": c.retrieve.k, "declrag.explored": bool(explored)}) as s:
+                passages = self.explorer.passages(sq.text, queries, where, self._chosen(queries, pool)) \
+                    if explored else self._select(queries, pool)
                 if s.is_recording():
                     s.set_attribute("gen_ai.retrieval.documents", tracing.documents(passages))
             gen_question = question if not queries.sub_questions else \
                 question + "\n(Sub-questions: " + "; ".join(queries.sub_questions) + ")"
             said = self._said(history)
             mode = self.generate.mode()
-            with _timed(ms, "generate", {"declrag.generate.mode": mode}) as s:
+            with timed(ms, "generate", {"declrag.generate.mode": mode}) as s:
                 below = self._below_threshold(queries, passages)
                 draft = Draft(c.generate.abstain_phrase, True, [], reason="no passage is close enough to the "
                               "question") if below else \
@@ -182,12 +190,12 @@ class RAGProgram(dspy.Module):
                 if draft.caught:  # the LM's output echoed the prompt or copied the passages: what replaced it
                     s.set_attribute("declrag.generate.caught", draft.caught["kind"])
                     s.set_attribute("declrag.generate.replaced_by", draft.caught["replaced_by"])
-            with _timed(ms, "judge", {"declrag.judge.mode": c.judge.mode, "declrag.judge.policy": c.judge.policy}):
+            with timed(ms, "judge", {"declrag.judge.mode": c.judge.mode, "declrag.judge.policy": c.judge.policy}):
                 draft, verdict = self._judged(question, gen_question, passages, draft, said)
                 if below:
                     verdict["reason"] = f"best passage similarity below {c.retrieve.abstain_below}"
         ms["embed"] = round(embed_ms[0], 3)
-        ms["total"] = _since(t_all)
+        ms["total"] = since_ms(t_all)
         cites = [Citation.payload(n, passages[n - 1], False, draft.quotes) for n in draft.used] + \
                 [Citation.payload(n, passages[n - 1], True, draft.quotes) for n in draft.attributed]
         if draft.abstained:  # the passages nearest to the question, for the reader to check
@@ -200,7 +208,7 @@ class RAGProgram(dspy.Module):
             caught=draft.caught, reason=(draft.reason or None) if draft.abstained else None,
             passages=passages, judge=verdict, usage=meter.to_dict(),
             latency_ms=ms, queries=queries.texts, raw_answer=draft.raw, stages=self.stages(),
-            history_turns=len(history))
+            history_turns=len(history), explored=explored)
 
     def _judged(self, question: str, gen_question: str, passages: list[Hit], draft: Draft,
                 said: str | None) -> tuple[Draft, dict[str, Any]]:
@@ -231,7 +239,7 @@ class RAGProgram(dspy.Module):
         attributes = {"declrag.stage": "retrieve", "gen_ai.operation.name": "retrieval",
                       "gen_ai.data_source.id": self.store_uri, "gen_ai.retrieval.top_k": self.retrieve.pool,
                       "declrag.retrieve.alpha": self.config.retrieve.alpha}
-        with _timed(ms, "retrieve", attributes, name=f"retrieval {self.store_uri}") as s:
+        with timed(ms, "retrieve", attributes, name=f"retrieval {self.store_uri}") as s:
             pool = self.retrieve(queries=queries, where=where, depth=depth)
             if s.is_recording():
                 s.set_attribute("gen_ai.retrieval.documents", tracing.documents(pool))
@@ -263,12 +271,13 @@ class RAGProgram(dspy.Module):
         prog = self
         r = self.config.retrieve
         if (k is not None and k != r.k) or (alpha is not None and alpha != r.alpha):
-            prog = self._with_retrieval(k, alpha)
+            prog = self.with_settings({k_: v for k_, v in (("retrieve.k", k), ("retrieve.alpha", alpha))
+                                       if v is not None})
         question, history = prog.check(question, history, where)
         with timing_embeddings(), self._traced("search", question, history):
             sq, queries = prog._queries(question, history)
             pool = prog._retrieve(queries, where, None)
-            with _timed(None, "rerank", {"declrag.rerank.mode": prog.config.rerank.mode}):
+            with timed(None, "rerank", {"declrag.rerank.mode": prog.config.rerank.mode}):
                 pool = prog.rerank(question=sq.text, hits=pool)
             return prog._select(queries, pool)
 
@@ -288,29 +297,42 @@ class RAGProgram(dspy.Module):
         return RAGProgram(ProgramConfig.model_validate(config.model_dump()), store=self.store, embedder=self.embedder,
                           specs=self.specs).learned_from(self)
 
-    def _with_retrieval(self, k: int | None, alpha: float | None) -> RAGProgram:
-        """A shallow copy of this program whose retrieval uses ``k`` and ``alpha`` (the rest shared)."""
-        import copy
+    def with_settings(self, changes: dict[str, Any]) -> RAGProgram:
+        """A shallow copy of this program whose ``retrieve`` and ``rerank`` settings take ``changes`` (dotted paths:
+        ``{"retrieve.alpha": 0.75}``); the rest (store, embedder, LMs, learned state) shared."""
+        import copy  # imported here, not at the top: only searches with their own k or alpha, and exploring, copy
 
         c = self.config
-        r = c.retrieve.model_copy(update={k_: v for k_, v in (("k", k), ("alpha", alpha)) if v is not None})
+        sections = {"retrieve": c.retrieve.model_dump(), "rerank": c.rerank.model_dump()}
+        for path, value in changes.items():
+            section, _, key = path.partition(".")
+            if section not in sections or key not in sections[section]:
+                raise ValueError(f"{path!r} is not a retrieve or rerank setting")
+            sections[section][key] = value
+        cfg = ProgramConfig.model_validate({**c.model_dump(), **sections})
+        r = cfg.retrieve
         other = copy.copy(self)
-        other.config = c.model_copy(update={"retrieve": r})
-        pool = max(r.k, c.rerank.candidates if c.rerank.mode != "none" else 0, 3 * r.k if r.mmr else 0)
+        other.config, other.explorer = cfg, None
+        pool = max(r.k, cfg.rerank.candidates if cfg.rerank.mode != "none" else 0, 3 * r.k if r.mmr else 0)
         other.retrieve = Retriever(r, self.store, self.embedder, pool)
+        if cfg.rerank != c.rerank:
+            other.rerank = Reranker(cfg.rerank, cfg.stage_lm("rerank"), self.specs)
         return other
 
     def _select(self, queries, pool: list[Hit]) -> list[Hit]:
+        """The passages handed over: the chosen (`_chosen`), ordered, no character of a document twice."""
+        return merge_overlaps(self.store, order(self._chosen(queries, pool), self.config.retrieve.order))
+
+    def _chosen(self, queries, pool: list[Hit]) -> list[Hit]:
+        """The ``retrieve.k`` passages chosen from the (reranked) pool, in its order: its first k, or MMR's pick."""
         c = self.config.retrieve
         if c.mmr and len(pool) > c.k:
             with embedding_time():
                 vecs = self.embedder.embed_documents([h.text for h in pool])
                 qv = self.embedder.embed_query(queries.vector_text or queries.texts[0])
             picked = {h.chunk.id for h in mmr(pool, np.asarray(vecs), np.asarray(qv), c.k, c.mmr_lambda)}
-            chosen = [h for h in pool if h.chunk.id in picked]  # MMR picks the set; the ranking stays
-        else:
-            chosen = pool[: c.k]
-        return merge_overlaps(self.store, order(chosen, c.order))  # no character of a document handed over twice
+            return [h for h in pool if h.chunk.id in picked]  # MMR picks the set; the ranking stays
+        return pool[: c.k]
 
     def _below_threshold(self, queries, passages: list[Hit]) -> bool:
         """The deterministic abstention: the best passage's cosine similarity to the question (chunk
@@ -383,22 +405,6 @@ class RAGProgram(dspy.Module):
         super().save(str(folder / "dspy_state.json"))
         os.replace(tmp, folder / "program.json")
         return folder
-
-
-def _since(t: float) -> float:
-    return round(1000 * (time.perf_counter() - t), 3)
-
-
-@contextmanager
-def _timed(ms: dict[str, float] | None, stage: str, attributes: dict[str, Any] | None = None,
-           name: str | None = None) -> Iterator[Any]:
-    """One stage of a question: its span (named ``name``, by default the stage), and its time into ``ms``."""
-    t = time.perf_counter()
-    merged = {"declrag.stage": stage, **(attributes or {})} if tracing.enabled() else None  # off: nothing built
-    with tracing.span(name or stage, merged) as s:
-        yield s
-    if ms is not None:
-        ms[stage] = _since(t)
 
 
 def load(path: str | Path, store: Store | str | Path | None = None, model: str | None = None,

@@ -1,14 +1,19 @@
 """`Stage`, the building block of every LM call declrag makes: one prompt (a `dspy.Predict` built from a
 signature spec) run under its stage's LM route and adapter, metered under the stage's name. The pipeline's
-stages (`declrag.pipeline.modules`), the LM judges, evaluation and synth are made of it."""
+stages (`declrag.pipeline.modules`), the LM judges, evaluation and synth are made of it. And `timed`: one stage of a
+question, its span and its time."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import dspy
 from dspy.utils import exceptions as dspy_errors
 
+from .. import tracing
 from ..config import LMConfig
 from ..lm import lm_error, override_lm, registry, stage
 from .adapters import adapter_for
@@ -38,3 +43,19 @@ class Stage(dspy.Module):
                 return dspy.Prediction(**{k: None for k in self.spec.outputs}, parse_error=True)
             except dspy_errors.LMError as e:
                 raise lm_error(e, self.lm_config) from e
+
+
+def since_ms(t: float) -> float:
+    return round(1000 * (time.perf_counter() - t), 3)
+
+
+@contextmanager
+def timed(ms: dict[str, float] | None, stage: str, attributes: dict[str, Any] | None = None,
+          name: str | None = None) -> Iterator[Any]:
+    """One stage of a question: its span (named ``name``, by default the stage), and its time into ``ms``."""
+    t = time.perf_counter()
+    merged = {"declrag.stage": stage, **(attributes or {})} if tracing.enabled() else None  # off: nothing built
+    with tracing.span(name or stage, merged) as s:
+        yield s
+    if ms is not None:
+        ms[stage] = since_ms(t)

@@ -37,6 +37,7 @@ from ..inputs import InputError, turns, user_text
 from ..lm import Meter, cache_sizes, metering, using_lm
 from ..lm.registry import LM_DISK_FAULT
 from ..payloads import PublicPaths, SearchHit
+from ..pipeline.explore import Explorer
 from ..pipeline.selection import DEFAULT_NAME
 from ..pipeline.streaming import Done, astream
 from ..stores.base import Filter
@@ -181,6 +182,8 @@ class AnswerService:
             except LocalModelCrash as e:  # the server stays up: search answers, questions get 503 with this
                 log.error("the local model cannot run here; questions will get 503 until it is rebuilt: %s", e)
                 prog.warm_up(lms=False)
+        if (r := self.settings.record) is not None and r.explore and hasattr(prog, "with_settings"):
+            Explorer.of(prog, r.explore)  # --explore: a share of questions answered from its rankers multileaved
         return prog
 
     async def _load_in_background(self) -> None:
@@ -220,9 +223,11 @@ class AnswerService:
                    "cache": {"hit": True, "similarity": round(found[1], 4)}}
             self._record(req, hit, ())
             return hit, True
+        explore = {"explore": True} if (e := getattr(prog, "explorer", None)) is not None and e.draw() else {}
         with self._lm_scope():
             t0 = time.perf_counter()
-            a = prog(question=req.question, where=req.where, **({"history": req.history} if req.history else {}))
+            a = prog(question=req.question, where=req.where, **({"history": req.history} if req.history else {}),
+                     **explore)
             self.metrics.program.observe(time.perf_counter() - t0)
         cites = [self.state.paths.rewrite(c) for c in a.citations]
         payload = plain({"answer": a.answer, "abstained": bool(a.abstained), "citations": cites,
@@ -233,15 +238,16 @@ class AnswerService:
         if cache and vec is not None:
             cache.put(key, vec, payload)
         payload = {"id": req.id, **payload}  # each answer its own id (feedback names it), cached or not
-        self._record(req, payload, a.passages)
+        self._record(req, payload, a.passages, explored=a.get("explored"))
         return payload, False
 
-    def _record(self, req: Request, payload: dict, passages: Any, hits: bool = False) -> None:
+    def _record(self, req: Request, payload: dict, passages: Any, hits: bool = False,
+                explored: dict | None = None) -> None:
         """Queue what was asked and answered (or searched) for the usage store (`declrag.usage`); never blocks."""
         if self.recorder is not None:
             self.recorder.record(row_of(payload, passages, route=req.route, program=self.name,
                                         version=self.state.version, question=req.question, where=req.where,
-                                        history=req.history or (), searched=hits))
+                                        history=req.history or (), searched=hits, explored=explored))
 
     def searching(self, req: Request, k: int, alpha: float) -> tuple[list[Hit], dict, float]:
         """On a worker thread: the program's retrieval for an admitted request. Returns (hits, LM usage: the

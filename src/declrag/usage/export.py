@@ -3,6 +3,8 @@ ratings say.
 
 - A question rated **helpful** with the citation that answered becomes gold: that passage's span in its document
   (``spans``), its document graded 1 (``gold``). Rated helpful without a citation: every cited passage is gold.
+  An explored answer's row keeps the rankers its passages were multileaved from (``metadata.explored``): its gold
+  is fair evidence between them (`declrag.pipeline.explore`).
 - A question rated **not helpful** keeps its passages as hard negatives (``metadata.negatives``: chunk ids) and no
   gold; a corrected answer becomes its reference answer (``answers``), to be found in the corpus by eval.
 - An **unrated** question stays a real question without labels (``metadata.unrated``): what people ask and how.
@@ -57,6 +59,7 @@ def _labels(row: dict[str, Any], r: dict[str, Any], fb: dict[str, Any]) -> None:
     for k in ("gold", "spans", "answers"):
         row.pop(k, None)
     row["metadata"].pop("negatives", None)
+    row["metadata"].pop("explored", None)
     row["metadata"]["rating"] = "helpful" if fb["helpful"] else "not_helpful"
     cites = r["citations"]
     if fb["helpful"]:  # an abstention's nearest passages are gold only when the rating names one
@@ -65,6 +68,8 @@ def _labels(row: dict[str, Any], r: dict[str, Any], fb: dict[str, Any]) -> None:
         if chosen:
             row["spans"] = [{"doc": c["doc_id"], "start": c["span"][0], "end": c["span"][1]} for c in chosen]
             row["gold"] = {c["doc_id"]: 1 for c in chosen}
+            if r.get("explored"):
+                row["metadata"]["explored"] = r["explored"]
     else:
         row["metadata"]["negatives"] = [p["chunk_id"] for p in r["passages"]]
     if fb.get("correction"):

@@ -27,9 +27,11 @@ RETAIN_EVERY_S = 60.0
 
 
 def row_of(payload: dict[str, Any], passages: Sequence[Any], *, route: str, program: str, version: str,
-           question: str, where: dict | None, history: Sequence[Any], searched: bool = False) -> dict[str, Any]:
+           question: str, where: dict | None, history: Sequence[Any], searched: bool = False,
+           explored: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `declrag.usage.store.ANSWERS` row of one response ``payload`` (an answer's, or a search's with
-    ``searched``), from the passages (`declrag.types.Hit`) it was made from and the request's turns."""
+    ``searched``), from the passages (`declrag.types.Hit`) it was made from and the request's turns; ``explored``:
+    the rankers an explored answer's passages were multileaved from (`declrag.pipeline.explore.Explorer.record`)."""
     return {
         "id": payload["id"], "ts": time.time(), "route": route, "program": program, "version": version,
         "question": question, "filter": where, "history": [{"role": t.role, "content": t.content} for t in history],
@@ -40,7 +42,7 @@ def row_of(payload: dict[str, Any], passages: Sequence[Any], *, route: str, prog
                       for c in payload.get("citations", [])],
         "answer": None if searched else payload["answer"], "abstained": None if searched else payload["abstained"],
         "reason": None if searched else payload.get("reason"),
-        "latency_ms": float(payload.get("latency_ms", {}).get("total", 0.0))}
+        "latency_ms": float(payload.get("latency_ms", {}).get("total", 0.0)), "explored": explored}
 
 
 class RecordSettings(BaseModel):
@@ -51,6 +53,7 @@ class RecordSettings(BaseModel):
     target: str | None = None  # a SQLite file or a postgresql+psycopg:// URI; None: `declrag.serve.serve` decides
     max_rows: int | None = Field(100_000, ge=1)  # the newest answers kept (None: no bound by count)
     max_days: float | None = Field(90.0, gt=0)  # answers older than this are deleted (None: no bound by age)
+    explore: float = Field(0.0, ge=0.0, le=1.0)  # the share of questions explored (`declrag.pipeline.explore`)
 
 
 def said(s: RecordSettings | None) -> str:
@@ -59,8 +62,10 @@ def said(s: RecordSettings | None) -> str:
         return "records: nothing (--no-record); POST /v1/feedback answers 404"
     kept = ", ".join(x for x in (f"the newest {s.max_rows:,} answers" if s.max_rows else "",
                                  f"{s.max_days:g} days" if s.max_days else "") if x) or "everything, unbounded"
+    explores = (f"; {s.explore:.0%} of questions explored: answered from the program's and its neighbours' rankings "
+                "multileaved" if s.explore else "")
     return (f"records: each question, its passages, answer and rating to {shown(s.target)} (kept: {kept}; they may "
-            "hold personal data: docs/guides/usage.md); --no-record turns it off")
+            f"hold personal data: docs/guides/usage.md){explores}; --no-record turns it off")
 
 
 class Recorder:

@@ -6,7 +6,8 @@ replicas or machines writing to one store), through SQLAlchemy Core. Two tables:
 - ``answers``: one row per question answered (``/v1/ask``, ``/v1/chat/completions``, the web page, MCP) or searched
   (``/v1/search``): its id (the one the response carries), when, the route, the program's name and run and version,
   the question and the conversation before it, the filter, the passages retrieved (chunk, document, span, score),
-  the citations, the answer, whether it abstained and why, the latency;
+  the citations, the answer, whether it abstained and why, the latency, and for an explored answer the rankers its
+  passages were multileaved from (``explored``; `declrag.pipeline.explore`);
 - ``feedback``: one row per answer rated (the last rating counts): helpful or not, the citation that answered, a
   corrected answer.
 
@@ -25,7 +26,7 @@ import sqlalchemy as sa
 
 from ..errors import DeclragError
 
-FORMAT = 1  # the schema's version, in the ``meta`` table
+FORMAT = 2  # the schema's version, in the ``meta`` table (2: ``answers.explored``; a format 1 store gets it on opening)
 _meta = sa.MetaData()
 ANSWERS = sa.Table(
     "answers", _meta,
@@ -43,6 +44,7 @@ ANSWERS = sa.Table(
     sa.Column("abstained", sa.Boolean, nullable=True),
     sa.Column("reason", sa.Text, nullable=True),
     sa.Column("latency_ms", sa.Float, nullable=False),
+    sa.Column("explored", sa.Text, nullable=True),  # JSON: {served: settings, changes: [...]}, or null
 )
 FEEDBACK = sa.Table(
     "feedback", _meta,
@@ -53,7 +55,7 @@ FEEDBACK = sa.Table(
     sa.Column("correction", sa.Text, nullable=True),
 )
 META = sa.Table("meta", _meta, sa.Column("key", sa.String(40), primary_key=True), sa.Column("value", sa.Text))
-JSON_FIELDS = ("history", "filter", "passages", "citations")
+JSON_FIELDS = ("history", "filter", "passages", "citations", "explored")
 
 
 def url_of(target: str | Path) -> str:
@@ -85,6 +87,7 @@ class UsageStore:
             raise DeclragError(f"usage store {self.target!r} does not exist",
                                hint="pass the file `declrag serve` records to (its start-up line names it)")
         self.engine = sa.create_engine(url, pool_pre_ping=True)
+        self.create = create
         if url.startswith("sqlite"):
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         for attempt in range(3):  # several server processes open one store at once: one creates, the others see it
@@ -107,6 +110,11 @@ class UsageStore:
             elif int(found) > FORMAT:
                 raise DeclragError(f"usage store {shown(self.target)} has format {found}, newer than this declrag's "
                                    f"({FORMAT})", hint="upgrade declrag, or record to another store")
+            elif int(found) < 2 and self.create:  # format 1 had no ``explored``: none of its answers was explored
+                if "explored" not in {col["name"] for col in sa.inspect(c).get_columns("answers")}:
+                    c.execute(sa.text("ALTER TABLE answers ADD COLUMN explored TEXT"))
+                c.execute(META.update().where(META.c.key == "format").values(value=str(FORMAT)))
+            self.explored = "explored" in {col["name"] for col in sa.inspect(c).get_columns("answers")}
 
     def close(self) -> None:
         self.engine.dispose()
@@ -150,12 +158,14 @@ class UsageStore:
     # -- reading ----------------------------------------------------------------------------------------------
     def records(self) -> Iterator[dict[str, Any]]:
         """Every answer, oldest first, with its rating (``feedback``: None when unrated)."""
-        q = (sa.select(ANSWERS, FEEDBACK.c.helpful, FEEDBACK.c.citation.label("rated_citation"),
+        cols = [col for col in ANSWERS.c if col.name != "explored" or self.explored]  # format 1, read as it is
+        q = (sa.select(*cols, FEEDBACK.c.helpful, FEEDBACK.c.citation.label("rated_citation"),
                        FEEDBACK.c.correction)
              .select_from(ANSWERS.outerjoin(FEEDBACK, FEEDBACK.c.id == ANSWERS.c.id)).order_by(ANSWERS.c.ts))
         with self.engine.connect() as c:
             for row in c.execute(q).mappings():
-                r = {k: (json.loads(row[k]) if k in JSON_FIELDS else row[k]) for k in ANSWERS.c.keys()}
+                r = {k: (json.loads(row[k]) if k in JSON_FIELDS and row.get(k) is not None else row.get(k))
+                     for k in ANSWERS.c.keys()}
                 r["feedback"] = None if row["helpful"] is None else {
                     "helpful": bool(row["helpful"]), "citation": row["rated_citation"], "correction": row["correction"]}
                 yield r
