@@ -22,13 +22,12 @@ decides last: the program ships only if it is not worse than the baseline on the
 
 With ``--usage`` (a served program's rated questions, `declrag.optimize.usage`), `by_usage`: real questions outrank
 synthetic ones. With `DECIDES` or more fair ones (rated on explored answers, or corrected), they choose among the
-rankers they were explored with (on one half of them) and check that choice (on the other half); with fewer, every
-rated question can only keep the baseline.
+rankers they were explored with, by the held-out rule (the highest lower bound above 0, the level shared by the
+rankers); with fewer, every rated question can only keep the baseline.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from collections import Counter
@@ -240,14 +239,12 @@ def by_usage(ruled: dict[str, Any], base: Sequence[float | None], cands: Mapping
     their ids) beside the held-out one (``ruled``).
 
     With `DECIDES` or more fair ones (explored answers' and corrections': ``cands`` are then the rankers they were
-    explored with, `explored_trials`) they decide, in two halves (seeded by the questions' ids): the candidate with
-    the highest mean gain on one half ships when its gain on the other half holds (one-sided lower bound above 0 at
-    `ALPHA`): a choice and its check on different questions. With fewer, the held-out choice ships only if it is not
-    worse on every gold question than the baseline by more than `CHECK_MARGIN` (one-sided, at `ALPHA`). ``labels``:
-    how the text names each candidate (default: "trial N")."""
+    explored with, `explored_trials`) they decide as the held-out questions do (`judge`): of the candidates whose
+    paired gain's lower bound is above 0 (one-sided, `ALPHA` shared by the candidates), the highest lower bound
+    ships. With fewer, the held-out choice ships only if it is not worse on every gold question than the baseline
+    by more than `CHECK_MARGIN` (one-sided, at `ALPHA`). ``labels``: how the text names each candidate (default:
+    "trial N")."""
     name = {t: (labels or {}).get(t) or f"trial {t}" for t in cands}
-    order = sorted(range(len(ids)), key=lambda i: hashlib.sha256(ids[i].encode()).hexdigest())
-    pick, check = sorted(order[::2]), sorted(order[1::2])
 
     def gain(trial: int, idx: list[int]) -> tuple[float | None, float | None, int]:
         diffs = [y - x for i in idx if (x := base[i]) is not None and (y := cands[trial][i]) is not None]
@@ -259,20 +256,19 @@ def by_usage(ruled: dict[str, Any], base: Sequence[float | None], cands: Mapping
         rows.append({"trial": trial, "name": name[trial], "n": k, "gain": None if g is None else round(g, 4),
                      "lower": None if lo is None else round(lo, 4)})
     out = {**ruled, "usage": {"questions": len(ids), "decides": decides, "candidates": rows}}
-    if decides:
-        ranked = sorted((t for t in cands if gain(t, pick)[0] is not None), key=lambda t: -(gain(t, pick)[0] or 0))
-        top = ranked[0] if ranked else None
-        g, lo, k = gain(top, check) if top is not None else (None, None, 0)
-        ok = top is not None and (gain(top, pick)[0] or 0) > 0 and lo is not None and lo > 0
-        out["chosen"] = top if ok else None
-        out["usage"].update(chosen=out["chosen"], picked=top, pick=len(pick), check=len(check),
-                            check_gain=None if g is None else round(g, 4),
-                            check_lower=None if lo is None else round(lo, 4))
-        said = (f"{name[top]} gains most on half of them ({len(pick)})" if top is not None else "no candidate")
-        out["why"] = (f"your users' fair rated questions decide ({len(ids)}): {said}, and on the other half "
-                      + (f"its gain {g:+.4f} holds (lower bound {lo:+.4f}): it ships" if ok else
-                         "nothing holds: the baseline ships" if g is None else
-                         f"its gain {g:+.4f} does not hold (lower bound {lo:+.4f}): the baseline ships"))
+    if decides:  # the held-out rule (`judge`) on the fair questions: every candidate's paired gain, Bonferroni
+        fair = judge(base, cands, [""] * len(ids))
+        top = max(fair["candidates"], key=lambda r: (r["lower"] if r["lower"] is not None else -1, r["gain"] or 0),
+                  default=None)
+        out["chosen"] = fair["chosen"]
+        for row, mine in zip(rows, fair["candidates"]):
+            row["lower"] = mine["lower"]  # at the shared level
+        out["usage"].update(chosen=fair["chosen"], level=fair["level"])
+        said = (f"{name[top['trial']]} has the highest lower bound ({top['gain']:+.4f}, lower bound "
+                f"{top['lower']:+.4f}, one-sided {1 - fair['level']:.3f}: alpha {ALPHA} shared by {len(cands)})"
+                if top is not None and top["gain"] is not None else "no candidate was scored")
+        out["why"] = (f"your users' fair rated questions decide ({len(ids)}): {said}: "
+                      + ("it ships" if fair["chosen"] is not None else "not above 0, the baseline ships"))
         return out
     c = ruled["chosen"]
     mine = next((r for r in rows if r["trial"] == c), None) if c is not None else None

@@ -98,6 +98,8 @@ BAD_VALUES = [
     (["bench", "readme", "--n", "0"], "--n"),
     (["bench", "usage", "--sizes", "25,many"], "--sizes"),
     (["bench", "usage", "--rated", "30"], "--rated"),
+    (["bench", "usage", "--explore", "2"], "--explore"),
+    (["serve", "--explore", "0.2", "--no-record", "--store", "never-made"], "--explore"),
     (["bench", "serve", "--record", "maybe"], "--record"),
 ]
 
