@@ -189,8 +189,9 @@ def corpus(dataset: str, sizes: Sequence[int], rated: float, flip: float, correc
         gain = paired_difference(default, scored(params))
         kept = (round(gain["diff"] / real_gain["diff"], 3)
                 if real_gain["diff"] and real_gain["diff"] >= 0.02 and gain["diff"] is not None else None)
+        ruled = (s["selection"].get("usage") or {}).get("candidates") or []
         arms[str(size)] = {"params": params, "usage": s["usage"], "why": s["selection"]["why"], "gain": gain,
-                           "kept_of_real": kept}
+                           "kept_of_real": kept, "candidates": ruled}
     syn_params = syn["best"]["params"] if syn["shipped"] == "best" else syn["baseline"]["params"]
     return {"dataset": gs.name, "real_test": len(test), "metric": next(iter(comp.space.objective.metrics)),
             "replay": counts, "default": syn["baseline"]["params"],

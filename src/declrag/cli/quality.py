@@ -288,8 +288,10 @@ def _print_compile(s: CompileResult) -> None:
                   + (f"; {c['verdict']['why']}" if c.get("verdict") else ""), markup=False, highlight=False)
     if u := s.summary.get("usage"):
         out.print(f"usage {u['source']}: {u['questions']} questions ({u['helpful']} rated helpful, "
-                  f"{u['not_helpful']} not, {u['unrated']} unrated); {u['gold']} with gold in this corpus"
+                  f"{u['not_helpful']} not, {u['unrated']} unrated); {u['gold']} with gold in this corpus, "
+                  f"{u.get('fair', 0)} of them fair (explored answers, corrections)"
                   + (f", {u['stale']} whose spans it no longer holds" if u["stale"] else "")
-                  + ("" if u["decides"] else f" (fewer than {u['need']}: they can only keep the default)"),
+                  + ("" if u["decides"] else f" (fewer than {u['need']} fair: they can only keep the default; "
+                     "declrag serve --explore makes fair ones)"),
                   markup=False, highlight=False)
     out.print(describe(s.memory), markup=False, highlight=False)

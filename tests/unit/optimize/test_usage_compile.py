@@ -16,7 +16,9 @@ from declrag.errors import DeclragError
 from declrag.golden import Example, GoldenSet
 from declrag.optimize import Budget, CompileOptions, compile
 from declrag.optimize.select import CHECK_MARGIN, select
+from declrag.optimize.space import apply, read_space
 from declrag.optimize.usage import DECIDES, usage_questions
+from declrag.pipeline.explore import settings
 from declrag.types import Document
 from declrag.usage import UsageStore
 
@@ -52,7 +54,7 @@ def test_rated_questions_become_gold_where_this_corpus_still_holds_them(tmp_path
     s.add_feedback("a7", True, citation=1)
     s.close()
     u = usage_questions(tmp_path / "u.sqlite3", DOCS)
-    assert u.counts == {"questions": 6, "helpful": 3, "not_helpful": 2, "unrated": 1, "stale": 1}
+    assert u.counts == {"questions": 6, "helpful": 3, "not_helpful": 2, "unrated": 1, "stale": 1, "fair": 1}
     gold = {e.question.lower(): e for e in u.gold}
     assert set(gold) == {"what is the capital of france?", "which tower stands in paris?", "where is the colosseum?"}
     france = gold["what is the capital of france?"]
@@ -61,6 +63,7 @@ def test_rated_questions_become_gold_where_this_corpus_still_holds_them(tmp_path
     assert [(g.doc, DOCS[1].text[g.start:g.end]) for g in colosseum.spans] == [("rome", "amphitheatre in Rome")]
     assert all(e.metadata["kind"] == "usage" for e in u.gold) and france.metadata["asked"] == 2
     assert u.summary()["decides"] is False and u.summary()["need"] == DECIDES
+    assert colosseum.metadata["fair"] and not france.metadata["fair"]  # a correction is fair; its own passage is not
 
 
 def test_spans_of_the_served_documents_move_onto_a_synthetic_sets_copy(tmp_path):
@@ -120,7 +123,7 @@ def _comp(held: list[Example]):
 
 
 def _trial(number: int, value: float, lexical: bool):
-    return SimpleNamespace(number=number, values=[value], params={"lexical": lexical})
+    return SimpleNamespace(number=number, values=[value], params={"lexical": lexical}, user_attrs={})
 
 
 def scorer(real_gain: float):
@@ -139,42 +142,69 @@ def scorer(real_gain: float):
     return score
 
 
-def test_enough_rated_questions_decide_what_ships_over_the_synthetic_writers():
+def test_the_served_programs_own_helpful_ratings_never_choose_a_program():
+    """A helpful rating of the served program's own passages names a passage it found: however many, they can keep
+    the baseline, never ship a change the held-out questions do not back."""
     held = [_ex(i, "keywords") for i in range(30)] + [_ex(i, "ict") for i in range(30)]
     comp, base, lex = _comp(held), _trial(0, 0.5, False), _trial(1, 0.7, True)
     chosen, why = select(comp, [base, lex], base, lex, scorer(0.1))
     assert chosen is base and "ict questions' gain does not hold" in why["candidates"][0]["why"]  # no labels: no
-    users = [_ex(i, "usage") for i in range(DECIDES)]
+    users = [_ex(i, "usage") for i in range(3 * DECIDES)]
     chosen, why = select(comp, [base, lex], base, lex, scorer(0.1), users)
-    assert chosen is lex and why["why"].startswith(f"your users' rated questions decide ({DECIDES})"), why["why"]
-    assert why["usage"]["decides"] and why["usage"]["candidates"][0]["gain"] == pytest.approx(0.1, abs=0.02)
-    chosen, why = select(comp, [base, lex], base, lex, scorer(-0.1), users)  # the users' questions lose: no
-    assert chosen is base and why["usage"]["chosen"] is None
+    assert chosen is base and not why["usage"]["decides"] and why["usage"]["questions"] == 3 * DECIDES
 
 
-def test_the_users_questions_choose_among_every_trial_not_only_the_synthetic_leaders():
-    """nq-long's case: the one change that real questions reward (more weight on the vector leg) loses on both
-    synthetic writers, so it never leads the search; with enough rated questions it still ships."""
+SPACE = """name: u
+objective: {metrics: {ndcg@budget: 1.0}}
+split: {source: train, test_split: test, fractions: {dev: 1.0}, seed: 13}
+params:
+  alpha:  {path: retrieve.alpha, type: float, low: 0.0, high: 1.0, step: 0.05}
+  fusion: {path: retrieve.fusion, type: categorical, choices: [relative, ranked]}
+"""
+
+
+def _explored(i: int, served: dict, changes: list[dict]) -> Example:
+    return Example(id=f"usage-{i}", question=f"q{i}", gold={"d": 1}, metadata={
+        "kind": "usage", "fair": True, "explored": {"served": served, "changes": changes}})
+
+
+def test_fair_questions_choose_among_the_rankers_they_were_explored_with(tmp_path):
+    """nq-long's case: more weight on the vector leg loses on both synthetic writers, so the search never leads with
+    it; the users' ratings of explored answers (the served program's neighbours multileaved) ship it."""
+    (tmp_path / "u.yaml").write_text(SPACE)
+    space = read_space(tmp_path / "u.yaml")
     held = [_ex(i, "keywords") for i in range(30)] + [_ex(i, "ict") for i in range(30)]
+    comp = SimpleNamespace(**{**vars(_comp(held)), "space": space})
+    values = space.baseline_values()
+    served = settings(apply(space.base, values, space.params))
+    changes = [{"retrieve.alpha": 0.25}, {"retrieve.alpha": 0.75}, {"retrieve.fusion": "ranked"},
+               {"retrieve.named": True}]  # the space has no parameter for the named search: not a candidate
+    lift = {0.75: 0.15, 0.25: -0.05}
 
     def score(comp, params, examples, label):
         _, out = scorer(0.0)(comp, {}, examples, label)
-        lift = params.get("lift", {})
-        return {}, [x + lift.get(e.metadata["kind"], 0.0) + random.Random(f"{e.id}{params}").uniform(-.02, .02)
-                    * bool(lift) for x, e in zip(out, examples)]
+        return {}, [x + (lift.get(params.get("alpha"), -0.1 if params.get("fusion") == "ranked" else 0.0)
+                         + random.Random(f"{e.id}{params}").uniform(-0.05, 0.05)) * (e.metadata["kind"] == "usage")
+                    for x, e in zip(out, examples)]
 
-    base = SimpleNamespace(number=0, values=[0.5], params={})
-    leaders = [SimpleNamespace(number=i, values=[0.9 - i / 100], params={"lift": {"keywords": 0.1, "usage": -0.05}, "i": i})
-               for i in range(1, 7)]
-    dense = SimpleNamespace(number=9, values=[0.2], params={"lift": {"keywords": -0.2, "ict": -0.1, "usage": 0.15}})
-    trials = [base, *leaders, dense]
-    users = [_ex(i, "usage") for i in range(2 * DECIDES)]
-    chosen, why = select(_comp(held), trials, base, leaders[0], score, users)
-    assert chosen is dense, why["why"]
-    u = why["usage"]
-    assert u["picked"] == 9 and u["pick"] == u["check"] == DECIDES and u["check_lower"] > 0
-    assert len(u["candidates"]) == len(trials) - 1  # every distinct trial but the baseline was scored on them
-    assert "trial 9 gains most on half of them (20), and on the other half its gain" in why["why"]
+    base = SimpleNamespace(number=0, values=[0.5], params=values, user_attrs={"baseline": True})
+    low = SimpleNamespace(number=3, values=[0.6], params={**values, "alpha": 0.25}, user_attrs={})
+    fair = [_explored(i, served, changes) for i in range(DECIDES + 10)]
+    chosen, why = select(comp, [base, low], base, low, score, fair)
+    assert chosen.params == {**values, "alpha": 0.75} and chosen.user_attrs["ranker"] == "retrieve.alpha=0.75"
+    assert chosen.number > 3 and why["usage"]["decides"] and why["usage"]["chosen"] == chosen.number
+    names = {r["name"] for r in why["usage"]["candidates"]}
+    assert names == {"trial 3", "retrieve.alpha=0.75", "retrieve.fusion=ranked"}  # the study's own trial reused
+    assert why["why"].startswith(f"your users' fair rated questions decide ({DECIDES + 10}): retrieve.alpha=0.75 "
+                                 "has the highest lower bound"), why["why"]
+    # a served program that loses on them (SciFact's) is taken back: the baseline ships
+    worse = {**values, "alpha": 0.2}
+    lift.update({0.2: -0.1, 0.0: -0.2, 0.45: -0.02, 0.75: 0.0})
+    fair = [_explored(i, settings(apply(space.base, worse, space.params)),
+                      [{"retrieve.alpha": 0.0}, {"retrieve.alpha": 0.45}]) for i in range(DECIDES)]
+    chosen, why = select(comp, [base, low], base, low, score, fair)
+    assert chosen is base and "the served program" in {r["name"] for r in why["usage"]["candidates"]}
+    assert why["why"].endswith("not above 0, the baseline ships"), why["why"]
 
 
 def test_a_few_rated_questions_can_only_keep_the_baseline():
@@ -227,12 +257,11 @@ def test_on_synthetic_questions_only_the_spaces_shippable_parameters_may_change(
     comp.space.synthetic_ships = ["alpha", "fusion", "lift"]
     alpha = SimpleNamespace(number=2, values=[0.8], params={"alpha": 0.3, "window": 0, "lift": 1})
     assert select(comp, [base, bigger, alpha], base, bigger, score)[0] is alpha
-    users = [_ex(i, "usage") for i in range(DECIDES * 2)]  # real questions choose among every parameter
-    assert select(comp, [base, bigger], base, bigger, lambda *a: score(*a), users)[1]["usage"]["picked"] == 1
 
 
-def _export(path: Path, n: int) -> None:
-    """``n`` rated questions about the tiny corpus, as `declrag usage export` writes them."""
+def _export(path: Path, n: int, explored: dict | None = None) -> None:
+    """``n`` rated questions about the tiny corpus, as `declrag usage export` writes them (``explored``: the
+    rankers each was explored with)."""
     corpus = {json.loads(x)["_id"]: json.loads(x)["text"] for x in (TINY / "corpus.jsonl").read_text().splitlines()}
     rows = []
     for i in range(n):
@@ -240,7 +269,8 @@ def _export(path: Path, n: int) -> None:
         first = corpus[doc].split(". ")[0]
         rows.append({"id": f"usage-{i}", "question": f"Tell me, {'please, ' * (i // 6)}about {first.split()[0]}",
                      "spans": [{"doc": doc, "start": 0, "end": len(first)}], "gold": {doc: 1},
-                     "metadata": {"source": "usage", "asked": 1, "version": "v1", "rating": "helpful"}})
+                     "metadata": {"source": "usage", "asked": 1, "version": "v1", "rating": "helpful",
+                                  **({"explored": explored} if explored else {})}})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -249,20 +279,25 @@ def test_compile_reads_a_usage_export_and_says_what_it_used(tmp_path, capsys):
     space.write_text("name: u\nobjective: {metrics: {ndcg@budget: 1.0}}\n"
                      "split: {fractions: {train: 0.25, dev: 0.5, test: 0.25}, seed: 3}\n"
                      "params:\n  k: {path: retrieve.k, type: int, low: 1, high: 3}\nprompt_optimizer: {name: none}\n")
-    _export(tmp_path / "usage.jsonl", DECIDES + 4)
+    sp = read_space(space)
+    _export(tmp_path / "usage.jsonl", DECIDES + 4, {
+        "served": settings(apply(sp.base, sp.baseline_values(), sp.params)),
+        "changes": [{"retrieve.k": 2}, {"retrieve.k": 3}]})
     s = compile(CompileOptions(space, str(TINY / "gold.jsonl"), "u", tmp_path / "runs", Budget(max_trials=3),
                                progress=False, usage=tmp_path / "usage.jsonl"))
     assert s.summary["usage"]["gold"] == DECIDES + 4 and s.summary["usage"]["decides"]
     sel = s.selection
     assert sel["applied"] and sel["usage"]["questions"] == DECIDES + 4, sel
-    assert sel["why"].startswith(f"your users' rated questions decide ({DECIDES + 4})") or \
-        sel["why"] == "every finished trial is the baseline's program", sel["why"]
+    assert sel["why"].startswith(f"your users' fair rated questions decide ({DECIDES + 4})"), sel["why"]
+    assert {r["name"] for r in sel["usage"]["candidates"]} <= {"retrieve.k=2", "retrieve.k=3", "trial 1", "trial 2"}
+    assert len(sel["usage"]["candidates"]) == 2  # the two rankers, as the study's trials where it has them
     # the command: what it read, in one line; a source that is not one, in one line, and nothing written
     code = main(["compile", "--space", str(space), "--dataset", str(TINY / "gold.jsonl"), "--name", "v",
                  "--runs", str(tmp_path / "runs"), "--max-trials", "3", "-q", "--usage", str(tmp_path / "usage.jsonl")])
     out = capsys.readouterr()
     assert code == 0, out.err
     assert f"usage {tmp_path / 'usage.jsonl'}: {DECIDES + 4} questions ({DECIDES + 4} rated helpful" in out.out
+    assert f"{DECIDES + 4} of them fair" in out.out
     code = main(["compile", "--space", str(space), "--dataset", str(TINY / "gold.jsonl"), "--name", "w",
                  "--runs", str(tmp_path / "runs"), "-q", "--usage", str(tmp_path / "nope.sqlite3")])
     err = capsys.readouterr().err

@@ -170,6 +170,42 @@ def test_serve_records_each_answer_and_takes_its_rating(prog, tmp_path):
     assert recs[chat["id"].removeprefix("chatcmpl-")]["feedback"]["helpful"] is False
 
 
+def test_serve_explores_a_share_and_the_export_keeps_which_rankers(prog, tmp_path):
+    path = tmp_path / "usage.sqlite3"
+    client = served(prog, record=RecordSettings(target=str(path), explore=1.0))
+    try:
+        ids = [client.post("/v1/ask", json={"question": f"{Q} ({i})"}).json()["id"] for i in range(3)]
+        assert client.post("/v1/feedback", json={"id": ids[0], "helpful": True, "citation": 1}).status_code == 204
+        assert client.post("/v1/feedback", json={"id": ids[1], "helpful": False}).status_code == 204
+    finally:
+        client.__exit__(None, None, None)
+        prog.explorer = None  # the module's program, as the other tests expect it
+    recs = list(UsageStore(path, create=False).records())
+    assert len(recs) == 3 and all(r["explored"]["served"]["retrieve.alpha"] == 0.5 for r in recs)
+    assert {"retrieve.alpha": 0.75} in recs[0]["explored"]["changes"]
+    rows = {r["id"]: r for r in golden_rows(recs)}
+    rated = [r for r in rows.values() if r["metadata"].get("rating") == "helpful"]
+    assert len(rated) == 1 and rated[0]["metadata"]["explored"] == recs[0]["explored"]
+    assert not any("explored" in r["metadata"] for r in rows.values() if r is not rated[0])  # only gold carries it
+
+
+def test_a_format_1_store_gains_the_explored_column_and_reads_as_it_was(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    UsageStore(path).add_answers([row(0)])
+    with sqlite3.connect(path) as c:  # as declrag wrote it before exploring: no column, format 1
+        c.execute("ALTER TABLE answers DROP COLUMN explored")
+        c.execute("UPDATE meta SET value = '1' WHERE key = 'format'")
+    (r,) = UsageStore(path, create=False).records()  # read as it is, not written to
+    assert r["explored"] is None and r["question"] == Q
+    with sqlite3.connect(path) as c:
+        assert c.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ("1",)
+    store = UsageStore(path)  # opened to record: the column added, the format raised
+    store.add_answers([row(1, explored={"served": {"retrieve.alpha": 0.5}, "changes": []})])
+    assert [r["explored"] for r in store.records()] == [None, {"served": {"retrieve.alpha": 0.5}, "changes": []}]
+    with sqlite3.connect(path) as c:
+        assert c.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ("2",)
+
+
 def test_serve_without_recording_answers_404_to_a_rating(prog):
     client = served(prog)
     try:
