@@ -250,7 +250,7 @@ def by_usage(ruled: dict[str, Any], base: Sequence[float | None], cands: Mapping
         diffs = [y - x for i in idx if (x := base[i]) is not None and (y := cands[trial][i]) is not None]
         return (float(np.mean(diffs)) if diffs else None), lower_bound(diffs, ALPHA), len(diffs)
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for trial in cands:
         g, lo, k = gain(trial, list(range(len(ids))))
         rows.append({"trial": trial, "name": name[trial], "n": k, "gain": None if g is None else round(g, 4),

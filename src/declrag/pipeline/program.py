@@ -169,10 +169,11 @@ class RAGProgram(dspy.Module):
             pool = self._retrieve(queries, where, ms)
             with timed(ms, "rerank", {"declrag.rerank.mode": c.rerank.mode}):
                 pool = self.rerank(question=sq.text, hits=pool)
-            explored = self.explorer.record if explore and self.explorer is not None else None
+            explorer = self.explorer if explore else None
+            explored = explorer.record if explorer is not None else None
             with timed(ms, "select", {"declrag.retrieve.k": c.retrieve.k, "declrag.explored": bool(explored)}) as s:
-                passages = self.explorer.passages(sq.text, queries, where, self._chosen(queries, pool)) \
-                    if explored else self._select(queries, pool)
+                passages = explorer.passages(sq.text, queries, where, self._chosen(queries, pool)) \
+                    if explorer is not None else self._select(queries, pool)
                 if s.is_recording():
                     s.set_attribute("gen_ai.retrieval.documents", tracing.documents(passages))
             gen_question = question if not queries.sub_questions else \
