@@ -10,9 +10,9 @@ JSONL file (or folder) that `declrag usage export` wrote. Its distinct questions
   neighbours', `declrag.pipeline.explore`), and a correction (found anywhere in the corpus). A helpful rating of the
   served program's own passages names a passage that program found: it can check that another program finds it
   too, never show that the served program is better. With at least `DECIDES` fair questions, `select.by_usage`
-  lets them choose among the rankers they were explored with (`rankers`: on half of them) and confirm the choice
-  (on the other half); with fewer, every gold question can only keep the baseline (the chosen program must not be
-  worse on them by more than `select.CHECK_MARGIN`).
+  lets them choose among the rankers they were explored with (`rankers`), by the rule the held-out questions
+  follow; with fewer, every gold question can only keep the baseline (the chosen program must not be worse on them
+  by more than `select.CHECK_MARGIN`).
 - A span is trusted only where the compile's corpus still holds it (its document there and the span inside its
   text): an answer rated under another corpus or program version says nothing certain about this one. Such rows are
   counted (``stale``), never used.
@@ -30,8 +30,10 @@ from typing import Any
 from ..errors import DeclragError
 from ..golden import Example, load_golden
 from ..inputs import Turn
+from ..pipeline.explore import settings
 from ..types import GoldSpan
 from .agreement import check_questions
+from .space import _cast, _holds, apply
 
 DECIDES = 20  # gold usage questions needed for them to decide alone what ships
 
@@ -191,10 +193,6 @@ def rankers(space, base_values: dict[str, Any], fair: list[Example]) -> list[tup
     each ranker's settings (`declrag.pipeline.explore.Explorer.record`) mapped onto the parameters by their paths
     (the rest at ``base_values``). A ranker the space cannot express (a setting it has no parameter for, away from
     the baseline's) is left out; so is the baseline's own program."""
-    # imported here, not at the top: the space's helpers import this module's neighbours
-    from ..pipeline.explore import settings
-    from .space import _cast, _holds, apply
-
     out: dict[str, tuple[str, dict[str, Any]]] = {}
     base_key = json.dumps(base_values, sort_keys=True, default=str)
     for e in fair:

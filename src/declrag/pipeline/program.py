@@ -310,7 +310,8 @@ class RAGProgram(dspy.Module):
             if section not in sections or key not in sections[section]:
                 raise ValueError(f"{path!r} is not a retrieve or rerank setting")
             sections[section][key] = value
-        cfg = ProgramConfig.model_validate({**c.model_dump(), **sections})
+        cfg = c.model_copy(update={"retrieve": type(c.retrieve).model_validate(sections["retrieve"]),
+                                   "rerank": type(c.rerank).model_validate(sections["rerank"])})
         r = cfg.retrieve
         other = copy.copy(self)
         other.config, other.explorer = cfg, None
