@@ -195,7 +195,7 @@ def select(comp, trials: Sequence[optuna.trial.FrozenTrial], baseline: optuna.tr
                   score(comp, comp.program(t.params), judged, f"usage, {t.user_attrs.get('ranker') or t.number}")[1]
                   for t in pool}
         ruled = by_usage(ruled, base[n:], theirs, [e.id for e in judged], decides,
-                         {t.number: t.user_attrs.get("ranker") or f"trial {t.number}" for t in pool})
+                         {t.number: t.user_attrs["ranker"] for t in pool if "ranker" in t.user_attrs})
     chosen = next((t for t in pool if t.number == ruled["chosen"]), baseline)
     return chosen, {"applied": True, "held_out": len(held), "search_best": best.number, **ruled}
 

@@ -193,27 +193,29 @@ def rankers(space, base_values: dict[str, Any], fair: list[Example]) -> list[tup
     each ranker's settings (`declrag.pipeline.explore.Explorer.record`) mapped onto the parameters by their paths
     (the rest at ``base_values``). A ranker the space cannot express (a setting it has no parameter for, away from
     the baseline's) is left out; so is the baseline's own program."""
-    out: dict[str, tuple[str, dict[str, Any]]] = {}
-    base_key = json.dumps(base_values, sort_keys=True, default=str)
+    wanted: dict[str, tuple[str, dict[str, Any]]] = {}  # each ranker once, however many questions it served
     for e in fair:
         record = e.metadata.get("explored") or {}
-        served = record.get("served") or {}
         for change in [{}, *(record.get("changes") or [])]:
-            wanted = {**served, **change}
-            values: dict[str, Any] = {}
-            for name, p in space.params.items():
-                if p.when and not _holds(p.when, values):
-                    continue
-                values[name] = _cast(p, wanted[p.path]) if p.path in wanted else base_values.get(name)
-            values = {k: v for k, v in values.items() if v is not None}
-            try:
-                got = settings(apply(space.base, values, space.params))
-            except DeclragError:
+            one = {**(record.get("served") or {}), **change}
+            label = ", ".join(f"{k}={v}" for k, v in change.items()) or "the served program"
+            wanted.setdefault(json.dumps(one, sort_keys=True, default=str), (label, one))
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    base_key = json.dumps(base_values, sort_keys=True, default=str)
+    for label, one in wanted.values():
+        values: dict[str, Any] = {}
+        for name, p in space.params.items():
+            if p.when and not _holds(p.when, values):
                 continue
-            if any(got.get(k) != v for k, v in wanted.items()):  # a setting the space cannot express
-                continue
-            key = json.dumps(values, sort_keys=True, default=str)
-            if key != base_key and key not in out:
-                label = ", ".join(f"{k}={v}" for k, v in change.items()) or "the served program"
-                out[key] = (label, values)
+            values[name] = _cast(p, one[p.path]) if p.path in one else base_values.get(name)
+        values = {k: v for k, v in values.items() if v is not None}
+        try:
+            got = settings(apply(space.base, values, space.params))
+        except DeclragError:
+            continue
+        if any(got.get(k) != v for k, v in one.items()):  # a setting the space cannot express
+            continue
+        key = json.dumps(values, sort_keys=True, default=str)
+        if key != base_key and key not in out:
+            out[key] = (label, values)
     return list(out.values())

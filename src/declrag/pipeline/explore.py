@@ -94,9 +94,9 @@ class Explorer:
         self.program, self.share = program, share
         self.changes = neighbours(program.config)
         self.rankers = [program, *(program.with_settings(c) for c in self.changes)]
-        shared = next((r.retrieve.documents for r in self.rankers if r.retrieve.documents is not None), None)
+        self.documents = next((r.retrieve.documents for r in self.rankers if r.retrieve.documents is not None), None)
         for r in self.rankers:  # one index over whole documents for every ranker that reads one
-            r.retrieve.documents = shared if r.retrieve.documents is not None else None
+            r.retrieve.documents = self.documents if r.retrieve.documents is not None else None
         self.record = {"served": settings(program.config), "changes": self.changes}
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -106,9 +106,8 @@ class Explorer:
         """``program``'s explorer, set on it (``program.explorer``: ``forward(..., explore=True)`` reads it) and warmed
         up (the neighbours' indexes over whole documents)."""
         program.explorer = explorer = cls(program, share, seed)
-        for r in explorer.rankers[1:]:
-            if r.retrieve.documents is not None:
-                r.retrieve.documents.warm_up()
+        if explorer.documents is not None:
+            explorer.documents.warm_up()
         return explorer
 
     def draw(self) -> bool:
