@@ -13,8 +13,9 @@ import typer
 
 
 def helps() -> dict[str, str]:
-    from declrag.cli import app
     from typer.testing import CliRunner
+
+    from declrag.cli import app
 
     root = typer.main.get_command(app)
     runner = CliRunner()

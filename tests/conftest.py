@@ -46,7 +46,7 @@ def shared(*parts: str) -> Path:
 @pytest.fixture(scope="session")
 def minilm():
     """The real default embedder (all-MiniLM-L6-v2, from the hub or its offline package)."""
-    from declrag.embed import Embedder
+    from declrag.embed.embedder import Embedder
 
     e = Embedder()
     e.model  # load once per session

@@ -10,7 +10,7 @@ import numpy as np
 
 from declrag.api import corpus_store
 from declrag.config import ChunkerConfig, IngestConfig
-from declrag.embed import Embedder
+from declrag.embed.embedder import Embedder
 from declrag.golden import load_golden
 from declrag.metrics.passages import passage_scores
 from declrag.metrics.retrieval import doc_ranking, retrieval_scores

@@ -78,9 +78,9 @@ def say(message: str) -> None:
 
 
 def device_or_exit(asked: str) -> str:
-    """The torch device for ``asked`` (`declrag.device.resolve`), or one line and exit status 3."""
-    from declrag.device import resolve
+    """The torch device for ``asked`` (`declrag.runtime.device.resolve`), or one line and exit status 3."""
     from declrag.errors import DeclragError
+    from declrag.runtime.device import resolve
 
     try:
         return resolve(asked)
@@ -106,7 +106,7 @@ def environment(device: str) -> dict[str, Any]:
 def index(docs: list, ingest, home: Path) -> tuple[Any, Any, dict[str, Any]]:
     """The documents into a new store under ``home`` on the embedder's device, timed. The model is loaded first
     and timed apart (the CPU figure's timed run included the load, about a second of its 69 s on the CPU)."""
-    from declrag.embed import Embedder
+    from declrag.embed.embedder import Embedder
     from declrag.ingest.corpus import corpus_store
 
     emb = Embedder(ingest.embedder)  # the cache is the run's fresh temporary one (DECLRAG_CACHE)
@@ -133,7 +133,7 @@ def vectors(docs: list, emb, chunking, n: int, tmp: Path) -> dict[str, Any]:
     ``cpu_s``) include each model's load."""
     import numpy as np
 
-    from declrag.embed import Embedder, EmbeddingCache
+    from declrag.embed.embedder import Embedder, EmbeddingCache
     from declrag.ingest.chunkers import Chunker
 
     chunker = Chunker(chunking, emb.tokens)  # the indexer's cut: the texts the store embedded

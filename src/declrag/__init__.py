@@ -60,7 +60,7 @@ _LAZY = {
     "corpus_store": "ingest.corpus",
     **dict.fromkeys(("ChunkerConfig", "EmbedderConfig", "GenerateConfig", "IngestConfig", "JudgeConfig", "LMConfig",
                      "ProgramConfig", "RerankConfig", "RetrieveConfig", "RewriteConfig", "SearchParams"), "config"),
-    **dict.fromkeys(("Embedder", "EmbeddingCache"), "embed"),
+    **dict.fromkeys(("Embedder", "EmbeddingCache"), "embed.embedder"),
     "DeclragError": "errors",
     **dict.fromkeys(("Example", "GoldenSet", "load_golden"), "golden"),
     **dict.fromkeys(("Indexer", "IndexReport"), "ingest.indexer"),
@@ -85,7 +85,7 @@ if TYPE_CHECKING:
         RewriteConfig,
         SearchParams,
     )
-    from .embed import Embedder, EmbeddingCache
+    from .embed.embedder import Embedder, EmbeddingCache
     from .errors import DeclragError
     from .golden import Example, GoldenSet, load_golden
     from .ingest.corpus import corpus_store

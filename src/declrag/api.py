@@ -9,14 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .config import IngestConfig, Metric, SearchParams
-from .embed import Embedder
+from .embed.embedder import Embedder
 from .errors import DeclragError
-from .folders import default_store
 from .golden import load_golden
 from .ingest.indexer import Indexer, IndexReport
 from .ingest.loaders import load_paths
 from .inputs import user_text
 from .pipeline.searching import search as _search
+from .runtime.folders import default_store
 from .stores import connect, local_folder, open_store, read_meta
 from .types import Document, Hit
 

@@ -13,12 +13,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .device import DEVICE
 from .errors import DeclragError
-from .gguf import DEFAULT_ROUTE
+from .runtime.device import DEVICE
 from .types import content_hash
 
 DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_ROUTE = "local/smollm2"  # what every LM stage runs on unless told otherwise: SmolLM2-135M, in process
 # bump when the chunkers' output changes for the same settings: stores built before are then rebuilt
 CHUNKING_VERSION = 2
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from declrag import gguf
+from declrag.lm import gguf
 
 from tests.conftest import ROOT, shared
 

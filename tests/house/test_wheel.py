@@ -124,7 +124,7 @@ def test_sdist_and_wheels_carry_the_defaults_and_no_benchmark(built):
             assert sorted(folders[f"declrag/defaults/{kind}"]) == shipped(kind), (key, kind)
         # the benchmarks (benchmarks/, their own distribution) and the server scripts they run stay out
         assert not [n for n in names if n.startswith(("declrag/scripts/", "declrag/bench/", "declrag_bench/"))]
-        assert {"declrag/serve/page.html", "declrag/py.typed", "declrag/resources.py"} <= set(names)
+        assert {"declrag/serve/page.html", "declrag/py.typed", "declrag/runtime/resources.py"} <= set(names)
         meta = zipfile.ZipFile(built[key]).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         assert "License-Expression: Apache-2.0" in meta and "Requires-Python: >=3.11" in meta
         assert "Provides-Extra: weaviate" in meta and "Requires-Dist: dspy-ai" in meta
@@ -140,7 +140,7 @@ def test_sdist_and_wheels_carry_the_defaults_and_no_benchmark(built):
 
 def test_the_installed_package_is_the_wheel_and_its_requirements_hold(venv, project):
     bin_dir, env, purelib = venv
-    r = sh(bin_dir / "python", "-c", "import declrag, json; from declrag import resources; print(json.dumps("
+    r = sh(bin_dir / "python", "-c", "import declrag, json; from declrag.runtime import resources; print(json.dumps("
            "[declrag.__file__] + [str(resources.default_dir(k)) for k in resources.KINDS]))", cwd=project, env=env)
     where = [Path(p) for p in json.loads(r.stdout)]
     for p in where:

@@ -100,7 +100,7 @@ def chunked_as_one_process(docs: Path, uri: str) -> int:
     """The store at ``uri`` holds exactly the chunks one process cuts from ``docs`` (ids, texts, spans, headers),
     each once (its vectors are checked against a one-process index in the first test)."""
     from declrag.config import IngestConfig
-    from declrag.embed import Embedder
+    from declrag.embed.embedder import Embedder
     from declrag.ingest.chunkers import Chunker
     from declrag.ingest.loaders import load_paths
 

@@ -1,4 +1,4 @@
-"""Every process-wide cache is bounded by declrag (`declrag.cache_limits.CacheLimits`), enforced with tiny limits: DSPy's
+"""Every process-wide cache is bounded by declrag (`declrag.runtime.cache_limits.CacheLimits`), enforced with tiny limits: DSPy's
 in-memory response cache and its LM histories (through a real LM route to an instant stand-in on loopback), the
 embedding SQLite file (oldest rows deleted first, files from before the bound included), the gauges of
 ``GET /metrics``; and a short `declrag bench soak` against a real `declrag serve` (the harness's JSON, no 5xx)."""
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from dspy.clients import base_lm
 
-from declrag.cache_limits import CacheLimits, current, set_current
+from declrag.runtime.cache_limits import CacheLimits, current, set_current
 from declrag.config import LMConfig
-from declrag.embed import EmbeddingCache
+from declrag.embed.embedder import EmbeddingCache
 from declrag.lm import Meter, cache_sizes, make_lm, metering, use_cache_limits
 from declrag.lm.registry import LM_DISK_PAGE_CACHE
 from declrag.testing import standin
@@ -165,7 +165,7 @@ def test_an_older_declrag_still_writes_a_bounded_cache_file(tmp_path):
     into positionally, so a cache folder shared by two versions keeps working for both."""
     import sqlite3
 
-    from declrag.embed import EmbeddingCache
+    from declrag.embed.embedder import EmbeddingCache
 
     path = tmp_path / "e.sqlite3"
     cache = EmbeddingCache(path, max_rows=5)

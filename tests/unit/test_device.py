@@ -1,4 +1,4 @@
-"""`declrag.device`: ``auto`` is the default everywhere models run (embedding, cross-encoder, fine-tuning, the local
+"""`declrag.runtime.device`: ``auto`` is the default everywhere models run (embedding, cross-encoder, fine-tuning, the local
 model's layers), picks CUDA, then MPS, then the CPU; a device never changes an index's address. On a machine with no
 GPU (CI), ``auto`` must be the CPU; scripts/gpu-check.sh checks a GPU machine."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from declrag import device
+from declrag.runtime import device
 from declrag.config import EmbedderConfig, IngestConfig
 from declrag.errors import DeclragError
 from declrag.optimize.finetune import mixed_precision
@@ -47,7 +47,7 @@ def test_a_gpu_named_where_there_is_none_is_an_error_not_a_silent_cpu_run():
 
 
 def test_the_embedder_runs_where_auto_says():
-    from declrag.embed import Embedder
+    from declrag.embed.embedder import Embedder
 
     torch_embedder = Embedder(EmbedderConfig(backend="torch"))
     assert torch_embedder.config.device == "auto"

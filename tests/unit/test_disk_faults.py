@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from declrag.embed import EmbeddingCache
+from declrag.embed.embedder import EmbeddingCache
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs (a disk that fills up, or goes "
                                                          "read-only) needs root; run the tests as root to include it")
@@ -40,7 +40,7 @@ def small_disk(tmp_path):
 @needs_root
 def test_a_full_disk_turns_the_cache_writes_off_and_nothing_fails(small_disk, caplog):
     cache = EmbeddingCache(small_disk / "e.sqlite3")
-    with caplog.at_level(logging.WARNING, logger="declrag.embed"):
+    with caplog.at_level(logging.WARNING, logger="declrag.embed.embedder"):
         for i in range(0, 400, 10):  # 400 vectors of 1.5 kB cannot fit in 160 kB
             cache.put("m", [(f"h{j}", _vec(j)) for j in range(i, i + 10)])
     assert cache.fault is not None and cache.fault.startswith("writes off") and "full" in cache.fault
@@ -105,7 +105,7 @@ def test_a_file_locked_by_another_process_is_a_miss_not_a_stall_of_a_minute(tmp_
 def test_a_corrupt_file_turns_the_cache_off_and_is_left_as_it_was(tmp_path, caplog):
     path = tmp_path / "e.sqlite3"
     path.write_bytes(b"this is not a database " * 200)
-    with caplog.at_level(logging.WARNING, logger="declrag.embed"):
+    with caplog.at_level(logging.WARNING, logger="declrag.embed.embedder"):
         cache = EmbeddingCache(path)
         assert cache.get("m", ["a"]) == {}
         cache.put("m", [("a", _vec(1))])
@@ -115,7 +115,7 @@ def test_a_corrupt_file_turns_the_cache_off_and_is_left_as_it_was(tmp_path, capl
 
 
 def test_an_embedder_over_a_failed_cache_gives_the_vectors_of_a_working_one(tmp_path):
-    from declrag.embed import Embedder
+    from declrag.embed.embedder import Embedder
 
     bad = tmp_path / "bad.sqlite3"
     bad.write_bytes(b"garbage" * 1000)
@@ -131,7 +131,7 @@ def lm_cache_at():
     """Point DSPy's cache at a folder for one test; the process's cache and limits are restored afterwards."""
     import dspy
 
-    from declrag.cache_limits import CacheLimits, current, set_current
+    from declrag.runtime.cache_limits import CacheLimits, current, set_current
     from declrag.lm import use_cache_limits
     from declrag.lm.registry import LM_DISK_FAULT
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from declrag.config import EmbedderConfig
-from declrag.device import gpu_possible
-from declrag.embed import Embedder, EmbeddingCache, canonical_model_name, resolve_model
+from declrag.runtime.device import gpu_possible
+from declrag.embed.embedder import Embedder, EmbeddingCache, canonical_model_name, resolve_model
 from declrag.errors import DeclragError
 
 
@@ -171,7 +171,7 @@ def test_a_process_on_the_onnx_embedder_never_imports_torch(tmp_path):
     import subprocess
     import sys
 
-    code = ("import json, sys\nfrom declrag.embed import Embedder\n"
+    code = ("import json, sys\nfrom declrag.embed.embedder import Embedder\n"
             "v = Embedder().embed_queries(['Which region of France?', 'x'])\n"
             "print(json.dumps({'torch': 'torch' in sys.modules, 'transformers': 'transformers' in sys.modules,"
             " 'shape': list(v.shape)}))")

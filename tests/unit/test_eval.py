@@ -9,7 +9,7 @@ import pytest
 
 from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
-from declrag.evaluate import EvalSpec, Evaluation, compare
+from declrag.evaluate.evaluation import EvalSpec, Evaluation, compare
 from declrag.golden import Example, GoldenSet, load_golden
 from declrag.lm import using_lm
 from declrag.pipeline.program import RAGProgram

@@ -1,4 +1,4 @@
-"""`declrag.process_memory`: each stage's peak resident memory, measured on known allocations."""
+"""`declrag.runtime.process_memory`: each stage's peak resident memory, measured on known allocations."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from declrag.process_memory import MemoryTracker, describe, hwm_bytes, reset_hwm, rss_bytes
+from declrag.runtime.process_memory import MemoryTracker, describe, hwm_bytes, reset_hwm, rss_bytes
 
 MB = 1024 * 1024
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
@@ -56,7 +56,7 @@ def test_an_inner_stage_resetting_the_mark_does_not_hide_the_outer_stages_peak()
 
 @linux
 def test_where_the_mark_cannot_be_reset_the_rss_is_sampled(monkeypatch):
-    import declrag.process_memory as memory
+    import declrag.runtime.process_memory as memory
 
     monkeypatch.setattr(memory, "reset_hwm", lambda: False)
     t = MemoryTracker(interval_s=0.01)

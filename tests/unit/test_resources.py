@@ -1,4 +1,4 @@
-"""The one lookup for prompt variants, search spaces and dataset declarations (declrag.resources): an explicit
+"""The one lookup for prompt variants, search spaces and dataset declarations (declrag.runtime.resources): an explicit
 path, then $DECLRAG_<KIND> folders, then ./<kind>, then the packaged defaults; and `declrag init`."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from declrag import resources
+from declrag.runtime import resources
 from declrag.cli import main
 from declrag.errors import DeclragError
 from declrag.golden import find_spec, known_datasets, load_golden

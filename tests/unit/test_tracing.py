@@ -1,4 +1,4 @@
-"""`declrag.tracing`: the spans of a question (one per stage and LM call, with the GenAI conventions' attributes),
+"""`declrag.runtime.tracing`: the spans of a question (one per stage and LM call, with the GenAI conventions' attributes),
 content only on opt-in, the caller's traceparent honoured, nothing recorded and nothing broken when off. Spans are
 collected by the OpenTelemetry SDK's in-memory exporter; tests/live/test_tracing_jaeger.py reads them back from a
 real Jaeger."""
@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from declrag import tracing
+from declrag.runtime import tracing
 from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
 from declrag.lm import using_lm
@@ -142,7 +142,7 @@ def test_an_unsupported_otlp_protocol_is_one_clear_error(monkeypatch):
 
 
 def test_compile_trials_and_eval_runs_are_parent_spans_of_their_questions(prog, spans, tmp_path):
-    from declrag.evaluate import EvalSpec, Evaluation
+    from declrag.evaluate.evaluation import EvalSpec, Evaluation
     from declrag.golden import Example, GoldenSet
     from declrag.optimize import Budget, CompileOptions, compile
     from tests.unit.optimize.test_compile import GOLD, SPACE

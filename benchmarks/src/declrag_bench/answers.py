@@ -43,7 +43,7 @@ from rich.console import Console
 from rich.table import Table
 
 from declrag.config import ExtractConfig, IngestConfig, LMConfig, ProgramConfig
-from declrag.embed import Embedder
+from declrag.embed.embedder import Embedder
 from declrag.golden import Example, load_golden
 from declrag.ingest.corpus import corpus_store
 from declrag.metrics.base import to_case

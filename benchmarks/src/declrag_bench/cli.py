@@ -52,7 +52,7 @@ def bench_embed(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Chunks/s of each embedder backend (torch, onnx, onnx-int8) and the retrieval quality of each, in one run."""
-    from declrag.embed_onnx import BACKENDS
+    from declrag.embed.onnx_backend import BACKENDS
 
     from .embed import print_report, run
 

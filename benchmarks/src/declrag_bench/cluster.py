@@ -26,7 +26,7 @@ from rich.table import Table
 from tqdm.auto import tqdm
 
 from declrag.config import ChunkerConfig, IngestConfig
-from declrag.embed import Embedder
+from declrag.embed.embedder import Embedder
 from declrag.errors import DeclragError
 from declrag.golden import load_golden
 from declrag.ingest.indexer import Indexer

@@ -3,7 +3,7 @@ search, side by side, each starting from a cold LM cache (indexes and embeddings
 both). The search gets at most a quarter of the grid's LM calls; we report whether it reaches 95% of
 the grid's best dev objective, and both counts and wall times. When the space fine-tunes the embedder
 (``finetune: {enabled: true}``), the search's best program then goes through compile's fine-tune stage. Every
-stage's peak resident memory is measured (`declrag.process_memory`) and reported beside its time."""
+stage's peak resident memory is measured (`declrag.runtime.process_memory`) and reported beside its time."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from declrag.optimize.objective import Objective
 from declrag.optimize.space import grid, read_space
 from declrag.optimize.study import place
 from declrag.optimize.workers import Workers
-from declrag.process_memory import MemoryTracker, describe
+from declrag.runtime.process_memory import MemoryTracker, describe
 
-SPACE = "bench"  # optimizers/bench.yaml, found like every space (declrag.resources)
+SPACE = "bench"  # optimizers/bench.yaml, found like every space (declrag.runtime.resources)
 
 
 def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0.25,
@@ -113,7 +113,7 @@ def print_report(r: dict[str, Any], console: Console) -> None:
 
 
 def print_memory(memory: dict[str, Any], console: Console) -> None:
-    """The peak resident memory of each stage (`declrag.process_memory.MemoryTracker.to_dict`) as a table."""
+    """The peak resident memory of each stage (`declrag.runtime.process_memory.MemoryTracker.to_dict`) as a table."""
     stages = memory.get("stages") or {}
     if not any(v.get("peak_mb") is not None for v in stages.values()):
         console.print(describe(memory))

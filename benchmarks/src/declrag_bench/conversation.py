@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from declrag.config import IngestConfig, LMConfig, ProgramConfig
-from declrag.embed import Embedder
+from declrag.embed.embedder import Embedder
 from declrag.golden import Example, load_golden
 from declrag.ingest.corpus import corpus_store
 from declrag.lm import Meter, metering

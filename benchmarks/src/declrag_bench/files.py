@@ -28,14 +28,15 @@ from rich.console import Console
 from rich.table import Table
 
 from declrag.config import ExtractConfig, IngestConfig, ProgramConfig, default_config
-from declrag.embed import Embedder, cache_dir
+from declrag.embed.embedder import Embedder
 from declrag.errors import DeclragError
 from declrag.ingest.indexer import Indexer
 from declrag.metrics.stats import mean_of, paired_difference
 from declrag.pipeline.program import RAGProgram
+from declrag.runtime.folders import cache_dir
 from declrag.stores.base import StoreMeta
 from declrag.stores.lancedb import LanceStore
-from declrag.text import squad_normalize, strip_citations
+from declrag.text.normalize import squad_normalize, strip_citations
 
 from .answers import ARMS
 

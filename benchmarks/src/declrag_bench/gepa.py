@@ -26,8 +26,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from declrag.config import IngestConfig, LMConfig, ProgramConfig
-from declrag.embed import Embedder
-from declrag.evaluate import score_case
+from declrag.embed.embedder import Embedder
+from declrag.evaluate.evaluation import score_case
 from declrag.golden import Example, GoldenSet, load_golden
 from declrag.ingest.corpus import corpus_store
 from declrag.metrics.base import to_case

@@ -33,9 +33,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from declrag.embed import cache_dir
 from declrag.golden import Example, GoldenSet, load_golden
 from declrag.metrics.stats import paired_difference
+from declrag.runtime.folders import cache_dir
 from declrag.synth import synthesize
 from declrag.synth.generate import content_words
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from declrag.golden import Example, GoldenSet
-from declrag.ingest.chunkers import sentence_spans
+from declrag.text.sentences import sentence_spans
 
 STYLES = ("situated",)
 SENTENCES = 2  # circumstance sentences before the question

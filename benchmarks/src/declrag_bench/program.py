@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from declrag.config import IngestConfig, ProgramConfig
-from declrag.embed import Embedder
+from declrag.embed.embedder import Embedder
 from declrag.golden import load_golden
 from declrag.ingest.corpus import corpus_store
 from declrag.lm import using_lm

@@ -32,7 +32,7 @@ from rich.table import Table
 from declrag.errors import DeclragError
 from declrag.metrics.stats import mean_of, paired_difference
 from declrag.pipeline.echo import caught
-from declrag.text import squad_normalize, strip_citations
+from declrag.text.normalize import squad_normalize, strip_citations
 
 from .files import FILES, SETS, questions
 from .serve import _free_port

@@ -26,7 +26,7 @@ from rich.table import Table
 from tqdm.auto import tqdm
 
 from declrag.config import Fusion, IngestConfig
-from declrag.embed import Embedder
+from declrag.embed.embedder import Embedder
 from declrag.errors import DeclragError
 from declrag.golden import Example, find_spec, load_golden
 from declrag.ingest.corpus import corpus_store

@@ -32,13 +32,15 @@ from rich.table import Table
 from tqdm.auto import tqdm
 
 from declrag.config import AnnConfig, EmbedderConfig, IngestConfig
-from declrag.embed import Embedder, cache_dir
+from declrag.embed.embedder import Embedder
 from declrag.golden import load_golden
-from declrag.ingest.chunkers import Chunker, sentence_spans
+from declrag.ingest.chunkers import Chunker
 from declrag.metrics.retrieval import doc_ranking, retrieval_scores
 from declrag.metrics.stats import latency_ms
-from declrag.process_memory import MemoryTracker
+from declrag.runtime.folders import cache_dir
+from declrag.runtime.process_memory import MemoryTracker
 from declrag.stores import child_uri, open_store
+from declrag.text.sentences import sentence_spans
 from declrag.types import Chunk, Document
 
 DATASETS = ("scifact", "squad-v1.1")
@@ -178,7 +180,7 @@ def _measure(st, corpus: Corpus, ann: AnnConfig, progress: bool, label: str,
 
 def run(sizes: list[int], stores: list[str] | None = None, queries: int = 300, ann: AnnConfig | None = None,
         progress: bool = True) -> dict[str, Any]:
-    from declrag.process_memory import rss_bytes
+    from declrag.runtime.process_memory import rss_bytes
 
     ann = ann or AnnConfig()
     t0 = time.perf_counter()

@@ -95,7 +95,7 @@ def _program(scenario: str, store: str, embed: tuple[str, Path] | None = None):
     (backend, folder): the query embedder runs that backend with an empty embedding cache in the folder, so
     that every new question is embedded (the ``--embed-backend`` arms)."""
     from declrag.config import ProgramConfig
-    from declrag.embed import Embedder, EmbeddingCache
+    from declrag.embed.embedder import Embedder, EmbeddingCache
     from declrag.pipeline.program import RAGProgram, default_program
     from declrag.stores import read_meta
 
@@ -326,7 +326,7 @@ TRACING = ("off", "unreachable", "jaeger")  # the server's traces: none, to a re
 
 
 def _tracing_envs(tracing: tuple[str, ...], stack: contextlib.ExitStack) -> dict[str, dict[str, str]]:
-    """The server's environment per tracing arm (`declrag.tracing` reads OTEL_EXPORTER_OTLP_ENDPOINT); "jaeger"
+    """The server's environment per tracing arm (`declrag.runtime.tracing` reads OTEL_EXPORTER_OTLP_ENDPOINT); "jaeger"
     starts one (scripts/jaeger.sh), stopped when ``stack`` closes."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     envs = {"off": base, "unreachable": {**base, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}}
@@ -345,10 +345,11 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
         processes: tuple[int, ...] = (1,), embed: tuple[str | None, ...] = (None,),
         record: tuple[str, ...] = ("off",)) -> dict[str, Any]:
     from declrag.config import IngestConfig
-    from declrag.embed import Embedder, cache_dir
+    from declrag.embed.embedder import Embedder
     from declrag.golden import load_golden
     from declrag.ingest.corpus import corpus_store
     from declrag.lm import use_lm_cache
+    from declrag.runtime.folders import cache_dir
 
     gs = load_golden(dataset)
     docs = gs.documents[:n_docs]

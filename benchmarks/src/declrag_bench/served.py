@@ -52,8 +52,8 @@ def _process_app() -> Any:
 
 
 def _bench_app(spec: dict[str, Any], settings: Any) -> Any:
-    from declrag import tracing
     from declrag.lm import use_lm_cache
+    from declrag.runtime import tracing
     from declrag.serve import create_app
 
     tracing.configure()  # on where the bench's tracing arm set OTEL_EXPORTER_OTLP_ENDPOINT

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from declrag.config import ChunkerConfig, EmbedderConfig, IngestConfig
-from declrag.embed import Embedder, EmbeddingCache
+from declrag.embed.embedder import Embedder, EmbeddingCache
 from declrag.golden import load_golden
 from declrag.ingest.chunkers import Chunker
 from declrag.ingest.corpus import corpus_store

@@ -39,13 +39,14 @@ from rich.table import Table
 from tqdm.auto import tqdm
 
 from declrag.config import ChunkerConfig, IngestConfig, ProgramConfig, RerankConfig
-from declrag.embed import Embedder, cache_dir
+from declrag.embed.embedder import Embedder
 from declrag.errors import DeclragError
 from declrag.golden import Example, GoldenSet, load_golden
 from declrag.ingest.corpus import corpus_store
 from declrag.metrics.passages import passage_scores, unit_of
 from declrag.metrics.stats import paired_difference, tau_with_interval
 from declrag.pipeline.modules import Reranker
+from declrag.runtime.folders import cache_dir
 from declrag.synth import synthesize
 from declrag.synth.filters import FILTERS, QueryVectors, duplicate_share, grader_agreement, reason_filter
 from declrag.types import content_hash

@@ -35,10 +35,10 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from declrag.embed import cache_dir
 from declrag.golden import Example, GoldenSet, load_golden
 from declrag.metrics.stats import paired_difference
-from declrag.text import squad_normalize
+from declrag.runtime.folders import cache_dir
+from declrag.text.normalize import squad_normalize
 
 from .serve import _free_port, _stop
 from .synth import _capped, _real_test

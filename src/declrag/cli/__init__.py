@@ -28,18 +28,20 @@ app.registered_commands.sort(key=lambda c: ORDER.index(c.name or c.callback.__na
 
 def _own_process(lms: bool = True) -> None:
     """The settings the `declrag` command makes for its whole process (a library import makes none): every
-    process-wide cache bounded by `declrag.cache_limits.CacheLimits`' defaults (serve, compile and eval take flags for
-    each), traces where the environment asks for them (`declrag.tracing`), and, for commands that call LMs, DSPy's
+    process-wide cache bounded by `declrag.runtime.cache_limits.CacheLimits`' defaults (serve, compile and eval take
+    flags for
+    each), traces where the environment asks for them (`declrag.runtime.tracing`), and, for commands that call LMs,
+    DSPy's
     response cache under declrag's cache folder and LiteLLM's feedback banner off (errors are ours to word). Made
     when a command starts to run, after its arguments parsed: `--help`, `--version` and usage errors import none of
     DSPy, LiteLLM or torch and answer at once, and commands that call no LM never import DSPy."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
-    from .. import tracing
+    from ..runtime import tracing
 
     tracing.configure()  # traces where the environment names an OTLP receiver (OTEL_EXPORTER_OTLP_ENDPOINT)
     if not lms:
         # imported here, not at the top: `declrag` starts without loading what other commands need
-        from ..cache_limits import CacheLimits, set_current
+        from ..runtime.cache_limits import CacheLimits, set_current
 
         set_current(CacheLimits())
         return

@@ -81,7 +81,7 @@ def json_option(value: str | None, name: str):
                            hint=f"write e.g. {name} '{{\"source\": \"a.pdf\"}}'") from e
 
 
-# the bounds of the process-wide caches (declrag.cache_limits.CacheLimits), on serve, compile and eval
+# the bounds of the process-wide caches (declrag.runtime.cache_limits.CacheLimits), on serve, compile and eval
 LmCacheEntriesOpt = Annotated[int | None, typer.Option(
     help="LM responses DSPy's in-memory cache keeps (LRU) (default: 2000)")]
 LmCacheDiskOpt = Annotated[int | None, typer.Option(
@@ -96,8 +96,8 @@ def apply_cache_limits(lm_cache_entries: int | None, lm_cache_disk_mb: int | Non
                        embedding_rows: int | None):
     """Bound this process's caches by the flags given (the others at their defaults); returns the limits."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
-    from ..cache_limits import CacheLimits
     from ..lm import use_cache_limits
+    from ..runtime.cache_limits import CacheLimits
 
     return use_cache_limits(config_from(CacheLimits, lm_cache_entries=lm_cache_entries,
                                         lm_cache_disk_mb=lm_cache_disk_mb, lm_history=lm_history,

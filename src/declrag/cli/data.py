@@ -9,9 +9,9 @@ import typer
 from rich.table import Table
 
 from ..errors import DeclragError
-from ..folders import default_store
-from ..resources import ENV
-from ..resources import init as copy_defaults
+from ..runtime.folders import default_store
+from ..runtime.resources import ENV
+from ..runtime.resources import init as copy_defaults
 from .app import app
 from .common import HomeOpt, StoreOpt, config_from, err, out
 

@@ -1,4 +1,4 @@
-"""declrag mcp: a program as Model Context Protocol tools (`declrag.mcp_server`)."""
+"""declrag mcp: a program as Model Context Protocol tools (`declrag.serve.mcp`)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def mcp(
 ):
     """Serve a program as Model Context Protocol tools: search (ranked passages) and ask (answer with citations)."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
-    from ..mcp_server import CallLimits, run
+    from ..serve.mcp import CallLimits, run
 
     if timeout <= 0 or max_in_flight < 1:
         raise DeclragError("--timeout is seconds > 0 and --max-in-flight a whole number >= 1",

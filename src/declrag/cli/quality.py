@@ -65,8 +65,8 @@ def eval_(
 ):
     """Evaluate a program on a golden set: per-question records, a summary with 95% CIs, a report."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
-    from ..evaluate import DEFAULT_JUDGE_METRICS, DEFAULT_METRICS, EvalSpec, Evaluation
-    from ..evaluate import compare as compare_runs
+    from ..evaluate.evaluation import DEFAULT_JUDGE_METRICS, DEFAULT_METRICS, EvalSpec, Evaluation
+    from ..evaluate.evaluation import compare as compare_runs
 
     apply_cache_limits(lm_cache_entries, lm_cache_disk_mb, lm_history, embedding_rows)
     if compare:
@@ -137,7 +137,7 @@ def _modes(text: str | None) -> list[str]:
 def _print_modes(modes: list[str], folders: list[Path]) -> None:
     """One row per metric, one column per mode, and each mode minus the first with its paired interval."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
-    from ..evaluate import compare as compare_runs
+    from ..evaluate.evaluation import compare as compare_runs
 
     first = modes[0]
     diffs = {m: compare_runs(folders[0], f) for m, f in zip(modes[1:], folders[1:])}
@@ -263,7 +263,7 @@ def _print_compile(s: CompileResult) -> None:
     """What a finished compile says: dev and test of the baseline and the best, the gain, what ships and why, how
     its ranking agrees with the user's own questions, peak memory."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
-    from ..process_memory import describe
+    from ..runtime.process_memory import describe
 
     assert s.baseline is not None and s.best is not None and s.gain_test is not None, "a finalizer's result"
     g, base, best = s.gain_test, s.baseline, s.best

@@ -86,7 +86,7 @@ def serve(
     """Serve a program over HTTP: /v1/ask, /v1/search, OpenAI-compatible /v1/chat/completions, a web page,
     /metrics."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
-    from .. import tracing
+    from ..runtime import tracing
     from ..serve import ServeSettings
     from ..serve import serve as serve_program
 

@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 from ..errors import DeclragError
-from ..resources import search_dirs
+from ..runtime.resources import search_dirs
 from ..types import Document, GoldSpan
 from . import leval, mtrag
 from .formats import (
@@ -87,7 +87,7 @@ class DatasetSpec(BaseModel):
 
 def dataset_dirs() -> list[Path]:
     """Where declarations are looked up, in order: $DECLRAG_DATASETS (os.pathsep-separated), ./datasets
-    in the current directory, and the packaged defaults (``declrag.resources``)."""
+    in the current directory, and the packaged defaults (``declrag.runtime.resources``)."""
     return search_dirs("datasets")
 
 

@@ -16,59 +16,18 @@ All strategies work on character spans and count tokens with the embedding model
 from __future__ import annotations
 
 import bisect
-import re
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 
 from ..config import ChunkerConfig, Context
+from ..text.sentences import LINE, PARAGRAPH, sentence_spans, split_on, strip_span, word_spans
+from ..text.tokens import Span, TokenCounter
 from ..types import Chunk, Document, chunk_id
 from .headers import header, headings, sections
 from .running import spans_of, within
 
-Span = tuple[int, int]
 EmbedFn = Callable[[list[str]], np.ndarray]
-
-
-class TokenCounter(Protocol):
-    def offsets(self, text: str) -> list[Span]:
-        """Character spans of the tokens of ``text`` (no special tokens)."""
-
-
-class WordTokens:
-    """Words and punctuation marks as tokens: a dependency-free counter for tests and fallbacks."""
-
-    _re = re.compile(r"\w+|[^\w\s]")
-
-    def offsets(self, text: str) -> list[Span]:
-        return [m.span() for m in self._re.finditer(text)]
-
-
-def fast_tokenizer(model_dir: str | Path):
-    """A Hugging Face model folder's fast tokenizer (a `tokenizers.Tokenizer`): its ``tokenizer.json``, read without
-    importing transformers (and with it torch), or transformers' conversion of a slow-tokenizer-only model."""
-    from tokenizers import Tokenizer
-
-    path = Path(model_dir) / "tokenizer.json"
-    if path.exists():
-        return Tokenizer.from_file(str(path))
-    from transformers import AutoTokenizer  # slow-tokenizer-only models: let transformers convert it
-
-    return AutoTokenizer.from_pretrained(str(model_dir), use_fast=True).backend_tokenizer
-
-
-class HFTokens:
-    """The tokenizer of a Hugging Face model folder, with offsets, without truncation."""
-
-    def __init__(self, model_dir: str | Path):
-        self._tok = fast_tokenizer(model_dir)
-        self._tok.no_truncation()
-        self._tok.no_padding()
-
-    def offsets(self, text: str) -> list[Span]:
-        return [o for o in self._tok.encode(text, add_special_tokens=False).offsets if o[1] > o[0]]
 
 
 class _Tokens:
@@ -113,70 +72,6 @@ class _Tokens:
         return out
 
 
-_PARA = re.compile(r"\n[ \t\r\f\v]*\n\s*")
-_LINE = re.compile(r"\n")
-_WORD = re.compile(r"\S+")
-
-
-def _strip(text: str, a: int, b: int) -> Span | None:
-    while a < b and text[a].isspace():
-        a += 1
-    while b > a and text[b - 1].isspace():
-        b -= 1
-    return (a, b) if a < b else None
-
-
-def _split_on(pattern: re.Pattern, text: str, a: int, b: int) -> list[Span]:
-    out, pos = [], a
-    for m in pattern.finditer(text, a, b):
-        if (s := _strip(text, pos, m.start())) is not None:
-            out.append(s)
-        pos = m.end()
-    if (s := _strip(text, pos, b)) is not None:
-        out.append(s)
-    return out
-
-
-def sentence_spans(text: str, a: int = 0, b: int | None = None, wrapped: bool = False) -> list[Span]:
-    """Sentences of text[a:b] as spans: lines first, then a statistical sentence splitter per line. ``wrapped``: a
-    line break inside a sentence (a hard-wrapped paragraph, a PDF page's lines) is not a boundary (`_hard_lines`)."""
-    import blingfire
-
-    b = len(text) if b is None else b
-    out: list[Span] = []
-    for la, lb in _hard_lines(text, a, b) if wrapped else _split_on(_LINE, text, a, b):
-        line = text[la:lb].replace("\n", " ")  # a soft break is a space: offsets stay the text's
-        _, offs = blingfire.text_to_sentences_and_offsets(line)
-        spans = [s for o in offs if (s := _strip(text, la + o[0], la + min(o[1], len(line)))) is not None]
-        out.extend(spans or [(la, lb)])
-    return out
-
-
-_SOFT_AFTER = re.compile(r"[ \t]*[a-z0-9(]")
-
-
-def _hard_lines(text: str, a: int, b: int) -> list[Span]:
-    """text[a:b] cut at its hard line breaks: a break is soft (a sentence wrapped onto the next line) when the line
-    before it does not end a sentence or a clause (``.!?:;``) and the next line goes on in lower case, a digit or a
-    parenthesis; a blank line is always hard."""
-    out, pos = [], a
-    for m in _LINE.finditer(text, a, b):
-        i = m.start()
-        before = text[pos:i].rstrip(" \t\r")
-        if before and before[-1] not in ".!?:;" and _SOFT_AFTER.match(text, i + 1, b):
-            continue
-        if (s := _strip(text, pos, i)) is not None:
-            out.append(s)
-        pos = i + 1
-    if (s := _strip(text, pos, b)) is not None:
-        out.append(s)
-    return out
-
-
-def _words(text: str, a: int, b: int) -> list[Span]:
-    return [(m.start(), m.end()) for m in _WORD.finditer(text, a, b)]
-
-
 def _pack(pieces: Sequence[Span], toks: _Tokens, size: int, overlap: int) -> list[Span]:
     """Greedily join consecutive pieces into spans of at most ``size`` tokens; each new span starts with
     the trailing pieces of the previous one that fit in ``overlap`` tokens."""
@@ -209,7 +104,7 @@ class Chunker:
     def __call__(self, doc: Document) -> list[Chunk]:
         c, text = self.config, doc.text
         toks = _Tokens(text, self.tokens)
-        whole = _strip(text, 0, len(text))
+        whole = strip_span(text, 0, len(text))
         if whole is None:
             return []
         spans: list[Span] = []
@@ -244,10 +139,10 @@ class Chunker:
 
     def _recursive(self, text: str, toks: _Tokens, span: Span, size: int, overlap: int) -> list[Span]:
         levels = [
-            lambda a, b: _split_on(_PARA, text, a, b),
-            lambda a, b: _split_on(_LINE, text, a, b),
+            lambda a, b: split_on(PARAGRAPH, text, a, b),
+            lambda a, b: split_on(LINE, text, a, b),
             lambda a, b: sentence_spans(text, a, b),
-            lambda a, b: _words(text, a, b),
+            lambda a, b: word_spans(text, a, b),
         ]
 
         def pieces(a: int, b: int, level: int) -> list[Span]:

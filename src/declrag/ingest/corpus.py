@@ -12,8 +12,9 @@ from pathlib import Path
 from filelock import FileLock
 
 from ..config import IngestConfig
-from ..embed import Embedder, cache_dir
+from ..embed.embedder import Embedder
 from ..errors import DeclragError
+from ..runtime.folders import cache_dir
 from ..stores import Store, StoreCheck, child_uri, local_folder, open_store
 from ..types import Document, content_hash
 from .indexer import Indexer, IndexReport

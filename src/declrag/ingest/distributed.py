@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from ..about import package_version
 from ..config import IngestConfig
-from ..embed import Embedder
+from ..embed.embedder import Embedder
 from ..errors import DeclragError
+from ..runtime.about import package_version
 from ..stores import connect
 from ..types import Chunk, Document
 from .chunkers import Chunker
@@ -138,7 +138,7 @@ def start(address: str) -> None:
 
 def _probe(paths: list[str], store: tuple[str, int] | None) -> dict[str, Any]:
     """Run on one node: what it has of what the job needs."""
-    from declrag.about import package_version  # on the node: whether it has declrag at all is what is asked
+    from declrag.runtime.about import package_version  # on the node: whether it has declrag at all is what is asked
 
     out: dict[str, Any] = {"version": package_version("declrag"), "store": True,
                            "unreadable": [p for p in paths if not os.path.exists(p)]}

@@ -19,7 +19,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..config import IngestConfig
-from ..embed import Embedder
+from ..embed.embedder import Embedder
 from ..stores.base import DocRecord, Store, StoreCheck
 from ..types import Chunk, Document
 from .chunkers import Chunker

@@ -13,8 +13,8 @@ from typing import Any
 
 import dspy
 
-from ..cache_limits import current
-from ..tracing import lm_result, lm_span
+from ..runtime.cache_limits import current
+from ..runtime.tracing import lm_result, lm_span
 
 
 @dataclass
@@ -102,7 +102,8 @@ def meter_call(entry: dict | None, ms: float) -> None:
 
 
 class RoutedLM(dspy.LM):
-    """A DSPy LM on LiteLLM that meters each call into the caller's `Meter`, and traces it (`declrag.tracing`)."""
+    """A DSPy LM on LiteLLM that meters each call into the caller's `Meter`, and traces it
+    (`declrag.runtime.tracing`)."""
 
     @contextmanager
     def _metered(self, messages: Any) -> Iterator[None]:

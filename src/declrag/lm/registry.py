@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 import dspy
 
-from ..cache_limits import CacheLimits, current, set_current
 from ..config import LMConfig
-from ..embed import cache_dir
+from ..runtime.cache_limits import CacheLimits, current, set_current
+from ..runtime.folders import cache_dir
 from .local import local_models
 from .metering import RoutedLM
 from .routing import make_lm
@@ -145,7 +145,8 @@ class _GuardedDisk:
 
 def use_cache_limits(limits: CacheLimits | None = None, folder: Path | None = None) -> CacheLimits:
     """Bound every process-wide cache by ``limits`` (default: `CacheLimits()`'s defaults), DSPy's response cache
-    (re-made, under ``folder``) included: the caches are listed in `declrag.cache_limits`. For a process's owner only
+    (re-made, under ``folder``) included: the caches are listed in `declrag.runtime.cache_limits`. For a process's
+    owner only
     (the `declrag` command; a library user who wants declrag's bounds); returns the limits in force."""
     set_current(limits := limits or CacheLimits())
     use_lm_cache(folder)

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..text import squad_normalize, strip_citations, token_f1, token_recall
+from ..text.normalize import squad_normalize, strip_citations, token_f1, token_recall
 from .base import Case, FnMetric, Score, register
 from .embedding import shared_embedder
 

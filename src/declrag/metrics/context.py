@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..text import squad_normalize, squad_tokens, strip_citations
+from ..text.normalize import squad_normalize, squad_tokens, strip_citations
 from .base import Case, FnMetric, Score, register
 from .embedding import shared_embedder
 from .grounding import faithfulness

@@ -3,7 +3,7 @@ semantic half of faithfulness), loaded once per process."""
 
 from __future__ import annotations
 
-from ..embed import Embedder
+from ..embed.embedder import Embedder
 from ..lm import registry
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 
 from ..pipeline.extract import Finding, check, unsupported
-from ..text import squad_normalize, strip_citations, token_recall
+from ..text.normalize import squad_normalize, strip_citations, token_recall
 from .base import Case
 from .embedding import shared_embedder
 

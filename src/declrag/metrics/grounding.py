@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..pipeline import extract  # the verified mode's support rule, which faithfulness shares (extract.check)
-from ..text import Detail, detail_supported, details, norm_phrase, numbers, squad_normalize
+from ..text.normalize import Detail, detail_supported, details, norm_phrase, numbers, squad_normalize
 from .base import Case, FnMetric, Score, register
 from .embedding import shared_embedder
 

@@ -16,7 +16,7 @@ from ..config import LMConfig
 from ..lm import registry
 from ..pipeline.signatures import spec
 from ..pipeline.stage import Stage
-from ..text import strip_citations
+from ..text.normalize import strip_citations
 from .base import Case, Metric, Score
 from .context import AGGREGATES
 from .embedding import shared_embedder

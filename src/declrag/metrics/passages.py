@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from ..text import squad_normalize
+from ..text.normalize import squad_normalize
 from ..types import GoldSpan
 from .retrieval import RETRIEVAL_METRICS, at_k, doc_ranking, split_at
 

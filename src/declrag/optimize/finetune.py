@@ -26,12 +26,12 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..config import ProgramConfig
-from ..device import resolve as resolve_device
-from ..embed import folder_sha256
+from ..embed.embedder import folder_sha256
 from ..errors import DeclragError
 from ..golden import Example, GoldenSet
 from ..metrics.stats import paired_difference
-from ..process_memory import MemoryTracker, release_memory
+from ..runtime.device import resolve as resolve_device
+from ..runtime.process_memory import MemoryTracker, release_memory
 from .objective import Objective, score, tell
 
 log = logging.getLogger(__name__)

@@ -17,10 +17,9 @@ import numpy as np
 import optuna
 from tqdm.auto import tqdm
 
-from .. import tracing
 from ..config import ProgramConfig, with_model
-from ..embed import Embedder
-from ..evaluate import correct, score_case
+from ..embed.embedder import Embedder
+from ..evaluate.evaluation import correct, score_case
 from ..golden import Example, GoldenSet
 from ..ingest.corpus import checked, corpus_store
 from ..lm import Meter, metering
@@ -29,6 +28,7 @@ from ..metrics.budget import characters
 from ..metrics.catalog import get_metrics
 from ..metrics.stats import mean_of
 from ..pipeline.program import RAGProgram
+from ..runtime import tracing
 from ..stores import Store, StoreCheck
 from ..types import content_hash
 from .budget import Account, BudgetReached, Spent
@@ -175,7 +175,7 @@ class Objective:
 
     # -- one trial ------------------------------------------------------------------------------------------
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
-        """One trial under its span (`declrag.tracing`): its questions and LM calls are the span's children."""
+        """One trial under its span (`declrag.runtime.tracing`): its questions and LM calls are the span's children."""
         with tracing.span(f"trial {trial.number}", {"declrag.trial": trial.number}):
             return self._trial(trial)
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal, Protocol
 import dspy
 
 from ..errors import DeclragError
-from ..evaluate import score_case
+from ..evaluate.evaluation import score_case
 from ..golden import Example
 from ..lm import Meter, metering
 from ..metrics.base import Case, Metric, to_case

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from ..eval_report import _html, label_tables
+from ..evaluate.report import _html, label_tables
 from ..metrics.passages import UNIT_WORDS
 from .space import tidy, tidy_params
 
@@ -197,7 +197,7 @@ def _finetune_lines(ft: dict[str, Any]) -> list[str]:
 
 
 def _memory_lines(memory: dict[str, Any]) -> list[str]:
-    """Each stage's peak resident memory (`declrag.process_memory`): what a larger corpus will need more of."""
+    """Each stage's peak resident memory (`declrag.runtime.process_memory`): what a larger corpus will need more of."""
     stages = {k: v for k, v in (memory.get("stages") or {}).items() if v.get("peak_mb") is not None}
     if not stages:
         return []

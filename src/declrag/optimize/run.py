@@ -27,12 +27,12 @@ from typing import Any, Literal
 
 import optuna
 
-from ..about import versions
 from ..errors import DeclragError
 from ..golden import LABELS, labels_of, load_golden
 from ..metrics.passages import unit_of
 from ..metrics.stats import by_label, mean_ci, paired_difference
-from ..process_memory import MemoryTracker
+from ..runtime.about import versions
+from ..runtime.process_memory import MemoryTracker
 from .agreement import agreement, ndcg_on
 from .budget import Budget, trial_counts
 from .context import budgeted

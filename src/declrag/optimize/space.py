@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..config import ProgramConfig, answer_mode, with_model
 from ..errors import DeclragError
 from ..pipeline.signatures import load_specs
-from ..resources import find
+from ..runtime.resources import find
 from .samplers import SamplerSpec
 
 RETRIEVAL_METRIC_PREFIXES = ("hit@", "ndcg@", "mrr@", "recall@", "precision@")
@@ -191,7 +191,7 @@ class Space(Strict):
 
 
 def read_space(path: str | Path) -> Space:
-    """A search space from YAML: a path, or a name (``retrieval``) found by ``declrag.resources.find`` in
+    """A search space from YAML: a path, or a name (``retrieval``) found by ``declrag.runtime.resources.find`` in
     $DECLRAG_OPTIMIZERS, ./optimizers, then the packaged defaults; a path that does not exist resolves as its
     file name's stem would (``optimizers/retrieval.yaml`` works from any folder). Errors name the file, the key
     and what is allowed."""

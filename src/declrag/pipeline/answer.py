@@ -14,7 +14,7 @@ import dspy
 import numpy as np
 
 from ..config import GenerateConfig, JudgeConfig, LMConfig, resolve_mode
-from ..embed import Embedder
+from ..embed.embedder import Embedder
 from ..ingest.headers import identity, shown_header
 from ..lm import override_lm
 from ..types import Hit

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..config import ProgramConfig, written_before_auto, written_before_typed
-from ..embed import folder_sha256
+from ..embed.embedder import folder_sha256
 from ..errors import DeclragError
 from .signatures import SignatureSpec
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..stores.base import Store
 from ..stores.bm25 import KeywordIndex, query_terms
-from ..text import details
+from ..text.normalize import details
 from ..types import Hit
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,8 @@ class DocumentIndex:
     def named(self, question: str) -> list[str]:
         """The documents that ``question`` names, by id. A document here is a whole one: a PDF's pages (each their
         own ``SOURCE#page=N``) are one, named when any page holds the name (its title page does). For each of the
-        question's names and numbers (`declrag.text.details`, its first word aside; a name of two joined by "and"
+        question's names and numbers (`declrag.text.normalize.details`, its first word aside; a name of two joined by
+        "and"
         is two) that fewer than every document and at most `NAMED_AT_MOST` hold, those documents; then the documents
         that all such details share (or, where none is shared, any of them: a question that names two documents).
         [] when it names none."""

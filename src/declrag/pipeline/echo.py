@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..text import strip_citations
+from ..text.normalize import strip_citations
 
 RUN = 8  # words in a row that count as copied
 COPY_SHARE = 0.8  # of the output's words, copied, for a copy ...

@@ -28,9 +28,9 @@ from functools import cache
 import numpy as np
 from rapidfuzz.distance import Levenshtein
 
-from ..ingest.chunkers import sentence_spans
 from ..stores.bm25 import KeywordIndex
-from ..text import MONTHS, Detail, detail_supported, details, norm_phrase, numbers
+from ..text.normalize import MONTHS, Detail, detail_supported, details, norm_phrase, numbers
+from ..text.sentences import sentence_spans
 from .names import known
 from .postprocess import content_words, support
 
@@ -208,7 +208,8 @@ _KIND_OF = [  # (pattern on the question's start, lower case, after any leading 
 
 @cache
 def countries() -> frozenset[str]:
-    """Every country's names (ISO 3166: official, common and short), normalised as `declrag.text.norm_phrase`."""
+    """Every country's names (ISO 3166: official, common and short), normalised as
+    `declrag.text.normalize.norm_phrase`."""
     import pycountry
 
     names = {getattr(c, a, "") for c in pycountry.countries for a in ("name", "common_name", "official_name")}
@@ -242,7 +243,8 @@ def answer_kind(question: str) -> str | None:
 
 def holds_kind(piece: str, kind: str | None, question: str, asked: set[str] | None = None) -> bool:
     """Whether ``piece`` holds something of ``kind`` (`answer_kind`) that ``question`` does not: a number; for a date,
-    a number (a year, a day) or a month, century or decade; a name (`declrag.text.details`); a country's name; for a
+    a number (a year, a day) or a month, century or decade; a name (`declrag.text.normalize.details`); a country's
+    name; for a
     value, a number or a command written as code (``\\itshape``); for code, a name written as code (``\\itshape``,
     ``--shell-escape``, ``algo2e``, ``M4PATH``, ``fix-cm``, ``breakindent=``) or a definition list's term at a line's
     start (``rightnl: put line numbers ...``).

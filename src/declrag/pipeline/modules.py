@@ -18,7 +18,6 @@ from typing import Any
 import dspy
 import numpy as np
 
-from .. import device, tracing
 from ..config import (
     HistoryConfig,
     LMConfig,
@@ -26,7 +25,8 @@ from ..config import (
     RetrieveConfig,
     RewriteConfig,
 )
-from ..embed import Embedder, resolve_model
+from ..embed.embedder import Embedder, resolve_model
+from ..runtime import device, tracing
 from ..stores.base import Filter, Store
 from ..stores.bm25 import KeywordIndex
 from ..types import Hit

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..ingest.chunkers import sentence_spans
-from ..text import Detail, detail_supported, norm_phrase, numbers
+from ..text.normalize import Detail, detail_supported, norm_phrase, numbers
+from ..text.sentences import sentence_spans
 from ..types import Hit
 
 DOCUMENTS_KNOWN = 32  # whole documents whose names and numbers are kept, found once (an LRU: docs/guides/serve.md)

@@ -24,8 +24,6 @@ import dspy
 import numpy as np
 from opentelemetry import trace
 
-from .. import tracing
-from ..about import versions
 from ..config import (
     LOCAL_DEFAULT_MODE,
     ProgramConfig,
@@ -35,11 +33,13 @@ from ..config import (
     with_mode,
     with_model,
 )
-from ..embed import Embedder
-from ..folders import default_store
+from ..embed.embedder import Embedder
 from ..inputs import Turn, turns, user_text
 from ..lm import Meter, check_lm, metering, registry
 from ..payloads import Citation
+from ..runtime import tracing
+from ..runtime.about import versions
+from ..runtime.folders import default_store
 from ..stores import open_store, read_meta
 from ..stores.base import Filter, Store
 from ..types import Hit

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..config import SearchParams
-from ..embed import Embedder
+from ..embed.embedder import Embedder
 from ..stores.base import Filter, Store
 from ..types import Hit, chunk_id
 

@@ -11,9 +11,9 @@ from typing import Any, NamedTuple
 
 from ..config import ProgramConfig, answer_mode, with_mode
 from ..errors import DeclragError
-from ..folders import default_store
 from ..ingest.corpus import corpus_store
 from ..lm import is_small_local
+from ..runtime.folders import default_store
 from ..stores import read_meta
 from ..stores.base import Store
 from .program import RAGProgram, default_config, load, read_config, saved_config, with_model

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ..errors import DeclragError
-from ..resources import search_dirs
+from ..runtime.resources import search_dirs
 
 TYPES: dict[str, Any] = {"str": str, "list[str]": list[str], "bool": bool, "float": float, "int": int}
 

@@ -13,9 +13,9 @@ from typing import Any
 import dspy
 from dspy.utils import exceptions as dspy_errors
 
-from .. import tracing
 from ..config import LMConfig
 from ..lm import lm_error, override_lm, registry, stage
+from ..runtime import tracing
 from .adapters import adapter_for
 from .signatures import SignatureSpec
 

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import uvicorn
 
-from .. import tracing
 from ..errors import DeclragError
-from ..folders import default_store
-from ..http_server import Server
 from ..lm import use_cache_limits
 from ..pipeline.selection import DEFAULT_NAME, ProgramChoice, select_program
-from ..process_memory import bound_allocator, trim_periodically
+from ..runtime import tracing
+from ..runtime.folders import default_store
+from ..runtime.process_memory import bound_allocator, trim_periodically
 from ..usage.recorder import said
 from .app import ServeSettings, create_app
+from .http_server import Server
 from .processes import MALLOC_ARENAS
 from .processes import run as run_processes
 

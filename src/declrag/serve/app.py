@@ -23,12 +23,12 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import tracing
 from ..errors import DeclragError
-from ..http_server import bearer_ok
 from ..pipeline.selection import DEFAULT_NAME
+from ..runtime import tracing
 from ..usage import Recorder
 from . import openai_compat as oai
+from .http_server import bearer_ok
 from .jsonenc import FastJSONResponse
 from .schemas import AskRequest, FeedbackRequest, SearchRequest, SearchResponse
 from .service import CHAT_FIELDS, AnswerService, ApiError, Request, ServeSettings

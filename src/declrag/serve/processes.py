@@ -21,10 +21,10 @@ from typing import Any
 
 import uvicorn
 
-from .. import tracing
 from ..lm import use_cache_limits
 from ..pipeline.selection import select_program
-from ..process_memory import bound_allocator, trim_periodically
+from ..runtime import tracing
+from ..runtime.process_memory import bound_allocator, trim_periodically
 from .app import ServeSettings, create_app
 
 SPEC_ENV = "DECLRAG_SERVE_SPEC"

@@ -30,16 +30,16 @@ import dspy
 import dspy.utils.exceptions
 import numpy as np
 
-from ..cache_limits import current
 from ..errors import DeclragError
-from ..gguf import LocalModelCrash, crash_in
 from ..inputs import InputError, turns, user_text
 from ..lm import Meter, cache_sizes, metering, using_lm
+from ..lm.gguf import LocalModelCrash, crash_in
 from ..lm.registry import LM_DISK_FAULT
 from ..payloads import PublicPaths, SearchHit
 from ..pipeline.explore import Explorer
 from ..pipeline.selection import DEFAULT_NAME
 from ..pipeline.streaming import Done, astream
+from ..runtime.cache_limits import current
 from ..stores.base import Filter
 from ..types import Hit
 from ..usage import Recorder, row_of
@@ -131,7 +131,7 @@ class AnswerService:
 
     def measure_caches(self) -> None:
         """Set the metrics' cache gauges: DSPy's response cache and histories, the embedding cache of the
-        program's embedder, the semantic answer cache; with their bounds (`declrag.cache_limits.current`)."""
+        program's embedder, the semantic answer cache; with their bounds (`declrag.runtime.cache_limits.current`)."""
         sizes = cache_sizes()
         self.metrics.cache_fault.labels(cache="lm_disk").set(1 if LM_DISK_FAULT else 0)
         emb = getattr(getattr(self.state.program, "embedder", None), "cache", None)

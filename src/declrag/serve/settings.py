@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ..cache_limits import CacheLimits
 from ..inputs import api_key_problem
+from ..runtime.cache_limits import CacheLimits
 from ..usage import RecordSettings
 
 
@@ -30,7 +30,8 @@ class ServeSettings(BaseModel):
     # a citation's source as a URL under this base instead of its path relative to the indexed folder (PublicPaths)
     source_base: str | None = Field(None, pattern=r"^https?://")
     processes: int = Field(1, ge=1, le=64)  # server processes (`declrag.serve.processes`); the limits above: each
-    # the process-wide caches' bounds (declrag.cache_limits), applied by `declrag.serve.serve` before the program loads;
+    # the process-wide caches' bounds (declrag.runtime.cache_limits), applied by `declrag.serve.serve` before the
+    # program loads;
     # None: left as the process has them (create_app never changes them)
     cache_limits: CacheLimits | None = None
     # where each question and answer is recorded, and how much is kept (`declrag.usage`); None: nothing is

@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError
 
-from .. import tracing
 from ..config import AnnConfig, Fusion, Metric
 from ..errors import DeclragError
+from ..runtime import tracing
 from ..types import Chunk, Document, Hit
 from .base import DocRecord, Filter, Store, StoreMeta, Where, check_upsert
 from .fusion import fuse, leg_size

@@ -22,14 +22,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .. import tracing
 from ..api import load_documents
 from ..config import ChunkerConfig, IngestConfig
-from ..embed import Embedder
+from ..embed.embedder import Embedder
 from ..errors import DeclragError
 from ..ingest.chunkers import Chunker
 from ..ingest.corpus import corpus_store
 from ..lm import Meter, metering
+from ..runtime import tracing
 from ..types import Chunk, Document, content_hash
 from . import filters, queries, splits
 from .filters import normalize

@@ -22,7 +22,7 @@ from ..pipeline.signatures import spec
 from ..pipeline.stage import Stage
 from ..stores.base import Store
 from ..stores.bm25 import STOPWORDS_EN, tokenize
-from ..text import squad_normalize
+from ..text.normalize import squad_normalize
 from .generate import Candidate
 
 DEDUP_COSINE = 0.95

@@ -18,7 +18,7 @@ from ..metrics.grounding import faithfulness
 from ..pipeline.signatures import spec
 from ..pipeline.stage import Stage
 from ..stores.bm25 import STOPWORDS_EN
-from ..text import squad_normalize
+from ..text.normalize import squad_normalize
 
 LM_KINDS = {"factoid": 0.5, "explanatory": 0.25, "unanswerable": 0.15, "multi": 0.10}  # shares of LM questions
 RETRIES = 1  # more attempts at a usable question per passage

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..ingest.chunkers import sentence_spans
 from ..stores.bm25 import tokenize
+from ..text.sentences import sentence_spans
 from ..types import Chunk, Document
 from .generate import Candidate, content_words
 

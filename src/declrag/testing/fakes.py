@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..ingest.chunkers import WordTokens
 from ..lm import RoutedLM, meter_call, setup
 from ..pipeline.adapters import PlainTextAdapter
 from ..stores.bm25 import tokenize
+from ..text.tokens import WordTokens
 
 
 class HashEmbedder:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from declrag.config import ChunkerConfig
-from declrag.ingest.chunkers import Chunker, HFTokens, WordTokens, sentence_spans
+from declrag.ingest.chunkers import Chunker
+from declrag.text.sentences import sentence_spans
+from declrag.text.tokens import HFTokens, WordTokens
 from declrag.testing import HashEmbedder
 from declrag.types import Document
 

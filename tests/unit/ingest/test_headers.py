@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from declrag.config import ChunkerConfig, IngestConfig
-from declrag.ingest.chunkers import Chunker, WordTokens
+from declrag.ingest.chunkers import Chunker
+from declrag.text.tokens import WordTokens
 from declrag.ingest.headers import (
     HEADER_MAX,
     header,

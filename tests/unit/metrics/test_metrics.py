@@ -8,7 +8,7 @@ import pytest
 from declrag.errors import DeclragError
 from declrag.metrics import get_metrics, to_case
 from declrag.metrics.base import Case, Passage
-from declrag.text import details, numbers, squad_normalize, token_f1
+from declrag.text.normalize import details, numbers, squad_normalize, token_f1
 
 P = "William the Conqueror won the Battle of Hastings in 1066. About 7,000 men fought for him."
 

@@ -62,7 +62,7 @@ def test_compile_writes_the_run_folder_and_a_loadable_best_program(space, tmp_pa
     assert s.baseline["trial"] == 0 and s.trials == 6
     saved = json.loads((out / "summary.json").read_text())
     assert {"objective", "baseline", "best", "trials", "lm_calls", "cost_usd", "wall_s", "memory"} <= set(saved)
-    mem = saved["memory"]  # each stage's own peak RSS (declrag.process_memory), in the order the stages ran
+    mem = saved["memory"]  # each stage's own peak RSS (declrag.runtime.process_memory), in the order the stages ran
     assert list(mem["stages"]) == ["setup", "search", "selection", "prompts", "test", "report"]
     if mem["method"] != "none":
         assert all(v["peak_mb"] >= v["start_mb"] > 50 for v in mem["stages"].values())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from declrag.config import IngestConfig, ProgramConfig
-from declrag.embed import folder_sha256
+from declrag.embed.embedder import folder_sha256
 from declrag.errors import DeclragError
 from declrag.golden import load_golden
 from declrag.ingest.corpus import corpus_store

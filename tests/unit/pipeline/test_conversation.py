@@ -13,7 +13,7 @@ from dspy.utils.dummies import DummyLM
 from declrag.cli import main
 from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
-from declrag.evaluate import EvalSpec, Evaluation
+from declrag.evaluate.evaluation import EvalSpec, Evaluation
 from declrag.golden import Example, GoldenSet, load_golden
 from declrag.inputs import InputError, Turn, turns
 from declrag.lm import using_lm

@@ -9,7 +9,7 @@ import pytest
 from dspy.utils.dummies import DummyLM
 
 from declrag.config import ChunkerConfig, IngestConfig, ProgramConfig
-from declrag.ingest.chunkers import sentence_spans
+from declrag.text.sentences import sentence_spans
 from declrag.ingest.indexer import Indexer
 from declrag.lm import using_lm
 from declrag.pipeline.adapters import PlainTextAdapter
@@ -173,7 +173,7 @@ def test_a_document_level_signal_finds_the_named_documents_passages_first(fixed_
 
 
 def test_a_sentence_wrapped_over_lines_is_one_sentence():
-    from declrag.ingest.chunkers import sentence_spans
+    from declrag.text.sentences import sentence_spans
 
     text = ("Per default the loop size\nis 1cm. The next one\n(see below) is here.\nA Heading\n\n"
             "New para: first\nline. Done")

@@ -295,7 +295,7 @@ def test_serve_reports_quotes_and_dropped_sentences(store):
 
 
 def test_mcp_ask_carries_the_quotes(store):
-    from declrag.mcp_server import build_server
+    from declrag.serve.mcp import build_server
 
     prog = make(store, "extractive", extract=LOW)
 

@@ -29,7 +29,7 @@ import declrag
 from declrag.cli import main
 from declrag.config import ProgramConfig
 from declrag.lm import using_lm
-from declrag.mcp_server import MAX_K, CallLimits, build_server, stdout_to_stderr
+from declrag.serve.mcp import MAX_K, CallLimits, build_server, stdout_to_stderr
 from declrag.payloads import PublicPaths
 from declrag.pipeline.program import RAGProgram
 from declrag.stores.base import StoreMeta

@@ -14,7 +14,7 @@ from mcp import Client
 
 from declrag.config import ProgramConfig
 from declrag.lm import using_lm
-from declrag.mcp_server import build_server
+from declrag.serve.mcp import build_server
 from declrag.payloads import PublicPaths
 from declrag.pipeline.program import RAGProgram
 from declrag.serve import ServeSettings, create_app

@@ -12,7 +12,7 @@ import pytest
 
 from declrag.cli import main
 from declrag.golden import load_golden
-from declrag.ingest.chunkers import sentence_spans
+from declrag.text.sentences import sentence_spans
 from declrag.optimize.budget import Budget
 from declrag.synth.inpars import DEMOS, clean_query, prompt
 from declrag.synth.queries import GENERATORS, Salience, ict_queries, keyword_query

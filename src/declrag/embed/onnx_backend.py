@@ -24,9 +24,9 @@ from typing import Any, get_args
 
 import numpy as np
 
-from .config import EmbedBackend
-from .errors import DeclragError
-from .ingest.chunkers import fast_tokenizer
+from ..config import EmbedBackend
+from ..errors import DeclragError
+from ..text.tokens import fast_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def export(folder: Path, digest: str, backend: str, cache: Path) -> Path:
         log.info("exporting %s to ONNX%s (once; cached in %s)", folder, " and int8" * (backend == "onnx-int8"), where)
         # in a child process: the export loads torch and the model (about 500 MB) for good, which a server on the
         # ONNX embedder never needs afterwards
-        p = subprocess.run([sys.executable, "-m", "declrag.embed_onnx", str(folder), str(where), backend],
+        p = subprocess.run([sys.executable, "-m", "declrag.embed.onnx_backend", str(folder), str(where), backend],
                            capture_output=True, text=True)
         if p.returncode != 0 or not target.is_file():
             try:
@@ -279,7 +279,7 @@ class OnnxEncoder:
         return out
 
 
-if __name__ == "__main__":  # `export`'s child: python -m declrag.embed_onnx FOLDER WHERE BACKEND
+if __name__ == "__main__":  # `export`'s child: python -m declrag.embed.onnx_backend FOLDER WHERE BACKEND
     try:
         _build(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])
     except DeclragError as err:  # the parent raises it again, as the one line and fix it would have been

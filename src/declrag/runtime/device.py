@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-from .errors import DeclragError
+from ..errors import DeclragError
 
 DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 

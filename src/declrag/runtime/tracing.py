@@ -33,7 +33,7 @@ from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from .errors import DeclragError
+from ..errors import DeclragError
 
 log = logging.getLogger(__name__)
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

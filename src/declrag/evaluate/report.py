@@ -8,7 +8,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from .metrics.passages import UNIT_WORDS
+from ..metrics.passages import UNIT_WORDS
 
 
 def _plots(out: Path, summary: dict, records: list[dict]) -> list[tuple[str, Path]]:

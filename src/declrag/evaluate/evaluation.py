@@ -27,22 +27,22 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from . import tracing
-from .errors import DeclragError
-from .eval_report import write_report
-from .golden import LABELS, Example, GoldenSet, labels_of
-from .lm import Meter, metering
-from .metrics.answer import f1
-from .metrics.base import Case, Metric, Passage, to_case
-from .metrics.catalog import get_metrics
-from .metrics.context import passage_is_gold
-from .metrics.passages import unit_of
-from .metrics.stats import by_label, confusion, mean_ci, paired_difference, percentiles
-from .pipeline.postprocess import is_abstention
-from .pipeline.program import RAGProgram
-from .pipeline.signatures import spec
-from .pipeline.stage import Stage
-from .types import Chunk, GoldSpan, Hit
+from ..errors import DeclragError
+from ..golden import LABELS, Example, GoldenSet, labels_of
+from ..lm import Meter, metering
+from ..metrics.answer import f1
+from ..metrics.base import Case, Metric, Passage, to_case
+from ..metrics.catalog import get_metrics
+from ..metrics.context import passage_is_gold
+from ..metrics.passages import unit_of
+from ..metrics.stats import by_label, confusion, mean_ci, paired_difference, percentiles
+from ..pipeline.postprocess import is_abstention
+from ..pipeline.program import RAGProgram
+from ..pipeline.signatures import spec
+from ..pipeline.stage import Stage
+from ..runtime import tracing
+from ..types import Chunk, GoldSpan, Hit
+from .report import write_report
 
 DEFAULT_METRICS = ["em", "f1", "token_match", "rouge1", "rouge2", "rougeL", "rouge1_recall", "semantic_similarity",
                    "faithfulness", "hallucination", "sia", "answer_relevancy", "context_relevance",

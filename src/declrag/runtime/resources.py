@@ -13,13 +13,13 @@ from importlib import resources as _res
 from pathlib import Path
 from typing import Literal
 
-from .errors import DeclragError
+from ..errors import DeclragError
 
 Kind = Literal["signatures", "optimizers", "datasets"]
 KINDS: tuple[Kind, ...] = ("signatures", "optimizers", "datasets")
 ENV: dict[str, str] = {k: f"DECLRAG_{k.upper()}" for k in KINDS}
 SUFFIXES = (".yaml", ".yml")
-_CHECKOUT = Path(__file__).resolve().parents[2]  # the source checkout's root, for an editable install
+_CHECKOUT = Path(__file__).resolve().parents[3]  # the source checkout's root, for an editable install
 
 
 def _packaged(sub: str) -> Path | None:

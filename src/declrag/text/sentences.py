@@ -1,0 +1,72 @@
+"""Sentences, lines and words of a text as character spans (``(start, end)`` into the text): the splitting that
+chunking, extractive answers, the named-document search and the synthetic writers share."""
+
+from __future__ import annotations
+
+import re
+
+Span = tuple[int, int]
+
+
+PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n\s*")
+LINE = re.compile(r"\n")
+WORD = re.compile(r"\S+")
+
+
+def strip_span(text: str, a: int, b: int) -> Span | None:
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    return (a, b) if a < b else None
+
+
+def split_on(pattern: re.Pattern, text: str, a: int, b: int) -> list[Span]:
+    out, pos = [], a
+    for m in pattern.finditer(text, a, b):
+        if (s := strip_span(text, pos, m.start())) is not None:
+            out.append(s)
+        pos = m.end()
+    if (s := strip_span(text, pos, b)) is not None:
+        out.append(s)
+    return out
+
+
+def sentence_spans(text: str, a: int = 0, b: int | None = None, wrapped: bool = False) -> list[Span]:
+    """Sentences of text[a:b] as spans: lines first, then a statistical sentence splitter per line. ``wrapped``: a
+    line break inside a sentence (a hard-wrapped paragraph, a PDF page's lines) is not a boundary (`_hard_lines`)."""
+    import blingfire
+
+    b = len(text) if b is None else b
+    out: list[Span] = []
+    for la, lb in _hard_lines(text, a, b) if wrapped else split_on(LINE, text, a, b):
+        line = text[la:lb].replace("\n", " ")  # a soft break is a space: offsets stay the text's
+        _, offs = blingfire.text_to_sentences_and_offsets(line)
+        spans = [s for o in offs if (s := strip_span(text, la + o[0], la + min(o[1], len(line)))) is not None]
+        out.extend(spans or [(la, lb)])
+    return out
+
+
+_SOFT_AFTER = re.compile(r"[ \t]*[a-z0-9(]")
+
+
+def _hard_lines(text: str, a: int, b: int) -> list[Span]:
+    """text[a:b] cut at its hard line breaks: a break is soft (a sentence wrapped onto the next line) when the line
+    before it does not end a sentence or a clause (``.!?:;``) and the next line goes on in lower case, a digit or a
+    parenthesis; a blank line is always hard."""
+    out, pos = [], a
+    for m in LINE.finditer(text, a, b):
+        i = m.start()
+        before = text[pos:i].rstrip(" \t\r")
+        if before and before[-1] not in ".!?:;" and _SOFT_AFTER.match(text, i + 1, b):
+            continue
+        if (s := strip_span(text, pos, i)) is not None:
+            out.append(s)
+        pos = i + 1
+    if (s := strip_span(text, pos, b)) is not None:
+        out.append(s)
+    return out
+
+
+def word_spans(text: str, a: int, b: int) -> list[Span]:
+    return [(m.start(), m.end()) for m in WORD.finditer(text, a, b)]
