@@ -45,7 +45,7 @@ from declrag.golden import Example, GoldenSet, load_golden
 from declrag.ingest.corpus import corpus_store
 from declrag.metrics.passages import passage_scores, unit_of
 from declrag.metrics.stats import paired_difference, tau_with_interval
-from declrag.pipeline.modules import Reranker
+from declrag.pipeline.stages import Reranker
 from declrag.runtime.folders import cache_dir
 from declrag.synth import synthesize
 from declrag.synth.filters import FILTERS, QueryVectors, duplicate_share, grader_agreement, reason_filter

@@ -2,7 +2,7 @@
 
 A history is a list of turns ``{role, content}`` (``role``: ``user``, ``assistant`` or ``system``), oldest first,
 the same shape at every entry point (a `dspy.History` of such turns too); `declrag.inputs.turns` checks it.
-`declrag.pipeline.modules.HistoryQuery` makes the search query by ``history.query`` (``off``, ``joined``,
+`declrag.pipeline.stages.history.HistoryQuery` makes the search query by ``history.query`` (``off``, ``joined``,
 ``deterministic``, ``condense``: see `declrag.config.HistoryConfig` and docs/guides/conversation.md).
 """
 

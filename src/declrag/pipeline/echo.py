@@ -3,7 +3,7 @@
 Small models do both. Asked through the plain-text prompt (`declrag.pipeline.adapters.PlainTextAdapter`), SmolLM2
 often answers ``"Question:\\nWhat baselines do they compare to?\\n\\nContext:\\n[1] we use hand-crafted ..."``: every
 sentence is copied from the context, so a support check passes it, and the user reads their own question and the raw
-passages. `caught` finds such an output before it is passed on; `declrag.pipeline.answer.Generator` puts the
+passages. `caught` finds such an output before it is passed on; `declrag.pipeline.stages.generate.Generator` puts the
 extractive answer, a retry or the abstention in its place (``generate.caught``) and says so in the answer's
 ``checked``, the trace and ``/metrics``.
 

@@ -43,15 +43,24 @@ from ..runtime.folders import default_store
 from ..stores import open_store, read_meta
 from ..stores.base import Filter, Store
 from ..types import Hit
-from .answer import Draft, Generator, SelfJudge
 from .artifact import ARTIFACT_FORMAT, read_saved, saved_config, with_packed_embedder
 from .conversation import transcript, window
 from .explore import Explorer
-from .modules import HistoryQuery, QueryRewriter, Reranker, Retriever, embedding_time, timing_embeddings
 from .ranking import mmr, order
 from .searching import merge_overlaps
 from .signatures import SignatureSpec, spec
 from .stage import since_ms, timed
+from .stages import (
+    Draft,
+    Generator,
+    HistoryQuery,
+    QueryRewriter,
+    Reranker,
+    Retriever,
+    SelfJudge,
+    embedding_time,
+    timing_embeddings,
+)
 
 log = logging.getLogger(__name__)
 NEAREST_CITED = 3  # an abstention cites the passages nearest to the question, at most this many

@@ -1,6 +1,6 @@
 """`Stage`, the building block of every LM call declrag makes: one prompt (a `dspy.Predict` built from a
 signature spec) run under its stage's LM route and adapter, metered under the stage's name. The pipeline's
-stages (`declrag.pipeline.modules`), the LM judges, evaluation and synth are made of it. And `timed`: one stage of a
+stages (`declrag.pipeline.stages`), the LM judges, evaluation and synth are made of it. And `timed`: one stage of a
 question, its span and its time."""
 
 from __future__ import annotations

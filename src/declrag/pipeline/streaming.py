@@ -24,9 +24,9 @@ import dspy
 from dspy.streaming import StatusMessageProvider, StreamListener, StreamResponse
 
 from .adapters import PlainTextAdapter, adapter_for
-from .answer import VETTED
 from .echo import EchoGate
 from .postprocess import resolve_citations
+from .stages.generate import VETTED
 
 _OPEN_MARKER = re.compile(r"\[[\s\d,;]*$")  # the start of what may still become a [n] marker
 

@@ -36,8 +36,8 @@ from ..runtime.about import package_version
 from ..stores.base import FILTER_FIELDS, Filter
 from ..usage import Recorder, RecordSettings, row_of
 from ..usage.recorder import said
-from . import record_beside
 from .http_server import Server, bearer_ok
+from .server import record_beside
 
 MAX_K = 50
 Transport = Literal["stdio", "http"]

@@ -1,8 +1,5 @@
-"""Writing the answer and checking it, as DSPy modules: `Generator` (the LM with [n] citations, the passages' own
-sentences, or the LM checked sentence by sentence; an LM output that echoes the prompt or copies the passages
-replaced: `declrag.pipeline.echo`) and `SelfJudge` (an LLM judge or the deterministic grounding check). A `Draft` is
-what the generator hands the judge and the program.
-"""
+"""The answer written from numbered passages with [n] citations (`Generator`): by the LM, extracted from the
+passages, or the LM's checked against them (``generate.mode``)."""
 
 from __future__ import annotations
 
@@ -13,18 +10,18 @@ from typing import Any
 import dspy
 import numpy as np
 
-from ..config import GenerateConfig, JudgeConfig, LMConfig, resolve_mode
-from ..embed.embedder import Embedder
-from ..ingest.headers import identity, shown_header
-from ..lm import override_lm
-from ..types import Hit
-from .echo import Prompt
-from .extract import Extract, Piece, check, extract, shown
-from .modules import _stage, embedding_time
-from .names import whole, whole_document
-from .postprocess import attribute, grounding, is_abstention, resolve_citations
-from .signatures import SignatureSpec
-from .stage import Stage
+from ...config import GenerateConfig, LMConfig, resolve_mode
+from ...embed.embedder import Embedder
+from ...ingest.headers import identity, shown_header
+from ...lm import override_lm
+from ...types import Hit
+from ..echo import Prompt
+from ..extract import Extract, Piece, check, extract, shown
+from ..names import whole, whole_document
+from ..postprocess import attribute, is_abstention, resolve_citations
+from ..signatures import SignatureSpec
+from ..stage import Stage
+from .base import PipelineStage, embedding_time
 
 VETTED = "declrag.answer"  # the stream's name for an answer the program made (extractive) or checked (verified)
 
@@ -48,9 +45,11 @@ class Draft:
 NO_PASSAGES = "no passage was found"
 
 
-class Generator(dspy.Module):
+class Generator(PipelineStage):
     """Answers from numbered passages with [n] citations; the strict prompt is used to regenerate. An LM output that
     echoes the prompt or copies the passages is replaced as ``generate.caught`` says (`declrag.pipeline.echo`)."""
+
+    name = "generate"
 
     def __init__(self, cfg: GenerateConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
         super().__init__()
@@ -301,24 +300,3 @@ def _send_answer(text: str) -> None:
         sync_send_to_stream(stream, StreamResponse(VETTED, "answer", text, is_last_chunk=True))
     except RuntimeError:  # not on a worker thread of the stream's event loop: nothing listens here
         pass
-
-
-class SelfJudge(dspy.Module):
-    """Checks a draft against the passages it cites: an LLM judge or the deterministic grounding check."""
-
-    def __init__(self, cfg: JudgeConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
-        super().__init__()
-        self.cfg = cfg
-        self.stage = _stage("judge", specs["judge"], cfg.variant, lm) if cfg.mode == "llm" else None
-
-    def forward(self, question: str, passages: list[Hit], draft: Draft, context: str) -> dict[str, Any]:
-        if self.cfg.mode == "off":
-            return {"mode": "off"}
-        if draft.abstained:
-            return {"mode": self.cfg.mode, "supported": None, "reason": "abstained"}
-        cited = [passages[n - 1].text for n in (draft.used or draft.attributed)] or [h.text for h in passages]
-        if self.stage is not None:
-            supported = bool(self.stage.run(question=question, context=context, answer=draft.text).supported)
-            return {"mode": "llm", "supported": supported}
-        ok, share, bad = grounding(draft.text, cited, self.cfg.threshold)
-        return {"mode": "grounding", "supported": ok, "score": round(share, 3), "unsupported": bad[:5]}

@@ -1,0 +1,56 @@
+"""The search question of a conversation's last turn (`HistoryQuery`, by ``history.query``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...config import (
+    HistoryConfig,
+    LMConfig,
+)
+from ...embed.embedder import Embedder
+from .. import conversation as conv
+from ..signatures import SignatureSpec
+from .base import PipelineStage, embedding_time
+
+
+@dataclass
+class SearchQuestion:
+    """What a conversation's last turn is searched as (`HistoryQuery`): ``text`` (what the rewrite modes, the
+    keyword leg and the reranker read) and ``vector`` (the vector leg's query, when it is not ``text``'s)."""
+
+    text: str
+    vector: np.ndarray | None = None
+    earlier: int = 0  # earlier user turns used
+
+
+class HistoryQuery(PipelineStage):
+    """The search question of a conversation's last turn, by ``history.query`` (see `declrag.pipeline.conversation`)."""
+
+    name = "history"
+
+    def __init__(self, cfg: HistoryConfig, lm: LMConfig, specs: dict[str, SignatureSpec], embedder: Embedder):
+        super().__init__()
+        self.cfg, self.embedder = cfg, embedder
+        self.stage = None
+        if cfg.query == "condense":
+            self.stage = self.stage_for(specs["condense"], cfg.variant, lm, name="condense")
+
+    def forward(self, question: str, history: tuple[conv.Turn, ...] = ()) -> SearchQuestion:
+        c = self.cfg
+        earlier = [t.content for t in conv.window(history, c.turns, c.chars, roles=("user",))]
+        if c.query == "off" or not earlier:
+            return SearchQuestion(question)
+        if c.query == "joined":
+            return SearchQuestion(conv.joined(question, earlier), earlier=len(earlier))
+        if self.stage is not None:
+            context = conv.transcript(conv.window(history, c.generate_turns, c.chars, roles=("user", "assistant")))
+            text = " ".join(str(self.stage.run(conversation=context, question=question).standalone or "").split())
+            if text:
+                return SearchQuestion(text[:1000], earlier=len(earlier))
+        with embedding_time():  # deterministic (and condense's fallback); the earlier turns' vectors are cached
+            vecs = self.embedder.embed_queries([question, *reversed(earlier)])
+        return SearchQuestion(conv.expanded_query(question, earlier, c.terms), conv.mixed_vector(vecs, c.weight),
+                              len(earlier))

@@ -1,0 +1,77 @@
+"""Hybrid search for every query, fused, with the named-document search, the documents' signal, autocut and context
+expansion (`Retriever`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...config import (
+    RetrieveConfig,
+)
+from ...embed.embedder import Embedder
+from ...runtime import tracing
+from ...stores.base import Filter, Store
+from ...types import Hit
+from ..documents import POOL as DOCUMENT_POOL
+from ..documents import DocumentIndex, boost
+from ..ranking import cut, rrf
+from ..searching import expand
+from .base import PipelineStage, embedding_time
+from .rewrite import Queries
+
+
+class Retriever(PipelineStage):
+    """Hybrid search for every query, fused; autocut; context expansion. Returns a candidate pool."""
+
+    name = "retrieve"
+
+    def __init__(self, cfg: RetrieveConfig, store: Store, embedder: Embedder, pool: int):
+        super().__init__()
+        self.cfg, self.store, self.embedder, self.pool = cfg, store, embedder, pool
+        self.documents = DocumentIndex(store) if cfg.documents > 0 or cfg.named else None
+
+    def _embed(self, texts: list[str]):
+        with embedding_time():
+            return self.embedder.embed_queries(texts)
+
+    def forward(self, queries: Queries, where: dict | None = None, depth: int | None = None) -> list[Hit]:
+        """The candidate pool; ``depth`` asks for more candidates than the program uses (retrieval metrics)."""
+        c = self.cfg
+        pool = want = max(self.pool, depth or 0)
+        if c.documents > 0:
+            pool = max(pool, DOCUMENT_POOL)  # deeper, then re-scored with the documents' signal
+        filt = Filter.of(where if where is not None else c.where)
+        given = queries.vector if queries.vector_text is None else None  # a conversation's mixed vector
+        vecs: list[Any]
+        if c.alpha == 0:
+            vecs = [None] * len(queries.texts)
+        elif given is not None:  # not embedded again: only the other queries are
+            vecs = [given, *(list(self._embed(queries.texts[1:])) if len(queries.texts) > 1 else [])]
+        else:
+            vecs = list(self._embed([queries.vector_text or queries.texts[0], *queries.texts[1:]]))
+        lists = []
+        for i, (q, v) in enumerate(zip(queries.texts, vecs)):
+            with tracing.span("hybrid search", {"declrag.query.index": i, "declrag.search.fusion": c.fusion,
+                                                "gen_ai.retrieval.query.text": q if tracing.content() else None}) as s:
+                lists.append(self.store.hybrid_search(q, v, pool, c.alpha, c.fusion, c.candidates, filt, c.ann))
+                s.set_attribute("declrag.hits", len(lists[-1]))
+        hits = rrf(lists)
+        if c.named and self.documents is not None:
+            hits = self._named(queries.texts[0], vecs[0], hits, pool, filt)
+        if c.documents > 0 and self.documents is not None:
+            hits = boost(hits, self.documents.scores(" ".join(queries.texts)), c.documents, want)
+        hits = cut(hits, c.autocut)
+        return expand(self.store, hits, c.window)
+
+    def _named(self, question: str, vector: Any, hits: list[Hit], pool: int, filt: Filter | None) -> list[Hit]:
+        """``hits``, fused with a search within the documents that ``question`` names (`DocumentIndex.named`) when
+        none of the first ``k`` is theirs: the search over all has then missed the document the user means."""
+        named = self.documents.named(question) if self.documents is not None else []
+        if not named or not hits or not set(named).isdisjoint(h.doc_id for h in hits[: self.cfg.k]):
+            return hits
+        c, within = self.cfg, {"doc_id": {"$in": named}}
+        with tracing.span("named search", {"declrag.named.documents": len(named)}) as s:
+            found = self.store.hybrid_search(question, vector, pool, c.alpha, c.fusion, c.candidates,
+                                             Filter({"$and": [filt.spec, within]} if filt else within), c.ann)
+            s.set_attribute("declrag.hits", len(found))
+        return rrf([hits, found])
