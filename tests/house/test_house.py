@@ -9,6 +9,8 @@ import (``declrag/__init__.py``, ``declrag/stores/__init__.py``...) are not edge
 The layers, lowest first (`LAYERS`): a module imports its own layer and those below, never one above; nothing
 in the product imports the benchmarks (``benchmarks/``, package ``declrag_bench``). An import of declrag's own
 modules inside a function says why on its line or the line above (start-up time, an optional dependency).
+The benchmarks (``benchmarks/src/declrag_bench``) are held to the same: no circle, and their own layers
+(`BENCH_LAYERS`: helpers, benchmarks, the commands).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "src"
 
 Edges = dict[str, dict[str, list[str]]]  # importer -> imported -> ["path:line", ...]
 
@@ -125,6 +128,13 @@ def test_declrag_has_no_import_cycles():
     assert not bad, "import cycles in src/declrag:\n" + "\n".join(describe(c, edges) for c in bad)
 
 
+def test_the_benchmarks_have_no_import_cycles():
+    edges = import_graph(BENCH, "declrag_bench")
+    assert edges, "no imports found in benchmarks/src: the graph builder is broken"
+    bad = list(cycles(edges))
+    assert not bad, "import cycles in benchmarks/src/declrag_bench:\n" + "\n".join(describe(c, edges) for c in bad)
+
+
 def test_the_graph_sees_imports_hidden_in_functions(tmp_path):
     pkg = tmp_path / "declrag"
     (pkg / "sub").mkdir(parents=True)
@@ -151,23 +161,46 @@ LAYERS: list[tuple[str, set[str]]] = [
 ]
 
 
-def layer_of(module: str) -> int:
+# the benchmarks' layers: shared helpers, then one module per benchmark, then the commands that run them (`cli`
+# registers the others' commands); None: every module not named in another layer
+BENCH_LAYERS: list[tuple[str, set[str] | None]] = [
+    ("bench helpers", {"common", "servers", "probes"}),
+    ("benchmarks", None),
+    ("bench commands", {"cli", "nolabels_cli", "rayindex_cli", "usage_cli"}),
+]
+
+Layers = list[tuple[str, set[str] | None]]
+
+
+def layer_of(module: str, layers: Layers | None = None) -> int:
+    layers = LAYERS if layers is None else layers  # type: ignore[assignment]
     head = module.split(".")[1] if "." in module else ""
-    for i, (_, names) in enumerate(LAYERS):
-        if head in names:
+    for i, (_, names) in enumerate(layers):
+        if names is not None and head in names:
+            return i
+    for i, (_, names) in enumerate(layers):
+        if names is None:
             return i
     raise AssertionError(f"{module} has no layer: add {head!r} to LAYERS in tests/house/test_house.py")
 
 
-def upward(edges: Edges) -> list[str]:
-    return [f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]}) at {', '.join(where)}"
+def upward(edges: Edges, layers: Layers | None = None) -> list[str]:
+    layers = LAYERS if layers is None else layers  # type: ignore[assignment]
+    return [f"{a} ({layers[layer_of(a, layers)][0]}) imports {b} ({layers[layer_of(b, layers)][0]}) at "
+            f"{', '.join(where)}"
             for a, targets in sorted(edges.items()) for b, where in sorted(targets.items())
-            if layer_of(b) > layer_of(a)]
+            if layer_of(b, layers) > layer_of(a, layers)]
 
 
 def test_no_module_imports_up_a_layer():
     bad = upward(import_graph())
     assert not bad, "imports that go up a layer:\n" + "\n".join(bad)
+
+
+def test_no_benchmark_imports_up_a_layer():
+    edges = import_graph(BENCH, "declrag_bench")
+    bad = upward(edges, BENCH_LAYERS)
+    assert not bad, "benchmark imports that go up a layer:\n" + "\n".join(bad)
 
 
 def test_the_layer_check_sees_an_upward_import(tmp_path):

@@ -67,10 +67,11 @@ def run(duration_s: float = 60.0, clients: int = 16, dataset: str = "scifact", f
         _script("stop", "--dir", str(folder), *(["--clean"] if own else []), timeout=300)
 
 
-def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset: str, progress: bool,
-              victim: int) -> dict[str, Any]:
-    sep = "&" if "?" in base else "?"
-    uri = child_uri(base + f"{sep}replicas=3&consistency=QUORUM&retries=5", "cluster-bench")
+def _prepared(uri: str, dataset: str, progress: bool) -> dict[str, Any]:
+    """``dataset``'s documents indexed into ``uri`` (settled: the load starts on a cluster whose memtables are
+    flushed, as a serving one's would be), 500 of its questions with their vectors, and 50 extra documents to write
+    while a node is down (their vectors computed now, into the embedding cache, so that what runs then is the
+    writes)."""
     gs = load_golden(dataset)
     ingest = IngestConfig(chunker=ChunkerConfig(chunk_size=512, overlap=64))
     embedder = Embedder(ingest.embedder)
@@ -78,42 +79,114 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
     t = time.perf_counter()
     written = Indexer(store, meta.ingest, embedder, progress=progress).index_documents(gs.documents).chunks
     index_s = time.perf_counter() - t
-    n0, written0 = store.count(), written
-    store.settle()  # the load starts on a settled cluster (memtables flushed), as a serving one would be
+    counted = store.count()
+    store.settle()
     questions = [e.question for split in gs.splits.values() for e in split][:500]
-    vecs = embedder.embed_queries(questions)
-
     extra = [Document(id=f"cluster-extra-{i}", text=f"Extra document {i} written while a node was down. " * 8,
                       source="cluster-bench", title=f"extra {i}") for i in range(50)]
     extra_indexer = Indexer(store, meta.ingest, embedder, progress=False)
-    embedder.embed_documents([c.text for d in extra for c in extra_indexer.chunker(d)])  # into the embedding cache
+    embedder.embed_documents([c.text for d in extra for c in extra_indexer.chunker(d)])
+    return {"gs": gs, "store": store, "written": written, "index_s": index_s,
+            "counted": counted, "questions": questions, "vecs": embedder.embed_queries(questions), "extra": extra,
+            "extra_indexer": extra_indexer}
 
-    records: list[tuple[float, float, bool, str, int, str]] = []  # (start offset, seconds, ok, error, client, node)
-    lock = threading.Lock()
-    stop = threading.Event()
-    t_start = time.perf_counter()
 
-    def client(i: int) -> None:
-        st = open_store(uri, create=False)[0]
-        j = i
+def _index_extra(indexer: Indexer, extra: list[Document], events: dict[str, Any], t_start: float) -> None:
+    """Index ``extra`` while a node is down (at QUORUM: two of three replicas up), and say how it went in
+    ``events["index_while_down"]``; a failure is reported, then indexed again once the node is back."""
+    t = time.perf_counter()
+    try:
+        rep = indexer.index_documents(extra)
+        events["index_while_down"] = {"ok": True, "documents": rep.indexed, "chunks": rep.chunks,
+                                      "seconds": round(time.perf_counter() - t, 2),
+                                      "write_s": round(rep.seconds["write"], 2),
+                                      "finished_at_s": round(time.perf_counter() - t_start, 2)}
+    except Exception as e:  # reported, then indexed again once the node is back
+        events["index_while_down"] = {"ok": False,
+                                      "error": getattr(e, "message", None) or f"{type(e).__name__}: {e}"}
+
+
+class _Load:
+    """``clients`` threads searching ``uri`` with ``questions`` in turn until `stop`; each search's (start offset,
+    seconds, ok, error, client, node) in ``records``."""
+
+    def __init__(self, uri: str, questions: list[str], vecs: Any, clients: int):
+        self.uri, self.questions, self.vecs, self.clients = uri, questions, vecs, clients
+        self.records: list[tuple[float, float, bool, str, int, str]] = []
+        self.lock, self.stopping = threading.Lock(), threading.Event()
+        self.t_start = time.perf_counter()
+        self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(clients)]
+        for th in self.threads:
+            th.start()
+
+    def _client(self, i: int) -> None:
+        st = open_store(self.uri, create=False)[0]
+        j, n = i, len(self.questions)
         try:
-            while not stop.is_set():
-                q, v = questions[j % len(questions)], vecs[j % len(questions)]
-                j += clients
+            while not self.stopping.is_set():
+                q, v = self.questions[j % n], self.vecs[j % n]
+                j += self.clients
                 t = time.perf_counter()
                 try:
                     st.hybrid_search(q, v, 10, 0.5, "relative")
                     ok, err = True, ""
                 except Exception as e:  # counted, not raised: the scenario measures failures
                     ok, err = False, f"{type(e).__name__}: {str(e)[:200]}"
-                with lock:
-                    records.append((t - t_start, time.perf_counter() - t, ok, err, i, getattr(st, "node", "")))
+                with self.lock:
+                    self.records.append((t - self.t_start, time.perf_counter() - t, ok, err, i,
+                                         getattr(st, "node", "")))
         finally:
             st.close()
 
-    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
-    for th in threads:
-        th.start()
+    def stop(self) -> None:
+        self.stopping.set()
+        for th in self.threads:
+            th.join(timeout=120)
+
+
+def _count_back(uri: str, expected: int, docs_expected: int, vec: Any) -> tuple[int, Any, float, int]:
+    """Read the store back at consistency ALL, on node 0 (the first of the URI, which may be the one back): the
+    restarted node catches up by async replication, so wait for it (up to 180 s), its document records too (node 0,
+    back from its crash, lacks those written while it was down until replication brings them; a CI run read 6 of
+    56 there). Returns (chunks counted, documents, seconds waited, chunk ids a vector search reads back)."""
+    check = open_store(uri.replace("consistency=QUORUM", "consistency=ALL"), create=False)[0]
+    t = time.perf_counter()
+    while True:
+        counted_all, docs_all = check.count(), check.documents()
+        if (counted_all == expected and len(docs_all) == docs_expected) or time.perf_counter() - t >= 180:
+            break
+        time.sleep(1.0)
+    waited = round(time.perf_counter() - t, 1)
+    ids_back = len({h.chunk.id for h in check.vector_search(vec, 10000)})
+    check.close()
+    return counted_all, docs_all, waited, ids_back
+
+
+def _phases(records: list, events: dict[str, Any]) -> dict[str, Any]:
+    """Requests, failures and latency before the kill, while the node was down, and after it came back."""
+    phases = {}
+    for name, lo, hi in (("before", 0, events["killed_at_s"]),
+                         ("during", events["killed_at_s"], events["restarted_at_s"]),
+                         ("after", events["restarted_at_s"], float("inf"))):
+        rows = [r for r in records if lo <= r[0] < hi]
+        lat = [r[1] * 1000 for r in rows if r[2]]
+        phases[name] = {"requests": len(rows), "failed": sum(not r[2] for r in rows),
+                        **percentiles(lat, (50, 95, 99), suffix="_ms"),
+                        "errors": sorted({r[3] for r in rows if not r[2]})[:5]}
+    return phases
+
+
+def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset: str, progress: bool,
+              victim: int) -> dict[str, Any]:
+    sep = "&" if "?" in base else "?"
+    uri = child_uri(base + f"{sep}replicas=3&consistency=QUORUM&retries=5", "cluster-bench")
+    c = _prepared(uri, dataset, progress)
+    gs, store, questions, vecs = c["gs"], c["store"], c["questions"], c["vecs"]
+    extra, extra_indexer = c["extra"], c["extra_indexer"]
+    written = written0 = c["written"]
+
+    load = _Load(uri, questions, vecs, clients)
+    records, t_start = load.records, load.t_start
     third = duration_s / 3
     events: dict[str, Any] = {}
     bar = tqdm(total=round(duration_s), desc="cluster under load", unit="s", disable=not progress)
@@ -135,19 +208,7 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
     # that the phases keep their length whatever the writes cost (their vectors are computed before the load
     # starts, so what runs while the node is down is the writes)
 
-    def index_extra() -> None:
-        t = time.perf_counter()
-        try:
-            rep = extra_indexer.index_documents(extra)
-            events["index_while_down"] = {"ok": True, "documents": rep.indexed, "chunks": rep.chunks,
-                                          "seconds": round(time.perf_counter() - t, 2),
-                                          "write_s": round(rep.seconds["write"], 2),
-                                          "finished_at_s": round(time.perf_counter() - t_start, 2)}
-        except Exception as e:  # reported, then indexed again once the node is back
-            events["index_while_down"] = {"ok": False,
-                                          "error": getattr(e, "message", None) or f"{type(e).__name__}: {e}"}
-
-    writer = threading.Thread(target=index_extra, daemon=True)
+    writer = threading.Thread(target=_index_extra, args=(extra_indexer, extra, events, t_start), daemon=True)
     writer.start()
     wait_until(2 * third)
     writer.join()  # the node comes back only once the indexing that started without it has ended
@@ -157,10 +218,8 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
     events["restart_s"] = round(time.perf_counter() - t, 1)
     bar.total = round(events["restarted_at_s"] + third)
     wait_until(events["restarted_at_s"] + third)
-    stop.set()
+    load.stop()
     events["stopped_at_s"] = round(time.perf_counter() - t_start, 2)
-    for th in threads:
-        th.join(timeout=120)
     writer.join()
     bar.close()
 
@@ -169,36 +228,16 @@ def _scenario(base: str, folder: Path, duration_s: float, clients: int, dataset:
     else:
         written += events["index_while_down"]["chunks"]
     expected = written
-    all_uri = uri.replace("consistency=QUORUM", "consistency=ALL")
-    check = open_store(all_uri, create=False)[0]  # on node 0 (the first of the URI), which may be the one back
-    t = time.perf_counter()  # the restarted node catches up by async replication: wait for it, and say how long
     docs_expected = len(gs.documents) + len(extra)
-    while True:  # its document records too: node 0, back from its crash, lacks those written while it was down
-        # until async replication brings them (a CI run read 6 of 56 there)
-        counted_all, docs_all = check.count(), check.documents()
-        if (counted_all == expected and len(docs_all) == docs_expected) or time.perf_counter() - t >= 180:
-            break
-        time.sleep(1.0)
-    events["caught_up_s"] = round(time.perf_counter() - t, 1)
-    ids_back = len({h.chunk.id for h in check.vector_search(vecs[0], 10000)})
-    check.close()
+    counted_all, docs_all, events["caught_up_s"], ids_back = _count_back(uri, expected, docs_expected, vecs[0])
     store.drop()
     store.close()
 
-    phases = {}
-    for name, lo, hi in (("before", 0, events["killed_at_s"]),
-                         ("during", events["killed_at_s"], events["restarted_at_s"]),
-                         ("after", events["restarted_at_s"], float("inf"))):
-        rows = [r for r in records if lo <= r[0] < hi]
-        lat = [r[1] * 1000 for r in rows if r[2]]
-        phases[name] = {"requests": len(rows), "failed": sum(not r[2] for r in rows),
-                        **percentiles(lat, (50, 95, 99), suffix="_ms"),
-                        "errors": sorted({r[3] for r in rows if not r[2]})[:5]}
     return {
         "failover": _failover(records, kill_at, victim_node, clients, victim),
         "store": uri, "clients": clients, "duration_s": duration_s, "dataset": gs.name, "chunks_written": written0,
-        "chunks_counted": n0,
-        "index_s": round(index_s, 1), "phases": phases, "events": events,
+        "chunks_counted": c["counted"], "index_s": round(c["index_s"], 1), "phases": _phases(records, events),
+        "events": events,
         "objects": {"expected": expected, "counted_at_all": counted_all, "read_back_by_vector": ids_back,
                     "documents_at_all": len(docs_all), "documents_expected": docs_expected,
                     "lost": expected - counted_all},

@@ -65,17 +65,9 @@ def scores_of(passages: list[tuple[str, int, int, str]], e: Example) -> dict[str
     return scored[0] if scored else dict.fromkeys(RETRIEVAL_METRICS, 0.0)
 
 
-def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = None, limit: int | None = None,
-        progress: bool = True, store: str | None = None) -> dict[str, Any]:
-    """The benchmark on the embedded store; with ``store`` (e.g. ``weaviate://host:port/``) that backend is
-    measured beside it (see `compare`)."""
-    other = store
-    t_start = time.perf_counter()
-    gs = load_golden(dataset)
-    try:
-        reference = find_spec(dataset).reference
-    except Exception:
-        reference = {}
+def _questions(gs: Any, split: str | None, limit: int | None) -> tuple[str, list, list, str]:
+    """The split reported on, the questions (with gold) the hybrid setting is chosen on and those it is reported
+    on, and what it was chosen on: the train split when the report is on test, else a seeded half."""
     report_split = split or ("test" if "test" in gs.splits else next(iter(gs.splits)))
     report_q = [e for e in gs.split(report_split) if e.gold]
     if report_split == "test" and "train" in gs.splits:
@@ -89,6 +81,21 @@ def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = No
         raise DeclragError(f"{gs.name}: {len(tune_q) + len(report_q)} question(s) with gold documents in "
                            f"{report_split!r}: too few to choose the hybrid setting on some and report on others",
                            hint="use a set with at least two questions that have gold (declrag synth --n 50 or more)")
+    return report_split, tune_q, report_q, tuned_on
+
+
+def run(dataset: str, split: str | None = None, ingest: IngestConfig | None = None, limit: int | None = None,
+        progress: bool = True, store: str | None = None) -> dict[str, Any]:
+    """The benchmark on the embedded store; with ``store`` (e.g. ``weaviate://host:port/``) that backend is
+    measured beside it (see `compare`)."""
+    other = store
+    t_start = time.perf_counter()
+    gs = load_golden(dataset)
+    try:
+        reference = find_spec(dataset).reference
+    except Exception:
+        reference = {}
+    report_split, tune_q, report_q, tuned_on = _questions(gs, split, limit)
 
     ingest = ingest or IngestConfig()
     embedder = Embedder(ingest.embedder)

@@ -94,6 +94,38 @@ def mixed_precision(where: str) -> dict[str, bool]:
     return {"bf16": True} if torch.cuda.is_bf16_supported() else {"fp16": True}
 
 
+def _budget(base: type, t0: float, max_seconds: float | None, losses: list[float], stopped: dict[str, Any],
+            progress: bool) -> Any:
+    """A trainer callback (``base``: transformers' `TrainerCallback`, imported by the caller) that keeps the time
+    budget, collects the losses into ``losses``, says in ``stopped`` why training stopped, and shows one progress bar
+    (steps, loss) instead of the trainer's log lines."""
+
+    class Budget(base):  # type: ignore[misc,valid-type]
+        """The time budget, the losses, and one progress bar (steps, loss) instead of the trainer's log lines."""
+
+        bar: Any = None
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.bar = tqdm(total=state.max_steps, desc="fine-tune: training", unit="step", disable=not progress)
+
+        def on_step_end(self, args, state, control, **kw):
+            self.bar.update(state.global_step - self.bar.n)
+            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+                stopped["by"] = f"time budget ({max_seconds:g} s)"
+                control.should_training_stop = True
+            return control
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "loss" in logs:
+                losses.append(float(logs["loss"]))
+                self.bar.set_postfix(loss=f"{losses[-1]:.4f}")
+
+        def on_train_end(self, args, state, control, **kw):
+            self.bar.close()
+
+    return Budget()
+
+
 def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs: float, learning_rate: float,
                    batch_size: int, max_steps: int | None, max_seconds: float | None, seed: int,
                    mini_batch_size: int | None = 4, query_prefix: str = "", document_prefix: str = "",
@@ -138,29 +170,6 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
     stopped: dict[str, Any] = {"by": None}
     t0 = time.perf_counter()
 
-    class Budget(TrainerCallback):
-        """The time budget, the losses, and one progress bar (steps, loss) instead of the trainer's log lines."""
-
-        bar: Any = None
-
-        def on_train_begin(self, args, state, control, **kw):
-            self.bar = tqdm(total=state.max_steps, desc="fine-tune: training", unit="step", disable=not progress)
-
-        def on_step_end(self, args, state, control, **kw):
-            self.bar.update(state.global_step - self.bar.n)
-            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
-                stopped["by"] = f"time budget ({max_seconds:g} s)"
-                control.should_training_stop = True
-            return control
-
-        def on_log(self, args, state, control, logs=None, **kw):
-            if logs and "loss" in logs:
-                losses.append(float(logs["loss"]))
-                self.bar.set_postfix(loss=f"{losses[-1]:.4f}")
-
-        def on_train_end(self, args, state, control, **kw):
-            self.bar.close()
-
     with tempfile.TemporaryDirectory(prefix="declrag-finetune-") as tmp:
         args = SentenceTransformerTrainingArguments(
             output_dir=tmp, num_train_epochs=epochs, per_device_train_batch_size=batch, learning_rate=learning_rate,
@@ -168,8 +177,8 @@ def finetune_model(base: Path, rows: list[dict[str, str]], out: Path, *, epochs:
             batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", eval_strategy="no", report_to="none",
             logging_steps=1, use_cpu=where == "cpu", dataloader_num_workers=0, disable_tqdm=True,
             **mixed_precision(where))
-        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
-                                             loss=loss, callbacks=[Budget()])
+        budget = _budget(TrainerCallback, t0, max_seconds, losses, stopped, progress)
+        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=loss, callbacks=[budget])
         trainer.remove_callback(PrinterCallback)  # the losses show on our bar, not as printed dicts
         state = trainer.train()
     if out.exists():

@@ -5,6 +5,10 @@ Artifacts of earlier formats read as they answered then (`ARTIFACT_FORMAT`)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +17,7 @@ from pydantic import ValidationError
 from ..config import ProgramConfig, written_before_auto, written_before_typed
 from ..embed.embedder import folder_sha256
 from ..errors import DeclragError
+from ..runtime.about import versions
 from .signatures import SignatureSpec
 
 # 2: ingest ``context`` and extract ``type_weight`` (format 1: before them, read as none and 0); 3: ``generate.mode``
@@ -67,3 +72,32 @@ def with_packed_embedder(config: ProgramConfig, folder: Path) -> ProgramConfig:
 
 
 __all__ = ["ARTIFACT_FORMAT", "read_saved", "saved_config", "with_packed_embedder"]
+
+
+def write_artifact(folder: Path, config: ProgramConfig, embedder: dict[str, Any] | None, store_uri: str | None,
+                   specs: dict[str, SignatureSpec], knn: dict[str, Any] | None,
+                   save_state: Callable[[str], Any]) -> Path:
+    """Write a program's artifact into ``folder``: ``program.json`` (config, signature specs, versions, store
+    reference; written last, so a folder holding it is complete) and ``dspy_state.json`` (``save_state``, DSPy's own
+    save). A fine-tuned embedding model travels with the artifact, as ``embedder/``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    digest = config.ingest.digest()
+    emb = config.ingest.embedder
+    if emb.weights:
+        target = folder / "embedder"
+        if Path(emb.model).resolve() != target.resolve():
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(emb.model, target)
+        ingest = config.ingest.model_copy(update={"embedder": emb.model_copy(update={"model": "embedder"})})
+        config = config.model_copy(update={"ingest": ingest})
+    meta = {
+        "format": ARTIFACT_FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "versions": versions(), "config": config.model_dump(mode="json"), "embedder": embedder,
+        "store": {"uri": store_uri, "ingest_digest": digest},
+        "signatures": {k: v.model_dump(mode="json") for k, v in specs.items()}, "knn": knn,
+    }
+    tmp = folder / "program.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2))
+    save_state(str(folder / "dspy_state.json"))
+    os.replace(tmp, folder / "program.json")
+    return folder

@@ -9,10 +9,7 @@ same program.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import shutil
 import time
 import warnings
 from collections.abc import Iterator
@@ -43,7 +40,7 @@ from ..runtime.folders import default_store
 from ..stores import open_store, read_meta
 from ..stores.base import Filter, Store
 from ..types import Hit
-from .artifact import ARTIFACT_FORMAT, read_saved, saved_config, with_packed_embedder
+from .artifact import read_saved, saved_config, with_packed_embedder, write_artifact
 from .conversation import transcript, window
 from .explore import Explorer
 from .ranking import mmr, order
@@ -390,32 +387,12 @@ class RAGProgram(dspy.Module):
 
     # -- the artifact -------------------------------------------------------------------------------------
     def save(self, path: str | Path, **_: Any) -> Path:
-        """Write the artifact: ``program.json`` (config, signature specs, versions, store reference) and
-        ``dspy_state.json`` (each predictor's instructions and demos, as DSPy saves them; no pickle)."""
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        config = self.config
-        emb = config.ingest.embedder
-        if emb.weights:  # a fine-tuned embedding model travels with the artifact, as `embedder/`
-            target = folder / "embedder"
-            if Path(emb.model).resolve() != target.resolve():
-                shutil.rmtree(target, ignore_errors=True)
-                shutil.copytree(emb.model, target)
-            ingest = config.ingest.model_copy(update={"embedder": emb.model_copy(update={"model": "embedder"})})
-            config = config.model_copy(update={"ingest": ingest})
-        meta = {
-            "format": ARTIFACT_FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "versions": versions(), "config": config.model_dump(mode="json"),
-            "embedder": getattr(self, "embedder_provenance", None),
-            "store": {"uri": self.store_uri, "ingest_digest": self.config.ingest.digest()},
-            "signatures": {k: v.model_dump(mode="json") for k, v in self.specs.items()},
-            "knn": {"k": self.generate.knn_k, "pool": self.generate.knn_pool} if self.generate.knn_pool else None,
-        }
-        tmp = folder / "program.json.tmp"
-        tmp.write_text(json.dumps(meta, indent=2))
-        super().save(str(folder / "dspy_state.json"))
-        os.replace(tmp, folder / "program.json")
-        return folder
+        """Write the artifact (`declrag.pipeline.artifact.write_artifact`): ``program.json`` and ``dspy_state.json``
+        (each predictor's instructions and demos, as DSPy saves them; no pickle)."""
+        g = self.generate
+        return write_artifact(Path(path), self.config, getattr(self, "embedder_provenance", None), self.store_uri,
+                              self.specs, {"k": g.knn_k, "pool": g.knn_pool} if g.knn_pool else None,
+                              lambda where: super(RAGProgram, self).save(where))
 
 
 def load(path: str | Path, store: Store | str | Path | None = None, model: str | None = None,

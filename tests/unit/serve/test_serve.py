@@ -801,7 +801,7 @@ def test_serve_runs_the_default_program_and_drains_on_sigterm(serve_process):
 
 
 def test_serve_stops_and_raises_when_the_program_cannot_load(monkeypatch):
-    import declrag.serve as serve_mod
+    import declrag.serve.server as serve_mod
 
     def broken():
         raise DeclragError("store /x was built with other ingest settings")
