@@ -1,8 +1,13 @@
 """From usage to a golden set (`declrag usage export`): the questions users asked, each once, with what their
 ratings say.
 
-- A question rated **helpful** with the citation that answered becomes gold: that passage's span in its document
-  (``spans``), its document graded 1 (``gold``). Rated helpful without a citation: every cited passage is gold.
+- A question rated **helpful** with the citation that answered becomes gold: the words the answer took from that
+  passage (its ``quotes``, kept where the answer mode records them: extractive and verified), else the passage's
+  span in its document (``spans``); its document graded 1 (``gold``). Rated helpful without a citation: every cited
+  passage is gold. The words, not the passage: a passage is as long as the program that found it made it (a
+  window's neighbours, passages merged), and gold that long would credit a longer-passage program for handing over
+  part of it (`declrag bench usage` measured a window of 1 gaining +.15 on such gold and losing .021 on real
+  questions).
   An explored answer's row keeps the rankers its passages were multileaved from (``metadata.explored``): its gold
   is fair evidence between them (`declrag.pipeline.explore`).
 - A question rated **not helpful** keeps its passages as hard negatives (``metadata.negatives``: chunk ids) and no
@@ -66,7 +71,8 @@ def _labels(row: dict[str, Any], r: dict[str, Any], fb: dict[str, Any]) -> None:
         chosen = [c for c in cites if c["n"] == fb["citation"]] if fb["citation"] is not None else \
             [c for c in cites if not c.get("nearest")]
         if chosen:
-            row["spans"] = [{"doc": c["doc_id"], "start": c["span"][0], "end": c["span"][1]} for c in chosen]
+            row["spans"] = [{"doc": c["doc_id"], "start": s, "end": e} for c in chosen
+                            for s, e in (c.get("quotes") or [c["span"]])]
             row["gold"] = {c["doc_id"]: 1 for c in chosen}
             if r.get("explored"):
                 row["metadata"]["explored"] = r["explored"]

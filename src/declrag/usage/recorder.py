@@ -38,6 +38,7 @@ def row_of(payload: dict[str, Any], passages: Sequence[Any], *, route: str, prog
         "passages": [{"chunk_id": h.chunk.id, "doc_id": h.chunk.doc_id, "span": [h.start, h.end],
                       "score": round(float(h.score), 6)} for h in passages],
         "citations": [{"n": c["n"], "chunk_id": c["chunk_id"], "doc_id": c["doc_id"], "span": list(c["span"]),
+                       **({"quotes": [list(q) for q in c["quotes"]]} if c.get("quotes") else {}),
                        **({"nearest": True} if c.get("nearest") else {})}
                       for c in payload.get("citations", [])],
         "answer": None if searched else payload["answer"], "abstained": None if searched else payload["abstained"],

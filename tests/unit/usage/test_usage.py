@@ -103,6 +103,22 @@ def test_usage_makes_a_golden_set_with_what_the_ratings_say():
     assert rows["Where is Milan?"]["metadata"]["unrated"] is True
 
 
+def test_a_helpful_citations_gold_is_the_words_the_answer_took_from_it_where_recorded():
+    """The gold of "passage n answered" is what the answer quoted from it, not the whole passage: a passage is as long
+    as the program that found it made it (a window's neighbours), and the export must not favour that program."""
+    cited = [{"n": 1, "chunk_id": "c1", "doc_id": "d1", "span": [0, 3000], "quotes": [[1200, 1260], [1300, 1340]]},
+             {"n": 2, "chunk_id": "c2", "doc_id": "d2", "span": [10, 50]}]
+    payload = {"id": "a1", "answer": "Rome [1].", "abstained": False, "citations": cited}
+    kept = recorder_module.row_of(payload, [], route="/v1/ask", program="demo", version="v1", question=Q,
+                                  where=None, history=())
+    assert kept["citations"][0]["quotes"] == [[1200, 1260], [1300, 1340]] and "quotes" not in kept["citations"][1]
+    one, two = ({**kept, "id": f"a{i}", "question": f"q{i}",
+                 "feedback": {"helpful": True, "citation": i, "correction": None}} for i in (1, 2))
+    rows = {r["question"]: r for r in golden_rows([one, two])}
+    assert rows["q1"]["spans"] == [{"doc": "d1", "start": 1200, "end": 1260}, {"doc": "d1", "start": 1300, "end": 1340}]
+    assert rows["q2"]["spans"] == [{"doc": "d2", "start": 10, "end": 50}]  # no quotes recorded: the passage
+
+
 def test_an_abstentions_nearest_passages_are_gold_only_when_the_rating_names_one():
     near = [{**c, "nearest": True} for c in row(0)["citations"]]
     recs = [{**row(0, question="q0"), "answer": "I don't know.", "abstained": True, "citations": near},
