@@ -283,6 +283,33 @@ def test_an_artifact_saved_by_an_earlier_declrag_still_loads_and_answers(store):
     assert run(prog, [{"answer": "Rome [1]."}]).answer == "Rome [1]."
 
 
+# what declrag answered at commit 2c57cc7 from tests/data/artifact-2c57cc7 (extractive, window 1, BM25 rerank, k 3):
+# (question, answer, abstained, passages, citations as (n, chunk, span))
+BEFORE_THE_MOVE = [
+    ("What is the capital of Italy?", "Rome is the capital of Italy. [1]", False, ["rome#0", "berlin#0"],
+     [(1, "rome#0", (0, 96))]),
+    ("Which river flows through Rome?", "Rome is the capital of Italy. [1] The Colosseum is an amphitheatre in Rome. [1]",
+     False, ["rome#1"], [(1, "rome#1", (0, 96))]),
+    ("Who designed the Eiffel Tower?", "The Eiffel Tower stands in Paris. [1]", False, ["paris#0", "rome#0"],
+     [(1, "paris#0", (0, 87))]),
+]
+
+
+def test_an_artifact_saved_before_the_modules_moved_into_packages_answers_the_same(store):
+    """tests/data/artifact-2c57cc7 was saved by declrag at commit 2c57cc7, before issue 60 moved the loose modules
+    into packages and the stages one to a file; loaded now over the same store, it answers exactly as it did then."""
+    import warnings
+    from pathlib import Path
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = load(Path(__file__).parents[2] / "data" / "artifact-2c57cc7", store=store, embedder=HashEmbedder())
+    for question, answer, abstained, passages, citations in BEFORE_THE_MOVE:
+        a = prog(question=question)
+        assert (a.answer, bool(a.abstained), [h.chunk.id for h in a.passages]) == (answer, abstained, passages)
+        assert [(c["n"], c["chunk_id"], tuple(c["span"])) for c in a.citations] == citations
+
+
 def test_an_artifact_saved_before_the_house_was_layered_still_loads_and_answers(store):
     """tests/data/artifact-c0696d8 was saved by declrag at commit c0696d8 (issue 39's answer modes, before issue 40
     moved the pipeline into its own package): its verified mode, extract settings and demos load, and it answers."""
