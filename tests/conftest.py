@@ -35,6 +35,28 @@ def _isolated_cache(tmp_path_factory):
             os.environ[k] = v
 
 
+def filled_store(folder: Path, created: bool = False):
+    """The store contract's ten-chunk corpus (`declrag.testing.store_contract.corpus`, hash embeddings) in a LanceStore
+    at ``folder``: what most unit tests search. ``created``: with its metadata written, so the CLI can open it."""
+    # imported here, not at the top: every test session loads this file, most never open a store
+    from declrag.stores.base import StoreMeta
+    from declrag.stores.lancedb import LanceStore
+    from declrag.testing import HashEmbedder
+    from declrag.testing.store_contract import corpus
+
+    s = LanceStore(folder)
+    if created:
+        s.create(StoreMeta())
+    s.upsert(*corpus(HashEmbedder()))
+    return s
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """`filled_store`, shared by a module's tests (they only read it; a test that writes makes its own)."""
+    return filled_store(tmp_path_factory.mktemp("store") / "store")
+
+
 def shared(*parts: str) -> Path:
     """A file of the shared golden sets; skips the test when the folder is absent."""
     p = SHARED.joinpath(*parts)

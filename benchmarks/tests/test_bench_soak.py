@@ -19,7 +19,7 @@ def test_a_short_soak_writes_its_json_and_png_with_no_5xx(tmp_path, texts_store)
     questions = [f"What is said about {w} in the corpus, question {i}?" for i, w in
                  enumerate(["energy", "Rome", "wind power", "the capital", "solar panels"] * 40)]
     r = run(duration_s=12, clients=4, store=str(texts_store), questions=questions, progress=False,
-            serve_args=("--lm-cache-entries", "10", "--embedding-rows", "50"))
+            serve_args=("--lm-cache-entries", "10", "--embedding-rows", "50", "--record-rows", "30"))
     s = r["summary"]
     for key in ("distinct_questions", "rss_mb_start", "rss_mb_after_warmup", "rss_mb_end", "growth_pct",
                 "status_counts", "errors", "growth_mb_per_10k_questions"):
@@ -32,6 +32,9 @@ def test_a_short_soak_writes_its_json_and_png_with_no_5xx(tmp_path, texts_store)
     gauges = r["samples"][-1]["gauges"]
     assert gauges['declrag_cache_entries{cache="lm_memory"}'] <= 10
     assert gauges['declrag_cache_entries{cache="embeddings"}'] <= 50
+    # the server recorded to a fresh usage store in the run's folder, kept within its bound of 30 answers
+    assert gauges['declrag_usage_records{state="written"}'] > 30 and gauges['declrag_usage_records{state="dropped"}'] == 0
+    assert 0 < s["usage_rows_end"] <= 30 and 0 < s["usage_bytes_end"] <= s["usage_bytes_max"]
     js, png = write(r, tmp_path / "out")
     assert json.loads(js.read_text())["summary"] == s and png.stat().st_size > 1000
 

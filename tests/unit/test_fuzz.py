@@ -354,12 +354,6 @@ def counting_lm():
     return lm
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = LanceStore(tmp_path_factory.mktemp("fuzz-serve") / "store")
-    s.upsert(*corpus(HashEmbedder()))
-    return s
-
 
 @pytest.fixture(scope="module")
 def prog(store):

@@ -19,11 +19,12 @@ from declrag.inputs import InputError, api_key_problem, user_text
 from declrag.pipeline.program import RAGProgram, read_config
 from declrag.serve import ServeSettings
 from declrag.serve.app import error_response
-from declrag.stores.base import MAX_DEPTH, Filter, StoreMeta
-from declrag.stores.lancedb import LanceStore
+from declrag.stores.base import MAX_DEPTH, Filter
 from declrag.stores.snapshot import filter_arrow
 from declrag.testing import HashEmbedder, ScriptedLM
 from declrag.testing.store_contract import corpus
+
+from tests.conftest import filled_store
 
 from tests.unit.serve.test_serve import ANSWER, KEY, CountingLM, Q, app_for, auth, chat_body, client
 
@@ -34,10 +35,7 @@ INVISIBLE = ["\x00", "\x00\x00\x00", "\u200b", "\u200b\u200c\u200d", "\x01\x02\x
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """The ten-chunk corpus in a LanceStore created with its metadata, so the CLI can open it."""
-    s = LanceStore(tmp_path_factory.mktemp("hostile") / "store")
-    s.create(StoreMeta())
-    s.upsert(*corpus(HashEmbedder()))
-    return s
+    return filled_store(tmp_path_factory.mktemp("hostile") / "store", created=True)
 
 
 @pytest.fixture(scope="module")

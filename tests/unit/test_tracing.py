@@ -18,9 +18,9 @@ from declrag.errors import DeclragError
 from declrag.lm import using_lm
 from declrag.pipeline.program import RAGProgram
 from declrag.serve import ServeSettings, create_app
-from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, StreamingLM
-from declrag.testing.store_contract import corpus
+
+from tests.conftest import filled_store
 from tests.unit.serve.test_serve import client
 
 Q = "What is the capital of Italy?"
@@ -30,8 +30,7 @@ STAGES = {"history", "rewrite", "retrieve", "rerank", "select", "generate", "jud
 
 @pytest.fixture(scope="module")
 def prog(tmp_path_factory):
-    store = LanceStore(tmp_path_factory.mktemp("tracing") / "store")
-    store.upsert(*corpus(HashEmbedder()))
+    store = filled_store(tmp_path_factory.mktemp("tracing") / "store")
     config = ProgramConfig.model_validate({"judge": {"mode": "grounding"}})
     return RAGProgram(config, store=store, embedder=HashEmbedder())
 

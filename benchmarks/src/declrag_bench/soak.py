@@ -11,13 +11,16 @@ lone surrogate, a 120 kB question, a wrong key, a blank question, a bad filter),
 Every 10 s a sampler records the server's resident memory (in all, and per process: ``--serve-arg=--processes=2``
 runs two server processes under a supervisor), open file descriptors and threads, the bytes of its
 cache folder's parts (DSPy's response cache, the query-embedding SQLite file with its WAL) and the cache gauges
-of ``/metrics``. The server's cache folder (``DECLRAG_CACHE``) is a fresh one per run.
+of ``/metrics``, and the bytes of the usage store the server records to (``--record``: a fresh one in the run's
+folder, unless ``--serve-arg`` says ``--record`` or ``--no-record``). The server's cache folder (``DECLRAG_CACHE``)
+is a fresh one per run.
 
 ``summary``: ``distinct_questions`` (answered with 200), ``rss_mb_start`` (ready, before load),
 ``rss_mb_after_warmup`` (at ``warmup_s``: minute 5, or a quarter of the run when it is shorter than 20 minutes),
 ``rss_mb_end``, ``growth_pct`` (end against after-warmup), ``processes`` (the same per process),
 ``growth_mb_per_10k_questions`` (after warm-up),
-``status_counts`` (by route), ``errors`` (5xx and dropped connections) and ``hostile_not_4xx``."""
+``status_counts`` (by route), ``errors`` (5xx and dropped connections), ``hostile_not_4xx``, and the usage store's
+``usage_bytes_end``, ``usage_bytes_max`` and ``usage_rows_end`` (answers it holds once the server stopped)."""
 
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ KEY = "soak-key"
 ROUTES = (("ask", 25), ("ask/stream", 20), ("chat", 15), ("chat/stream", 15), ("search", 15), ("hostile", 10))
 HOSTILE = ("broken-json", "lone-surrogate", "huge-question", "wrong-key", "blank-question", "bad-filter")
 SAMPLE_S = 10.0
+USAGE = "usage.sqlite3"  # the server's usage store, in the run's folder (`declrag serve --record`)
 
 
 class Questions:
@@ -179,6 +183,21 @@ def folder_bytes(root: Path) -> dict[str, int]:
     return out
 
 
+def usage_bytes(folder: Path) -> int:
+    """Bytes of the usage store the server records to (the SQLite file with its WAL and SHM)."""
+    return sum(p.stat().st_size for p in folder.glob(USAGE + "*") if p.is_file())
+
+
+def usage_rows(folder: Path) -> int | None:
+    """The answers the usage store holds once the server has stopped (None: it records elsewhere, or nothing)."""
+    import sqlite3
+
+    if not (folder / USAGE).exists():
+        return None
+    with sqlite3.connect(folder / USAGE) as db:
+        return int(db.execute("SELECT count(*) FROM answers").fetchone()[0])
+
+
 def _metrics_gauges(base: str) -> dict[str, float]:
     import httpx
 
@@ -187,7 +206,7 @@ def _metrics_gauges(base: str) -> dict[str, float]:
     except httpx.HTTPError:
         return {}
     return {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
-            if line.startswith("declrag_cache_") and " " in line}
+            if line.startswith(("declrag_cache_", "declrag_usage_")) and " " in line}
 
 
 def sample(pid: int, cache: Path, base: str, load: Load, t0: float) -> dict[str, Any]:
@@ -208,6 +227,7 @@ def sample(pid: int, cache: Path, base: str, load: Load, t0: float) -> dict[str,
         counts = {"requests": load.requests, "distinct_questions": load.answered}
     return {"t_s": round(time.monotonic() - t0, 1), **counts, "rss_mb": round(sum(rss.values()), 1),
             "rss_mb_by_process": rss, "fds": fds, "threads": threads, "cache_bytes": folder_bytes(cache),
+            "usage_bytes": usage_bytes(cache.parent),
             "gauges": _metrics_gauges(base)}
 
 
@@ -239,6 +259,8 @@ def _serve(folder: Path, store: str, cfg: Path, model: str | None, max_in_flight
 
     port = _free_port()
     (folder / "key").write_text(KEY)
+    if not any(a in ("--record", "--no-record") or a.startswith("--record=") for a in extra):
+        extra = ["--record", str(folder / USAGE), *extra]  # a fresh usage store per run, as the cache folder is
     env = {**os.environ, "DECLRAG_CACHE": str(folder / "cache"), "OPENAI_API_KEY": "standin",
            "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "declrag.cli", "serve", "--config", str(cfg), "--store", store, "--port", str(port),
@@ -313,11 +335,13 @@ def run(duration_s: float = 1200.0, clients: int = 16, model: str | None = None,
                         s = samples[-1]
                         print(f"{s['t_s']:7.0f} s  {s['requests']:8d} requests  {s['distinct_questions']:7d} "
                               f"distinct  RSS {s['rss_mb']:7.1f} MB  fds {s['fds']}  threads {s['threads']}  "
-                              f"cache {sum(s['cache_bytes'].values()) / 2**20:.1f} MB", flush=True)
+                              f"cache {sum(s['cache_bytes'].values()) / 2**20:.1f} MB  "
+                              f"usage store {s['usage_bytes'] / 2**20:.1f} MB", flush=True)
                 load.join()
                 samples.append(sample(proc.pid, folder / "cache", base, load, t0))
             finally:
-                _stop(proc)
+                _stop(proc)  # SIGTERM: the recorder writes what it has queued first
+            rows = usage_rows(folder)
         finally:
             lm.terminate()
             lm.wait()
@@ -325,7 +349,7 @@ def run(duration_s: float = 1200.0, clients: int = 16, model: str | None = None,
             "served_model": served, "server_pid": proc.pid, "documents": n_docs, "max_in_flight": max_in_flight,
             "warmup_s": warmup_s,
             "serve_args": list(serve_args), "load_average": [round(x, 2) for x in os.getloadavg()],
-            "summary": summarize(samples, load, warmup_s), "samples": samples}
+            "summary": {**summarize(samples, load, warmup_s), "usage_rows_end": rows}, "samples": samples}
 
 
 def summarize(samples: list[dict], load: Load, warmup_s: float) -> dict[str, Any]:
@@ -342,6 +366,7 @@ def summarize(samples: list[dict], load: Load, warmup_s: float) -> dict[str, Any
             "processes": per_process(start, warm, end),
             "fds_start": start["fds"], "fds_end": end["fds"], "threads_start": start["threads"],
             "threads_end": end["threads"], "cache_bytes_end": end["cache_bytes"],
+            "usage_bytes_end": end.get("usage_bytes"), "usage_bytes_max": max(s.get("usage_bytes", 0) for s in samples),
             "status_counts": dict(sorted(load.status.items())),
             "errors": {"5xx": fivexx, "dropped": load.dropped}, "hostile_not_4xx": load.hostile_not_4xx}
 
@@ -389,6 +414,9 @@ def print_report(r: dict[str, Any], console) -> None:
             for pid, p in procs.items()))
     console.print(f"fds {s['fds_start']} -> {s['fds_end']}, threads {s['threads_start']} -> {s['threads_end']}; "
                   f"cache folder bytes at the end {s['cache_bytes_end']}")
+    if s.get("usage_rows_end") is not None:
+        console.print(f"usage store: {s['usage_rows_end']:,} answers kept at the end; {s['usage_bytes_end']:,} "
+                      f"bytes at the end, {s['usage_bytes_max']:,} at most")
     console.print(f"errors {s['errors']}; hostile requests not answered 4xx: {s['hostile_not_4xx']}")
     console.print("status counts: " + ", ".join(f"{k}: {v}" for k, v in s["status_counts"].items()))
 

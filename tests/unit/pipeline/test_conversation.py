@@ -22,11 +22,9 @@ from declrag.optimize.splits import split_examples
 from declrag.pipeline.adapters import PlainTextAdapter
 from declrag.pipeline.conversation import expanded_query, mixed_vector, window
 from declrag.pipeline.program import RAGProgram, load
-from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM
-from declrag.testing.store_contract import corpus
 
-from tests.conftest import shared
+from tests.conftest import filled_store, shared
 
 H = [{"role": "user", "content": "Tell me about Italy."},
      {"role": "assistant", "content": "Italy is a country in southern Europe."}]
@@ -35,9 +33,7 @@ FOLLOW_UP = "And what is its capital?"
 
 @pytest.fixture
 def store(tmp_path):
-    s = LanceStore(tmp_path / "store")
-    s.upsert(*corpus(HashEmbedder()))
-    return s
+    return filled_store(tmp_path / "store")
 
 
 def make(store, **sections) -> RAGProgram:

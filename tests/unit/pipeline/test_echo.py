@@ -19,9 +19,7 @@ from declrag.pipeline.echo import COPY_WORDS, EchoGate, Prompt, caught
 from declrag.pipeline.program import LOCAL_DEFAULT_MODE, RAGProgram, load
 from declrag.pipeline.selection import answers_line, select_program
 from declrag.pipeline.streaming import Done, astream
-from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, StreamingLM
-from declrag.testing.store_contract import corpus
 from tests.conftest import asked_plain_and_streamed
 
 Q = "What is the capital of Italy?"
@@ -32,12 +30,6 @@ LONG = ("The committee met in the spring of that year to review the budget of th
 # what SmolLM2 answered on the README's path: the prompt handed back
 ECHO = "Question:\nWhat is the capital of Italy?\n\nContext:\n[1] Rome is the capital of Italy."
 
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = LanceStore(tmp_path_factory.mktemp("echo") / "store")
-    s.upsert(*corpus(HashEmbedder()))
-    return s
 
 
 def make(store, mode: str = "lm", **generate) -> RAGProgram:

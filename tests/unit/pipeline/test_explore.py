@@ -12,10 +12,10 @@ from declrag.config import ProgramConfig
 from declrag.lm import using_lm
 from declrag.pipeline.explore import Explorer, multileave, neighbours, settings
 from declrag.pipeline.program import RAGProgram
-from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM
-from declrag.testing.store_contract import corpus
 from declrag.types import Chunk, Hit
+
+from tests.conftest import filled_store
 
 Q = "What is the capital of Italy?"
 
@@ -54,8 +54,7 @@ def test_no_ranker_is_favoured_for_the_first_pick():
 
 @pytest.fixture(scope="module")
 def prog(tmp_path_factory):
-    store = LanceStore(tmp_path_factory.mktemp("explore") / "store")
-    store.upsert(*corpus(HashEmbedder()))
+    store = filled_store(tmp_path_factory.mktemp("explore") / "store")
     return RAGProgram(ProgramConfig(), store=store, embedder=HashEmbedder()).warm_up(lms=False)
 
 

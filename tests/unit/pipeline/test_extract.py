@@ -36,12 +36,6 @@ Q = "What is the capital of Italy?"
 LOW = {"min_score": 0.0, "require_details": False}  # HashEmbedder's cosines are low: tests set the threshold
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = LanceStore(tmp_path_factory.mktemp("extract") / "store")
-    s.upsert(*corpus(HashEmbedder()))
-    return s
-
 
 def make(store, mode: str, **generate) -> RAGProgram:
     cfg = ProgramConfig.model_validate({"generate": {"mode": mode, **generate}})

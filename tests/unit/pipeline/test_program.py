@@ -14,18 +14,17 @@ from declrag.errors import DeclragError
 from declrag.lm import using_lm
 from declrag.pipeline.adapters import PlainTextAdapter
 from declrag.pipeline.program import RAGProgram, load
-from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import corpus
+
+from tests.conftest import filled_store
 
 Q = "What is the capital of Italy?"
 
 
 @pytest.fixture
 def store(tmp_path):
-    s = LanceStore(tmp_path / "store")
-    s.upsert(*corpus(HashEmbedder()))
-    return s
+    return filled_store(tmp_path / "store")
 
 
 def make(store, **sections) -> RAGProgram:

@@ -32,10 +32,10 @@ from declrag.lm import using_lm
 from declrag.serve.mcp import MAX_K, CallLimits, build_server, stdout_to_stderr
 from declrag.payloads import PublicPaths
 from declrag.pipeline.program import RAGProgram
-from declrag.stores.base import StoreMeta
-from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM
-from declrag.testing.store_contract import TEXTS, corpus
+from declrag.testing.store_contract import TEXTS
+
+from tests.conftest import filled_store
 
 SCRIPT = Path(sys.executable).parent / "declrag"
 Q = "What is the capital of Italy?"
@@ -72,8 +72,7 @@ def text_of(result) -> str:
 # ------------------------------------------------------------------------------- in process: the tools
 @pytest.fixture(scope="module")
 def prog(tmp_path_factory):
-    store = LanceStore(tmp_path_factory.mktemp("mcp") / "store")
-    store.upsert(*corpus(HashEmbedder()))
+    store = filled_store(tmp_path_factory.mktemp("mcp") / "store")
     return RAGProgram(ProgramConfig(), store=store, embedder=HashEmbedder()).warm_up(lms=False)
 
 
@@ -243,9 +242,7 @@ def test_a_missing_store_or_bad_option_is_exit_2(capsys, tmp_path):
 
 
 def test_a_program_whose_store_is_gone_fails_before_serving(capsys, tmp_path):
-    store = LanceStore(tmp_path / "store")
-    store.create(StoreMeta())
-    store.upsert(*corpus(HashEmbedder()))
+    store = filled_store(tmp_path / "store", created=True)
     RAGProgram(ProgramConfig(), store=store, embedder=HashEmbedder()).save(tmp_path / "runs" / "gone" / "best")
     import shutil
 

@@ -22,9 +22,7 @@ from declrag.errors import DeclragError
 from declrag.pipeline.program import RAGProgram
 from declrag.pipeline.selection import ProgramChoice
 from declrag.serve import DEFAULT_NAME, ServeSettings, create_app, resolve
-from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM, StreamingLM
-from declrag.testing.store_contract import corpus
 
 Q = "What is the capital of Italy?"
 ANSWER = "Rome is the capital of Italy [1]."
@@ -48,12 +46,6 @@ class CountingLM:
             self.calls += 1
         return ScriptedLM({}, {"answer": self.answer})
 
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = LanceStore(tmp_path_factory.mktemp("serve") / "store")
-    s.upsert(*corpus(HashEmbedder()))
-    return s
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,7 @@ import pytest
 
 from declrag.config import HistoryConfig, ProgramConfig
 from declrag.pipeline.program import RAGProgram
-from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM, StreamingLM
-from declrag.testing.store_contract import corpus
 
 from tests.unit.serve.test_serve import (
     ANSWER,
@@ -57,12 +55,6 @@ class RecordingLM:
     def generate_prompts(self) -> list[str]:
         return [p for p in self.prompts() if "Context:" in p]
 
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = LanceStore(tmp_path_factory.mktemp("serve-conversation") / "store")
-    s.upsert(*corpus(HashEmbedder()))
-    return s
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,11 @@ from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
 from declrag.pipeline.program import RAGProgram
 from declrag.serve import ServeSettings, create_app
-from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM
-from declrag.testing.store_contract import corpus
 from declrag.usage import Recorder, RecordSettings, UsageStore, golden_rows
 from declrag.usage import recorder as recorder_module
+
+from tests.conftest import filled_store
 
 Q = "What is the capital of Italy?"
 
@@ -137,9 +137,8 @@ def test_an_abstentions_nearest_passages_are_gold_only_when_the_rating_names_one
 # -- declrag serve ------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def prog(tmp_path_factory):
-    s = LanceStore(tmp_path_factory.mktemp("usage") / "store")
-    s.upsert(*corpus(HashEmbedder()))
-    return RAGProgram(ProgramConfig(), store=s, embedder=HashEmbedder())
+    return RAGProgram(ProgramConfig(), store=filled_store(tmp_path_factory.mktemp("usage") / "store"),
+                      embedder=HashEmbedder())
 
 
 def served(prog, **settings):
