@@ -1,6 +1,7 @@
 """Recording off the request path: `Recorder.record` puts a row on a bounded queue and returns; one thread writes
 the queue to the `UsageStore` in batches (every `FLUSH_S` seconds or `BATCH` rows), and applies the retention bound
-every `RETAIN_EVERY_S`. A full queue, or a store that fails (full disk, read-only, gone, a database down), drops
+at start, every `RETAIN_EVERY_S` and when it stops (so a running store holds at most its bound plus a minute of
+answers). A full queue, or a store that fails (full disk, read-only, gone, a database down), drops
 rows rather than slow an answer: the server goes on answering, says so once in its log, and counts what it dropped
 (``dropped``; /metrics shows ``declrag_usage_records{state="dropped"}``). A kill -9 loses at most the rows of the
 last `FLUSH_S`.
@@ -129,6 +130,7 @@ class Recorder:
             if time.monotonic() - last_retain >= RETAIN_EVERY_S:
                 last_retain = time.monotonic()
                 self._retain()
+        self._retain()  # stopped: the store is left within its bound
 
     def _take(self) -> tuple[list[dict[str, Any]], list[threading.Event]]:
         rows: list[dict[str, Any]] = []
