@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,11 +16,11 @@ from declrag.cli import main
 from declrag.errors import DeclragError
 from declrag.golden import Example, GoldenSet
 from declrag.optimize import Budget, CompileOptions, compile
-from declrag.optimize.select import CHECK_MARGIN, select
+from declrag.optimize.select import CHECK_MARGIN, DOCUMENT_MARGIN, select
 from declrag.optimize.space import apply, read_space
 from declrag.optimize.usage import DECIDES, usage_questions
 from declrag.pipeline.explore import settings
-from declrag.types import Document
+from declrag.types import Document, GoldSpan
 from declrag.usage import UsageStore
 
 TINY = Path(__file__).parents[2] / "data" / "tiny"
@@ -205,6 +206,45 @@ def test_fair_questions_choose_among_the_rankers_they_were_explored_with(tmp_pat
     chosen, why = select(comp, [base, low], base, low, score, fair)
     assert chosen is base and "the served program" in {r["name"] for r in why["usage"]["candidates"]}
     assert why["why"].endswith("not above 0, the baseline ships"), why["why"]
+
+
+def test_a_ranker_the_fair_questions_choose_must_not_find_fewer_of_their_documents(tmp_path):
+    """SciFact's case: with every answer explored and rated, a window of 1 finds the words the answers took more
+    often (its passages hold their neighbours) and, within the same budget, fewer of the documents; its users want
+    the document. Checked on the same fair questions by their documents, it does not ship; alpha .75, which loses
+    nothing there, does."""
+    (tmp_path / "u.yaml").write_text(SPACE + "  window: {path: retrieve.window, type: int, low: 0, high: 1}\n")
+    space = read_space(tmp_path / "u.yaml")
+    comp = SimpleNamespace(**{**vars(_comp([_ex(i, "ict") for i in range(40)])), "space": space})
+    values = space.baseline_values()
+    served = settings(apply(space.base, values, space.params))
+    base = SimpleNamespace(number=0, values=[0.5], params=values, user_attrs={"baseline": True})
+
+    def scored(lift_words: dict, lift_documents: dict):
+        def score(comp, params, examples, label):
+            change = next((f"{k}={v}" for k, v in params.items() if values.get(k) != v), "")
+            out = []
+            for e in examples:
+                noise = random.Random(f"{e.id}{change}").uniform(-0.02, 0.02)
+                lift = (lift_words if e.spans else lift_documents).get(change, 0.0)
+                out.append(0.5 + (lift + noise) * (e.metadata["kind"] == "usage"))
+            return {}, out
+        return score
+
+    fair = [replace(_explored(i, served, [{"retrieve.window": 1}, {"retrieve.alpha": 0.75}]),
+                    spans=(GoldSpan(doc="d", start=0, end=40),)) for i in range(60)]
+    chosen, why = select(comp, [base], base, base, scored({"window=1": 0.15}, {"window=1": -0.05}), fair)
+    assert chosen is base, why
+    assert why["why"].startswith("your users' fair rated questions decide (60): retrieve.window=1 has the highest")
+    assert why["why"].endswith(f"below -{DOCUMENT_MARGIN}): the baseline ships"), why["why"]
+    assert [c["name"] for c in why["usage"]["by_document"]] == ["retrieve.window=1"]
+    assert why["usage"]["by_document"][0]["gain"] < -0.04
+    # window leads on the words and is checked first; alpha .75, next, loses nothing by documents: it ships
+    chosen, why = select(comp, [base], base, base, scored({"window=1": 0.15, "alpha=0.75": 0.1},
+                                                          {"window=1": -0.05, "alpha=0.75": 0.0}), fair)
+    assert chosen.user_attrs.get("ranker") == "retrieve.alpha=0.75", why["why"]
+    assert [c["name"] for c in why["usage"]["by_document"]] == ["retrieve.window=1", "retrieve.alpha=0.75"]
+    assert why["why"].endswith("retrieve.alpha=0.75 ships") and why["usage"]["chosen"] == chosen.number
 
 
 def test_a_few_rated_questions_can_only_keep_the_baseline():
