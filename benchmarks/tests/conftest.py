@@ -2,7 +2,7 @@
 and the fixtures that start real servers or load the real embedding model."""
 
 import pytest
-from tests.conftest import _isolated_cache, minilm, weaviate_url  # noqa: F401, F811  (fixtures: registered by being here)
+from tests.conftest import _isolated_cache, minilm, store, weaviate_url  # noqa: F401, F811  (fixtures: registered by being here)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from tests.unit.serve.test_serve import KEY, Q, app_for, prog, real_server, store  # noqa: F401, F811  (fixtures)
+from tests.unit.serve.test_serve import KEY, Q, app_for, prog, real_server  # noqa: F401, F811  (fixtures)
 
 
 @pytest.mark.parametrize("stream", [False, True])

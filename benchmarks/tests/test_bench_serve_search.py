@@ -6,7 +6,7 @@ import os
 
 import httpx
 from tests.unit.serve.test_serve import CountingLM, app_for, real_server
-from tests.unit.serve.test_serve_conversation import prog, store  # noqa: F401, F811  (fixtures)
+from tests.unit.serve.test_serve_conversation import prog  # noqa: F401, F811  (fixtures)
 
 
 def test_the_serve_benchmark_search_arm_asks_each_question_once(prog):
