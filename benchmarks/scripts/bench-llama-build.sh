@@ -25,7 +25,7 @@ done
 . scripts/llama-flags.sh
 portable_args=$LLAMA_CMAKE_ARGS
 no_amx="-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
-model=$(.venv/bin/python -c 'from declrag.lm.gguf import resolve_local; print(resolve_local("smollm2"))')
+model=$(.venv/bin/python -c 'from declrag.runtime.gguf import resolve_local; print(resolve_local("smollm2"))')
 echo "| build | CMake flags | pp tokens/s | tg tokens/s | vs portable (tg) |"
 echo "|---|---|---|---|---|"
 base=""

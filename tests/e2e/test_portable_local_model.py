@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from declrag.lm import gguf
+from declrag.runtime import gguf
 
 from tests.conftest import ROOT, shared
 

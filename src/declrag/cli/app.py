@@ -56,8 +56,8 @@ def version(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] 
 def _print_about(json_out: bool) -> None:
     # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..config import DEFAULT_ROUTE
-    from ..lm.gguf import instruction_sets, local_model, system_info
     from ..runtime.about import report
+    from ..runtime.gguf import instruction_sets, local_model, system_info
 
     r = {**report(), "local_model": local_model(DEFAULT_ROUTE),
          "llama_cpp": {**system_info(), "cpu": instruction_sets()}}

@@ -12,7 +12,7 @@
   ``local`` provider. `registry` holds what this process has loaded.
 """
 
-from .gguf import LOCAL_MODELS, LocalModelCrash, resolve_local
+from ..runtime.gguf import LOCAL_MODELS, LocalModelCrash, resolve_local
 from .local import LocalModels, LocalProvider, _cut_at_stop, local_backend, setup
 from .metering import Meter, RoutedLM, StageUsage, meter_call, metering, override_lm, stage, using_lm
 from .registry import Registry, cache_sizes, registry, use_cache_limits, use_lm_cache

@@ -19,7 +19,7 @@ from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 
 from ..errors import DeclragError
 from ..runtime.device import gpu_layers
-from .gguf import LocalModelCrash, check_load, local_threads, resolve_local
+from ..runtime.gguf import LocalModelCrash, check_load, local_threads, resolve_local
 
 LOCAL_CONTEXT = 8192
 CLOSE_WAIT_S = 10.0  # how long closing a local model waits for the call in progress on it
@@ -199,7 +199,7 @@ def local_backend() -> str:
 class LocalModels:
     """The GGUF models run in this process: one instance per (file, backend), each with a lock (one call at a
     time per model). A file's first llama.cpp load in a process is tried in a child process first
-    (`declrag.lm.gguf.check_load`). Part of `registry`; the LiteLLM provider ``local`` runs its calls on these."""
+    (`declrag.runtime.gguf.check_load`). Part of `registry`; the LiteLLM provider ``local`` runs its calls on these."""
 
     def __init__(self) -> None:
         self._models: dict[tuple[str, str], Any] = {}

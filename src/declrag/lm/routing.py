@@ -10,7 +10,7 @@ import litellm
 
 from ..config import LMConfig
 from ..errors import DeclragError
-from .gguf import crash_in
+from ..runtime.gguf import crash_in
 from .local import setup
 from .metering import RoutedLM
 

@@ -57,7 +57,7 @@ def untested() -> dict[str, dict[str, str]]:
 
 def report() -> dict[str, Any]:
     """What a bug report needs about this install, but for the local model (`declrag version` adds it:
-    `declrag.lm.gguf.local_model`)."""
+    `declrag.runtime.gguf.local_model`)."""
     return {"versions": versions(REPORT), "untested": untested(),
             "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                        "executable": sys.executable},

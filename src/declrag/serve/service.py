@@ -33,13 +33,13 @@ import numpy as np
 from ..errors import DeclragError
 from ..inputs import InputError, turns, user_text
 from ..lm import Meter, cache_sizes, metering, using_lm
-from ..lm.gguf import LocalModelCrash, crash_in
 from ..lm.registry import LM_DISK_FAULT
 from ..payloads import PublicPaths, SearchHit
 from ..pipeline.explore import Explorer
 from ..pipeline.selection import DEFAULT_NAME
 from ..pipeline.streaming import Done, astream
 from ..runtime.cache_limits import current
+from ..runtime.gguf import LocalModelCrash, crash_in
 from ..stores.base import Filter
 from ..types import Hit
 from ..usage import Recorder, row_of

@@ -220,7 +220,8 @@ def local_threads() -> int:
 
 
 def _child(args: list[str], timeout: float) -> subprocess.CompletedProcess[str] | None:
-    """Run ``declrag/lm/_llama_child.py`` with ``args`` (no declrag import in the child); None when it timed out."""
+    """Run ``declrag/runtime/_llama_child.py`` with ``args`` (no declrag import in the child); None when it timed
+    out."""
     script = Path(__file__).with_name("_llama_child.py")
     try:
         return subprocess.run([sys.executable, "-P", str(script), *args], capture_output=True, text=True,

@@ -1,4 +1,4 @@
-"""The child process of `declrag.lm.gguf` (run as a script: it imports llama-cpp-python and nothing of declrag).
+"""The child process of `declrag.runtime.gguf` (run as a script: it imports llama-cpp-python and nothing of declrag).
 
 ``--system-info``: print llama.cpp's system info (what the library was built for).
 ``--load MODEL THREADS``: print it, then load the GGUF file, read a short prompt and generate one token with
