@@ -190,12 +190,15 @@ def usage_bytes(folder: Path) -> int:
 
 def usage_rows(folder: Path) -> int | None:
     """The answers the usage store holds once the server has stopped (None: it records elsewhere, or nothing)."""
-    import sqlite3
+    from declrag.usage import UsageStore
 
     if not (folder / USAGE).exists():
         return None
-    with sqlite3.connect(folder / USAGE) as db:
-        return int(db.execute("SELECT count(*) FROM answers").fetchone()[0])
+    store = UsageStore(folder / USAGE, create=False)
+    try:
+        return store.counts()["answers"]
+    finally:
+        store.close()
 
 
 def _metrics_gauges(base: str) -> dict[str, float]:

@@ -222,10 +222,9 @@ def by_document(ruled: dict[str, Any], comp, score: Scorer, baseline: optuna.tri
     for row in held:
         trial = next(t for t in pool if t.number == row["trial"])
         _, mine = score(comp, comp.program(trial.params), docs, f"usage by document, {row['name']}")
-        diffs = [y - x for x, y in zip(base, mine) if x is not None and y is not None]
-        lo = lower_bound(diffs, ALPHA)
-        checked.append({"name": row["name"], "n": len(diffs), "lower": None if lo is None else round(lo, 4),
-                        "gain": round(float(np.mean(diffs)), 4) if diffs else None})
+        g, lo, k = paired_gain(base, mine)
+        checked.append({"name": row["name"], "n": k, "lower": None if lo is None else round(lo, 4),
+                        "gain": None if g is None else round(g, 4)})
         if lo is None or lo >= -DOCUMENT_MARGIN:
             out["chosen"] = row["trial"]
             break
@@ -272,6 +271,13 @@ def synthetic_shippable(trials: Sequence[optuna.trial.FrozenTrial], baseline: op
             and all(k in free for k in set(base) - set(tidy_params(t.params)))]
 
 
+def paired_gain(base: Sequence[float | None], cand: Sequence[float | None]) -> tuple[float | None, float | None, int]:
+    """A candidate's mean paired gain over the baseline on the questions both scored, its one-sided lower bound (at
+    `ALPHA`) and how many questions that is."""
+    diffs = [y - x for x, y in zip(base, cand) if x is not None and y is not None]
+    return (float(np.mean(diffs)) if diffs else None), lower_bound(diffs, ALPHA), len(diffs)
+
+
 def by_usage(ruled: dict[str, Any], base: Sequence[float | None], cands: Mapping[int, Sequence[float | None]],
              ids: Sequence[str], decides: bool, labels: Mapping[int, str] | None = None) -> dict[str, Any]:
     """The verdict with the users' rated questions (``base`` and ``cands``: per-question scores on them, ``ids``
@@ -284,14 +290,9 @@ def by_usage(ruled: dict[str, Any], base: Sequence[float | None], cands: Mapping
     by more than `CHECK_MARGIN` (one-sided, at `ALPHA`). ``labels``: how the text names each candidate (default:
     "trial N")."""
     name = {t: (labels or {}).get(t) or f"trial {t}" for t in cands}
-
-    def gain(trial: int, idx: list[int]) -> tuple[float | None, float | None, int]:
-        diffs = [y - x for i in idx if (x := base[i]) is not None and (y := cands[trial][i]) is not None]
-        return (float(np.mean(diffs)) if diffs else None), lower_bound(diffs, ALPHA), len(diffs)
-
     rows: list[dict[str, Any]] = []
     for trial in cands:
-        g, lo, k = gain(trial, list(range(len(ids))))
+        g, lo, k = paired_gain(base, cands[trial])
         rows.append({"trial": trial, "name": name[trial], "n": k, "gain": None if g is None else round(g, 4),
                      "lower": None if lo is None else round(lo, 4)})
     out = {**ruled, "usage": {"questions": len(ids), "decides": decides, "candidates": rows}}
