@@ -70,7 +70,7 @@ def replay(program: Path, asked: Sequence[Example], db: Path, rated: float, flip
     port = _free_port()
     log = (db.parent / "serve.log").open("w")
     proc = subprocess.Popen([str(BIN / "declrag"), "serve", str(program), "--port", str(port), "--record", str(db),
-                             "--explore", str(explore)],
+                             "--explore", str(explore), "--explore-seed", str(seed)],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     base, rng = f"http://127.0.0.1:{port}", random.Random(seed)
     counts = dict.fromkeys(("asked", "held", "rated", "helpful", "flipped", "corrected"), 0)

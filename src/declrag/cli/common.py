@@ -152,9 +152,13 @@ ExploreOpt = Annotated[float, typer.Option(
     min=0.0, max=1.0, help="the share of questions answered from the program's and its neighbours' rankings "
                            "multileaved, so that ratings can tell which retrieval settings serve your users best "
                            "(compile --usage reads them; e.g. 0.2; default: 0, none)")]
+ExploreSeedOpt = Annotated[int | None, typer.Option(
+    help="seed which questions are explored and how their rankings are multileaved, so that a replay of the same "
+         "questions in the same order explores alike (benchmarks; default: a new draw each start)")]
 
 
-def record_settings(record: str | None, no_record: bool, rows: int, days: float, explore: float = 0.0):
+def record_settings(record: str | None, no_record: bool, rows: int, days: float, explore: float = 0.0,
+                    explore_seed: int | None = None):
     """`declrag serve`'s and `declrag mcp`'s recording options as `declrag.usage.RecordSettings` (None: off)."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..usage import RecordSettings
@@ -164,7 +168,8 @@ def record_settings(record: str | None, no_record: bool, rows: int, days: float,
     if no_record and explore:
         raise DeclragError("--explore and --no-record: exploring is for the ratings a usage store records",
                            hint="drop --no-record, or --explore")
-    return None if no_record else RecordSettings(target=record, max_rows=rows, max_days=days, explore=explore)
+    return None if no_record else RecordSettings(target=record, max_rows=rows, max_days=days, explore=explore,
+                                                 explore_seed=explore_seed)
 
 
 SourceBaseOpt = Annotated[str | None, typer.Option(

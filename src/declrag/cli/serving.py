@@ -13,6 +13,7 @@ from .common import (
     ApiKeyFileOpt,
     EmbeddingRowsOpt,
     ExploreOpt,
+    ExploreSeedOpt,
     LmCacheDiskOpt,
     LmCacheEntriesOpt,
     LmHistoryOpt,
@@ -82,6 +83,7 @@ def serve(
     record_rows: RecordRowsOpt = 100_000,
     record_days: RecordDaysOpt = 90.0,
     explore: ExploreOpt = 0.0,
+    explore_seed: ExploreSeedOpt = None,
 ):
     """Serve a program over HTTP: /v1/ask, /v1/search, OpenAI-compatible /v1/chat/completions, a web page,
     /metrics."""
@@ -90,7 +92,7 @@ def serve(
     from ..serve import ServeSettings
     from ..serve import serve as serve_program
 
-    recording = record_settings(record, no_record, record_rows, record_days, explore)
+    recording = record_settings(record, no_record, record_rows, record_days, explore, explore_seed)
     if (otlp_endpoint or otlp_content) and not tracing.configure(otlp_endpoint, content=otlp_content or None):
         raise DeclragError("--otlp-content: no trace receiver to send the spans to",
                            hint="give --otlp-endpoint URL, or set OTEL_EXPORTER_OTLP_ENDPOINT")

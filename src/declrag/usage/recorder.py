@@ -56,6 +56,7 @@ class RecordSettings(BaseModel):
     max_rows: int | None = Field(100_000, ge=1)  # the newest answers kept (None: no bound by count)
     max_days: float | None = Field(90.0, gt=0)  # answers older than this are deleted (None: no bound by age)
     explore: float = Field(0.0, ge=0.0, le=1.0)  # the share of questions explored (`declrag.pipeline.explore`)
+    explore_seed: int | None = None  # the explorer's draws seeded (a replay explores alike); None: a new draw
 
 
 def said(s: RecordSettings | None) -> str:

@@ -301,3 +301,23 @@ def test_a_server_killed_with_sigkill_loses_at_most_its_last_second_of_records(t
     assert len(early) >= 3, answered  # the server answered for some seconds before the kill
     assert set(early) <= kept, f"{len(set(early) - kept)} of {len(early)} early answers lost"
     assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_a_seeded_explorer_explores_a_replay_alike(prog, tmp_path):
+    """`serve --explore-seed`: the same questions asked in the same order are explored alike (which questions, and
+    the passages multileaved), so that `declrag bench usage` replays are reproducible."""
+    def replayed(name: str) -> list[tuple[str, bool, list[str]]]:
+        path = tmp_path / f"{name}.sqlite3"
+        client = served(prog, record=RecordSettings(target=str(path), explore=0.5, explore_seed=7))
+        try:
+            for i in range(12):
+                client.post("/v1/ask", json={"question": f"{Q} ({i})"}).raise_for_status()
+        finally:
+            client.__exit__(None, None, None)
+            prog.explorer = None  # the module's program, as the other tests expect it
+        return [(r["question"], r["explored"] is not None, [p["chunk_id"] for p in r["passages"]])
+                for r in UsageStore(path, create=False).records()]
+
+    first, again = replayed("first"), replayed("again")
+    assert first == again
+    assert 0 < sum(e for _, e, _ in first) < 12  # a share explored, not all or none
