@@ -183,7 +183,8 @@ class AnswerService:
                 log.error("the local model cannot run here; questions will get 503 until it is rebuilt: %s", e)
                 prog.warm_up(lms=False)
         if (r := self.settings.record) is not None and r.explore and hasattr(prog, "with_settings"):
-            Explorer.of(prog, r.explore, r.explore_seed)  # --explore: a share of questions answered from its rankers multileaved
+            # --explore: a share of questions answered from its rankers multileaved
+            Explorer.of(prog, r.explore, r.explore_seed)
         return prog
 
     async def _load_in_background(self) -> None:
