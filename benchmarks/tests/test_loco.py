@@ -56,3 +56,32 @@ def test_the_simulated_user_finds_the_reference_in_a_citation_or_the_answer():
     assert _holds(e, {**words, "answer": "I don't know.", "abstained": True}) is None
     docs_only = Example(id="s", question="Claim", gold={"d": 1})  # SciFact: documents, no spans
     assert _holds(docs_only, {"answer": "x", "citations": [{"n": 3, "doc_id": "d", "span": [0, 5]}]}) == 3
+
+
+def test_the_ceiling_scores_each_ranker_the_server_explored_with(tmp_path):
+    """`bench usage` reports each explored ranker's gain on the real test: usage chooses among them, so none of its
+    compiles can ship more than the best of them."""
+    from types import SimpleNamespace
+
+    from declrag.optimize.space import apply, read_space
+    from declrag.pipeline.explore import settings
+    from declrag_bench.usage import _ceiling
+
+    (tmp_path / "s.yaml").write_text(
+        "name: u\nobjective: {metrics: {ndcg@budget: 1.0}}\nsplit: {fractions: {dev: 1.0}, seed: 1}\nparams:\n"
+        "  alpha: {path: retrieve.alpha, type: float, low: 0.0, high: 1.0, step: 0.05}\n"
+        "  window: {path: retrieve.window, type: int, low: 0, high: 1}\n")
+    space = read_space(tmp_path / "s.yaml")
+    base = space.baseline_values()
+    served = settings(apply(space.base, base, space.params))
+    records = [{"explored": None}, {"explored": {"served": served, "changes": [
+        {"retrieve.alpha": 0.75}, {"retrieve.window": 1}, {"retrieve.named": True}]}}]
+    lift = {0.75: 0.1}
+
+    def scored(params):
+        return [0.5 + lift.get(params["alpha"], 0.0) - 0.2 * params["window"] + i / 100 for i in range(10)]
+
+    rows = _ceiling(SimpleNamespace(space=space), base, records, scored, scored(base))
+    assert [r["ranker"] for r in rows] == ["retrieve.alpha=0.75", "retrieve.window=1"]  # named: no parameter
+    assert rows[0]["gain"]["diff"] == pytest.approx(0.1) and rows[1]["gain"]["diff"] == pytest.approx(-0.2)
+    assert _ceiling(SimpleNamespace(space=space), base, records[:1], scored, scored(base)) == []  # none explored

@@ -194,11 +194,26 @@ def corpus(dataset: str, sizes: Sequence[int], rated: float, flip: float, correc
         arms[str(size)] = {"params": params, "usage": s["usage"], "why": s["selection"]["why"], "gain": gain,
                            "kept_of_real": kept, "candidates": ruled}
     syn_params = syn["best"]["params"] if syn["shipped"] == "best" else syn["baseline"]["params"]
+    ceiling = _ceiling(comp, syn["baseline"]["params"], records, scored, default)
     return {"dataset": gs.name, "real_test": len(test), "metric": next(iter(comp.space.objective.metrics)),
             "replay": counts, "default": syn["baseline"]["params"],
             "synthetic": {"params": syn_params, "gain": paired_difference(default, scored(syn_params))},
-            "real": {"params": real["best"]["params"], "gain": real_gain}, "usage": arms,
+            "real": {"params": real["best"]["params"], "gain": real_gain}, "usage": arms, "rankers": ceiling,
             "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def _ceiling(comp, base: dict[str, Any], records: list[dict[str, Any]], scored, default: list[float | None]
+             ) -> list[dict[str, Any]]:
+    """Each ranker the server explored with, scored on the real test: what compile from usage can ship at best
+    (it chooses among them), whatever its users rate."""
+    from declrag.optimize.usage import rankers
+
+    record = next((r["explored"] for r in records if r.get("explored")), None)
+    if record is None:
+        return []
+    fake = Example(id="explored", question="", metadata={"explored": record})
+    return [{"ranker": label, "params": values, "gain": paired_difference(default, scored(values))}
+            for label, values in rankers(comp.space, base, [fake])]
 
 
 def run(datasets: Sequence[str], sizes: Sequence[int] = SIZES, rated: float = 0.3, flip: float = 0.1,
@@ -236,6 +251,11 @@ def print_report(r: dict[str, Any], console: Console) -> None:
                       f"{u['gold']} ({u.get('fair', 0)} fair, {u.get('pseudo', 0)} unrated"
                       f"{', decide' if u['decides'] else ''})", a["why"][:110])
     console.print(t)
+    for c in r["corpora"]:
+        if c.get("rankers"):  # the ceiling: the best usage can ship is one of these
+            console.print(f"{c['dataset']}: the explored rankers on the real test (what usage chooses among): "
+                          + "; ".join(f"{k['ranker']} {_ci(k['gain'])}" for k in c["rankers"]),
+                          markup=False, highlight=False)
     for c in r["corpora"]:
         p = c["replay"]
         console.print(f"{c['dataset']}: replayed {p['asked']} real questions over HTTP; the reference in a citation "
