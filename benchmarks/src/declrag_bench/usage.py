@@ -142,8 +142,7 @@ def _compiles(gs: GoldenSet, dataset: str, capped: str, runs: Path, n: int, seed
 
 
 def corpus(dataset: str, sizes: Sequence[int], rated: float, flip: float, correct: float, n: int, seed: int,
-           trials: int, real_limit: int, space: str, progress: bool, explore: float = 0.0, unrated: str = "none"
-           ) -> dict[str, Any]:
+           trials: int, real_limit: int, space: str, progress: bool, explore: float = 0.0) -> dict[str, Any]:
     from declrag.optimize import CompileOptions, compile, score
     from declrag.usage import UsageStore, export
 
@@ -185,7 +184,7 @@ def corpus(dataset: str, sizes: Sequence[int], rated: float, flip: float, correc
         export(records[:size], exported)
         copy = runs / f"with-usage-{size}"
         shutil.copytree(syn_run, copy)
-        s = compile(CompileOptions(resume=copy, usage=str(exported), unrated=unrated, progress=progress)).summary
+        s = compile(CompileOptions(resume=copy, usage=str(exported), progress=progress)).summary
         params = s["best"]["params"] if s["shipped"] == "best" else s["baseline"]["params"]
         gain = paired_difference(default, scored(params))
         kept = (round(gain["diff"] / real_gain["diff"], 3)
@@ -218,13 +217,11 @@ def _ceiling(comp, base: dict[str, Any], records: list[dict[str, Any]], scored, 
 
 def run(datasets: Sequence[str], sizes: Sequence[int] = SIZES, rated: float = 0.3, flip: float = 0.1,
         correct: float = 0.5, n: int = 1000, seed: int = 13, trials: int = 20, real_limit: int = 1000,
-        space: str = "retrieval", progress: bool = True, explore: float = 0.0, unrated: str = "none"
-        ) -> dict[str, Any]:
+        space: str = "retrieval", progress: bool = True, explore: float = 0.0) -> dict[str, Any]:
     t0 = time.perf_counter()
-    rows = [corpus(d, sizes, rated, flip, correct, n, seed, trials, real_limit, space, progress, explore, unrated)
+    rows = [corpus(d, sizes, rated, flip, correct, n, seed, trials, real_limit, space, progress, explore)
             for d in datasets]
-    return {"sizes": list(sizes), "rated": rated, "flip": flip, "correct": correct, "explore": explore,
-            "unrated": unrated, "n": n,
+    return {"sizes": list(sizes), "rated": rated, "flip": flip, "correct": correct, "explore": explore, "n": n,
             "seed": seed,
             "trials": trials, "corpora": rows, "wall_s": round(time.perf_counter() - t0, 1)}
 
@@ -236,8 +233,7 @@ def _ci(d: dict[str, Any]) -> str:
 def print_report(r: dict[str, Any], console: Console) -> None:
     t = Table(title=f"compile from usage: real test gain over the default program (paired 95% intervals); "
                     f"{r.get('explore', 0):.0%} of questions explored, {r['rated']:.0%} of answers rated, "
-                    f"{r['flip']:.0%} of ratings flipped, {r['correct']:.0%} of 'not helpful' corrected; "
-                    f"unrated answers: {r.get('unrated', 'none')}")
+                    f"{r['flip']:.0%} of ratings flipped, {r['correct']:.0%} of 'not helpful' corrected")
     for col in ("corpus", "program", "gain over default", "of the real compile's", "gold used", "ships because"):
         t.add_column(col, justify="left" if col in ("corpus", "program", "ships because") else "right")
     for c in r["corpora"]:
@@ -248,8 +244,7 @@ def print_report(r: dict[str, Any], console: Console) -> None:
             u = a["usage"]
             t.add_row("", f"usage, {size} recorded", _ci(a["gain"]),
                       "" if a["kept_of_real"] is None else f"{a['kept_of_real']:.0%}",
-                      f"{u['gold']} ({u.get('fair', 0)} fair, {u.get('pseudo', 0)} unrated"
-                      f"{', decide' if u['decides'] else ''})", a["why"][:110])
+                      f"{u['gold']} ({u.get('fair', 0)} fair{', decide' if u['decides'] else ''})", a["why"][:110])
     console.print(t)
     for c in r["corpora"]:
         if c.get("rankers"):  # the ceiling: the best usage can ship is one of these

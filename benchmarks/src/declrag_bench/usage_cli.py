@@ -25,8 +25,6 @@ def bench_usage(
     correct: Annotated[float, typer.Option(help="share of 'not helpful' ratings that type the right answer")] = 0.5,
     explore: Annotated[float, typer.Option(help="share of the questions the server explores (serve --explore)")
                        ] = 0.5,
-    unrated: Annotated[str, typer.Option(
-        help="what the compile makes of unrated answers (compile --unrated): none, or cited")] = "none",
     n: Annotated[int, typer.Option("--n", help="synthetic questions of the compile the server starts from")] = 1000,
     seed: Annotated[int, typer.Option(help="seed of the synthetic set, the replay order and the user")] = 13,
     trials: Annotated[int, typer.Option(help="trials of each compile")] = 20,
@@ -37,7 +35,6 @@ def bench_usage(
     replay never asked, beside the default program and a compile on real labels."""
     # imported here, not at the top: `declrag bench --help` starts without loading the benchmark
     from declrag.golden import load_golden
-    from declrag.optimize.usage import UNRATED
 
     from .usage import print_report, run
 
@@ -50,10 +47,7 @@ def bench_usage(
     if not all(0 <= x <= 1 for x in (rated, flip, correct, explore)):
         raise DeclragError("--rated, --flip, --correct and --explore are shares between 0 and 1",
                            hint="e.g. --rated 0.3")
-    if unrated not in UNRATED:
-        raise DeclragError(f"--unrated {unrated!r}: one of {', '.join(UNRATED)}", hint="e.g. --unrated cited")
     sets = dataset or DEFAULT_SETS
     for d in sets:
         load_golden(d)  # a typo is one error before any work
-    bench_out(run(sets, counts, rated, flip, correct, n, seed, trials, explore=explore, unrated=unrated), print_report,
-              as_json)
+    bench_out(run(sets, counts, rated, flip, correct, n, seed, trials, explore=explore), print_report, as_json)

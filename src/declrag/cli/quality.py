@@ -218,9 +218,6 @@ def compile_(
     usage: Annotated[str | None, typer.Option(
         help="the usage store `declrag serve` records to, or its export (JSONL): 20 or more rated questions with "
              "gold decide what ships, fewer can only keep the default")] = None,
-    unrated: Annotated[str, typer.Option(
-        help="with --usage, what unrated answers are: none (counted only) or cited (an explored answer's citations, "
-             "the words it took, as fair gold)")] = "none",
     mlflow: Annotated[str | None, typer.Option(
         help="log the study (parent run), each trial (child runs) and the best program (artifact) to this MLflow "
              "tracking server, e.g. http://127.0.0.1:5000 (needs declrag[mlflow])")] = None,
@@ -245,14 +242,10 @@ def compile_(
     if heartbeat < 1 or patience < 0:
         raise DeclragError("--heartbeat is a whole number of seconds >= 1 and --patience >= 0",
                            hint="e.g. --heartbeat 10 --patience 120")
-    if unrated != "none" and not usage:
-        raise DeclragError("--unrated: it says what a usage source's unrated answers are, and no --usage was given",
-                           hint="add --usage STORE (the usage store `declrag serve` records to)")
     s = compile(CompileOptions(space, dataset, name, runs, budget, jobs, resume,
                                model if join else model_route(model), progress=not quiet, store=store,
                                storage=storage, join=join, finalize=finalize, heartbeat_s=heartbeat,
-                               patience_s=patience, check_questions=check_questions, usage=usage, unrated=unrated,
-                               mlflow=mlflow,
+                               patience_s=patience, check_questions=check_questions, usage=usage, mlflow=mlflow,
                                mlflow_experiment=mlflow_experiment, context_budget=context_budget))
     if s.role == "worker":
         out.print(f"worker done: the study {s.study!r} in {s.storage} has {s.complete} finished and "
@@ -296,8 +289,7 @@ def _print_compile(s: CompileResult) -> None:
     if u := s.summary.get("usage"):
         out.print(f"usage {u['source']}: {u['questions']} questions ({u['helpful']} rated helpful, "
                   f"{u['not_helpful']} not, {u['unrated']} unrated); {u['gold']} with gold in this corpus, "
-                  f"{u.get('fair', 0)} of them fair (explored answers, corrections"
-                  + (f"; {u['pseudo']} unrated, by their citations" if u.get("pseudo") else "") + ")"
+                  f"{u.get('fair', 0)} of them fair (explored answers, corrections)"
                   + (f", {u['stale']} whose spans it no longer holds" if u["stale"] else "")
                   + ("" if u["decides"] else f" (fewer than {u['need']} fair: they can only keep the default; "
                      "declrag serve --explore makes fair ones)"),

@@ -103,7 +103,6 @@ class CompileOptions:
     patience_s: float = 120.0
     check_questions: str | Path | None = None
     usage: str | Path | None = None  # a usage store or its export: rated questions judge what ships (`usage`)
-    unrated: str = "none"  # what the usage's unrated questions are (`usage.UNRATED`): none, or cited (fair gold)
     mlflow: str | None = None  # an MLflow tracking URI: the study and its trials logged there (`mlflow_runs`)
     mlflow_experiment: str = "declrag"
     context_budget: int | None = None  # characters: the space's kind@budget metrics score within it
@@ -260,7 +259,7 @@ def _compile_run(plan: Plan, o: CompileOptions, tracked: MlflowRuns | None = Non
     mem = MemoryTracker()  # peak RSS per stage: summary.json's "memory", the compile's closing lines
     with mem.stage("setup"):  # ends once the study is open (a failure on the way ends the run)
         # the user's questions are checked before the run folder is written: a bad file leaves nothing behind
-        theirs = Theirs.read(o.check_questions, o.usage, plan.dataset, o.unrated)
+        theirs = Theirs.read(o.check_questions, o.usage, plan.dataset)
         workers, study, creator, manifest = _open(plan, o.jobs, o.progress)
     comp = workers.objective
     if tracked is not None:

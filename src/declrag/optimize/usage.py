@@ -16,10 +16,8 @@ JSONL file (or folder) that `declrag usage export` wrote. Its distinct questions
 - A span is trusted only where the compile's corpus still holds it (its document there and the span inside its
   text): an answer rated under another corpus or program version says nothing certain about this one. Such rows are
   counted (``stale``), never used.
-- **unrated** questions and "not helpful" ratings without a correction carry no label: counted. With ``unrated``
-  ``cited`` (`declrag compile --unrated cited`), an unrated *explored* answer's citations (the words it took from
-  the multileaved passages, ``metadata.cited``) become fair gold too, marked ``pseudo``: the reader's choice among
-  passages every ranker had the same chance to find, with no user's word that it was right.
+- **unrated** questions and "not helpful" ratings without a correction carry no label: counted, and kept for
+  `declrag bench usage` to measure their uses.
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ from .agreement import check_questions
 from .space import _cast, _holds, apply
 
 DECIDES = 20  # gold usage questions needed for them to decide alone what ships
-UNRATED = ("none", "cited")  # what a compile makes of unrated questions (`usage_questions`)
 
 
 @dataclass
@@ -49,12 +46,10 @@ class UsageQuestions:
     gold: list[Example] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
 
-    unrated: str = "none"
-
     def summary(self) -> dict[str, Any]:
         fair = sum(bool(e.metadata.get("fair")) for e in self.gold)
         return {"source": self.source, "gold": len(self.gold), "need": DECIDES, "decides": fair >= DECIDES,
-                "unrated_as": self.unrated, **self.counts}
+                **self.counts}
 
 
 @dataclass
@@ -66,14 +61,13 @@ class Theirs:
     usage: UsageQuestions | None = None
 
     @classmethod
-    def read(cls, check: str | Path | None, usage: str | Path | None, dataset: str | None, unrated: str = "none"
-             ) -> Theirs | None:
+    def read(cls, check: str | Path | None, usage: str | Path | None, dataset: str | None) -> Theirs | None:
         """Both read before the run folder is written: a bad file leaves nothing behind."""
         if not check and not usage:
             return None
         docs = load_golden(str(dataset)).documents
         return cls((str(check), check_questions(check, docs)) if check else None,
-                   usage_questions(usage, docs, unrated) if usage else None)
+                   usage_questions(usage, docs) if usage else None)
 
 
 def rows_of(source: str | Path) -> list[dict[str, Any]]:
@@ -110,42 +104,36 @@ def rows_of(source: str | Path) -> list[dict[str, Any]]:
         store.close()
 
 
-def usage_questions(source: str | Path, documents: list, unrated: str = "none") -> UsageQuestions:
+def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
     """``source``'s rows as `UsageQuestions` over the compile's corpus (``documents``: the golden set's, which a
     synthetic set may hold as a copy with sentences taken out; the served program answered over the documents with
-    them put back, `Document.original`, so its spans are moved onto the copy). ``unrated``: one of `UNRATED`."""
-    if unrated not in UNRATED:
-        raise DeclragError(f"--unrated {unrated!r}: one of {', '.join(UNRATED)}",
-                           hint="none: unrated questions are counted only; cited: an explored answer's citations "
-                                "are fair gold")
+    them put back, `Document.original`, so its spans are moved onto the copy)."""
     by_id = named(documents)
     texts = {d.id: d.text for d in documents}  # where a correction is looked for
     served = {d.id: len(d.original().text) for d in documents}  # the text the served program answered over
-    out = UsageQuestions(str(source), unrated=unrated)
-    counts = dict.fromkeys(("questions", "helpful", "not_helpful", "unrated", "stale", "fair", "pseudo"), 0)
+    out = UsageQuestions(str(source))
+    counts = dict.fromkeys(("questions", "helpful", "not_helpful", "unrated", "stale", "fair"), 0)
     for row in rows_of(source):
         meta = row.get("metadata") or {}
         counts["questions"] += 1
         rating = meta.get("rating")
         counts[rating if rating in ("helpful", "not_helpful") else "unrated"] += 1
-        pseudo = rating is None and unrated == "cited" and bool(meta.get("cited")) and bool(meta.get("explored"))
-        if rating is None and not pseudo:
+        if rating is None:
             continue
-        spans = _spans({"spans": meta["cited"]} if pseudo else row, by_id, texts, served)
+        spans = _spans(row, by_id, texts, served)
         if spans is None:
             counts["stale"] += 1
             continue
         if spans:
-            explored = meta.get("explored") if rating == "helpful" or pseudo else None
+            explored = meta.get("explored") if rating == "helpful" else None
             fair = bool(explored) or not row.get("spans")  # explored, or a correction found in the corpus
             counts["fair"] += fair
-            counts["pseudo"] += pseudo
             out.gold.append(Example(
                 id=str(row.get("id") or f"usage-{counts['questions']}"), question=str(row["question"]),
                 answers=tuple(row.get("answers") or ()), gold={s.doc: 1 for s in spans}, spans=spans,
                 history=tuple(Turn(str(t.get("role")), str(t.get("content", ""))) for t in row.get("history") or ()),
                 metadata={"kind": "usage", "source": "usage", "rating": rating, "asked": meta.get("asked", 1),
-                          "version": meta.get("version"), "fair": fair, "explored": explored, "pseudo": pseudo}))
+                          "version": meta.get("version"), "fair": fair, "explored": explored}))
     out.counts = counts
     return out
 

@@ -13,9 +13,6 @@ ratings say.
 - A question rated **not helpful** keeps its passages as hard negatives (``metadata.negatives``: chunk ids) and no
   gold; a corrected answer becomes its reference answer (``answers``), to be found in the corpus by eval.
 - An **unrated** question stays a real question without labels (``metadata.unrated``): what people ask and how.
-  Where its answer was explored, the row keeps what the answer took from its passages (``metadata.cited``: the
-  quoted words' spans, else the cited passages') and the rankers (``metadata.explored``): not gold, but the
-  reader's choice among passages every ranker had the same chance to find (`declrag compile --unrated cited`).
 - The same question (case, spacing and the conversation before it alike) asked several times is one row; the last
   rating counts. Each row keeps the program version that answered it (``metadata.version``), since an answer
   rated under one program says nothing certain about another's passages.
@@ -54,8 +51,6 @@ def golden_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         row["metadata"]["version"] = r["version"]
         if (fb := r["feedback"]) is not None:
             _labels(row, r, fb)
-        elif "rating" not in row["metadata"]:
-            _cited(row, r)
         by[k] = row
     out = list(by.values())
     for row in out:
@@ -64,24 +59,12 @@ def golden_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _cited(row: dict[str, Any], r: dict[str, Any]) -> None:
-    """An unrated explored answer's choice: the spans of the words it took from its passages (none when it
-    abstained; a later answer to the same question replaces an earlier's)."""
-    row["metadata"].pop("cited", None)
-    row["metadata"].pop("explored", None)
-    cites = [c for c in r["citations"] if not c.get("nearest")]
-    if r.get("explored") and cites and not r.get("abstained"):
-        row["metadata"]["cited"] = [{"doc": c["doc_id"], "start": s, "end": e} for c in cites
-                                    for s, e in (c.get("quotes") or [c["span"]])]
-        row["metadata"]["explored"] = r["explored"]
-
-
 def _labels(row: dict[str, Any], r: dict[str, Any], fb: dict[str, Any]) -> None:
     """The labels of the question's last rating (an earlier rating's are replaced)."""
     for k in ("gold", "spans", "answers"):
         row.pop(k, None)
-    for k in ("negatives", "explored", "cited"):
-        row["metadata"].pop(k, None)
+    row["metadata"].pop("negatives", None)
+    row["metadata"].pop("explored", None)
     row["metadata"]["rating"] = "helpful" if fb["helpful"] else "not_helpful"
     cites = r["citations"]
     if fb["helpful"]:  # an abstention's nearest passages are gold only when the rating names one

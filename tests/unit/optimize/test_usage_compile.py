@@ -21,7 +21,7 @@ from declrag.optimize.space import apply, read_space
 from declrag.optimize.usage import DECIDES, usage_questions
 from declrag.pipeline.explore import settings
 from declrag.types import Document, GoldSpan
-from declrag.usage import UsageStore, golden_rows
+from declrag.usage import UsageStore
 
 TINY = Path(__file__).parents[2] / "data" / "tiny"
 DOCS = [Document("paris", "Paris is the capital of France. The Eiffel Tower stands in Paris."),
@@ -55,8 +55,7 @@ def test_rated_questions_become_gold_where_this_corpus_still_holds_them(tmp_path
     s.add_feedback("a7", True, citation=1)
     s.close()
     u = usage_questions(tmp_path / "u.sqlite3", DOCS)
-    assert u.counts == {"questions": 6, "helpful": 3, "not_helpful": 2, "unrated": 1, "stale": 1, "fair": 1,
-                        "pseudo": 0}
+    assert u.counts == {"questions": 6, "helpful": 3, "not_helpful": 2, "unrated": 1, "stale": 1, "fair": 1}
     gold = {e.question.lower(): e for e in u.gold}
     assert set(gold) == {"what is the capital of france?", "which tower stands in paris?", "where is the colosseum?"}
     france = gold["what is the capital of france?"]
@@ -344,38 +343,3 @@ def test_compile_reads_a_usage_export_and_says_what_it_used(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "no such usage store" in err and "Traceback" not in err, err
     assert not (tmp_path / "runs" / "w" / "compile.json").exists()  # read first: the name is still free
-
-
-def test_unrated_explored_answers_citations_are_fair_gold_only_when_asked(tmp_path):
-    """`compile --unrated cited`: an unrated answer explored among the rankers gives the words it took as fair gold
-    (marked pseudo); an unrated answer from the served program alone, or one that abstained, gives nothing; without
-    the option unrated answers are only counted."""
-    explored = {"served": {"retrieve.alpha": 0.5}, "changes": [{"retrieve.alpha": 0.75}]}
-    took = answer(1, "What is the capital of France?", [("paris", 0, 65), ("rome", 0, 29)])
-    took["citations"][0]["quotes"] = [[0, 31]]  # the words the answer took from the first passage
-    said_none = {**answer(3, "Where is the Colosseum?", [("rome", 30, 74)]), "abstained": True}
-    s = UsageStore(tmp_path / "u.sqlite3")
-    s.add_answers([{**took, "explored": explored},
-                   answer(2, "Which tower stands in Paris?", [("paris", 32, 65)]),  # not explored
-                   {**said_none, "explored": explored},
-                   {**answer(4, "What is the capital of Italy?", [("rome", 0, 29)]), "explored": explored}])
-    s.add_feedback("a4", False)  # rated: its rating decides, not its citations
-    rows = {r["question"]: r["metadata"] for r in golden_rows(s.records())}
-    s.close()
-    assert rows["What is the capital of France?"]["cited"] == [{"doc": "paris", "start": 0, "end": 31},
-                                                               {"doc": "rome", "start": 0, "end": 29}]
-    assert rows["What is the capital of France?"]["explored"] == explored
-    assert not any("cited" in rows[q] for q in ("Which tower stands in Paris?", "Where is the Colosseum?",
-                                                "What is the capital of Italy?"))
-    assert "gold" not in rows["What is the capital of France?"]  # not gold in the export: the compile decides
-    none = usage_questions(tmp_path / "u.sqlite3", DOCS)
-    assert none.gold == [] and none.counts["unrated"] == 3 and none.counts["pseudo"] == 0
-    cited = usage_questions(tmp_path / "u.sqlite3", DOCS, "cited")
-    assert [e.question for e in cited.gold] == ["What is the capital of France?"]
-    e = cited.gold[0]
-    assert e.metadata["fair"] and e.metadata["pseudo"] and e.metadata["rating"] is None
-    assert e.metadata["explored"] == explored and [(g.doc, g.start, g.end) for g in e.spans] == [
-        ("paris", 0, 31), ("rome", 0, 29)]
-    assert cited.summary()["pseudo"] == 1 and cited.summary()["unrated_as"] == "cited"
-    with pytest.raises(DeclragError, match="--unrated 'cite': one of none, cited"):
-        usage_questions(tmp_path / "u.sqlite3", DOCS, "cite")
