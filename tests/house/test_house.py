@@ -164,7 +164,7 @@ LAYERS: list[tuple[str, set[str]]] = [
 # the benchmarks' layers: shared helpers, then one module per benchmark, then the commands that run them (`cli`
 # registers the others' commands); None: every module not named in another layer
 BENCH_LAYERS: list[tuple[str, set[str] | None]] = [
-    ("bench helpers", {"common", "servers", "probes"}),
+    ("bench helpers", {"common", "servers", "probes", "rounds"}),
     ("benchmarks", None),
     ("bench commands", {"cli", "nolabels_cli", "rayindex_cli", "usage_cli"}),
 ]

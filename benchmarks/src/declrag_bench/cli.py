@@ -146,6 +146,9 @@ def bench_serve(
     record: Annotated[str, typer.Option(
         help="the usage store: off, or on (SQLite, as declrag serve records by default); off,on for one server each, "
              "side by side")] = "off",
+    rounds: Annotated[int, typer.Option(
+        min=1, help="measure the arms in turn this many times (off, on, off, on...) and report each arm's requests/s "
+                    "ratio to the first, paired by round, with its interval")] = 1,
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """`declrag serve` under concurrent clients on loopback: latency, throughput, errors, overhead vs direct calls."""
@@ -170,7 +173,7 @@ def bench_serve(
                                hint=f"use one or more of: {','.join(get_args(EmbedBackend))}")
         backends = tuple(named)
     bench_out(run(duration_s=duration, clients=clients, scenarios=tuple(scenario or SCENARIOS),
-                   workers=tuple(counts), tracing=arms, embed=backends, record=recording,
+                   workers=tuple(counts), tracing=arms, embed=backends, record=recording, rounds=rounds,
                    processes=tuple(_positive_ints(processes, "--processes", "e.g. --processes 2 or 1,2"))),
                print_report, as_json)
 

@@ -69,6 +69,7 @@ from rich.table import Table
 
 from declrag.metrics.stats import percentiles
 
+from .rounds import print_rounds, summary
 from .servers import run_script
 
 SCENARIOS = ("retrieval", "program", "search")
@@ -343,7 +344,7 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
         dataset: str = "squad-v2.0", progress: bool = True,
         workers: tuple[int | None, ...] = (None,), tracing: tuple[str, ...] = ("off",),
         processes: tuple[int, ...] = (1,), embed: tuple[str | None, ...] = (None,),
-        record: tuple[str, ...] = ("off",)) -> dict[str, Any]:
+        record: tuple[str, ...] = ("off",), rounds: int = 1) -> dict[str, Any]:
     from declrag.config import IngestConfig
     from declrag.embed.embedder import Embedder
     from declrag.golden import load_golden
@@ -374,13 +375,14 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
                 direct = _direct(sc, path, asked, duration_s, Path(tmp) / f"{sc}-direct")
                 results = {}
                 # one server per worker-thread count, process count and tracing arm, measured back to back
-                for w, n, (t, env), b, rec in itertools.product(workers, processes, envs.items(), embed, record):
-                    db = Path(tmp) / f"{sc}-{w}-{n}-{t}-{b}-usage.sqlite3" if rec == "on" else None
+                for k, w, n, (t, env), b, rec in itertools.product(range(1, rounds + 1), workers, processes,
+                                                                   envs.items(), embed, record):  # round by round
+                    db = Path(tmp) / f"{sc}-{w}-{n}-{t}-{b}-{k}-usage.sqlite3" if rec == "on" else None
                     proc, base = _start_server(sc, path, clients, Path(tmp) / f"{sc}-server", w, env, n, b, db)
                     tag = (f" workers={w}" if len(workers) > 1 else "") + (f" processes={n}" if len(processes) > 1
                                                                              else "") + \
                         (f" tracing={t}" if len(envs) > 1 else "") + (f" embed={b}" if b else "") + \
-                        (f" record={rec}" if len(record) > 1 else "")
+                        (f" record={rec}" if len(record) > 1 else "") + (f" round={k}" if rounds > 1 else "")
                     try:
                         # retrieval: plain JSON requests (what a search client sends), then streamed ones
                         arms = {sc: False, f"{sc}/stream": True} if sc == "retrieval" else \
@@ -404,6 +406,8 @@ def run(duration_s: float = 20.0, clients: int = 16, scenarios: tuple[str, ...] 
                     out["scenarios"][arm] = r
     finally:
         use_lm_cache(cache_dir() / "dspy")  # back to the shared LM cache
+    if rounds > 1:
+        out["rounds"] = summary(out["scenarios"])
     return out
 
 
@@ -427,6 +431,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
                   f(s["server_program_p50_ms"]), f(s["http_overhead_p50_ms"]), f(s.get("server_cpu_ms"), "{:.2f}"),
                   f(s.get("client_cpu_ms"), "{:.2f}"))
     console.print(t)
+    if r.get("rounds"):
+        print_rounds(r["rounds"], console)
     if exhausted := [n for n, s in r["scenarios"].items() if s.get("questions_exhausted")]:
         console.print(f"{', '.join(exhausted)}: every question was asked once before the duration ended; the arm "
                       "stopped there (no repeats).", style="dim")
