@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .store import UsageStore, shown
+from .store import UsageStore, encode, shown
 
 log = logging.getLogger("declrag.usage")
 FLUSH_S = 1.0
@@ -92,8 +92,11 @@ class Recorder:
         return shown(self.settings.target or "")
 
     def record(self, row: dict[str, Any]) -> None:
-        """Queue one answer's row (`declrag.usage.store.ANSWERS`'s fields); never blocks."""
-        self._put(("answer", row))
+        """Queue one answer's row (`declrag.usage.store.ANSWERS`'s fields); never blocks. It waits encoded
+        (`declrag.usage.store.encode`): up to a second of rows in the queue, as nested dicts and lists, made every
+        garbage collection of the request threads look at them (-7% to -9% requests/s on JSON requests in `declrag
+        bench serve --record off,on --rounds 8`, +0.4 ms of CPU a request)."""
+        self._put(("answer", encode(row)))
 
     def feedback(self, answer_id: str, helpful: bool, citation: int | None, correction: str | None) -> bool:
         """Rate an answer, on the caller's thread (the rating must know the answer exists): its rows still queued
@@ -168,7 +171,7 @@ class Recorder:
         if not rows:
             return
         try:
-            self.store.add_answers(rows)
+            self.store.add_answers(rows, encoded=True)
         except Exception as e:  # a full disk, a read-only file, a database down: answering goes on
             if not self._failing:
                 log.error("usage store %s: cannot write (%s); answering goes on, records are dropped and counted "

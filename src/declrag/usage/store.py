@@ -56,6 +56,7 @@ FEEDBACK = sa.Table(
 )
 META = sa.Table("meta", _meta, sa.Column("key", sa.String(40), primary_key=True), sa.Column("value", sa.Text))
 JSON_FIELDS = ("history", "filter", "passages", "citations", "explored")
+COLUMNS = tuple(ANSWERS.c.keys())
 
 
 def url_of(target: str | Path) -> str:
@@ -120,10 +121,11 @@ class UsageStore:
         self.engine.dispose()
 
     # -- writing ----------------------------------------------------------------------------------------------
-    def add_answers(self, rows: Sequence[dict[str, Any]]) -> None:
+    def add_answers(self, rows: Sequence[Any], encoded: bool = False) -> None:
+        """Insert answers' rows (``encoded``: already `encoded`)."""
         if rows:
             with self.engine.begin() as c:
-                c.execute(ANSWERS.insert(), [_encoded(r) for r in rows])
+                c.execute(ANSWERS.insert(), [dict(zip(COLUMNS, t if encoded else encode(t))) for t in rows])
 
     def add_feedback(self, answer_id: str, helpful: bool, citation: int | None = None,
                      correction: str | None = None) -> bool:
@@ -178,9 +180,11 @@ class UsageStore:
         return {"answers": n, "helpful": by.get(True, 0), "not_helpful": by.get(False, 0)}
 
 
-def _encoded(r: dict[str, Any]) -> dict[str, Any]:
-    return {k: (json.dumps(r.get(k), ensure_ascii=False) if k in JSON_FIELDS else r.get(k))
-            for k in ANSWERS.c.keys()}
+def encode(r: dict[str, Any]) -> tuple[Any, ...]:
+    """An answer's row as the table holds it, in its columns' order: its nested fields as JSON text. A tuple of
+    strings, numbers and None is untracked by Python's garbage collector at its first collection, so rows waiting in
+    the recorder's queue add nothing to each later collection's work (`declrag.usage.recorder`)."""
+    return tuple(json.dumps(r.get(k), ensure_ascii=False) if k in JSON_FIELDS else r.get(k) for k in COLUMNS)
 
 
 def _sqlite_pragmas(conn, _record) -> None:
