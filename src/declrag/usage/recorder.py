@@ -142,9 +142,8 @@ class Recorder:
 
     def _take(self) -> tuple[list[dict[str, Any]], list[threading.Event]]:
         """What is queued (up to `BATCH` rows, and the flushes among them), once `FLUSH_S` has passed or a flush or
-        the stop asks. The thread sleeps in between: a row queued does not wake it, so it takes the request threads'
-        GIL about once a second, not once a request (`declrag bench serve --record off,on --rounds 6`: -6% requests/s
-        when it woke for every row)."""
+        the stop asks. The thread sleeps in between: a row queued does not wake it, so it wakes about once a second,
+        not once a request."""
         if self._queue.empty():  # what the last take left (a full batch, a flush's rows) is taken at once
             self._wake.wait(FLUSH_S)
         self._wake.clear()
