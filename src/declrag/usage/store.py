@@ -122,7 +122,7 @@ class UsageStore:
 
     # -- writing ----------------------------------------------------------------------------------------------
     def add_answers(self, rows: Sequence[Any], encoded: bool = False) -> None:
-        """Insert answers' rows (``encoded``: already `encoded`)."""
+        """Insert answers' rows (``encoded``: already made tuples by `encode`)."""
         if rows:
             with self.engine.begin() as c:
                 c.execute(ANSWERS.insert(), [dict(zip(COLUMNS, t if encoded else encode(t))) for t in rows])

@@ -325,7 +325,7 @@ def test_a_seeded_explorer_explores_a_replay_alike(prog, tmp_path):
 
 def test_a_queued_row_waits_encoded_where_the_garbage_collector_stops_looking(tmp_path):
     """Up to a second of rows waits in the recorder's queue: as nested dicts every collection on the request threads
-    scanned them (-7% requests/s on JSON requests); encoded, a row is untracked at the first collection, and the
+    scanned them (-6% to -9% requests/s on JSON requests); encoded, a row is untracked at the first collection, and the
     store reads back what it was given."""
     import gc
 
