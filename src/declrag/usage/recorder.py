@@ -83,7 +83,7 @@ class Recorder:
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(QUEUE)
         self._failing = False
         self._stop = threading.Event()
-        self._wake = threading.Event()  # a flush or the stop: write now, not at the next FLUSH_S
+        self._wake = threading.Event()  # a flush, a full batch or the stop: write now, not at the next FLUSH_S
         self._thread = threading.Thread(target=self._run, name="declrag-usage", daemon=True)
         self._thread.start()
 
@@ -124,7 +124,7 @@ class Recorder:
         except queue.Full:
             self.dropped += item[0] == "answer"
             return False
-        if item[0] == "flush":
+        if item[0] == "flush" or self._queue.qsize() >= BATCH:  # a full batch is written at once, as before
             self._wake.set()
         return True
 
@@ -140,14 +140,14 @@ class Recorder:
                 self._retain()
         self._retain()  # stopped: the store is left within its bound
 
-    def _take(self) -> tuple[list[dict[str, Any]], list[threading.Event]]:
-        """What is queued (up to `BATCH` rows, and the flushes among them), once `FLUSH_S` has passed or a flush or
-        the stop asks. The thread sleeps in between: a row queued does not wake it, so it wakes about once a second,
-        not once a request."""
+    def _take(self) -> tuple[list[tuple[Any, ...]], list[threading.Event]]:
+        """What is queued (up to `BATCH` rows, and the flushes among them), once `FLUSH_S` has passed or a flush, a
+        full batch or the stop asks. The thread sleeps in between: a row queued does not wake it, so under a steady
+        load it wakes about once a second, not once a request."""
         if self._queue.empty():  # what the last take left (a full batch, a flush's rows) is taken at once
             self._wake.wait(FLUSH_S)
         self._wake.clear()
-        rows: list[dict[str, Any]] = []
+        rows: list[tuple[Any, ...]] = []
         waiting: list[threading.Event] = []
         while len(rows) < BATCH:
             try:
@@ -166,11 +166,11 @@ class Recorder:
         except Exception as e:  # the store as it is stays readable; the next round tries again
             log.warning("usage store %s: cannot apply the retention bound (%s)", self.where, str(e).splitlines()[0])
 
-    def _write(self, rows: list[dict[str, Any]]) -> None:
+    def _write(self, rows: list[tuple[Any, ...]]) -> None:
         if not rows:
             return
         try:
-            self.store.add_answers(rows, encoded=True)
+            self.store.add_encoded(rows)
         except Exception as e:  # a full disk, a read-only file, a database down: answering goes on
             if not self._failing:
                 log.error("usage store %s: cannot write (%s); answering goes on, records are dropped and counted "

@@ -121,11 +121,14 @@ class UsageStore:
         self.engine.dispose()
 
     # -- writing ----------------------------------------------------------------------------------------------
-    def add_answers(self, rows: Sequence[Any], encoded: bool = False) -> None:
-        """Insert answers' rows (``encoded``: already made tuples by `encode`)."""
+    def add_answers(self, rows: Sequence[dict[str, Any]]) -> None:
+        self.add_encoded([encode(r) for r in rows])
+
+    def add_encoded(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert answers' rows made by `encode` (the recorder's queue holds them so)."""
         if rows:
             with self.engine.begin() as c:
-                c.execute(ANSWERS.insert(), [dict(zip(COLUMNS, t if encoded else encode(t))) for t in rows])
+                c.execute(ANSWERS.insert(), [dict(zip(COLUMNS, t)) for t in rows])
 
     def add_feedback(self, answer_id: str, helpful: bool, citation: int | None = None,
                      correction: str | None = None) -> bool:

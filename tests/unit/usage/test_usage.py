@@ -75,7 +75,7 @@ def test_a_store_that_fails_drops_and_counts_and_says_so_once(tmp_path, monkeypa
     def full(rows):
         raise OSError("database or disk is full")
 
-    monkeypatch.setattr(r.store, "add_answers", full)
+    monkeypatch.setattr(r.store, "add_encoded", full)
     for i in range(3):
         r.record(row(i))
         r.flush()
@@ -337,7 +337,7 @@ def test_a_queued_row_waits_encoded_where_the_garbage_collector_stops_looking(tm
     gc.collect(0)
     assert not gc.is_tracked(waiting[1])  # encoded: untracked at the first collection
     s = UsageStore(tmp_path / "u.sqlite3")
-    s.add_answers([waiting[1]], encoded=True)
+    s.add_encoded([waiting[1]])
     s.add_answers([row(1)])
     got = {x["id"]: x for x in s.records()}
     s.close()
