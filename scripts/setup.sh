@@ -13,18 +13,32 @@
 # under $DECLRAG_CACHE), built with --no-cache-dir, so that no wheel pip cached from another machine's native build
 # is ever installed, and a second checkout on the same machine (a clean clone, CI) does not build it again.
 #   bash scripts/setup.sh --rebuild-local-model     build llama-cpp-python again and reinstall it
+#   bash scripts/setup.sh --ocr                     also install Tesseract (Debian's tesseract-ocr), which reads PDF
+#                                                   pages that have no text layer (scans) when it is there
 #   DECLRAG_LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON ..."   your own flags instead (a GPU build, or -DGGML_NATIVE=ON for
 #                                                   a machine that only ever runs here); they key the wheel folder
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rebuild=0
+ocr=0
 for arg in "$@"; do
   case "$arg" in
     --rebuild-local-model) rebuild=1 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg' (the only option is --rebuild-local-model)" >&2; exit 2 ;;
+    --ocr) ocr=1 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (the options are --rebuild-local-model and --ocr)" >&2; exit 2 ;;
   esac
 done
+if [ "$ocr" = 1 ] && ! command -v tesseract >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    SUDO=$([ "$(id -u)" -eq 0 ] || echo sudo)
+    echo "setup: installing Tesseract (Debian's tesseract-ocr) for OCR" >&2
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq tesseract-ocr; } \
+      || echo "setup: tesseract-ocr could not be installed: PDF pages without a text layer will be named, not read" >&2
+  else
+    echo "setup: --ocr: install Tesseract with your system's packages (macOS: brew install tesseract)" >&2
+  fi
+fi
 PY=${PYTHON:-python3}
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "declrag needs Python >= 3.11")'
 [ -x .venv/bin/python ] || "$PY" -m venv .venv

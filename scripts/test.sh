@@ -2,7 +2,8 @@
 # Sets up (if needed) and runs the whole test suite, as CI does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+# --ocr: Tesseract too, so that the OCR tests read real scanned pages (they skip, saying why, where it cannot be had)
+bash scripts/setup.sh --ocr
 # the web page test drives a real headless Chromium (Debian's package); without it that one test is skipped
 if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then
   SUDO=$([ "$(id -u)" -eq 0 ] || echo sudo)

@@ -33,6 +33,8 @@ def index(
     embedder: Embedder | None = None,
     ray: str | None = None,
     ray_actors: int | None = None,
+    ocr: bool | None = None,
+    pdf_reader: str = "pdfium",
 ) -> IndexReport:
     """Index files/folders and golden-set corpora (by name or path) into ``store``.
 
@@ -40,7 +42,10 @@ def index(
     the store anew from these sources: a folder is built beside the old one and swapped in only when
     complete; a Weaviate collection (which cannot be renamed) is emptied and refilled. ``ray``: read, chunk and
     embed over the Ray cluster at this address (``auto``: ``$RAY_ADDRESS``, else this machine's) with
-    ``ray_actors`` embedders (`declrag.ingest.distributed`); the result is the index one process builds.
+    ``ray_actors`` embedders (`declrag.ingest.distributed`); the result is the index one process builds. ``ocr``:
+    read PDF pages without a text layer by OCR (None: where Tesseract is installed; `declrag.ingest.ocr`);
+    ``pdf_reader``: the library that reads PDFs' text (`declrag.ingest.loaders.PDF_READERS`).
+    A rebuild that could index nothing leaves the store as it was (`IndexReport.nothing`).
     """
     if not paths and not datasets:
         raise DeclragError("nothing to index", hint="give file or folder paths, or --dataset NAME")
@@ -52,7 +57,10 @@ def index(
         tmp = folder.with_name(folder.name + ".rebuild")
         shutil.rmtree(tmp, ignore_errors=True)
         report = index(paths, datasets, tmp, ingest or old_meta.ingest, metric, prune, False, progress, embedder,
-                       ray, ray_actors)
+                       ray, ray_actors, ocr, pdf_reader)
+        if report.nothing:  # every source skipped: the store is kept, not replaced by an empty one
+            shutil.rmtree(tmp, ignore_errors=True)
+            return report
         old = folder.with_name(folder.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         os.replace(folder, old)
@@ -66,7 +74,7 @@ def index(
     st, meta = open_store(target, ingest, metric)  # checks ``ingest`` against the store's; None: the store's own
     with st:
         indexer = Indexer(st, meta.ingest, embedder or Embedder(meta.ingest.embedder), progress=progress,
-                          cluster=cluster)
+                          cluster=cluster, ocr=ocr, pdf_reader=pdf_reader)
         report = IndexReport()
         if paths:
             _merge(report, indexer.index_paths(paths, prune=prune))
@@ -127,6 +135,7 @@ def _merge(into: IndexReport, r: IndexReport) -> None:
     for f in ("added", "updated", "unchanged", "deleted", "chunks", "embedded"):
         setattr(into, f, getattr(into, f) + getattr(r, f))
     into.skipped += r.skipped
+    into.gone += r.gone
     for k, v in r.seconds.items():
         into.seconds[k] = into.seconds.get(k, 0.0) + v
 

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .text.reading import reading
+
 
 def content_hash(*parts: str) -> str:
     """A short, stable hash of text (sha256, hex, 32 characters)."""
@@ -81,21 +83,22 @@ class Chunk:
 
     @property
     def searched(self) -> str:
-        """What is embedded and indexed for keywords: the header, then the text without its running lines
-        (`searched_text`)."""
+        """What is embedded and indexed for keywords: the header, then the text without its running lines, as a reader
+        sees it (`searched_text`)."""
         return searched_text(self.header, self.text, self.running)
 
 
 def searched_text(header: str, text: str, running: str = "") -> str:
-    """A chunk's searched text from its header, text and running lines (``"start:end,..."``, left out): the one
-    format every store indexes."""
+    """A chunk's searched text from its header, text and running lines (``"start:end,..."``, left out), in the form
+    a reader sees (`declrag.text.reading.reading`: line-end hyphenation joined, ligatures and other compatibility
+    forms folded, invisible characters out): the one format every store embeds and indexes."""
     if running:
         parts, at = [], 0
         for a, b in sorted(tuple(map(int, r.split(":"))) for r in running.split(",")):
             parts.append(text[at:a])
             at = max(at, b)
         text = "".join(parts) + text[at:]
-    return f"{header}\n\n{text}" if header else text
+    return reading(f"{header}\n\n{text}" if header else text)
 
 
 def chunk_id(doc_id: str, position: int) -> str:

@@ -44,6 +44,11 @@ def index(
         help="with --ray: embedders on the cluster (default: one per GPU where it has GPUs, else each with as many "
              "CPUs as its smallest node)")
                           ] = None,
+    ocr: Annotated[bool | None, typer.Option(
+        "--ocr/--no-ocr", help="read PDF pages that have no text layer (scans) by OCR with Tesseract (default: where "
+                               "Tesseract is installed; without it each such page is named)")] = None,
+    pdf_reader: Annotated[str, typer.Option(
+        help="the library that reads PDFs' text: pdfium (the default: reading order, speed) | pypdf")] = "pdfium",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
     """Index files, folders and golden-set corpora into a store (incrementally)."""
@@ -65,6 +70,17 @@ def index(
         raise DeclragError(f"unknown metric {metric!r}", hint="use cosine, dot or l2")
     if ray_actors is not None and ray is None:
         raise DeclragError("--ray-actors needs --ray", hint="e.g. --ray auto --ray-actors 4")
+    from ..ingest.loaders import PDF_READERS
+
+    if pdf_reader not in PDF_READERS:
+        raise DeclragError(f"unknown --pdf-reader {pdf_reader!r}", hint=f"use one of {', '.join(PDF_READERS)}")
+    if ocr:
+        from ..ingest import ocr as tesseract
+
+        if not tesseract.available():
+            raise DeclragError("--ocr: Tesseract is not installed (the tesseract program, pypdfium2 and pytesseract)",
+                               hint="apt-get install tesseract-ocr (or bash scripts/setup.sh --ocr), or leave out "
+                                    "--ocr")
     if ray is not None:  # the address answers, before anything is loaded (Ray waits 35 s on a dead one)
         from ..ingest.distributed import preflight  # imported here, not at the top: start-up time
 
@@ -78,10 +94,20 @@ def index(
     from .. import api
 
     report = api.index(paths or [], dataset or [], target, ingest, cast("Metric | None", metric), prune, rebuild,
-                       progress=not quiet, ray=ray, ray_actors=ray_actors)
+                       progress=not quiet, ray=ray, ray_actors=ray_actors, ocr=ocr, pdf_reader=pdf_reader)
     for s in report.skipped:
-        err.print(f"skipped {s.path}: {s.reason}", markup=False, highlight=False)
+        err.print(f"skipped {s.where}: {s.reason}", markup=False, highlight=False)
+    for i, source in enumerate(report.gone):
+        if i == 5:
+            err.print(f"... and {len(report.gone) - 5} more files gone", markup=False, highlight=False)
+            break
+        err.print(f"gone from the folder, still in the store: {source}", markup=False, highlight=False)
     out.print(f"{target}: {report.summary()}", markup=False, highlight=False)
+    if report.nothing:
+        raise DeclragError("nothing could be indexed" + (": every file was skipped (the reasons are above)"
+                                                         if report.skipped else ": no supported file was found"),
+                           hint="index .md, .txt, .pdf, .html or .jsonl files" + (
+                               "; the store was left as it was" if rebuild else ""))
 
 
 @app.command()

@@ -27,6 +27,7 @@ from ..errors import DeclragError
 from ..runtime.cache_limits import WAL_BYTES, current
 from ..runtime.device import resolve as resolve_device
 from ..runtime.folders import cache_dir
+from ..text.reading import reading
 from ..text.tokens import HFTokens
 from ..types import content_hash
 from .onnx_backend import OnnxEncoder, export
@@ -312,10 +313,11 @@ class Embedder:
         return self._embed([self.config.document_prefix + t for t in texts], progress)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._embed([self.config.query_prefix + text])[0]
+        """A query's vector; the query read as passages are (`declrag.text.reading`)."""
+        return self._embed([self.config.query_prefix + reading(text)])[0]
 
     def embed_queries(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
-        return self._embed([self.config.query_prefix + t for t in texts], progress)
+        return self._embed([self.config.query_prefix + reading(t) for t in texts], progress)
 
     def _embed(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Vectors for ``texts`` (rows in order). ``progress(n)`` is told of every n texts embedded."""

@@ -24,6 +24,7 @@ from ..config import ChunkerConfig, Context
 from ..text.sentences import LINE, PARAGRAPH, sentence_spans, split_on, strip_span, word_spans
 from ..text.tokens import Span, TokenCounter
 from ..types import Chunk, Document, chunk_id
+from . import units
 from .headers import header, headings, sections
 from .running import spans_of, within
 
@@ -46,30 +47,69 @@ class _Tokens:
         t = self.text
         return 0 < pos < len(t) and t[pos - 1].isalnum() and t[pos].isalnum()
 
-    def windows(self, a: int, b: int, size: int, overlap: int) -> list[Span]:
+    def windows(self, a: int, b: int, size: int, overlap: int, blocks: Sequence[units.Unit] = ()) -> list[Span]:
         """Spans of at most ``size`` tokens inside [a, b), each starting where the previous one's last
         ``overlap`` tokens start. Windows begin and end at word boundaries (never inside a word split
-        into sub-word tokens) unless a single word is longer than the window."""
+        into sub-word tokens) unless a single word is longer than the window. ``blocks`` (code blocks and tables,
+        `declrag.ingest.units`): a window ends before a unit that a window can hold whole (the next one starts at
+        it), and otherwise cuts a unit only between its lines (a table between rows)."""
         i, j = bisect.bisect_left(self.starts, a), bisect.bisect_right(self.ends, b)
         if i >= j:
             return [(a, b)] if a < b else []
         out, s = [], i
         while s < j:
-            e = min(s + size, j)
+            e, restart = min(s + size, j), None
             if e < j:
                 k = e
                 while k > s + 1 and self._inside_word(self.ends[k - 1]):
                     k -= 1
                 if not self._inside_word(self.ends[k - 1]):
                     e = k
+                if blocks:
+                    e, restart = self._unit_end(s, e, blocks, size)
             out.append((self.starts[s], self.ends[e - 1]))
             if e >= j:
                 break
+            if restart is not None:
+                s = restart
+                continue
             k = max(e - overlap, s + 1)
             while k < e and self._inside_word(self.starts[k]):
                 k += 1
-            s = k
+            s = self._unit_start(k, e, blocks) if blocks else k
         return out
+
+    def _unit_end(self, s: int, e: int, blocks: Sequence[units.Unit], size: int) -> tuple[int, int | None]:
+        """A window of tokens [s, e) whose end cuts a unit mid-line ends before the unit instead, when a window
+        holds the unit whole (and the next window starts at it: the second value), else at the unit's last line
+        end inside the window; as it was when neither can be."""
+        pos, first = self.ends[e - 1], self.starts[s]
+        u = units.around(blocks, pos)
+        if u is None or self.text[pos:pos + 1] in ("\n", ""):
+            return e, None
+        start, end = u[0], u[1]
+        if start > first and self.count(start, end) <= size:
+            cut = bisect.bisect_right(self.ends, start)
+            if cut > s:
+                return cut, bisect.bisect_left(self.starts, start)
+        line_end = self.text.rfind("\n", max(start, first), pos)
+        if line_end > first:
+            cut = bisect.bisect_right(self.ends, line_end)
+            if cut > s:
+                return cut, None
+        return e, None
+
+    def _unit_start(self, k: int, e: int, blocks: Sequence[units.Unit]) -> int:
+        """The window start ``k`` moved to the next line's start when it falls mid-line inside a unit (at most to
+        ``e``, where the previous window ended: no text is skipped)."""
+        if k >= e:
+            return k
+        pos = self.starts[k]
+        u = units.around(blocks, pos)
+        if u is None or self.text[pos - 1:pos] == "\n":
+            return k
+        nl = self.text.find("\n", pos, u[1])
+        return e if nl < 0 else min(e, bisect.bisect_left(self.starts, nl + 1))
 
 
 def _pack(pieces: Sequence[Span], toks: _Tokens, size: int, overlap: int) -> list[Span]:
@@ -109,16 +149,17 @@ class Chunker:
             return []
         spans: list[Span] = []
         parents: list[Span | None] = []
+        blocks = units.of(doc.metadata)  # code blocks and tables (`declrag.ingest.units`)
         if c.name == "parent-child":
-            for p in self._recursive(text, toks, whole, c.parent_size, 0):
-                kids = toks.windows(*p, c.chunk_size, c.overlap)
+            for p in self._recursive(text, toks, whole, c.parent_size, 0, blocks):
+                kids = toks.windows(*p, c.chunk_size, c.overlap, blocks)
                 spans += kids
                 parents += [p] * len(kids)
         else:
             if c.name == "fixed":
-                spans = toks.windows(*whole, c.chunk_size, c.overlap)
+                spans = toks.windows(*whole, c.chunk_size, c.overlap, blocks)
             elif c.name == "recursive":
-                spans = self._recursive(text, toks, whole, c.chunk_size, c.overlap)
+                spans = self._recursive(text, toks, whole, c.chunk_size, c.overlap, blocks)
             elif c.name == "sentence":
                 spans = _pack(self._sentence_parts(toks, sentence_spans(text, *whole)), toks, c.chunk_size,
                               c.overlap)
@@ -132,12 +173,17 @@ class Chunker:
                 id=chunk_id(doc.id, i), doc_id=doc.id, text=text[s:e], start=s, end=e, position=i,
                 source=doc.source, title=doc.title, page=doc.page,
                 parent_start=p[0] if p else None, parent_end=p[1] if p else None,
-                section=path, header=header(doc.title, path, self.context), running=within(running, s, e),
+                section=path, running=within(running, s, e),
+                header="\n".join(h for h in (header(doc.title, path, self.context), units.table_head(text, blocks, s))
+                                  if h),
             )
             for i, ((s, e), p, path) in enumerate(zip(spans, parents, paths))
         ]
 
-    def _recursive(self, text: str, toks: _Tokens, span: Span, size: int, overlap: int) -> list[Span]:
+    def _recursive(self, text: str, toks: _Tokens, span: Span, size: int, overlap: int,
+                   blocks: Sequence[units.Unit] = ()) -> list[Span]:
+        """Pieces of ``span`` (paragraphs, then lines, sentences, words: the first level whose pieces fit), packed up to
+        ``size`` tokens. A unit (``blocks``: a code block, a table) is one piece when it fits, else its lines."""
         levels = [
             lambda a, b: split_on(PARAGRAPH, text, a, b),
             lambda a, b: split_on(LINE, text, a, b),
@@ -155,7 +201,16 @@ class Chunker:
                 return pieces(a, b, level + 1)
             return [q for p in parts for q in pieces(*p, level + 1)]
 
-        return _pack(pieces(*span, 0), toks, size, overlap)
+        out: list[Span] = []
+        for a, b, unit in units.segments(*span, blocks):
+            if unit is None:
+                gap = strip_span(text, a, b)
+                out += pieces(*gap, 0) if gap else []
+            elif toks.count(a, b) <= size:
+                out.append((a, b))
+            else:  # a table's rows, a code block's lines: cut only between them (a line too long: by words)
+                out += [p for line in split_on(LINE, text, a, b) for p in pieces(*line, 3)]
+        return _pack(out, toks, size, overlap)
 
     def _sentence_parts(self, toks: _Tokens, sents: list[Span]) -> list[Span]:
         """The sentences, each longer than ``chunk_size`` tokens cut into windows of that size."""

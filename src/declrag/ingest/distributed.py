@@ -41,7 +41,7 @@ from ..runtime.about import package_version
 from ..stores import connect
 from ..types import Chunk, Document
 from .chunkers import Chunker
-from .loaders import LoadError, load_file
+from .loaders import LoadError, Skipped, read_file
 
 FILES_PER_TASK = 8  # files each read task loads
 # what each embed call gets (whole documents): large enough that the encoder's length-sorted batches pad little, as
@@ -75,6 +75,7 @@ class Batch:
     embedded: int
     unchanged: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    parts: list[Skipped] = field(default_factory=list)  # records and pages skipped in files that were read
     found: dict[str, list[str]] = field(default_factory=dict)
     write: tuple[list[Document], list[Chunk], np.ndarray, dict[str, tuple[int, int]]] | None = None
 
@@ -189,7 +190,8 @@ def check_nodes(paths: Sequence[str], store: tuple[str, int] | None) -> None:
 def _item(path: str = "", stamp: tuple[int, int] = (0, -1), docs: list | None = None) -> dict[str, Any]:
     """What the embed stage gets for one file (or one document already in memory: no path, no stamp): its documents
     to index, each with whether it is new, and what the read found (documents unchanged, ids, a skip reason)."""
-    return {"path": path, "stamp": stamp, "docs": docs or [], "unchanged": 0, "skipped": None, "found": []}
+    return {"path": path, "stamp": stamp, "docs": docs or [], "unchanged": 0, "skipped": None, "parts": [],
+            "found": []}
 
 
 def _read(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -199,7 +201,8 @@ def _read(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         item = _item(str(path), (int(stamp[0]), int(stamp[1])))
         held = pickle.loads(known)
         try:
-            docs = load_file(Path(str(path)))
+            got = read_file(Path(str(path)))
+            docs, item["parts"] = got.documents, got.skipped
         except LoadError as e:
             item["skipped"] = e.reason
             docs = []
@@ -237,6 +240,7 @@ class _Embed:
         out = Batch(len(items), sum(new for _, new in docs), sum(not new for _, new in docs), len(chunks),
                     self.embedder.calls - before, sum(it["unchanged"] for it in items),
                     [(it["path"], it["skipped"]) for it in items if it["skipped"]],
+                    [p for it in items for p in it.get("parts", [])],
                     {it["path"]: it["found"] for it in items if it["path"] and not it["skipped"]})
         documents = [d for d, _ in docs]
         if self.store is None:

@@ -23,7 +23,7 @@ from ..embed.embedder import Embedder
 from ..stores.base import DocRecord, Store, StoreCheck
 from ..types import Chunk, Document
 from .chunkers import Chunker
-from .loaders import LoadError, Skipped, iter_files, load_file
+from .loaders import LoadError, Skipped, iter_files, read_file
 
 if TYPE_CHECKING:
     from .distributed import Cluster, Plan
@@ -43,17 +43,28 @@ class IndexReport:
     seconds: dict[str, float] = field(default_factory=lambda: {"load": 0.0, "chunk": 0.0, "embed": 0.0, "write": 0.0})
     check: StoreCheck | None = None  # the store verified after the run (`declrag.ingest.corpus.corpus_store` does)
     rebuilt: bool = False  # built again from scratch after a copy lost chunks while it was written
+    gone: list[str] = field(default_factory=list)  # files the store holds documents of, gone from the folders indexed
 
     @property
     def indexed(self) -> int:
         return self.added + self.updated
 
+    @property
+    def nothing(self) -> bool:
+        """Nothing indexed, removed or already there: every input was skipped, or there was none."""
+        return self.indexed == 0 and self.unchanged == 0 and self.deleted == 0
+
     def summary(self) -> str:
         total = sum(self.seconds.values())
         embed = f", {self.seconds['embed'] / total:.0%} of it embedding" if total and self.embedded else ""
+        files = sum(s.whole for s in self.skipped)
+        records, pages = sum(s.line is not None for s in self.skipped), sum(s.page is not None for s in self.skipped)
+        parts = ", ".join(f"{n} {what}{'s' * (n != 1)}" for n, what in ((records, "record"), (pages, "page")) if n)
+        gone = (f"; {len(self.gone)} file{'s' * (len(self.gone) != 1)} in the store no longer in the folder "
+                "(--prune removes them)") if self.gone else ""
         return (f"{self.indexed} documents indexed ({self.added} new, {self.updated} changed, {self.chunks} chunks, "
                 f"{self.embedded} texts embedded), {self.unchanged} unchanged, {self.deleted} removed, "
-                f"{len(self.skipped)} skipped; {total:.1f}s{embed}")
+                f"{files} skipped{f' (and {parts} of files read)' if parts else ''}{gone}; {total:.1f}s{embed}")
 
 
 class Indexer:
@@ -61,8 +72,10 @@ class Indexer:
     `declrag.ingest.distributed`), which reads, chunks and embeds while this process decides what changed."""
 
     def __init__(self, store: Store, ingest: IngestConfig, embedder: Embedder | None = None,
-                 progress: bool = True, batch_chunks: int = 2048, cluster: Cluster | None = None):
+                 progress: bool = True, batch_chunks: int = 2048, cluster: Cluster | None = None,
+                 ocr: bool | None = None, pdf_reader: str = "pdfium"):
         self.store, self.ingest, self.progress, self.batch_chunks = store, ingest, progress, batch_chunks
+        self.ocr, self.pdf_reader = ocr, pdf_reader  # how PDFs are read: `declrag.ingest.loaders.read_file`
         self.cluster = cluster
         self.embedder = embedder or Embedder(ingest.embedder)
         self._chunker: Chunker | None = None
@@ -76,7 +89,8 @@ class Indexer:
 
     # -- entry points -----------------------------------------------------------------------------------
     def index_paths(self, paths: Sequence[str | Path], prune: bool = False) -> IndexReport:
-        """Index files and folders (recursively)."""
+        """Index files and folders (recursively). Documents of files gone from these folders are removed with
+        ``prune``, else named in the report (``gone``)."""
         report, known = IndexReport(), self.store.documents()
         by_source: dict[str, list[DocRecord]] = {}
         for rec in known.values():
@@ -100,16 +114,21 @@ class Indexer:
                 plan.files.append((src, stamp, {r.id: r.hash for r in recs}))
                 continue
             try:
-                docs = load_file(item)
+                got = read_file(item, self.ocr, self.pdf_reader)
             except LoadError as e:
                 report.skipped.append(Skipped(str(item), e.reason))
                 continue
+            docs = got.documents
+            report.skipped += got.skipped
             stale += [r.id for r in recs if r.id not in {d.id for d in docs}]
             pending += [(d, stamp) for d in docs]
+        roots = [Path(p).resolve() for p in paths]
+        gone = sorted(src for src in by_source if src and not Path(src).exists()
+                      and any(Path(src).is_relative_to(root) for root in roots))
         if prune:
-            roots = [Path(p).resolve() for p in paths]
-            stale += [r.id for r in known.values() if r.source and not Path(r.source).exists()
-                      and any(Path(r.source).is_relative_to(root) for root in roots)]
+            stale += [r.id for src in gone for r in by_source[src]]
+        else:
+            report.gone = gone
         report.seconds["load"] += time.perf_counter() - t0
         if stale:
             self.store.delete(sorted(set(stale)))
@@ -216,7 +235,7 @@ class Indexer:
             report.added, report.updated = report.added + b.added, report.updated + b.updated
             report.chunks, report.embedded = report.chunks + b.chunks, report.embedded + b.embedded
             report.unchanged += b.unchanged
-            report.skipped += [Skipped(path, reason) for path, reason in b.skipped]
+            report.skipped += [Skipped(path, reason) for path, reason in b.skipped] + b.parts
             stale += [r.id for path, ids in b.found.items() for r in by_source.get(path, []) if r.id not in ids]
             bar.update(b.items)
         bar.close()

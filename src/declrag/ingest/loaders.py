@@ -15,14 +15,16 @@ import os
 import re
 import warnings
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from declrag.types import Document
 
+from ..text.reading import visible
 from .headers import clip, helpful_name, text_title
 from .running import paged_spans, running_spans
+from .units import CODE, TABLE, Unit, markdown_units
 
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".txt", ".md", ".markdown", ".pdf", ".html", ".htm", ".jsonl"})
 
@@ -46,10 +48,32 @@ class LoadError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Skipped:
-    """A file (or path) that was not loaded, and why."""
+    """A file (or path) that was not loaded, and why; or, with ``line`` or ``page``, one part of a file that was (a
+    JSONL record, a PDF page), the rest of the file read."""
 
     path: str
     reason: str
+    line: int | None = None  # a record: its line in the file (1-based)
+    page: int | None = None  # a page (1-based)
+
+    @property
+    def where(self) -> str:
+        """``path``, ``path:line`` or ``path page N``: what to print before the reason."""
+        return self.path + (f":{self.line}" if self.line else "") + (f" page {self.page}" if self.page else "")
+
+    @property
+    def whole(self) -> bool:
+        """Whether the whole file was skipped (not one record or page of it)."""
+        return self.line is None and self.page is None
+
+
+@dataclass(slots=True)
+class Read:
+    """What `read_file` got from one file: its documents, and the parts of it that were skipped (records, pages),
+    each with why."""
+
+    documents: list[Document]
+    skipped: list[Skipped] = field(default_factory=list)
 
 
 def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | Skipped]:
@@ -83,9 +107,12 @@ def load_paths(paths: Iterable[str | Path]) -> tuple[list[Document], list[Skippe
             skipped.append(item)
             continue
         try:
-            docs += load_file(item)
+            got = read_file(item)
         except LoadError as e:
             skipped.append(Skipped(str(item), e.reason))
+            continue
+        docs += got.documents
+        skipped += got.skipped
     return docs, skipped
 
 
@@ -132,8 +159,20 @@ def _os_reason(e: OSError) -> str:
     return next((r for t, r in _OS_REASONS.items() if isinstance(e, t)), (e.strerror or type(e).__name__).lower())
 
 
-def load_file(path: str | Path) -> list[Document]:
-    """Load one file into Documents; raises ``LoadError`` (and nothing else) if it cannot be used."""
+def load_file(path: str | Path, ocr: bool | None = None, pdf_reader: str = "pdfium") -> list[Document]:
+    """Load one file into Documents; raises ``LoadError`` (and nothing else) if it cannot be used. The parts of it
+    that were skipped (`read_file` says which) are left out."""
+    return read_file(path, ocr, pdf_reader).documents
+
+
+def read_file(path: str | Path, ocr: bool | None = None, pdf_reader: str = "pdfium") -> Read:
+    """Read one file: its documents, and the parts skipped (a malformed JSONL record, a PDF page without a text layer
+    that OCR did not read), each with a reason. Raises ``LoadError`` (and nothing else) when nothing in it can be used.
+
+    ``ocr``: read the pages of a PDF that have no text layer (scans) with Tesseract (`declrag.ingest.ocr`): None (the
+    default) or True where Tesseract is installed (elsewhere each such page is skipped, saying how to install it;
+    ``declrag index --ocr`` refuses to start there), False never.
+    ``pdf_reader``: which library reads a PDF's text layer (`PDF_READERS`)."""
     path = Path(path)
     try:
         suffix = path.suffix.lower()
@@ -150,18 +189,23 @@ def load_file(path: str | Path) -> list[Document]:
             raise LoadError("empty file")
         source = str(path.resolve())
         if suffix == ".pdf":
-            return _load_pdf(data, source, helpful_name(source))
+            return _load_pdf(data, source, helpful_name(source), ocr, pdf_reader)
         if suffix in (".html", ".htm"):
-            return _load_html(data, source, helpful_name(source))
+            return Read(_load_html(data, source, helpful_name(source)))
         if suffix == ".jsonl":
             return _load_jsonl(data, source)
         text = _decode(data)
-        if not text.strip():
-            raise LoadError("empty file")
-        title = _markdown_title(text) if suffix in (".md", ".markdown") else text_title(text)
-        running = paged_spans(text)  # a text with form feeds between its pages: their running lines
-        return [Document(id=source, text=text, source=source, title=title or helpful_name(source),
-                         metadata={"running": [list(s) for s in running]} if running else {})]
+        if not visible(text):
+            raise LoadError("empty file" if not text.strip() else "no visible text (only invisible characters)")
+        markdown = suffix in (".md", ".markdown")
+        title = _markdown_title(text) if markdown else text_title(text)
+        metadata: dict[str, Any] = {}
+        if running := paged_spans(text):  # a text with form feeds between its pages: their running lines
+            metadata["running"] = [list(s) for s in running]
+        if markdown and (found := markdown_units(text)):  # code blocks and tables: kept whole where they fit
+            metadata["units"] = [list(u) for u in found]
+        return Read([Document(id=source, text=text, source=source, title=title or helpful_name(source),
+                              metadata=metadata)])
     except LoadError:
         raise
     except OSError as e:
@@ -243,7 +287,96 @@ def _quiet_pypdf() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _load_pdf(data: bytes, source: str, name: str) -> list[Document]:
+PdfReaderName = Literal["pdfium", "pypdf"]
+#: The PDF readers `read_file` offers, best first: PDFium (pypdfium2; the default: in reading order more often than
+#: the others on two-column typeset pages, 13 times pypdf's speed, and it marks a typesetter's line-end hyphens,
+#: `declrag bench pdf`), and pypdf (pure Python).
+PDF_READERS: tuple[str, ...] = get_args(PdfReaderName)
+
+
+def _load_pdf(data: bytes, source: str, name: str, ocr: bool | None = None, reader: str = "pdfium") -> Read:
+    """A document per page with text, in page order. A page without a text layer (a scan: images and no text) is read
+    by OCR (`declrag.ingest.ocr`; ``ocr`` as `read_file` takes it), else skipped with why; a blank page is nothing."""
+    from . import ocr as tesseract
+
+    meta_title, pages = _pdfium_pages(data) if reader == "pdfium" else _pypdf_pages(data)
+    title = meta_title if meta_title.lower() not in _JUNK_PDF_TITLES else ""
+    texts: dict[int, str] = {}
+    scans: list[int] = []
+    for n, (text, images) in enumerate(pages, 1):
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        if visible(text):
+            texts[n] = text
+        elif images:
+            scans.append(n)
+    skipped: list[Skipped] = []
+    use_ocr = tesseract.available() if ocr is None else ocr
+    if scans and use_ocr and tesseract.available():
+        try:
+            read = tesseract.read_pages(data, scans)
+        except Exception as e:  # a page PDFium cannot render, a language Tesseract lacks
+            read = {}
+            skipped += [Skipped(source, f"no text layer, and OCR failed: {_short(e)}", page=n) for n in scans]
+        for n, text in read.items():
+            if visible(text):
+                texts[n] = text
+            else:
+                skipped.append(Skipped(source, "no text layer, and OCR read no text on it", page=n))
+    elif scans:
+        why = ("no text layer (a scan?); indexed without OCR" if ocr is False else
+               f"no text layer (a scan?); {tesseract.INSTALL}")
+        if not texts:
+            raise LoadError(f"no text layer on any of its {len(pages)} page{'s' * (len(pages) != 1)} "
+                            f"({why.split('; ', 1)[1]})")
+        skipped += [Skipped(source, why, page=n) for n in scans]
+    docs = [Document(f"{source}#page={n}", texts[n], source, title or name, page=n,
+                     metadata={"ocr": True} if n in scans else {}) for n in sorted(texts)]
+    if not docs:
+        raise LoadError("no extractable text (its pages are blank)" if not skipped else
+                        f"no extractable text ({skipped[0].reason})")
+    for doc, spans in zip(docs, running_spans([d.text for d in docs])):  # its running headers and footers
+        if spans:
+            doc.metadata["running"] = [list(s) for s in spans]
+    return Read(docs, sorted(skipped, key=lambda s: s.page or 0))
+
+
+def _pdfium_pages(data: bytes) -> tuple[str, list[tuple[str, bool]]]:
+    """The metadata title and each page's (text, whether it draws images), read by PDFium. PDFium writes a hyphen
+    it takes for a typesetter's at a line end as U+FFFE and joins the lines: it is written back as the page shows
+    it, a hyphen and a line break (`declrag.text.reading` decides what it was)."""
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
+
+    try:
+        pdf = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as e:
+        if "password" in str(e).lower():
+            raise LoadError("encrypted PDF (a password is needed; decrypt it first, e.g. qpdf --decrypt)") from e
+        raise LoadError(f"corrupt PDF: {_short(e)}") from e
+    try:
+        try:
+            meta_title = str(pdf.get_metadata_dict().get("Title") or "").strip()
+        except Exception:
+            meta_title = ""
+        pages: list[tuple[str, bool]] = []
+        for n in range(len(pdf)):
+            try:
+                page = pdf[n]
+                textpage = page.get_textpage()
+                text = textpage.get_text_range().replace("\ufffe", "-\n")
+                images = next(iter(page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=2)), None)
+                textpage.close()
+                page.close()
+            except Exception as e:
+                raise LoadError(f"corrupt PDF: page {n + 1}: {_short(e)}") from e
+            pages.append((text, images is not None))
+        return meta_title, pages
+    finally:
+        pdf.close()
+
+
+def _pypdf_pages(data: bytes) -> tuple[str, list[tuple[str, bool]]]:
+    """The metadata title and each page's (text, whether it draws images), read by pypdf."""
     import pypdf
 
     with _quiet_pypdf():
@@ -252,8 +385,8 @@ def _load_pdf(data: bytes, source: str, name: str) -> list[Document]:
             reader = pypdf.PdfReader(io.BytesIO(data))
             encrypted = reader.is_encrypted
             if encrypted and not reader.decrypt(""):
-                raise LoadError("encrypted PDF")
-            pages = list(reader.pages)
+                raise LoadError("encrypted PDF (a password is needed; decrypt it first, e.g. qpdf --decrypt)")
+            pdf_pages = list(reader.pages)
         except LoadError:
             raise
         except Exception as e:  # decrypting AES needs the cryptography package
@@ -262,30 +395,44 @@ def _load_pdf(data: bytes, source: str, name: str) -> list[Document]:
             meta_title = str(reader.metadata.title or "").strip() if reader.metadata else ""
         except Exception:
             meta_title = ""
-        title = meta_title if meta_title.lower() not in _JUNK_PDF_TITLES else ""
-        docs = []
-        for n, page in enumerate(pages, 1):
+        pages: list[tuple[str, bool]] = []
+        for n, page in enumerate(pdf_pages, 1):
             try:
                 text = page.extract_text() or ""
             except Exception as e:
                 raise LoadError(f"corrupt PDF: page {n}: {_short(e)}") from e
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
-            if text.strip():
-                docs.append(Document(f"{source}#page={n}", text, source, title or name, page=n))
-    if not docs:
-        raise LoadError("no extractable text (scanned PDF?)")
-    for doc, spans in zip(docs, running_spans([d.text for d in docs])):  # its running headers and footers
-        if spans:
-            doc.metadata["running"] = [list(s) for s in spans]
-    return docs
+            pages.append((text, not visible(text) and _has_images(page)))
+    return meta_title, pages
+
+
+def _has_images(page: Any) -> bool:
+    """Whether a PDF page draws images (a page with images and no text is a scan; one with neither is blank)."""
+    try:
+        return len(page.images) > 0
+    except Exception:  # an image pypdf cannot parse is still an image
+        return True
 
 
 _DROP = ["script", "style", "noscript", "template", "svg", "head", "iframe", "object"]
+_NOT_SHOWN = re.compile(r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*hidden)\s*(?:!important\s*)?(?:;|$)", re.I)
+
+
+def _hidden(tag: Any) -> bool:
+    """An element a browser does not show: ``hidden``, ``aria-hidden="true"`` or an inline ``display: none`` /
+    ``visibility: hidden`` (style sheets are not applied)."""
+    attrs = tag.attrs
+    return ("hidden" in attrs or str(attrs.get("aria-hidden", "")).strip().lower() == "true"
+            or bool(_NOT_SHOWN.search(str(attrs.get("style", "")))))
+
+
 _BLOCK = (
     "address article aside blockquote body caption dd details dialog div dl dt fieldset figcaption figure "
-    "footer form h1 h2 h3 h4 h5 h6 header hr html legend li main nav ol p pre section summary table tbody "
-    "td tfoot th thead tr ul"
-).split()
+    "footer form h1 h2 h3 h4 h5 h6 header hr html legend li main nav ol p pre section summary table ul"
+).split()  # a table's rows are lines (`_load_html`), its cells joined by " | " on them
+# where a unit (`declrag.ingest.units`) starts and ends in the flattened text, and a table's head ends: characters of
+# Unicode's private use area, taken out of the page first and out of its text at the end
+_CODE_START, _CODE_END, _TABLE_START, _TABLE_HEAD, _TABLE_END = "\ue000\ue001\ue002\ue003\ue004"
+_MARKS = re.compile("([\ue000-\ue004])")
 _WS = re.compile(r"\s+")
 
 
@@ -301,16 +448,36 @@ def _load_html(data: bytes, source: str, name: str) -> list[Document]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         soup = BeautifulSoup(data, "lxml")
+    for piece in soup.find_all(string=_MARKS):  # the page's own private-use characters cannot pass for marks
+        piece.replace_with(_MARKS.sub("", str(piece)))
     title_tag = next((t for t in soup.find_all("title") if not t.find_parent("svg")), None)
     title = _WS.sub(" ", title_tag.get_text()).strip() if title_tag else ""
     for tag in soup.find_all(_DROP):
         tag.decompose()
+    for tag in soup.find_all(_hidden):  # what a browser does not show is not the page's text
+        if not tag.decomposed:
+            tag.decompose()
     if not title and (h1 := soup.find("h1")):
         title = _WS.sub(" ", h1.get_text()).strip()
     heads = [(int(h.name[1]), _WS.sub(" ", h.get_text()).strip()) for h in soup.find_all(_HEADINGS)]
     for pre in soup.find_all("pre"):
         for piece in list(pre.find_all(string=True)):
             piece.replace_with(Raw(str(piece)))
+        if not pre.find_parent(["pre", "table"]):
+            pre.insert_before(Raw(_CODE_START))
+            pre.insert_after(Raw(_CODE_END))
+    for table in soup.find_all("table"):
+        rows = [tr for tr in table.find_all("tr") if tr.find_parent("table") is table]
+        for tr in rows:
+            for cell in tr.find_all(["td", "th"], recursive=False)[1:]:
+                cell.insert_before(Raw(" | "))
+            tr.insert_after(Raw("\n"))
+        if not table.find_parent("table"):
+            table.insert_before(Raw(_TABLE_START))
+            table.insert_after(Raw(_TABLE_END))
+            head = [tr for tr in rows if tr.find_parent("thead")] or rows[:1]
+            if head and all(c.name == "th" for c in head[-1].find_all(["td", "th"], recursive=False)):
+                head[-1].insert_after(Raw(_TABLE_HEAD))
     for tag in soup.find_all(_BLOCK):
         tag.insert_before(Raw("\n"))
         tag.insert_after(Raw("\n"))
@@ -319,6 +486,9 @@ def _load_html(data: bytes, source: str, name: str) -> list[Document]:
     parts: list[str] = []
     last = "\n"
     for node in soup.descendants:
+        if isinstance(node, Raw) and _MARKS.fullmatch(str(node)):
+            parts.append(str(node))  # a mark: not text, so ``last`` stays
+            continue
         if isinstance(node, Raw):
             s = str(node)
         elif type(node) in (NavigableString, CData):  # not comments, doctypes, processing instructions
@@ -330,11 +500,56 @@ def _load_html(data: bytes, source: str, name: str) -> list[Document]:
         if s:
             parts.append(s)
             last = s[-1]
-    text = "\n".join(line.rstrip() for line in "".join(parts).split("\n"))
-    text = re.sub(r"\n{3,}", "\n\n", text).strip()
-    if not text:
+    text, found = _unmarked("\n".join(line.rstrip() for line in "".join(parts).split("\n")))
+    if not visible(text):
         raise LoadError("no visible text in HTML")
-    return [Document(source, text, source, title or name, metadata={"headings": _placed(text, heads)})]
+    metadata: dict[str, Any] = {"headings": _placed(text, heads)}
+    if found:
+        metadata["units"] = [list(u) for u in found]
+    return [Document(source, text, source, title or name, metadata=metadata)]
+
+
+def _unmarked(marked: str) -> tuple[str, list[Unit]]:
+    """The flattened page without its marks (at most one blank line in a row, no space around it), and the units the
+    marks delimited, as spans of that text."""
+    marked = _BLANKS.sub(lambda m: "\n\n" + "".join(_MARKS.findall(m.group())), marked)
+    out: list[str] = []
+    size, head = 0, -1
+    units: list[Unit] = []
+    open_at: dict[str, int] = {}
+    for piece in _MARKS.split(marked):
+        if piece in (_CODE_START, _TABLE_START):
+            open_at[piece], head = size, -1
+        elif piece == _TABLE_HEAD:
+            head = size
+        elif piece in (_CODE_END, _TABLE_END):
+            kind = CODE if piece == _CODE_END else TABLE
+            start = open_at.pop(_CODE_START if kind == CODE else _TABLE_START, None)
+            if start is not None:
+                units.append((start, size, kind, head if kind == TABLE and head > start else start))
+        else:
+            out.append(piece)
+            size += len(piece)
+    text = "".join(out)
+    lead = len(text) - len(text.lstrip())
+    text = text.strip()
+    clip = [(max(a - lead, 0), min(b - lead, len(text)), k, min(max(h - lead, 0), len(text))) for a, b, k, h in units]
+    return text, [u for u in _trimmed(text, clip) if u[1] > u[0]]
+
+
+_BLANKS = re.compile("\n(?:[\ue000-\ue004]*\n){2,}")  # blank lines, marks between them
+
+
+def _trimmed(text: str, units: list[Unit]) -> list[Unit]:
+    """Units without the blank lines at their edges."""
+    out = []
+    for a, b, kind, head in units:
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        out.append((a, b, kind, max(head, a)))
+    return out
 
 
 _HEADINGS = ["h1", "h2", "h3", "h4", "h5", "h6"]
@@ -361,44 +576,66 @@ def _scalar(v: Any) -> bool:
     return v is None or isinstance(v, (str, int, float, bool))
 
 
-def _load_jsonl(data: bytes, source: str) -> list[Document]:
+_FIX_RECORD = "fix the record or remove the line"
+
+
+def _load_jsonl(data: bytes, source: str) -> Read:
+    """One document per JSON object line. A line that is no such record (not JSON, no text, a duplicate id) is
+    skipped, with its line number and why; the file's other records are read. `LoadError` when none is usable."""
     docs: list[Document] = []
+    skipped: list[Skipped] = []
     lines_of: dict[str, int] = {}
     for n, line in enumerate(_decode(data).split("\n"), 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise LoadError(f"line {n}: not valid JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(row, dict):
-            raise LoadError(f"line {n}: expected a JSON object, got {type(row).__name__}")
-        text_key = next((k for k in _TEXT_KEYS if k in row), None)
-        if text_key is None:
-            raise LoadError(f'line {n}: no "text" field (expected one of {", ".join(_TEXT_KEYS)})')
-        text = "" if row[text_key] is None else row[text_key]
-        if not isinstance(text, str):
-            raise LoadError(f'line {n}: "{text_key}" must be a string, got {type(text).__name__}')
-        id_key = next((k for k in _ID_KEYS if row.get(k) not in (None, "")), None)
-        if id_key is None:
-            doc_id = f"{source}#L{n}"
-        elif isinstance(row[id_key], (str, int)) and not isinstance(row[id_key], bool):
-            doc_id = str(row[id_key])
-        else:
-            raise LoadError(f'line {n}: "{id_key}" must be a string or integer')
-        if doc_id in lines_of:
-            raise LoadError(f"line {n}: duplicate id {doc_id!r} (first on line {lines_of[doc_id]})")
-        lines_of[doc_id] = n
-        title = row.get("title")
-        title = title.strip() if isinstance(title, str) else ""
-        metadata = {
-            k: v
-            for k, v in row.items()
-            if k not in (text_key, id_key, "title")
-            and (_scalar(v) or isinstance(v, list) and all(_scalar(x) for x in v))
-        }
-        body = f"{title}\n\n{text}" if title else text
-        docs.append(Document(doc_id, body, source, title, metadata=metadata))
+            doc = _record(line, n, source, lines_of)
+        except LoadError as e:
+            skipped.append(Skipped(source, f"{e.reason}; {_FIX_RECORD}", line=n))
+            continue
+        lines_of[doc.id] = n
+        docs.append(doc)
     if not docs:
+        if skipped:
+            raise LoadError(f"no usable record ({len(skipped)} skipped; line {skipped[0].line}: {skipped[0].reason})")
         raise LoadError("empty file")
-    return docs
+    return Read(docs, skipped)
+
+
+def _record(line: str, n: int, source: str, lines_of: dict[str, int]) -> Document:
+    """The document of line ``n``; `LoadError` with why it is none."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise LoadError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(row, dict):
+        raise LoadError(f"expected a JSON object, got {type(row).__name__}")
+    text_key = next((k for k in _TEXT_KEYS if k in row), None)
+    if text_key is None:
+        raise LoadError(f'no "text" field (expected one of {", ".join(_TEXT_KEYS)})')
+    text = row[text_key]
+    if text is None:
+        raise LoadError(f'"{text_key}" is null')
+    if not isinstance(text, str):
+        raise LoadError(f'"{text_key}" must be a string, got {type(text).__name__}')
+    if not visible(text):
+        raise LoadError(f'"{text_key}" is empty')
+    id_key = next((k for k in _ID_KEYS if row.get(k) not in (None, "")), None)
+    if id_key is None:
+        doc_id = f"{source}#L{n}"
+    elif isinstance(row[id_key], (str, int)) and not isinstance(row[id_key], bool):
+        doc_id = str(row[id_key])
+    else:
+        raise LoadError(f'"{id_key}" must be a string or integer')
+    if doc_id in lines_of:
+        raise LoadError(f"duplicate id {doc_id!r} (first on line {lines_of[doc_id]})")
+    title = row.get("title")
+    title = title.strip() if isinstance(title, str) else ""
+    metadata = {
+        k: v
+        for k, v in row.items()
+        if k not in (text_key, id_key, "title")
+        and (_scalar(v) or isinstance(v, list) and all(_scalar(x) for x in v))
+    }
+    body = f"{title}\n\n{text}" if title else text
+    return Document(doc_id, body, source, title, metadata=metadata)

@@ -30,6 +30,7 @@ from rapidfuzz.distance import Levenshtein
 
 from ..stores.bm25 import KeywordIndex
 from ..text.normalize import MONTHS, Detail, detail_supported, details, norm_phrase, numbers
+from ..text.reading import reading
 from ..text.sentences import sentence_spans
 from .names import known
 from .postprocess import content_words, support
@@ -53,6 +54,8 @@ class Piece:
     end: int
     text: str
     score: float = 0.0
+    code: bool = False  # a line of a fenced code block (a command, as its document writes it)
+    lead: str = ""  # for a code block's line: the line before the block, which says what it is ("Run the reset ...")
 
 
 @dataclass
@@ -70,15 +73,19 @@ class Extract:
 
 
 def shown(text: str) -> str:
-    return " ".join(_CITE.sub(" ", text).split())
+    """A passage's piece as the answer shows it: as a reader sees it (`declrag.text.reading`: "calibra-" / "tion" is
+    "calibration"), on one line, its own ``[n]`` footnote marks out."""
+    return " ".join(_CITE.sub(" ", reading(text)).split())
 
 
-def spans(text: str, limit: int, wrapped: bool = False) -> list[tuple[int, int]]:
-    """The sentences of ``text`` as (start, end), each at most ``limit`` characters: a longer one is cut at clause
-    boundaries, and a clause still too long into word windows. ``wrapped``: a sentence wrapped onto the next line is
-    one sentence (`sentence_spans`)."""
+def spans(text: str, limit: int, wrapped: bool = False, start: int = 0, end: int | None = None
+          ) -> list[tuple[int, int]]:
+    """The sentences of ``text[start:end]`` as (start, end) in ``text``, each at most ``limit`` characters: a longer
+    one is cut at clause boundaries, and a clause still too long into word windows. ``wrapped``: a sentence wrapped
+    onto the next line is one sentence (`sentence_spans`)."""
     out: list[tuple[int, int]] = []
-    for a, b in sentence_spans(text, wrapped=wrapped) if text.strip() else []:
+    end = len(text) if end is None else end
+    for a, b in sentence_spans(text, start, end, wrapped=wrapped) if text[start:end].strip() else []:
         if b - a <= limit:
             out.append((a, b))
             continue
@@ -119,6 +126,9 @@ def _trim(text: str, a: int, b: int) -> tuple[int, int]:
 
 
 _HEADING = re.compile(r"#{1,6}\s")  # a Markdown heading line
+# a Markdown code fence's body (a fence left open runs to the passage's end), and a fence line alone
+_FENCED = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n(.*?)(?:^ {0,3}\1[ \t]*$|\Z)", re.M | re.S)
+_FENCE_LINE = re.compile(r" {0,3}(?:`{3,}|~{3,})[\w+-]*[ \t]*")
 
 
 def candidates(passages: Sequence[str], limit: int, wrapped: bool = False) -> list[Piece]:
@@ -127,13 +137,26 @@ def candidates(passages: Sequence[str], limit: int, wrapped: bool = False) -> li
     seen: set[str] = set()
     out: list[Piece] = []
     for n, text in enumerate(passages, 1):
-        for a, b in spans(text, limit, wrapped):
+        for a, b, lead in _regions(text, limit, wrapped):
             key = shown(text[a:b]).lower()  # a footnote mark alone is not a sentence, a heading not an answer
             if len(content_words(key)) == 0 or key in seen or _HEADING.match(text, a):
                 continue
             seen.add(key)
-            out.append(Piece(n, a, b, text[a:b]))
+            out.append(Piece(n, a, b, text[a:b], code=lead is not None, lead=lead or ""))
     return out
+
+
+def _regions(text: str, limit: int, wrapped: bool) -> list[tuple[int, int, str | None]]:
+    """The sentences of a passage, each with None; and each line of its fenced code blocks (never joined to the next,
+    its fences left out) with the line before its block ('' when none)."""
+    out: list[tuple[int, int, str | None]] = []
+    at = 0
+    for m in _FENCED.finditer(text):
+        out += [(a, b, None) for a, b in spans(text, limit, wrapped, at, m.start())]
+        lead = text[:m.start()].rstrip().rsplit("\n", 1)[-1].strip()
+        out += [(a, b, lead) for a, b in spans(text, limit, False, *m.span(2)) if not _FENCE_LINE.fullmatch(text[a:b])]
+        at = m.end()
+    return out + [(a, b, None) for a, b in spans(text, limit, wrapped, at)]
 
 
 def _overlap(question: set[str], piece: str, identity: set[str] | frozenset[str] = frozenset()) -> float:
@@ -189,7 +212,10 @@ def _near(key: str, words: AbstractSet[str]) -> bool:
 
 
 _KIND_OF = [  # (pattern on the question's start, lower case, after any leading clause) -> what the answer holds
-    (re.compile(r"^(?:in |from |to |of |for |by |with )?(?:what|which) (?:[a-z0-9-]+ ){0,2}(?:options?|commands?|"
+    (re.compile(r"^(?:in |from |to |of |for |by |with )?(?:what|which) (?:[a-z0-9-]+ ){0,2}commands?\b|"
+                r"^how (?:do|can|should) (?:i|you|we) (?:run|start|stop|install|reset|restart|launch|invoke)\b"),
+     "command"),
+    (re.compile(r"^(?:in |from |to |of |for |by |with )?(?:what|which) (?:[a-z0-9-]+ ){0,2}(?:options?|"
                 r"packages?|environments?|environment variables?|settings?|parameters?|macros?|flags?|keywords?|"
                 r"document class(?:es)?|switch(?:es)?)\b"), "code"),
     (re.compile(r"^(?:in |from |to |of |for |by )?(?:what|which) (?:country|countries|nation|nations)\b"), "country"),
@@ -229,12 +255,15 @@ _NAMED_IN_CODE = re.compile(  # what names an option, package or variable in a m
     r"|\b[a-z][\w@-]*(?==)")  # breakindent=
 
 
+_COMMAND = re.compile(r"(?:^|\n)\s*[$#>] +\S|`[^`\n]*\s-{1,2}[A-Za-z][^`\n]*`")
+
+
 def answer_kind(question: str) -> str | None:
     """What the question asks for: ``country`` (what country), ``date`` (when, what year), ``number`` (how many,
     how much, what percentage), ``name`` (who, where, which or what + a noun: a person, place, organisation or thing
-    by name), ``code`` (which option, command, package, environment variable, document class: a name written as
-    code), ``value`` (what or which default or initial setting: a number or a command), or None (what is, why, how:
-    no type)."""
+    by name), ``command`` (which command, how do I run or install: a command line), ``code`` (which option, package,
+    environment variable, document class: a name written as code), ``value`` (what or which default or initial
+    setting: a number or a command), or None (what is, why, how: no type)."""
     q = re.sub(r"\b(what|who|where|when|which|how)(?:'|’)s\b", r"\1 is", " ".join(question.lower().split()))
     q = re.sub(r"^(?:according to [^,]+, |in [^,]+, |so |and |ok,? |also,? )", "", q)
     kind = next((kind for pattern, kind in _KIND_OF if pattern.match(q)), None)
@@ -259,6 +288,8 @@ def holds_kind(piece: str, kind: str | None, question: str, asked: set[str] | No
         return any(d.kind == "number" for d in found) or any(c not in question for c in _CODE.findall(piece))
     if kind == "code":  # an option, command, package or variable: written as code, or a definition list's term
         return any(c.strip() not in question for c in _NAMED_IN_CODE.findall(piece))
+    if kind == "command":  # a command line: after a shell prompt, or inline code with an option (a fenced block's
+        return bool(_COMMAND.search(piece))  # lines hold it by being there: `Piece.code`)
     if kind == "country":
         return any(d.kind == "name" and (d.key in countries() or any(w in countries() for w in d.key.split()))
                    for d in found)
@@ -268,16 +299,18 @@ def holds_kind(piece: str, kind: str | None, question: str, asked: set[str] | No
     return any(re.search(rf"\b{w}\b", low) and w not in asked_low for w in (*MONTHS, "century", "decade"))
 
 
-def shortlist(question: str, pool: list[Piece], size: int, typed: Sequence[bool] = ()) -> list[Piece]:
+def shortlist(question: str, pool: list[Piece], size: int, typed: Sequence[int] = ()) -> list[Piece]:
     """The ``size`` candidates that BM25 over the candidates (and, on ties, their passage's rank and place) puts
     first, in passage order: only these are embedded, which bounds the mode's time (an encoder pass per candidate
-    is what costs). With ``typed`` (which candidates hold what the question asks for), the first ``size // 2`` of
-    those that BM25 left out come too: the answer is looked for in every sentence of the passages."""
+    is what costs). With ``typed`` (which candidates hold what the question asks for: 0, 1, or 2 where they hold it
+    best), the first ``size // 2`` of those that BM25 left out come too, the best holders first: the answer is looked
+    for in every sentence of the passages."""
     if len(pool) <= size:
         return pool
-    scores = KeywordIndex([p.text for p in pool]).scores(question)
+    scores = KeywordIndex([reading(p.text) for p in pool]).scores(question)
     ranked = sorted(range(len(pool)), key=lambda i: (-float(scores[i]), pool[i].n, pool[i].start))
-    top = ranked[:size] + [i for i in ranked[size:] if typed and typed[i]][: size // 2]
+    extra = sorted((i for i in ranked[size:] if typed and typed[i]), key=lambda i: -typed[i])  # stable: BM25 next
+    top = ranked[:size] + extra[: size // 2]
     return [pool[i] for i in sorted(top)]
 
 
@@ -303,18 +336,22 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
         documents = cache(documents)
     kind = answer_kind(question) if type_weight else None
     every = candidates(passages, max_piece_chars, wrapped)
+    # scored as read (`declrag.text.reading`), cited as is; a code block's line with the line that says what it is
+    read = {(p.n, p.start): reading(f"{p.lead}\n{p.text}" if p.lead else p.text) for p in every}
     asked = {d.key for d in details(question)} if kind else set()
-    typed = [holds_kind(p.text, kind, question, asked) for p in every] if kind else []
+    typed = [2 if kind == "command" and p.code else int(holds_kind(read[p.n, p.start], kind, question, asked))
+             for p in every] if kind else []  # 2: a code block's line, for a command: looked at first
     holds = {(p.n, p.start) for p, t in zip(every, typed) if t}
     pool = shortlist(question, every, embed_at_most, typed)
     if not pool:
         return Extract([], "the passages hold no sentence")
-    sims = embed([p.text for p in pool]) @ np.asarray(query_vector, dtype=np.float32)
+    sims = embed([read[p.n, p.start] for p in pool]) @ np.asarray(query_vector, dtype=np.float32)
     q_words = content_words(question)
+    passages = [reading(p) for p in passages]  # the rules below read words, not spans
     naming = _naming(question, passages, identities, documents)
     named = {n: content_words(_of(identities, n)) | naming(n) for n in {p.n for p in pool}}  # once a passage
-    lex = [_overlap(q_words, p.text, named[p.n]) for p in pool]
-    scored = [Piece(p.n, p.start, p.end, p.text,
+    lex = [_overlap(q_words, read[p.n, p.start], named[p.n]) for p in pool]
+    scored = [Piece(p.n, p.start, p.end, p.text, code=p.code, lead=p.lead, score=
                     round((1 - lexical_weight) * float(s) + lexical_weight * w - rank_weight * (p.n - 1)
                           + type_weight * ((p.n, p.start) in holds), 6))
               for p, s, w in zip(pool, sims, lex)]

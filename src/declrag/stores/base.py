@@ -46,8 +46,10 @@ class StoreMeta(Strict):
     """What a store was built with; written once, when the store is created, inside the store itself."""
 
     # 2: ingest has ``context`` (a store of format 1 was built without headers); 3: chunks leave their running headers
-    # and footers out of what is searched (`declrag.ingest.running`; Weaviate then BM25-searches ``searched`` always)
-    format: int = 3
+    # and footers out of what is searched (`declrag.ingest.running`; Weaviate then BM25-searches ``searched`` always);
+    # 4: what is searched and embedded is the text as a reader sees it (`declrag.text.reading`: hyphenation joined,
+    # ligatures folded); a store of format 3 still searches as it was built, its new chunks in the new form
+    format: int = 4
     backend: str = "lancedb"  # one of the names in BACKENDS
     metric: Metric = "cosine"
     ingest: IngestConfig = IngestConfig()

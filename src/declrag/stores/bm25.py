@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..text.reading import reading
+
 K1, B = 1.2, 0.75
 _WORD = re.compile(r"[^\W_]+")
 # Weaviate's "en" stopword preset
@@ -32,7 +34,9 @@ def tokenize(text: str) -> list[str]:
 
 
 def query_terms(query: str) -> list[str]:
-    return [t for t in tokenize(query) if t not in STOPWORDS_EN]
+    """The query's words as the index holds them: read as the searched text is (`declrag.text.reading`: a
+    full-width or ligatured query matches), tokenised, stopwords out."""
+    return [t for t in tokenize(reading(query)) if t not in STOPWORDS_EN]
 
 
 class KeywordIndex:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from declrag.ingest.loaders import SUPPORTED_SUFFIXES, LoadError, Skipped, iter_files, load_file, load_paths
+from declrag.ingest.loaders import SUPPORTED_SUFFIXES, LoadError, Skipped, iter_files, load_file, load_paths, read_file
 
 SCIFACT = Path(__file__).resolve().parents[3].parent / "shared/datasets/scifact/corpus.jsonl"
 
@@ -101,8 +101,8 @@ def test_pdf_title_from_metadata(tmp_path: Path):
 
 
 def test_pdf_without_text(tmp_path: Path):
-    p = make_pdf(tmp_path / "scan.pdf", ["", ""])
-    assert reason(p) == "no extractable text (scanned PDF?)"
+    p = make_pdf(tmp_path / "blank.pdf", ["", ""])  # no text and no image: blank pages, not scans
+    assert reason(p) == "no extractable text (its pages are blank)"
 
 
 def test_pdf_encrypted(tmp_path: Path):
@@ -116,7 +116,7 @@ def test_pdf_encrypted(tmp_path: Path):
     locked = tmp_path / "locked.pdf"
     with locked.open("wb") as f:
         writer.write(f)
-    assert reason(locked) == "encrypted PDF"
+    assert reason(locked) == "encrypted PDF (a password is needed; decrypt it first, e.g. qpdf --decrypt)"
 
 
 def test_html(tmp_path: Path):
@@ -207,27 +207,32 @@ def test_html_with_no_visible_text(tmp_path: Path):
     assert reason(p) == "no visible text in HTML"
 
 
-def test_jsonl_bad_line(tmp_path: Path):
-    p = tmp_path / "bad.jsonl"
-    p.write_text('{"_id": "1", "text": "ok"}\n\n{"_id": "2", "text": broken}\n', encoding="utf-8")
-    r = reason(p)
-    assert r.startswith("line 3: not valid JSON")
+def test_jsonl_bad_records_are_skipped_alone(tmp_path: Path):
+    """A record that is not one (bad JSON, not an object, no text, a duplicate id) is skipped with its line and the
+    fix; the file's other records are read."""
+    p = tmp_path / "mixed.jsonl"
+    p.write_text('{"_id": "1", "text": "ok"}\n\n{"_id": "2", "text": broken}\n["not", "an", "object"]\n'
+                 '{"_id": "3", "summary": "no text"}\n{"_id": "1", "text": "again"}\n{"_id": "4", "text": "fine"}\n',
+                 encoding="utf-8")
+    got = read_file(p)
+    assert [d.id for d in got.documents] == ["1", "4"]
+    source = str(p.resolve())
+    assert [(s.line, s.reason.split("; ")[0]) for s in got.skipped] == [
+        (3, "not valid JSON (Expecting value at column 22)"),
+        (4, "expected a JSON object, got list"),
+        (5, 'no "text" field (expected one of text, content, body, contents, passage)'),
+        (6, "duplicate id '1' (first on line 1)"),
+    ]
+    assert all(s.path == source and s.reason.endswith("fix the record or remove the line") for s in got.skipped)
+    assert got.skipped[0].where == f"{source}:3"
+    assert [d.id for d in load_file(p)] == ["1", "4"]  # load_file: the documents, the skipped parts left out
 
 
-def test_jsonl_missing_text(tmp_path: Path):
+def test_jsonl_with_no_usable_record(tmp_path: Path):
     p = tmp_path / "notext.jsonl"
-    p.write_text('{"_id": "1", "text": "ok"}\n{"_id": "2", "summary": "no text"}\n', encoding="utf-8")
-    assert reason(p) == 'line 2: no "text" field (expected one of text, content, body, contents, passage)'
-    q = tmp_path / "array.jsonl"
-    q.write_text('["not", "an", "object"]\n', encoding="utf-8")
-    assert reason(q) == "line 1: expected a JSON object, got list"
-
-
-def test_jsonl_duplicate_ids(tmp_path: Path):
-    p = tmp_path / "dup.jsonl"
-    p.write_text('{"_id": "a", "text": "x"}\n{"_id": "b", "text": "y"}\n{"_id": "a", "text": "z"}\n')
-    r = reason(p)
-    assert "'a'" in r and "line 3" in r and "line 1" in r
+    p.write_text('{"_id": "2", "summary": "no text"}\n{"_id": "3", "text": null}\n', encoding="utf-8")
+    assert reason(p) == ('no usable record (2 skipped; line 1: no "text" field (expected one of text, content, body, '
+                         'contents, passage); fix the record or remove the line)')
 
 
 def test_missing_path_and_directory(tmp_path: Path):

@@ -1,0 +1,58 @@
+"""Reading the PDF pages that have no text layer (scans, photographed pages) with Tesseract OCR.
+
+A page is rendered with PDFium (`pypdfium2`) at `DPI` and read by Tesseract through `pytesseract`. Tesseract is a
+program, not a Python package: Debian's ``tesseract-ocr`` (``bash scripts/setup.sh --ocr`` installs it), Homebrew's
+``tesseract`` on macOS. `declrag.ingest.loaders.read_file` uses it by default where it is installed, and otherwise
+names every such page in the run's summary.
+
+Cost: about 1-3 s of CPU a page at 300 dpi (`declrag bench pdf` reports it on its scanned pages).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from functools import cache
+
+DPI = 300  # Tesseract reads best at 300 dpi (its documentation's advice); higher costs time for little
+LANG_ENV = "DECLRAG_OCR_LANG"  # Tesseract's language codes, joined by '+': eng (the default), deu, chi_sim, ...
+INSTALL = "install Tesseract to read it (Debian: apt-get install tesseract-ocr, or bash scripts/setup.sh --ocr)"
+
+
+@cache
+def available() -> bool:
+    """Whether OCR can run here: the ``tesseract`` program on PATH, and the Python packages that drive it."""
+    if shutil.which("tesseract") is None:
+        return False
+    try:
+        import pypdfium2  # noqa: F401
+        import pytesseract  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def language() -> str:
+    """The languages Tesseract reads in (``$DECLRAG_OCR_LANG``, else English)."""
+    return os.environ.get(LANG_ENV, "").strip() or "eng"
+
+
+def read_pages(data: bytes, pages: list[int], dpi: int = DPI) -> dict[int, str]:
+    """The text OCR reads on each of ``pages`` (1-based) of the PDF ``data``: {page: text}. Raises RuntimeError with a
+    one-line reason when Tesseract fails (a language it lacks, a page it cannot render)."""
+    import pypdfium2 as pdfium
+    import pytesseract
+
+    out: dict[int, str] = {}
+    pdf = pdfium.PdfDocument(data)
+    try:
+        for n in pages:
+            image = pdf[n - 1].render(scale=dpi / 72).to_pil()
+            try:
+                out[n] = pytesseract.image_to_string(image, lang=language())
+            except pytesseract.TesseractError as e:
+                said = (str(e.message).strip().splitlines() or ["no message"])[-1]
+                raise RuntimeError(f"Tesseract failed on page {n}: {said}") from e
+    finally:
+        pdf.close()
+    return out
