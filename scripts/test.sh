@@ -10,6 +10,13 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then
   { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium; } \
     || echo "chromium could not be installed: the browser test will be skipped"
 fi
+# `declrag bench pdf` typesets its corpus with pdfLaTeX (Debian's texlive); its test skips, saying so, without it
+if ! command -v pdflatex >/dev/null && command -v apt-get >/dev/null; then
+  SUDO=$([ "$(id -u)" -eq 0 ] || echo sudo)
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      texlive-latex-base texlive-latex-recommended texlive-fonts-recommended lmodern; } \
+    || echo "texlive could not be installed: the typeset-PDF benchmark test will be skipped"
+fi
 # the Weaviate tests start real servers (one node, a keyed node, a 3-node cluster) from a weaviate-server built
 # from its Go module; build it here, once (cached), so that its cost shows up front. Without Go they are skipped.
 if command -v go >/dev/null; then

@@ -302,13 +302,16 @@ def _load_pdf(data: bytes, source: str, name: str, ocr: bool | None = None, read
     meta_title, pages = _pdfium_pages(data) if reader == "pdfium" else _pypdf_pages(data)
     title = meta_title if meta_title.lower() not in _JUNK_PDF_TITLES else ""
     texts: dict[int, str] = {}
-    scans: list[int] = []
+    scans: list[int] = []  # pages to read by OCR: no text layer, or one that maps its glyphs to no characters
+    garbled: set[int] = set()
     for n, (text, images) in enumerate(pages, 1):
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-        if visible(text):
+        if visible(text) and not _garbled(text):
             texts[n] = text
-        elif images:
+        elif images or visible(text):
             scans.append(n)
+            if visible(text):
+                garbled.add(n)
     skipped: list[Skipped] = []
     use_ocr = tesseract.available() if ocr is None else ocr
     if scans and use_ocr and tesseract.available():
@@ -323,12 +326,12 @@ def _load_pdf(data: bytes, source: str, name: str, ocr: bool | None = None, read
             else:
                 skipped.append(Skipped(source, "no text layer, and OCR read no text on it", page=n))
     elif scans:
-        why = ("no text layer (a scan?); indexed without OCR" if ocr is False else
-               f"no text layer (a scan?); {tesseract.INSTALL}")
+        fix = "indexed without OCR" if ocr is False else tesseract.INSTALL
         if not texts:
-            raise LoadError(f"no text layer on any of its {len(pages)} page{'s' * (len(pages) != 1)} "
-                            f"({why.split('; ', 1)[1]})")
-        skipped += [Skipped(source, why, page=n) for n in scans]
+            what = "an unreadable text layer" if garbled else "no text layer"
+            raise LoadError(f"{what} on any of its {len(pages)} page{'s' * (len(pages) != 1)} ({fix})")
+        skipped += [Skipped(source, ("text layer unreadable (a font without a Unicode map?); " if n in garbled else
+                                     "no text layer (a scan?); ") + fix, page=n) for n in scans]
     docs = [Document(f"{source}#page={n}", texts[n], source, title or name, page=n,
                      metadata={"ocr": True} if n in scans else {}) for n in sorted(texts)]
     if not docs:
@@ -338,6 +341,16 @@ def _load_pdf(data: bytes, source: str, name: str, ocr: bool | None = None, read
         if spans:
             doc.metadata["running"] = [list(s) for s in spans]
     return Read(docs, sorted(skipped, key=lambda s: s.page or 0))
+
+
+def _garbled(text: str) -> bool:
+    """A text layer that is not text: mostly characters no font maps a glyph to (U+FFFD, private use, controls), as
+    a PDF whose fonts lack a Unicode map extracts."""
+    import unicodedata
+
+    shown = [ch for ch in text if not ch.isspace()]
+    bad = sum(ch == "\ufffd" or unicodedata.category(ch) in ("Co", "Cc", "Cn") for ch in shown)
+    return len(shown) >= 20 and bad > 0.3 * len(shown)
 
 
 def _pdfium_pages(data: bytes) -> tuple[str, list[tuple[str, bool]]]:
@@ -437,76 +450,108 @@ _WS = re.compile(r"\s+")
 
 
 def _load_html(data: bytes, source: str, name: str) -> list[Document]:
-    from bs4 import BeautifulSoup, CData, NavigableString
+    from bs4 import BeautifulSoup
 
     if _is_binary(data[:_SNIFF]):
         raise LoadError("binary file")
-
-    class Raw(NavigableString):
-        """Text kept verbatim: block breaks and <pre> contents."""
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         soup = BeautifulSoup(data, "lxml")
-    for piece in soup.find_all(string=_MARKS):  # the page's own private-use characters cannot pass for marks
-        piece.replace_with(_MARKS.sub("", str(piece)))
     title_tag = next((t for t in soup.find_all("title") if not t.find_parent("svg")), None)
     title = _WS.sub(" ", title_tag.get_text()).strip() if title_tag else ""
-    for tag in soup.find_all(_DROP):
-        tag.decompose()
-    for tag in soup.find_all(_hidden):  # what a browser does not show is not the page's text
-        if not tag.decomposed:
-            tag.decompose()
-    if not title and (h1 := soup.find("h1")):
-        title = _WS.sub(" ", h1.get_text()).strip()
-    heads = [(int(h.name[1]), _WS.sub(" ", h.get_text()).strip()) for h in soup.find_all(_HEADINGS)]
-    for pre in soup.find_all("pre"):
-        for piece in list(pre.find_all(string=True)):
-            piece.replace_with(Raw(str(piece)))
-        if not pre.find_parent(["pre", "table"]):
-            pre.insert_before(Raw(_CODE_START))
-            pre.insert_after(Raw(_CODE_END))
-    for table in soup.find_all("table"):
-        rows = [tr for tr in table.find_all("tr") if tr.find_parent("table") is table]
-        for tr in rows:
-            for cell in tr.find_all(["td", "th"], recursive=False)[1:]:
-                cell.insert_before(Raw(" | "))
-            tr.insert_after(Raw("\n"))
-        if not table.find_parent("table"):
-            table.insert_before(Raw(_TABLE_START))
-            table.insert_after(Raw(_TABLE_END))
-            head = [tr for tr in rows if tr.find_parent("thead")] or rows[:1]
-            if head and all(c.name == "th" for c in head[-1].find_all(["td", "th"], recursive=False)):
-                head[-1].insert_after(Raw(_TABLE_HEAD))
-    for tag in soup.find_all(_BLOCK):
-        tag.insert_before(Raw("\n"))
-        tag.insert_after(Raw("\n"))
-    for br in soup.find_all("br"):
-        br.replace_with(Raw("\n"))
-    parts: list[str] = []
-    last = "\n"
-    for node in soup.descendants:
-        if isinstance(node, Raw) and _MARKS.fullmatch(str(node)):
-            parts.append(str(node))  # a mark: not text, so ``last`` stays
-            continue
-        if isinstance(node, Raw):
-            s = str(node)
-        elif type(node) in (NavigableString, CData):  # not comments, doctypes, processing instructions
-            s = _WS.sub(" ", str(node))
-            if last in "\n ":
-                s = s.lstrip(" ")
-        else:
-            continue
-        if s:
-            parts.append(s)
-            last = s[-1]
-    text, found = _unmarked("\n".join(line.rstrip() for line in "".join(parts).split("\n")))
+    marked, heads = _flatten(soup)
+    if not title and heads:
+        title = next((h for level, h in heads if level == 1), "")
+    text, found = _unmarked("\n".join(line.rstrip() for line in marked.split("\n")))
     if not visible(text):
         raise LoadError("no visible text in HTML")
     metadata: dict[str, Any] = {"headings": _placed(text, heads)}
     if found:
         metadata["units"] = [list(u) for u in found]
     return [Document(source, text, source, title or name, metadata=metadata)]
+
+
+def _flatten(soup: Any) -> tuple[str, list[tuple[int, str]]]:
+    """The text a browser shows of a parsed page, in one walk that changes nothing (time linear in the page): block
+    elements on lines of their own, a table's rows as lines with their cells joined by " | ", ``<pre>`` verbatim,
+    hidden elements (`_hidden`) and `_DROP`'s left out; the units' marks in it (`_unmarked` takes them out); and its
+    headings (level, text) in order."""
+    from bs4 import CData, NavigableString, Tag
+
+    parts: list[str] = []
+    heads: list[tuple[int, str]] = []
+    last = "\n"  # the last character of text written (marks aside)
+
+    def put(s: str) -> None:
+        nonlocal last
+        if s:
+            parts.append(s)
+            last = s[-1]
+
+    class Frame:
+        __slots__ = ("children", "tag", "pre", "tables", "cells", "heads", "in_head", "rows")
+
+        def __init__(self, tag: Any, pre: bool, tables: int, in_head: bool):
+            self.children, self.tag, self.pre, self.tables = iter(tag.children), tag, pre, tables
+            self.cells, self.heads, self.in_head, self.rows = 0, 0, in_head, 0  # cells and rows ended in it
+
+    stack = [Frame(soup, False, 0, False)]
+    marked_head: set[int] = set()  # the tables (by id) whose head is marked
+    while stack:
+        frame = stack[-1]
+        node = next(frame.children, None)
+        if node is None:  # the element ends
+            stack.pop()
+            tag = frame.tag
+            if tag is soup:
+                continue
+            parent = stack[-1]
+            if tag.name in ("td", "th"):
+                parent.cells += 1
+                parent.heads += tag.name == "th"
+            elif tag.name == "tr":
+                put("\n")
+                table = next((f for f in reversed(stack) if f.tag.name == "table"), None)
+                if table is not None:
+                    table.rows += 1
+                    if (frame.tables == 1 and id(table.tag) not in marked_head and frame.cells
+                            and (frame.in_head or table.rows == 1 and frame.heads == frame.cells)):
+                        parts.append(_TABLE_HEAD)  # a <thead> row, or a first row of header cells: the head ends
+                        marked_head.add(id(table.tag))
+            if tag.name == "table" and frame.tables == 1:
+                parts.append(_TABLE_END)
+            elif tag.name == "pre" and not parent.pre and not frame.tables:
+                parts.append(_CODE_END)
+            if tag.name in _BLOCK:
+                put("\n")
+            continue
+        if isinstance(node, Tag):
+            nm = node.name
+            if nm in _DROP or _hidden(node):
+                continue
+            if nm == "br":
+                put("\n")
+                continue
+            if nm in _HEADINGS:
+                heads.append((int(nm[1]), _WS.sub(" ", node.get_text()).strip()))
+            if nm in _BLOCK:
+                put("\n")
+            tables = frame.tables + (nm == "table")
+            if nm == "table" and tables == 1:
+                parts.append(_TABLE_START)
+            elif nm == "pre" and not frame.pre and not frame.tables:
+                parts.append(_CODE_START)
+            elif nm in ("td", "th") and frame.cells:
+                put(" | ")
+            stack.append(Frame(node, frame.pre or nm == "pre", tables, frame.in_head or nm == "thead"))
+        elif type(node) in (NavigableString, CData):  # not comments, doctypes, processing instructions
+            raw = _MARKS.sub("", str(node))  # the page's own private-use characters cannot pass for marks
+            if frame.pre:
+                put(raw)
+            else:
+                piece = _WS.sub(" ", raw)
+                put(piece.lstrip(" ") if last in "\n " else piece)
+    return "".join(parts), heads
 
 
 def _unmarked(marked: str) -> tuple[str, list[Unit]]:

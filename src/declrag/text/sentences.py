@@ -48,17 +48,25 @@ def sentence_spans(text: str, a: int = 0, b: int | None = None, wrapped: bool = 
 
 
 _SOFT_AFTER = re.compile(r"[ \t]*[a-z0-9(]")
+_ITEM = re.compile(r"[ \t]*(?:[-*+•▪◦‣–—]|\d{1,3}[.)]|[a-z][.)])[ \t]")  # a list item's mark starts a line
+FULL = 0.85  # a line at least this share of the text's usual width was wrapped, whatever starts the next one
 
 
 def _hard_lines(text: str, a: int, b: int) -> list[Span]:
     """text[a:b] cut at its hard line breaks: a break is soft (a sentence wrapped onto the next line) when the line
-    before it does not end a sentence or a clause (``.!?:;``) and the next line goes on in lower case, a digit or a
-    parenthesis; a blank line is always hard."""
+    before it does not end a sentence or a clause (``.!?:;``), the next line starts no list item, and either the
+    next line goes on in lower case, a digit or a parenthesis, or the line before fills the text's usual width (at
+    least `FULL` of its lines' 80th percentile of length, among 5 lines or more: a column of a typeset page breaks
+    before names and capitals too); a blank line is always hard."""
+    lengths = sorted(len(x.strip()) for x in text[a:b].split("\n") if x.strip())
+    width = lengths[int(0.8 * (len(lengths) - 1))] * FULL if len(lengths) >= 5 else float("inf")
     out, pos = [], a
     for m in LINE.finditer(text, a, b):
         i = m.start()
+        last = text.rfind("\n", a, i) + 1 if i > a else a
         before = text[pos:i].rstrip(" \t\r")
-        if before and before[-1] not in ".!?:;" and _SOFT_AFTER.match(text, i + 1, b):
+        if (before and before[-1] not in ".!?:;" and not _ITEM.match(text, i + 1, b)
+                and (_SOFT_AFTER.match(text, i + 1, b) or len(text[max(last, a):i].strip()) >= width)):
             continue
         if (s := strip_span(text, pos, i)) is not None:
             out.append(s)

@@ -173,3 +173,60 @@ def test_records_jsonl_skips_records_not_the_file(tmp_path: Path):
     assert all(s.where.endswith(f"records.jsonl:{s.line}") for s in got.skipped)
     _, report = indexed(tmp_path, [case("records.jsonl")])
     assert report.added == 4 and "0 skipped (and 4 records of files read)" in report.summary()
+
+
+# ------------------------------------------------------------------------------------------ bad input
+def test_a_text_layer_of_unmapped_glyphs_is_read_as_a_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A PDF whose fonts have no Unicode map extracts replacement and private-use characters: not text."""
+    import declrag.ingest.loaders as loaders
+
+    assert loaders._garbled("\ufffd\ue001\ue002 " * 10) and not loaders._garbled("Plain words, and one \ufffd.")
+    pdf = tmp_path / "odd.pdf"
+    pdf.write_bytes(b"%PDF-1.4 stand-in")
+    monkeypatch.setattr(loaders, "_pdfium_pages", lambda data: ("", [
+        ("The first page reads well enough.", False), ("\ue010\ue011\ufffd\ue012 " * 12, False)]))
+    got = read_file(pdf, ocr=False)
+    assert [d.page for d in got.documents] == [1]
+    assert [(s.page, s.reason.split(";")[0]) for s in got.skipped] == [
+        (2, "text layer unreadable (a font without a Unicode map?)")]
+
+
+def test_a_table_of_ten_thousand_rows_is_chunked_between_rows(tmp_path: Path):
+    from declrag.config import ChunkerConfig
+    from declrag.ingest.chunkers import Chunker
+    from declrag.text.tokens import WordTokens
+
+    md = tmp_path / "big.md"
+    rows = "\n".join(f"| item {i} | {i * 7} | shelf {i % 40} |" for i in range(10_000))
+    md.write_text(f"# Stock\n\n| item | count | where |\n|---|---|---|\n{rows}\n\nThe end.\n", "utf-8")
+    [doc] = read_file(md).documents
+    chunks = Chunker(ChunkerConfig(), WordTokens())(doc)
+    assert len(chunks) > 100
+    for c in chunks:
+        assert doc.text[c.start:c.end] == c.text
+        assert all(line.startswith("| item") and line.endswith("|") for line in c.text.split("\n")
+                   if line.startswith("| item ")), c.text[:80]
+    assert sum(c.header.endswith("| item | count | where |\n|---|---|---|") for c in chunks) == len(chunks) - 1
+    assert chunks[-1].text.endswith("The end.")
+
+
+def test_an_extractive_answer_never_quotes_a_running_header(tmp_path: Path, minilm):
+    """A page's title line and number repeat on every page: they name the document (searched as its identity) but
+    are no sentence of an answer."""
+    from reportlab.pdfgen import canvas
+
+    pdf = tmp_path / "report.pdf"
+    c = canvas.Canvas(str(pdf))
+    bodies = ["Dredging of the east basin finished in April.", "The north quay was resurfaced in June.",
+              "Two new cranes arrived in August.", "The ferry terminal opened in October."]
+    for n, body in enumerate(bodies, 1):
+        c.drawString(72, 770, "Harbour Works Annual Report")
+        c.drawString(72, 700, body)
+        c.drawString(300, 40, f"{n}")
+        c.showPage()
+    c.save()
+    st, _ = indexed(tmp_path, [pdf], minilm)
+    with st:
+        got = ask(st, minilm, "What does the harbour works annual report say about dredging?")
+    assert "Dredging of the east basin finished in April." in got.answer
+    assert "Harbour Works Annual Report" not in got.answer

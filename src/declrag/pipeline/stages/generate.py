@@ -172,6 +172,21 @@ class Generator(PipelineStage):
     def _texts(self, passages: list[Hit]) -> list[str]:
         return [h.text[: self.cfg.max_passage_chars] for h in passages]
 
+    def _quotable(self, passages: list[Hit]) -> list[str]:
+        """The passages' texts with their running headers and footers (`declrag.types.Chunk.running`) blanked, as
+        many spaces as characters: an extractive answer never quotes a page's title line or its number, and its
+        spans stay the passage's."""
+        out = []
+        for h, text in zip(passages, self._texts(passages)):
+            shift = h.chunk.start - h.start  # the chunk's place in the passage (context expansion widens it)
+            for part in filter(None, h.chunk.running.split(",")):
+                a, b = (int(x) + shift for x in part.split(":"))
+                a, b = max(a, 0), min(b, len(text))
+                if a < b:
+                    text = text[:a] + " " * (b - a) + text[b:]
+            out.append(text)
+        return out
+
     def _embed(self, texts: list[str]) -> np.ndarray:
         assert self.embedder is not None  # set by RAGProgram
         with embedding_time():
@@ -199,7 +214,7 @@ class Generator(PipelineStage):
         def document(n: int) -> str:  # passage n's whole document: a PDF's pages together
             return whole_document(passages[n - 1], texts) if texts is not None else ""
 
-        return extract(question, self._texts(passages), self._embed, self._query_vector(question, conversation),
+        return extract(question, self._quotable(passages), self._embed, self._query_vector(question, conversation),
                        identities=[identity(h.chunk.title, h.chunk.section, h.chunk.source) for h in passages],
                        documents=document if texts is not None else None, **settings)
 
