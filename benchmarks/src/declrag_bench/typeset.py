@@ -251,14 +251,20 @@ def page_title(blocks: Sequence[Block]) -> str:
 # ---------------------------------------------------------------------------------------------------- plain text
 
 
+ITEM_MARKS = ("•", "–", "*", "·")  # LaTeX's itemize labels, level by level
+
+
 def as_text(blocks: Sequence[Block]) -> str:
     """The plain text: headings and paragraphs as lines between blank lines, a list's items on consecutive
-    lines, a table as one line per row with its cells joined by `` | ``."""
+    lines with the marks LaTeX sets before them (the PDF shows them, and its readers read them), a table as one line
+    per row with its cells joined by `` | ``."""
     parts: list[str] = []
     prev: Block | None = None
     for b in blocks:
         if isinstance(b, Table):
             line = "\n".join(" | ".join(c.text for c in r.cells) for r in b.rows)
+        elif isinstance(b, Item):
+            line = f"{ITEM_MARKS[min(b.depth, len(ITEM_MARKS)) - 1]} {b.text}"
         else:
             line = b.text
         if parts:

@@ -127,7 +127,7 @@ def _trim(text: str, a: int, b: int) -> tuple[int, int]:
 
 _HEADING = re.compile(r"#{1,6}\s")  # a Markdown heading line
 # a Markdown code fence's body (a fence left open runs to the passage's end), and a fence line alone
-_FENCED = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n(.*?)(?:^ {0,3}\1[ \t]*$|\Z)", re.M | re.S)
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})([^\n`]*)$", re.M)  # a fence line: its mark, and its info string
 _FENCE_LINE = re.compile(r" {0,3}(?:`{3,}|~{3,})[\w+-]*[ \t]*")
 
 
@@ -151,12 +151,39 @@ def _regions(text: str, limit: int, wrapped: bool) -> list[tuple[int, int, str |
     its fences left out) with the line before its block ('' when none)."""
     out: list[tuple[int, int, str | None]] = []
     at = 0
-    for m in _FENCED.finditer(text):
-        out += [(a, b, None) for a, b in spans(text, limit, wrapped, at, m.start())]
-        lead = text[:m.start()].rstrip().rsplit("\n", 1)[-1].strip()
-        out += [(a, b, lead) for a, b in spans(text, limit, False, *m.span(2)) if not _FENCE_LINE.fullmatch(text[a:b])]
-        at = m.end()
+    for body_start, body_end, end in _code_blocks(text):
+        fence = text.rfind("\n", 0, max(body_start - 1, 0)) + 1 if body_start else 0  # its opening fence's line
+        out += [(a, b, None) for a, b in spans(text, limit, wrapped, at, fence)]
+        lead = text[:fence].rstrip().rsplit("\n", 1)[-1].strip()
+        out += [(a, b, lead) for a, b in spans(text, limit, False, body_start, body_end)
+                if not _FENCE_LINE.fullmatch(text[a:b])]
+        at = end
     return out + [(a, b, None) for a, b in spans(text, limit, wrapped, at)]
+
+
+def _code_blocks(text: str) -> list[tuple[int, int, int]]:
+    """A passage's fenced code blocks as (body start, body end, end after the closing fence). A passage cut from a
+    document may start inside a block: an odd number of fences whose first is bare (a closing fence's form) and not
+    introduced (the line before it does not end with ":") opens it at the passage's start; otherwise the last fence
+    left open runs to the passage's end (as CommonMark reads it)."""
+    fences = [(m.start(), m.end(), m.group(1), bool(m.group(2).strip())) for m in _FENCE.finditer(text)]
+    out: list[tuple[int, int, int]] = []
+    if (len(fences) % 2 and fences and not fences[0][3] and text[:fences[0][0]].strip()
+            and not text[:fences[0][0]].rstrip().endswith(":")):  # "```" alone first: the block began before
+        out.append((0, fences[0][0], fences[0][1]))
+        fences = fences[1:]
+    i = 0
+    while i < len(fences):
+        start, end, mark, _ = fences[i]
+        close = next((j for j in range(i + 1, len(fences)) if fences[j][2][0] == mark[0]
+                      and len(fences[j][2]) >= len(mark) and not fences[j][3]), None)
+        body = min(end + 1, len(text))
+        if close is None:
+            out.append((body, len(text), len(text)))
+            break
+        out.append((body, fences[close][0], fences[close][1]))
+        i = close + 1
+    return out
 
 
 def _overlap(question: set[str], piece: str, identity: set[str] | frozenset[str] = frozenset()) -> float:

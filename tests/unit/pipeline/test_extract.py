@@ -92,6 +92,8 @@ def test_extract_takes_the_answering_sentence_and_abstains_on_what_the_passages_
     ("What is the default tabsize in Heinz's guide?", "value"), ("What does formfeed default to?", "value"),
     ("In Hackl's guide, what diameter does a vertex have by default?", "value"),
     ("How large is a plane by default?", "number"), ("Why is the default 8?", None),
+    ("Which command resets the scheduler?", "command"), ("How do I install Tesseract?", "command"),
+    ("What shell command builds the docs?", "command"), ("Which option turns OCR off?", "code"),
 ])
 def test_the_question_says_what_kind_of_answer_it_wants(question, kind):
     assert answer_kind(question) == kind
@@ -395,3 +397,37 @@ def test_extractive_reads_the_conversation(minilm, tmp_path):
     history = [{"role": "user", "content": "Tell me about Japan."}, {"role": "assistant", "content": "Gladly."}]
     a = prog(question="What is its capital city?", history=history)
     assert a.answer == f"{TEXTS['tokyo'][0]} [{a.citations[0]['n']}]" and a.citations[0]["doc_id"] == "tokyo"
+
+
+def test_a_code_block_s_lines_are_candidates_of_their_own_with_the_line_that_introduces_them():
+    text = ("Settings are listed above.\n\nRun the reset command:\n\n```bash\nschedctl reset --all --keep-logs\n"
+            "```\nIt takes a minute.")
+    got = {p.text: (p.code, p.lead) for p in candidates([text], 300, wrapped=True)}
+    assert got["schedctl reset --all --keep-logs"] == (True, "Run the reset command:")
+    assert "```bash" not in got and "```" not in got  # a fence is no sentence
+    assert got["It takes a minute."] == (False, "")
+    # a passage cut from a document may start inside a block: its lines up to the bare closing fence are code
+    tail = "--keep-logs --force\n```\n\nThe reset takes a minute."
+    assert {p.text: p.code for p in candidates([tail], 300)} == {"--keep-logs --force": True,
+                                                                 "The reset takes a minute.": False}
+
+
+def test_a_command_question_is_answered_with_the_command_line():
+    passages = ["| `alpha_limit` | integer | 244 | Upper bound of the alpha stage. |\n"
+                "| `bravo_limit` | integer | 607 | Upper bound of the bravo stage. |\n\n## Resetting\n\n"
+                "Run the reset command:\n\n```bash\nschedctl reset --all --keep-logs\n```"]
+    emb = HashEmbedder()
+    got = extract("Which command resets the scheduler?", passages, emb.embed_documents,
+                  emb.embed_query("Which command resets the scheduler?"), type_weight=0.2, min_score=0.0)
+    assert "schedctl reset --all --keep-logs" in [p.text for p in got.pieces]
+
+
+def test_the_answer_shows_the_text_as_read_and_cites_it_as_written():
+    passages = ["The calibra-\ntion of the pitch sensor is re-\npeated every ninety days. The oﬃcial ﬁgure is 12."]
+    emb = HashEmbedder()
+    got = extract("How often is the calibration of the pitch sensor repeated?", passages, emb.embed_documents,
+                  emb.embed_query("How often is the calibration of the pitch sensor repeated?"), min_score=0.0,
+                  max_sentences=1, wrapped=True)
+    [piece] = got.pieces
+    assert passages[0][piece.start:piece.end] == piece.text and "calibra-\ntion" in piece.text
+    assert got.text() == "The calibration of the pitch sensor is repeated every ninety days. [1]"
