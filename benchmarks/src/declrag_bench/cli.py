@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Annotated, get_args
 
@@ -303,30 +302,6 @@ def bench_files(
     bench_out(run(questions, files=files, arms=arm), print_report, as_json or Path("runs/bench/files.json"))
 
 
-@bench_app.command("pdf")
-def bench_pdf(
-    arm: Annotated[list[str] | None, typer.Option(
-        help="an arm (repeat it): text, pdf (the default reader), pdf-pypdf (default: all)")] = None,
-    corpus: Annotated[Path | None, typer.Option(
-        help="where the typeset corpus is made and kept (default: declrag's cache, bench-pdf/nq-long)")] = None,
-    as_json: Annotated[Path | None, typer.Option(
-        "--json", help="write the results as JSON here (default: runs/bench/pdf.json)")] = None,
-):
-    """The same documents as text and as typeset two-column PDFs (nq-long's pages by pdfLaTeX), the same real
-    questions, the default program: hit@1, hit@5, the answer within the first 1,500 characters handed over and in the
-    default answer, paired against the text, table questions apart; reading speed per reader; OCR's cost a page."""
-    from .pdf import ARMS, print_report, run
-
-    for a in arm or []:
-        if a not in ARMS:
-            raise DeclragError(f"unknown --arm {a!r}", hint=f"one of: {', '.join(ARMS)}")
-    if shutil.which("pdflatex") is None:
-        raise DeclragError("pdflatex not found: the corpus is typeset with it",
-                           hint="apt-get install texlive-latex-base texlive-latex-recommended "
-                                "texlive-fonts-recommended lmodern")
-    bench_out(run(corpus, arm), print_report, as_json or Path("runs/bench/pdf.json"))
-
-
 @bench_app.command("readme")
 def bench_readme(
     n: Annotated[int, typer.Option(help="hand-written questions about the guides to ask (a seeded sample)")] = 40,
@@ -464,4 +439,4 @@ def bench_gepa(
                as_json or Path("runs/bench/gepa.json"))
 
 
-from . import nolabels_cli, rayindex_cli, usage_cli  # noqa: E402,F401  (bench nolabels, loco, ray, usage)
+from . import nolabels_cli, pdf_cli, rayindex_cli, usage_cli  # noqa: E402,F401  (bench nolabels, loco, pdf, ray, usage)

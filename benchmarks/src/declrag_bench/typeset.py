@@ -1,4 +1,4 @@
-"""A corpus of typeset two-column PDFs whose text is known, and what PDF text extractors lose on it.
+"""A corpus of typeset two-column PDFs whose text is known.
 
 Reading a PDF is not reading its text: a typeset page hyphenates words at line ends, sets text in two columns,
 repeats a running header and a page number on every page, puts footnotes at the foot of a column and tables in
@@ -7,38 +7,45 @@ golden set (Natural Questions over whole pages, read in place from ``../shared/d
 pdfLaTeX as two-column papers, and writes for each page the plain text that went into the PDF (``NN.txt``) beside
 the PDF (``NN.pdf``). The questions whose short answer occurs verbatim in the ``.txt`` come with them.
 
-``compare_readers`` then extracts the PDFs page by page with pypdf, pypdfium2, pdfminer.six and pdfplumber and
-measures speed, how many answers are still found verbatim (as extracted, and after joining line-end hyphenation),
-whether long paragraphs come out in reading order, and how often the running header shows up.
+The pages are read into blocks, and written as plain text, by `declrag_bench.blocks` (its names are handed on here:
+``typeset.page_blocks``, ``typeset.as_text`` ...). What PDF text extractors lose on the corpus is measured by
+`declrag_bench.readers` (``python -m declrag_bench.readers OUT_DIR`` typesets into OUT_DIR and compares them).
 
 The text is kept as NQ tokenised it (``April 25 , 2018``, ``Handmaid 's``) so that the answers keep occurring
 verbatim; only what LaTeX needs is changed: its special characters are escaped, ``'``, `````, ``--`` and the other
 T1 ligatures are set as the ASCII characters they are, and characters T1/TS1 cannot set are mapped to their base
 letter or dropped, in the blocks themselves, so the ``.txt`` is exactly the text of the PDF. Hyphenation stays on.
-
-``python -m declrag_bench.typeset OUT_DIR`` typesets into OUT_DIR (cached) and prints the comparison, also written
-to ``OUT_DIR/readers.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
-import unicodedata
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
+
+from .blocks import (
+    _TAG,
+    Block,
+    Cell,
+    Heading,
+    Item,
+    Paragraph,
+    Row,
+    Table,
+    _repertoire,
+    _settable,
+    as_text,
+    page_blocks,
+    page_title,
+)
+from .blocks import ITEM_MARKS as ITEM_MARKS  # handed on: typeset.ITEM_MARKS, as before the split
 
 # the checkout's root is four levels up (benchmarks/src/declrag_bench/typeset.py); datasets sit beside it
 DATASET = Path(__file__).resolve().parents[3].parent / "shared" / "datasets" / "nq-long" / "natural_question.jsonl"
@@ -50,228 +57,6 @@ MAX_ROW_LINES = 45  # a row taller than that is set as paragraphs (a tabular can
 CELL_CHARS_PER_LINE = 68  # \scriptsize characters on one line of the full column width (on the low side)
 _SIZES = (("\\scriptsize", CELL_CHARS_PER_LINE), ("\\tiny", CELL_CHARS_PER_LINE * 7 // 5))  # table fonts
 LONG_TOKEN = 18  # tokens longer than this (URLs) may break after / . _ = & ? : (else they run into the margin)
-
-
-# ---------------------------------------------------------------------------------------------------- blocks
-
-
-@dataclass(frozen=True)
-class Heading:
-    level: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Paragraph:
-    text: str
-
-
-@dataclass(frozen=True)
-class Item:
-    """A list item; ``depth`` 1 for a top-level list, 2 for a list inside an item, ..."""
-
-    text: str
-    depth: int
-
-
-@dataclass(frozen=True)
-class Cell:
-    text: str
-    span: int = 1
-    header: bool = False
-
-
-@dataclass(frozen=True)
-class Row:
-    cells: tuple[Cell, ...]
-
-    @property
-    def header(self) -> bool:
-        """A header row: every cell a ``<Th>``."""
-        return all(c.header for c in self.cells)
-
-
-@dataclass(frozen=True)
-class Table:
-    rows: tuple[Row, ...]
-
-    @property
-    def columns(self) -> int:
-        return max(sum(c.span for c in r.cells) for r in self.rows)
-
-
-Block = Heading | Paragraph | Item | Table
-
-_TAG = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(?:_colspan="(\d+)")?>')
-_HEADINGS = {f"H{i}": i for i in range(1, 7)}
-_TEXT_BLOCKS = {"P", "Li", "Dd", "Dt", *_HEADINGS}
-_LISTS = {"Ul", "Ol"}
-
-
-@cache
-def _repertoire() -> frozenset[str]:
-    """The characters pdfLaTeX sets with T1 + TS1 + OMS and utf8 inputenc (their ``.dfu`` files), and ASCII."""
-    chars = {chr(c) for c in range(32, 127)}
-    for name in ("t1enc.dfu", "ts1enc.dfu", "omsenc.dfu"):
-        found = subprocess.run(["kpsewhich", name], capture_output=True, text=True).stdout.strip()
-        if found:
-            text = Path(found).read_text(encoding="latin-1")
-            chars |= {chr(int(h, 16)) for h in re.findall(r"\\DeclareUnicodeCharacter\{([0-9A-Fa-f]+)\}", text)}
-    chars.discard("\u00ad")  # a soft hyphen would vanish from the PDF
-    return frozenset(c for c in chars if c.isprintable())
-
-
-def _settable(token: str) -> str:
-    """``token`` with what LaTeX cannot set mapped to its base letters (``ế`` -> ``e``) or dropped."""
-    ok = _repertoire()
-    if all(c in ok for c in token):
-        return token
-    out = []
-    for c in token:
-        if c in ok:
-            out.append(c)
-            continue
-        base = "".join(b for b in unicodedata.normalize("NFKD", c) if not unicodedata.combining(b))
-        if base and all(b in ok for b in base):
-            out.append(base)
-    return "".join(out)
-
-
-def _clean(parts: Iterable[str]) -> str:
-    """Text chunks -> one line of NQ tokens joined by single spaces, each token made settable."""
-    return " ".join(t for t in (_settable(w) for p in parts for w in p.split()) if t)
-
-
-def page_blocks(input: str) -> list[Block]:
-    """Parse one nq-long page (text with ``<H1>``, ``<P>``, ``<Table>``, ``<Tr>``, ``<Th>``, ``<Td>``, ``<Ul>``,
-    ``<Li>``, ``<Dl>``, ``<Dd>`` ... as tokens) into headings, paragraphs, list items and tables.
-
-    Text before the first ``<H1>`` (NQ's "Title - wikipedia" line) is dropped. Text outside any block is a
-    paragraph; ``<Dd>``/``<Dt>`` are paragraphs. Everything inside a table cell, nested lists and tables
-    included, is that cell's text. Words and spacing are kept as NQ gives them, except characters that LaTeX
-    cannot set (see ``_settable``)."""
-    blocks: list[Block] = []
-    stack: list[str] = []  # open tags outside tables
-    buf: list[str] = []
-    rows: list[Row] | None = None  # the open (outermost) table's rows
-    table_depth = 0
-    row: list[Cell] | None = None
-    cell: list[str] | None = None
-    cell_span, cell_header = 1, False
-    started = False
-
-    def flush() -> None:
-        text = _clean(buf)
-        buf.clear()
-        if not text or not started:
-            return
-        top = next((t for t in reversed(stack) if t in _TEXT_BLOCKS), None)
-        if top in _HEADINGS:
-            blocks.append(Heading(_HEADINGS[top], text))
-        elif top == "Li":
-            blocks.append(Item(text, max(1, sum(t in _LISTS for t in stack))))
-        else:
-            blocks.append(Paragraph(text))
-
-    def end_cell() -> None:
-        nonlocal cell
-        if cell is not None and row is not None:
-            row.append(Cell(_clean(cell), cell_span, cell_header))
-        cell = None
-
-    def end_row() -> None:
-        nonlocal row
-        end_cell()
-        if row and rows is not None and any(c.text for c in row):
-            rows.append(Row(tuple(row)))
-        row = None
-
-    pos = 0
-    for m in [*_TAG.finditer(input), None]:
-        text = input[pos:m.start() if m else len(input)]
-        pos = m.end() if m else len(input)
-        if text.strip():
-            if table_depth:
-                if cell is None:  # text in a table but outside any cell: a cell of its own
-                    if row is None:
-                        row = []
-                    cell, cell_span, cell_header = [], 1, False
-                cell.append(text)
-            else:
-                buf.append(text)
-        if m is None:
-            break
-        closing, tag, span = m.group(1) == "/", m.group(2), int(m.group(3) or 1)
-        if tag == "Table":
-            if not closing:
-                table_depth += 1
-                if table_depth == 1:
-                    flush()
-                    rows, row, cell = [], None, None
-            elif table_depth:
-                table_depth -= 1
-                if table_depth == 0 and rows is not None:
-                    end_row()
-                    if rows and started:
-                        blocks.append(Table(tuple(rows)))
-                    rows = None
-            continue
-        if table_depth:
-            if table_depth > 1:  # a nested table's content goes into the outer cell, as text
-                continue
-            if tag == "Tr":
-                end_row()
-                if not closing:
-                    row = []
-            elif tag in ("Td", "Th"):
-                end_cell()
-                if not closing:
-                    if row is None:
-                        row = []
-                    cell, cell_span, cell_header = [], max(1, span), tag == "Th"
-            continue
-        if tag in _TEXT_BLOCKS or tag in _LISTS or tag == "Dl":
-            flush()
-            if not closing:
-                stack.append(tag)
-                if tag == "H1":
-                    started = True
-            elif tag in stack:
-                while stack.pop() != tag:
-                    pass
-    flush()
-    return blocks
-
-
-def page_title(blocks: Sequence[Block]) -> str:
-    """The page's title: its ``<H1>``."""
-    return next((b.text for b in blocks if isinstance(b, Heading) and b.level == 1), "")
-
-
-# ---------------------------------------------------------------------------------------------------- plain text
-
-
-ITEM_MARKS = ("•", "–", "*", "·")  # LaTeX's itemize labels, level by level
-
-
-def as_text(blocks: Sequence[Block]) -> str:
-    """The plain text: headings and paragraphs as lines between blank lines, a list's items on consecutive
-    lines with the marks LaTeX sets before them (the PDF shows them, and its readers read them), a table as one line
-    per row with its cells joined by `` | ``."""
-    parts: list[str] = []
-    prev: Block | None = None
-    for b in blocks:
-        if isinstance(b, Table):
-            line = "\n".join(" | ".join(c.text for c in r.cells) for r in b.rows)
-        elif isinstance(b, Item):
-            line = f"{ITEM_MARKS[min(b.depth, len(ITEM_MARKS)) - 1]} {b.text}"
-        else:
-            line = b.text
-        if parts:
-            parts.append("\n" if isinstance(b, Item) and isinstance(prev, Item) else "\n\n")
-        parts.append(line)
-        prev = b
-    return "".join(parts) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------------- LaTeX
@@ -485,7 +270,8 @@ def read_pages(path: Path = DATASET) -> list[dict[str, Any]]:
         return [{"id": f"{k:02d}", **json.loads(line)} for k, line in enumerate(f, 1) if line.strip()]
 
 
-def _pdf_pages(pdf: Path) -> int:
+def pdf_pages(pdf: Path) -> int:
+    """The number of pages of ``pdf``."""
     import pypdfium2 as pdfium
 
     doc = pdfium.PdfDocument(str(pdf))
@@ -523,12 +309,13 @@ def _pdflatex(tex: str, pdf: Path, log: Path, page: str) -> None:
 
 def typeset(out_dir: Path, *, dataset: Path = DATASET, workers: int = 2) -> list[dict[str, Any]]:
     """Write ``NN.txt``, ``NN.tex``, ``NN.pdf`` (and pdfLaTeX's ``NN.log``) for each page of nq-long into
-    ``out_dir``; a page whose PDF is newer than this module is not typeset again. A page whose text repeats an
-    earlier page's (the set has one) is skipped. Returns per page: id, title, txt, pdf, pages, questions
+    ``out_dir``; a page whose PDF is newer than this module and blocks.py is not typeset again. A page whose text
+    repeats an earlier page's (the set has one) is skipped. Returns per page: id, title, txt, pdf, pages, questions
     (``{question, answer}`` whose answer occurs verbatim in the ``.txt``), answers_lost (answers verbatim in the
     page's input but not in its text: lost to LaTeX's repertoire), mapped/dropped character counts, overfull boxes."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    module_time = Path(__file__).stat().st_mtime
+    # the pages' text and LaTeX are this module's and blocks.py's work: a change to either typesets them again
+    module_time = max(p.stat().st_mtime for p in (Path(__file__), Path(__file__).with_name("blocks.py")))
     seen: dict[str, str] = {}
     jobs: list[tuple[str, str, Path, Path]] = []  # (page, LaTeX, pdf, log)
     result: list[dict[str, Any]] = []
@@ -561,213 +348,6 @@ def typeset(out_dir: Path, *, dataset: Path = DATASET, workers: int = 2) -> list
             f.result()
     for e in result:
         log = Path(e["pdf"]).with_suffix(".log")
-        e["pages"] = _pdf_pages(Path(e["pdf"]))
+        e["pages"] = pdf_pages(Path(e["pdf"]))
         e.update(_overfull(log.read_text(encoding="latin-1") if log.exists() else ""))
     return result
-
-
-# ---------------------------------------------------------------------------------------------------- readers
-
-
-def _pypdf(pdf: Path) -> list[str]:
-    from pypdf import PdfReader
-
-    return [p.extract_text() or "" for p in PdfReader(pdf).pages]
-
-
-def _pypdfium2(pdf: Path) -> list[str]:
-    import pypdfium2 as pdfium
-
-    doc = pdfium.PdfDocument(str(pdf))
-    try:
-        out = []
-        for i in range(len(doc)):
-            page = doc[i]
-            tp = page.get_textpage()
-            out.append(tp.get_text_range())
-            tp.close()
-            page.close()
-        return out
-    finally:
-        doc.close()
-
-
-def _pdfminer(pdf: Path) -> list[str]:
-    from pdfminer.high_level import extract_text
-
-    return [extract_text(pdf, page_numbers=[i]) for i in range(_pdf_pages(pdf))]
-
-
-def _pdfplumber(pdf: Path) -> list[str]:
-    import pdfplumber
-
-    with pdfplumber.open(pdf) as doc:
-        out = []
-        for page in doc.pages:
-            out.append(page.extract_text() or "")
-            page.close()
-        return out
-
-
-READERS: dict[str, Callable[[Path], list[str]]] = {
-    "pypdf": _pypdf, "pypdfium2": _pypdfium2, "pdfminer.six": _pdfminer, "pdfplumber": _pdfplumber}
-_HYPHEN = re.compile(r"(\w)-\s*\n\s*(\w)")
-_ANY_HYPHEN = re.compile(r"(\w)[-\u00ad\u2010]\s*\n\s*(\w)")
-
-
-def _collapse(text: str) -> str:
-    return " ".join(text.split())
-
-
-def dehyphenate(text: str) -> str:
-    """Join words hyphenated at a line end (``exam-\\nple`` -> ``example``)."""
-    return _HYPHEN.sub(r"\1\2", text)
-
-
-def normalise(text: str) -> str:
-    """NFKC (ligatures), then words joined across a line-end hyphen of any kind: ``-``, a soft hyphen, U+2010,
-    or pdfium's U+FFFE marker (which it sets in place of a line-end hyphen, with no line break after it)."""
-    text = unicodedata.normalize("NFKC", text.replace("\r\n", "\n"))
-    return _ANY_HYPHEN.sub(r"\1\2", re.sub(r"\ufffe\s*", "", text))
-
-
-def paragraphs(text: str, min_words: int = 12) -> list[str]:
-    """The ``.txt``'s blank-line-separated blocks of at least ``min_words`` words that are not table rows."""
-    return [p for p in (b.strip() for b in text.split("\n\n"))
-            if len(p.split()) >= min_words and "\n" not in p and " | " not in p]
-
-
-def in_order(hay: str, paragraph: str, slack: float = 1.6) -> tuple[bool, bool]:
-    """(both the first and last 6-word shingles of ``paragraph`` occur in ``hay``; they occur first before last,
-    at most ``slack`` times the paragraph's length apart). Both texts whitespace-collapsed."""
-    words = paragraph.split()
-    first, last = " ".join(words[:6]), " ".join(words[-6:])
-    found = first in hay and last in hay
-    i = hay.find(first)
-    while found and i >= 0:
-        j = hay.find(last, i)
-        if j < 0:
-            break
-        if j - i <= slack * len(paragraph):
-            return True, True
-        i = hay.find(first, i + 1)
-    return found, False
-
-
-def _headers(page: str, title: str, number: int) -> int:
-    """How often ``page`` (collapsed) holds its running header: the title next to the page number."""
-    head = re.escape(_collapse(title))
-    return len(re.findall(rf"{head} ?{number}(?!\d)|(?<!\d){number} ?{head}", _collapse(page)))
-
-
-def _measure(extracted: Sequence[str], text: str, answers: Sequence[str], title: str) -> Counter[str]:
-    """One PDF's counts (see ``compare_readers``)."""
-    c: Counter[str] = Counter()
-    whole = "\n".join(extracted)
-    versions = {"raw": _collapse(whole), "dehyphenated": _collapse(dehyphenate(whole)),
-                "normalised": _collapse(normalise(whole))}
-    c["answers"] += len(answers)
-    for kind, hay in versions.items():
-        c[f"answers_{kind}"] += sum(_collapse(a) in hay for a in answers)
-    for p in map(_collapse, paragraphs(text)):
-        c["paragraphs"] += 1
-        for kind in ("dehyphenated", "normalised"):
-            found, ordered = in_order(versions[kind], p)
-            c[f"paragraphs_found_{kind}"] += found
-            c[f"paragraphs_in_order_{kind}"] += ordered
-    counts = [_headers(page, title, k) for k, page in enumerate(extracted, 1)]
-    c["headers"] += sum(counts)
-    c["pages_with_header"] += sum(n > 0 for n in counts)
-    c["pages"] += len(extracted)
-    return c
-
-
-def compare_readers(pdfs: Sequence[Path], texts: Sequence[str], answers: Sequence[Sequence[str]],
-                    titles: Sequence[str] | None = None,
-                    readers: Sequence[str] = tuple(READERS)) -> dict[str, dict[str, Any]]:
-    """Extract each PDF page by page with each reader and measure against the PDF's known text and answers.
-
-    Per reader: seconds and pages/s; the share of answers found verbatim (whitespace collapsed) in the text as
-    extracted (``raw``), after joining line-end hyphens (``dehyphenated``, ``-`` + newline only) and after
-    ``normalise`` (any hyphen, pdfium's marker, NFKC); for the ``.txt``'s paragraphs of 12+ words, the share whose
-    first and last 6-word shingles are found, and found in order at most 1.6x the paragraph's length apart
-    (in the dehyphenated and the normalised text); the running header (the title, by default the text's first
-    line, next to the page number) per page."""
-    titles = list(titles) if titles is not None else [t.split("\n", 1)[0] for t in texts]
-    out: dict[str, dict[str, Any]] = {}
-    for name in readers:
-        read = READERS[name]
-        c: Counter[str] = Counter()
-        seconds = 0.0
-        errors: list[str] = []
-        for pdf, text, ans, title in zip(pdfs, texts, answers, titles, strict=True):
-            start = time.perf_counter()
-            try:
-                extracted = read(Path(pdf))
-            except Exception as e:  # a reader that fails on a PDF counts as finding nothing there
-                errors.append(f"{Path(pdf).name}: {type(e).__name__}: {e}")
-                extracted = []
-            seconds += time.perf_counter() - start
-            c += _measure(extracted, text, ans, title)
-        r: dict[str, Any] = {"pages": c["pages"], "seconds": round(seconds, 3),
-                             "pages_per_s": round(c["pages"] / seconds, 2) if seconds else None,
-                             "answers": c["answers"], "paragraphs": c["paragraphs"]}
-        for kind in ("raw", "dehyphenated", "normalised"):
-            r[f"answers_{kind}"] = _share(c[f"answers_{kind}"], c["answers"])
-        for kind in ("dehyphenated", "normalised"):
-            r[f"paragraphs_found_{kind}"] = _share(c[f"paragraphs_found_{kind}"], c["paragraphs"])
-            r[f"paragraphs_in_order_{kind}"] = _share(c[f"paragraphs_in_order_{kind}"], c["paragraphs"])
-        r["headers_per_page"] = round(c["headers"] / c["pages"], 3) if c["pages"] else None
-        r["pages_with_header"] = _share(c["pages_with_header"], c["pages"])
-        r["errors"] = errors
-        out[name] = r
-    return out
-
-
-def _share(k: int, n: int) -> float | None:
-    return round(k / n, 4) if n else None
-
-
-def print_table(result: dict[str, dict[str, Any]]) -> None:
-    """The comparison as a fixed-width table (answers and paragraphs as shares)."""
-    cols = [("reader", "", 12), ("pages/s", "pages_per_s", 8), ("ans raw", "answers_raw", 8),
-            ("ans dehyph", "answers_dehyphenated", 10), ("ans norm", "answers_normalised", 9),
-            ("¶ found", "paragraphs_found_dehyphenated", 8), ("¶ order", "paragraphs_in_order_dehyphenated", 8),
-            ("¶ order norm", "paragraphs_in_order_normalised", 12), ("header/page", "headers_per_page", 11)]
-    print("  ".join(f"{h:>{w}}" if key else f"{h:<{w}}" for h, key, w in cols))
-    for name, r in result.items():
-        vals = [name] + [f"{r[key]:.3f}" if isinstance(r[key], float) and key != "pages_per_s" else f"{r[key]}"
-                         for _, key, _ in cols[1:]]
-        print("  ".join(f"{v:>{w}}" if key else f"{v:<{w}}" for v, (_, key, w) in zip(vals, cols, strict=True)))
-    errors = [e for r in result.values() for e in r["errors"]]
-    if errors:
-        print(f"{len(errors)} reader errors, first: {errors[0]}")
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m declrag_bench.typeset", description=__doc__.split("\n")[0])
-    parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--workers", type=int, default=2, help="pdfLaTeX runs at once")
-    parser.add_argument("--readers", nargs="*", default=list(READERS), choices=list(READERS))
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    pages = typeset(args.out_dir, workers=args.workers)
-    typeset_s = time.perf_counter() - start
-    qa = [[q["answer"] for q in p["questions"]] for p in pages]
-    questions = sum(len(a) for a in qa)
-    lost = [a for p in pages for a in p["answers_lost"]]
-    print(f"{len(pages)} pages, {sum(p['pages'] for p in pages)} PDF pages, typeset in {typeset_s:.1f}s; "
-          f"{questions} questions whose answer is in the text; "
-          f"{len(lost)} answers lost to LaTeX's repertoire {lost}; "
-          f"{sum(p['chars_mapped'] for p in pages)} characters mapped, {sum(p['chars_dropped'] for p in pages)} "
-          f"dropped; overfull boxes: {sum(p['overfull_hbox'] for p in pages)} hbox, "
-          f"{sum(p['overfull_vbox'] for p in pages)} vbox")
-    texts = [Path(p["txt"]).read_text(encoding="utf-8") for p in pages]
-    result = compare_readers([Path(p["pdf"]) for p in pages], texts, qa, [p["title"] for p in pages], args.readers)
-    print_table(result)
-    summary = {"typeset_seconds": round(typeset_s, 1), "pages": pages, "readers": result}
-    (args.out_dir / "readers.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    main()

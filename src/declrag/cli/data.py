@@ -70,17 +70,7 @@ def index(
         raise DeclragError(f"unknown metric {metric!r}", hint="use cosine, dot or l2")
     if ray_actors is not None and ray is None:
         raise DeclragError("--ray-actors needs --ray", hint="e.g. --ray auto --ray-actors 4")
-    from ..ingest.loaders import PDF_READERS
-
-    if pdf_reader not in PDF_READERS:
-        raise DeclragError(f"unknown --pdf-reader {pdf_reader!r}", hint=f"use one of {', '.join(PDF_READERS)}")
-    if ocr:
-        from ..ingest import ocr as tesseract
-
-        if not tesseract.available():
-            raise DeclragError("--ocr: Tesseract is not installed (the tesseract program, pypdfium2 and pytesseract)",
-                               hint="apt-get install tesseract-ocr (or bash scripts/setup.sh --ocr), or leave out "
-                                    "--ocr")
+    _check_reading(pdf_reader, ocr)
     if ray is not None:  # the address answers, before anything is loaded (Ray waits 35 s on a dead one)
         from ..ingest.distributed import preflight  # imported here, not at the top: start-up time
 
@@ -95,6 +85,27 @@ def index(
 
     report = api.index(paths or [], dataset or [], target, ingest, cast("Metric | None", metric), prune, rebuild,
                        progress=not quiet, ray=ray, ray_actors=ray_actors, ocr=ocr, pdf_reader=pdf_reader)
+    _said(report, target, rebuild)
+
+
+def _check_reading(pdf_reader: str, ocr: bool | None) -> None:
+    """`index`'s reading flags, before anything loads: a known PDF reader, and Tesseract where --ocr asks for it."""
+    from ..ingest.loaders import PDF_READERS  # here, not at the top: `declrag` starts without the loaders
+
+    if pdf_reader not in PDF_READERS:
+        raise DeclragError(f"unknown --pdf-reader {pdf_reader!r}", hint=f"use one of {', '.join(PDF_READERS)}")
+    if ocr:
+        from ..ingest import ocr as tesseract  # here, not at the top: start-up time
+
+        if not tesseract.available():
+            raise DeclragError("--ocr: Tesseract is not installed (the tesseract program, pypdfium2 and pytesseract)",
+                               hint="apt-get install tesseract-ocr (or bash scripts/setup.sh --ocr), or leave out "
+                                    "--ocr")
+
+
+def _said(report, target: str, rebuild: bool) -> None:
+    """What `index` did: each file, record and page skipped, the files gone from the folder (the first 5), the
+    summary; and an error (exit 2) when nothing could be indexed."""
     for s in report.skipped:
         err.print(f"skipped {s.where}: {s.reason}", markup=False, highlight=False)
     for i, source in enumerate(report.gone):

@@ -178,12 +178,12 @@ def test_records_jsonl_skips_records_not_the_file(tmp_path: Path):
 # ------------------------------------------------------------------------------------------ bad input
 def test_a_text_layer_of_unmapped_glyphs_is_read_as_a_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A PDF whose fonts have no Unicode map extracts replacement and private-use characters: not text."""
-    import declrag.ingest.loaders as loaders
+    import declrag.ingest.pdf as pdf_module
 
-    assert loaders._garbled("\ufffd\ue001\ue002 " * 10) and not loaders._garbled("Plain words, and one \ufffd.")
+    assert pdf_module._garbled("\ufffd\ue001\ue002 " * 10) and not pdf_module._garbled("Plain words, and one \ufffd.")
     pdf = tmp_path / "odd.pdf"
     pdf.write_bytes(b"%PDF-1.4 stand-in")
-    monkeypatch.setattr(loaders, "_pdfium_pages", lambda data: ("", [
+    monkeypatch.setattr(pdf_module, "_pdfium_pages", lambda data: ("", [
         ("The first page reads well enough.", False), ("\ue010\ue011\ufffd\ue012 " * 12, False)]))
     got = read_file(pdf, ocr=False)
     assert [d.page for d in got.documents] == [1]

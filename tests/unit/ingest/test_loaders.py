@@ -270,11 +270,11 @@ def test_unreadable_file_simulated(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_parser_crash_becomes_load_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    import declrag.ingest.loaders as loaders
+    import declrag.ingest.records as records
 
     p = tmp_path / "x.jsonl"
     p.write_text('{"text": "fine"}\n')
-    monkeypatch.setattr(loaders.json, "loads", lambda s: 1 / 0)
+    monkeypatch.setattr(records.json, "loads", lambda s: 1 / 0)
     assert reason(p).startswith("unexpected error: ZeroDivisionError")
 
 

@@ -16,7 +16,6 @@ import numpy as np
 
 from ...config import AnnConfig, Fusion, Metric
 from ...errors import DeclragError
-from ...text.reading import reading
 from ...types import Chunk, Document, Hit
 from ..base import DocRecord, Filter, Store, StoreCheck, StoreMeta, Where, check_upsert
 from ..bm25 import query_terms
@@ -367,8 +366,7 @@ class WeaviateStore(Store):
         req = self._request(where, limit, score=True)
         if req is None or not query_terms(query):
             return []
-        req.bm25_search.CopyFrom(wire.protos().base_search_pb2.BM25(query=reading(query),
-                                                                   properties=[self.keyword_property]))
+        req.bm25_search.CopyFrom(wire.bm25(query, self.keyword_property))
         return [Hit.of(c, s, keyword=s) for c, s in self._search("keyword search", req, "score") if s > 0]
 
     def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None,
@@ -387,14 +385,7 @@ class WeaviateStore(Store):
         req = self._request(where, max(limit, candidates), score=True)
         if req is None:
             return []
-        h = wire.protos().base_search_pb2.Hybrid
-        # at alpha 0 (keyword only) Weaviate needs no vector. alpha goes in both fields: servers before 1.36.6
-        # read ``alpha``, later ones ``alpha_param`` (which can say 0 explicitly)
-        req.hybrid_search.CopyFrom(h(
-            query=reading(query), properties=[self.keyword_property], alpha=alpha, alpha_param=alpha,
-            use_alpha_param=True,
-            fusion_type=h.FUSION_TYPE_RELATIVE_SCORE if fusion == "relative" else h.FUSION_TYPE_RANKED,
-            vector_bytes=None if alpha == 0.0 or vector is None else wire.vector_bytes(vector)))
+        req.hybrid_search.CopyFrom(wire.hybrid(query, self.keyword_property, vector, alpha, fusion == "relative"))
         return [Hit.of(c, s) for c, s in self._search("hybrid search", req, "score")[:limit]]
 
     # -- the query path: one gRPC Search per query, on a channel of this handle ------------------------------

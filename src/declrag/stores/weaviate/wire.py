@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ...text.reading import reading
 from ...types import Chunk
 from ..base import Cond, DocRecord, Filter, Node
 from ..fusion import object_uuid
@@ -139,6 +140,21 @@ def protos():
     import weaviate.proto.v1 as pb
 
     return pb
+
+
+def bm25(query: str, prop: str):
+    """A BM25 search of ``prop`` for ``query``, read as chunks are indexed (`declrag.text.reading`)."""
+    return protos().base_search_pb2.BM25(query=reading(query), properties=[prop])
+
+
+def hybrid(query: str, prop: str, vector, alpha: float, relative: bool):
+    """A hybrid search: BM25 of ``prop`` for ``query`` (read as `bm25` reads it) and ``vector``, fused relatively
+    (``relative``) or by rank. At alpha 0 (keyword only) Weaviate needs no vector. alpha goes in both fields: servers
+    before 1.36.6 read ``alpha``, later ones ``alpha_param`` (which can say 0 explicitly)."""
+    h = protos().base_search_pb2.Hybrid
+    return h(query=reading(query), properties=[prop], alpha=alpha, alpha_param=alpha, use_alpha_param=True,
+             fusion_type=h.FUSION_TYPE_RELATIVE_SCORE if relative else h.FUSION_TYPE_RANKED,
+             vector_bytes=None if alpha == 0.0 or vector is None else vector_bytes(vector))
 
 
 def vector_bytes(vector) -> bytes:

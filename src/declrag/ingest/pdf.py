@@ -1,0 +1,168 @@
+"""PDFs: a document per page, read by PDFium (the default) or pypdf; pages without a text layer read by OCR or
+named (`load_pdf`)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import unicodedata
+import warnings
+from collections.abc import Iterator
+from typing import Any, Literal, get_args
+
+from ..text.reading import visible
+from ..types import Document
+from . import ocr as tesseract
+from .files import LoadError, Read, Skipped, short
+from .running import running_spans
+
+_JUNK_PDF_TITLES = frozenset({"untitled", "untitled document"})  # generator defaults, e.g. reportlab
+
+
+@contextlib.contextmanager
+def _quiet_pypdf() -> Iterator[None]:
+    logger = logging.getLogger("pypdf")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+PdfReaderName = Literal["pdfium", "pypdf"]
+#: The PDF readers `read_file` offers, best first: PDFium (pypdfium2; the default: in reading order more often than
+#: the others on two-column typeset pages, 13 times pypdf's speed, and it marks a typesetter's line-end hyphens,
+#: `declrag bench pdf`), and pypdf (pure Python).
+PDF_READERS: tuple[str, ...] = get_args(PdfReaderName)
+
+
+def load_pdf(data: bytes, source: str, name: str, ocr: bool | None = None, reader: str = "pdfium") -> Read:
+    """A document per page with text, in page order. A page without a text layer (a scan: images and no text) is read
+    by OCR (`declrag.ingest.ocr`; ``ocr`` as `read_file` takes it), else skipped with why; a blank page is nothing."""
+    meta_title, pages = _pdfium_pages(data) if reader == "pdfium" else _pypdf_pages(data)
+    title = meta_title if meta_title.lower() not in _JUNK_PDF_TITLES else ""
+    texts: dict[int, str] = {}
+    scans: list[int] = []  # pages to read by OCR: no text layer, or one that maps its glyphs to no characters
+    garbled: set[int] = set()
+    for n, (text, images) in enumerate(pages, 1):
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        if visible(text) and not _garbled(text):
+            texts[n] = text
+        elif images or visible(text):
+            scans.append(n)
+            if visible(text):
+                garbled.add(n)
+    skipped: list[Skipped] = []
+    use_ocr = tesseract.available() if ocr is None else ocr
+    if scans and use_ocr and tesseract.available():
+        try:
+            read = tesseract.read_pages(data, scans)
+        except Exception as e:  # a page PDFium cannot render, a language Tesseract lacks
+            read = {}
+            skipped += [Skipped(source, f"no text layer, and OCR failed: {short(e)}", page=n) for n in scans]
+        for n, text in read.items():
+            if visible(text):
+                texts[n] = text
+            else:
+                skipped.append(Skipped(source, "no text layer, and OCR read no text on it", page=n))
+    elif scans:
+        fix = "indexed without OCR" if ocr is False else tesseract.INSTALL
+        if not texts:
+            what = "an unreadable text layer" if garbled else "no text layer"
+            raise LoadError(f"{what} on any of its {len(pages)} page{'s' * (len(pages) != 1)} ({fix})")
+        skipped += [Skipped(source, ("text layer unreadable (a font without a Unicode map?); " if n in garbled else
+                                     "no text layer (a scan?); ") + fix, page=n) for n in scans]
+    docs = [Document(f"{source}#page={n}", texts[n], source, title or name, page=n,
+                     metadata={"ocr": True} if n in scans else {}) for n in sorted(texts)]
+    if not docs:
+        raise LoadError("no extractable text (its pages are blank)" if not skipped else
+                        f"no extractable text ({skipped[0].reason})")
+    for doc, spans in zip(docs, running_spans([d.text for d in docs])):  # its running headers and footers
+        if spans:
+            doc.metadata["running"] = [list(s) for s in spans]
+    return Read(docs, sorted(skipped, key=lambda s: s.page or 0))
+
+
+def _garbled(text: str) -> bool:
+    """A text layer that is not text: mostly characters no font maps a glyph to (U+FFFD, private use, controls), as
+    a PDF whose fonts lack a Unicode map extracts."""
+    shown = [ch for ch in text if not ch.isspace()]
+    bad = sum(ch == "\ufffd" or unicodedata.category(ch) in ("Co", "Cc", "Cn") for ch in shown)
+    return len(shown) >= 20 and bad > 0.3 * len(shown)
+
+
+def _pdfium_pages(data: bytes) -> tuple[str, list[tuple[str, bool]]]:
+    """The metadata title and each page's (text, whether it draws images), read by PDFium. PDFium writes a hyphen
+    it takes for a typesetter's at a line end as U+FFFE and joins the lines: it is written back as the page shows
+    it, a hyphen and a line break (`declrag.text.reading` decides what it was)."""
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
+
+    try:
+        pdf = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as e:
+        if "password" in str(e).lower():
+            raise LoadError("encrypted PDF (a password is needed; decrypt it first, e.g. qpdf --decrypt)") from e
+        raise LoadError(f"corrupt PDF: {short(e)}") from e
+    try:
+        try:
+            meta_title = str(pdf.get_metadata_dict().get("Title") or "").strip()
+        except Exception:
+            meta_title = ""
+        pages: list[tuple[str, bool]] = []
+        for n in range(len(pdf)):
+            try:
+                page = pdf[n]
+                textpage = page.get_textpage()
+                text = textpage.get_text_range().replace("\ufffe", "-\n")
+                images = next(iter(page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=2)), None)
+                textpage.close()
+                page.close()
+            except Exception as e:
+                raise LoadError(f"corrupt PDF: page {n + 1}: {short(e)}") from e
+            pages.append((text, images is not None))
+        return meta_title, pages
+    finally:
+        pdf.close()
+
+
+def _pypdf_pages(data: bytes) -> tuple[str, list[tuple[str, bool]]]:
+    """The metadata title and each page's (text, whether it draws images), read by pypdf."""
+    import pypdf
+
+    with _quiet_pypdf():
+        encrypted = False
+        try:
+            reader = pypdf.PdfReader(io.BytesIO(data))
+            encrypted = reader.is_encrypted
+            if encrypted and not reader.decrypt(""):
+                raise LoadError("encrypted PDF (a password is needed; decrypt it first, e.g. qpdf --decrypt)")
+            pdf_pages = list(reader.pages)
+        except LoadError:
+            raise
+        except Exception as e:  # decrypting AES needs the cryptography package
+            raise LoadError(f"encrypted PDF ({short(e)})" if encrypted else f"corrupt PDF: {short(e)}") from e
+        try:
+            meta_title = str(reader.metadata.title or "").strip() if reader.metadata else ""
+        except Exception:
+            meta_title = ""
+        pages: list[tuple[str, bool]] = []
+        for n, page in enumerate(pdf_pages, 1):
+            try:
+                text = page.extract_text() or ""
+            except Exception as e:
+                raise LoadError(f"corrupt PDF: page {n}: {short(e)}") from e
+            pages.append((text, not visible(text) and _has_images(page)))
+    return meta_title, pages
+
+
+def _has_images(page: Any) -> bool:
+    """Whether a PDF page draws images (a page with images and no text is a scan; one with neither is blank)."""
+    try:
+        return len(page.images) > 0
+    except Exception:  # an image pypdf cannot parse is still an image
+        return True
