@@ -13,7 +13,7 @@ from .embed.embedder import Embedder
 from .errors import DeclragError
 from .golden import load_golden
 from .ingest.indexer import Indexer, IndexReport
-from .ingest.loaders import load_paths
+from .ingest.loaders import PDF_READERS, load_paths
 from .inputs import user_text
 from .pipeline.searching import search as _search
 from .runtime.folders import default_store
@@ -49,6 +49,8 @@ def index(
     """
     if not paths and not datasets:
         raise DeclragError("nothing to index", hint="give file or folder paths, or --dataset NAME")
+    if pdf_reader not in PDF_READERS:
+        raise DeclragError(f"unknown PDF reader {pdf_reader!r}", hint=f"use one of {', '.join(PDF_READERS)}")
     _check_paths(paths)  # before the store is opened, so a typo creates nothing
     target = str(store or default_store())
     cluster = _cluster(ray, ray_actors, paths, target) if ray is not None else None

@@ -131,7 +131,7 @@ def _ocr_cost(pages: list[dict[str, Any]]) -> dict[str, Any] | None:
     seconds = time.perf_counter() - t0
     layer = read_file(pdf, ocr=False).documents[:n]
     words = [set(_flat(d.text).split()) for d in layer]
-    got = [set(_flat(read.get(d.page or 0, "")).split()) for d in layer]
+    got = [set(_flat(t if isinstance(t := read.get(d.page or 0, ""), str) else "").split()) for d in layer]
     return {"pages": n, "s_per_page": round(seconds / n, 2), "dpi": ocr.DPI,
             "words_read": round(sum(len(w & g) for w, g in zip(words, got)) / max(1, sum(map(len, words))), 3)}
 

@@ -167,7 +167,7 @@ def synth(
                                    grader=None if grader == "answer" else grader,
                                    progress=not quiet, say=lambda m: err.print(m, markup=False, highlight=False))
     for s in skipped:
-        err.print(f"skipped {s.path}: {s.reason}", markup=False, highlight=False)
+        err.print(f"skipped {s.where}: {s.reason}", markup=False, highlight=False)
     t = Table(title=f"synth: {report.kept} questions from {report.documents} documents -> {report.out}")
     for col in ("step", "questions"):
         t.add_column(col, justify="left" if col == "step" else "right")

@@ -80,24 +80,24 @@ class _Tokens:
         return out
 
     def _unit_end(self, s: int, e: int, blocks: Sequence[units.Unit], size: int) -> tuple[int, int | None]:
-        """A window of tokens [s, e) whose end cuts a unit mid-line ends before the unit instead, when a window
-        holds the unit whole (and the next window starts at it: the second value), else at the unit's last line
-        end inside the window; as it was when neither can be."""
+        """A window of tokens [s, e) whose end falls inside a unit ends before the unit instead, when a window holds
+        the unit whole (and the next window starts at it: the second value); else, cutting mid-line, at the unit's
+        last line end inside the window, or before the unit when the window holds none of its line ends; as it was
+        when neither can be."""
         pos, first = self.ends[e - 1], self.starts[s]
         u = units.around(blocks, pos)
-        if u is None or self.text[pos:pos + 1] in ("\n", ""):
+        if u is None:
             return e, None
         start, end = u[0], u[1]
         if start > first and self.count(start, end) <= size:
             cut = bisect.bisect_right(self.ends, start)
             if cut > s:
                 return cut, bisect.bisect_left(self.starts, start)
+        if self.text[pos:pos + 1] in ("\n", ""):  # at a line end already: rows whole
+            return e, None
         line_end = self.text.rfind("\n", max(start, first), pos)
-        if line_end > first:
-            cut = bisect.bisect_right(self.ends, line_end)
-            if cut > s:
-                return cut, None
-        return e, None
+        cut = bisect.bisect_right(self.ends, line_end if line_end > first else start if start > first else -1)
+        return (cut, None) if cut > s else (e, None)
 
     def _unit_start(self, k: int, e: int, blocks: Sequence[units.Unit]) -> int:
         """The window start ``k`` moved to the next line's start when it falls mid-line inside a unit (at most to

@@ -59,6 +59,8 @@ class Plan:
 
     files: list[tuple[str, tuple[int, int], dict[str, str]]] = field(default_factory=list)
     documents: list[tuple[Document, bool]] = field(default_factory=list)
+    ocr: bool | None = None  # how the files are read (`declrag.ingest.loaders.read_file`)
+    pdf_reader: str = "pdfium"
 
 
 @dataclass
@@ -194,14 +196,16 @@ def _item(path: str = "", stamp: tuple[int, int] = (0, -1), docs: list | None = 
             "found": []}
 
 
-def _read(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Ray task: load each file of the batch; one row per file with its documents that changed (pickled)."""
+def _read(batch: dict[str, np.ndarray], ocr: bool | None = None, pdf_reader: str = "pdfium"
+          ) -> dict[str, np.ndarray]:
+    """Ray task: load each file of the batch (read as `declrag.ingest.loaders.read_file` reads with ``ocr`` and
+    ``pdf_reader``); one row per file with its documents that changed (pickled)."""
     rows: list[bytes] = []
     for path, stamp, known in zip(batch["path"], batch["stamp"], batch["known"]):
         item = _item(str(path), (int(stamp[0]), int(stamp[1])))
         held = pickle.loads(known)
         try:
-            got = read_file(Path(str(path)))
+            got = read_file(Path(str(path)), ocr, pdf_reader)
             docs, item["parts"] = got.documents, got.skipped
         except LoadError as e:
             item["skipped"] = e.reason
@@ -295,7 +299,8 @@ def run(plan: Plan, ingest: IngestConfig, store_uri: str | None, actors: int, cp
     if plan.files:  # read on the cluster; reading is light beside embedding: it takes no CPU of the actors'
         rows = [{"path": p, "stamp": list(s), "known": pickle.dumps(k)} for p, s, k in plan.files]
         ds = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // FILES_PER_TASK)))
-        ds = ds.map_batches(_read, batch_size=FILES_PER_TASK, batch_format="numpy", num_cpus=0)
+        ds = ds.map_batches(_read, batch_size=FILES_PER_TASK, batch_format="numpy", num_cpus=0,
+                            fn_kwargs={"ocr": plan.ocr, "pdf_reader": plan.pdf_reader})
         per_batch = FILES_PER_BATCH
     else:
         rows = [{"item": pickle.dumps(_item(docs=[(d, new)]))} for d, new in plan.documents]

@@ -84,11 +84,12 @@ class _Frame:
     """An element being walked: its children left, whether it is inside ``<pre>``, how deep in tables, and (for a row
     or a table) the cells and rows that ended in it."""
 
-    __slots__ = ("children", "tag", "pre", "tables", "cells", "heads", "in_head", "rows")
+    __slots__ = ("children", "tag", "pre", "tables", "cells", "heads", "in_head", "rows", "at")
 
-    def __init__(self, tag: Any, pre: bool, tables: int, in_head: bool):
+    def __init__(self, tag: Any, pre: bool, tables: int, in_head: bool, at: int = 0):
         self.children, self.tag, self.pre, self.tables = iter(tag.children), tag, pre, tables
         self.cells, self.heads, self.in_head, self.rows = 0, 0, in_head, 0
+        self.at = at  # where its text starts in what is written (a heading's text is what it wrote)
 
 
 class _Walk:
@@ -114,24 +115,25 @@ class _Walk:
         if nm == "br":
             self.put("\n")
             return
-        if nm in _HEADINGS:
-            self.heads.append((int(nm[1]), _WS.sub(" ", node.get_text()).strip()))
-        if nm in _BLOCK:
+        if nm in _BLOCK or nm == "tr" and self.last != "\n":  # a row starts a line
             self.put("\n")
         tables = frame.tables + (nm == "table")
         if nm == "table" and tables == 1:
             self.parts.append(_TABLE_START)
         elif nm == "pre" and not frame.pre and not frame.tables:
             self.parts.append(_CODE_START)
-        elif nm in ("td", "th") and frame.cells:
-            self.put(" | ")
-        self.stack.append(_Frame(node, frame.pre or nm == "pre", tables, frame.in_head or nm == "thead"))
+        elif nm in ("td", "th"):
+            self.put(" | " if frame.cells else "" if self.last in "\n " else " ")
+        self.stack.append(_Frame(node, frame.pre or nm == "pre", tables, frame.in_head or nm == "thead",
+                                 len(self.parts)))
 
     def close(self, frame: _Frame) -> None:
         tag = frame.tag
         if tag is self.soup:
             return
         parent = self.stack[-1]
+        if tag.name in _HEADINGS:  # the heading as the page shows it: what the walk wrote inside it
+            self.heads.append((int(tag.name[1]), _WS.sub(" ", _MARKS.sub("", "".join(self.parts[frame.at:]))).strip()))
         if tag.name in ("td", "th"):
             parent.cells += 1
             parent.heads += tag.name == "th"

@@ -215,7 +215,7 @@ class Indexer:
     def _plan(self) -> Plan | None:
         from .distributed import Plan  # the Ray path's module: loaded when a cluster is given only
 
-        return Plan() if self.cluster is not None else None
+        return Plan(ocr=self.ocr, pdf_reader=self.pdf_reader) if self.cluster is not None else None
 
     def _remote(self, plan: Plan, by_source: dict[str, list[DocRecord]], report: IndexReport) -> None:
         """Run ``plan`` on the cluster; write what comes back (an embedded store), count it, and remove the documents

@@ -37,22 +37,24 @@ def language() -> str:
     return os.environ.get(LANG_ENV, "").strip() or "eng"
 
 
-def read_pages(data: bytes, pages: list[int], dpi: int = DPI) -> dict[int, str]:
-    """The text OCR reads on each of ``pages`` (1-based) of the PDF ``data``: {page: text}. Raises RuntimeError with a
-    one-line reason when Tesseract fails (a language it lacks, a page it cannot render)."""
+def read_pages(data: bytes, pages: list[int], dpi: int = DPI) -> dict[int, str | RuntimeError]:
+    """What OCR reads on each of ``pages`` (1-based) of the PDF ``data``: {page: its text, or a RuntimeError with a
+    one-line reason where that page failed (a language Tesseract lacks, a page PDFium cannot render)}; one page's
+    failure costs no other page."""
     import pypdfium2 as pdfium
     import pytesseract
 
-    out: dict[int, str] = {}
+    out: dict[int, str | RuntimeError] = {}
     pdf = pdfium.PdfDocument(data)
     try:
         for n in pages:
-            image = pdf[n - 1].render(scale=dpi / 72).to_pil()
             try:
+                image = pdf[n - 1].render(scale=dpi / 72).to_pil()
                 out[n] = pytesseract.image_to_string(image, lang=language())
             except pytesseract.TesseractError as e:
-                said = (str(e.message).strip().splitlines() or ["no message"])[-1]
-                raise RuntimeError(f"Tesseract failed on page {n}: {said}") from e
+                out[n] = RuntimeError(f"Tesseract: {(str(e.message).strip().splitlines() or ['no message'])[-1]}")
+            except Exception as e:  # a page PDFium cannot render
+                out[n] = RuntimeError(f"{type(e).__name__}: {e}")
     finally:
         pdf.close()
     return out

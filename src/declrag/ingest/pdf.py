@@ -61,12 +61,13 @@ def load_pdf(data: bytes, source: str, name: str, ocr: bool | None = None, reade
     if scans and use_ocr and tesseract.available():
         try:
             read = tesseract.read_pages(data, scans)
-        except Exception as e:  # a page PDFium cannot render, a language Tesseract lacks
-            read = {}
-            skipped += [Skipped(source, f"no text layer, and OCR failed: {short(e)}", page=n) for n in scans]
-        for n, text in read.items():
-            if visible(text):
-                texts[n] = text
+        except Exception as e:  # a file PDFium cannot open for rendering: every such page fails alike
+            read = {n: RuntimeError(short(e)) for n in scans}
+        for n, got in read.items():
+            if isinstance(got, RuntimeError):
+                skipped.append(Skipped(source, f"no text layer, and OCR failed: {short(got)}", page=n))
+            elif visible(got):
+                texts[n] = got
             else:
                 skipped.append(Skipped(source, "no text layer, and OCR read no text on it", page=n))
     elif scans:

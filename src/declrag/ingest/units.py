@@ -14,11 +14,13 @@ the row and its column's name. The text itself stays the exact span.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
 CODE, TABLE = "code", "table"
 Unit = tuple[int, int, str, int]  # (start, end, kind, head: the end of a table's header lines; start for code)
+_LAST = float("inf")  # (offset, _LAST) sorts after every unit that starts at that offset
 
 
 def markdown_units(text: str) -> list[Unit]:
@@ -46,7 +48,7 @@ def markdown_units(text: str) -> list[Unit]:
             out.append((a, b, CODE, a))
         elif tok.type == "table_open" and b > a:
             body = b  # the header row and the delimiter row (|---|) are the head: the body starts after them
-            for t in tokens[i + 1:]:
+            for t in itertools.islice(tokens, i + 1, None):
                 if t.type == "table_close":
                     break
                 if t.type == "tbody_open" and t.map:
@@ -57,8 +59,14 @@ def markdown_units(text: str) -> list[Unit]:
 
 
 def of(metadata: dict[str, Any]) -> list[Unit]:
-    """A document's units, as its loader wrote them (``metadata["units"]``), sorted; [] when it has none."""
-    return sorted((int(a), int(b), str(k), int(h)) for a, b, k, h in metadata.get("units") or ())
+    """A document's units, as its loader wrote them (``metadata["units"]``), sorted; [] when it has none, or when the
+    key holds something else (a JSONL record's own field of that name)."""
+    got = metadata.get("units")
+    if not isinstance(got, list):
+        return []
+    ok = all(isinstance(u, (list, tuple)) and len(u) == 4 and type(u[0]) is int and type(u[1]) is int
+             and u[2] in (CODE, TABLE) and type(u[3]) is int and 0 <= u[0] < u[1] for u in got)
+    return sorted((a, b, k, h) for a, b, k, h in got) if ok else []
 
 
 def segments(a: int, b: int, units: Sequence[Unit]) -> list[tuple[int, int, Unit | None]]:
@@ -79,15 +87,17 @@ def segments(a: int, b: int, units: Sequence[Unit]) -> list[tuple[int, int, Unit
 
 
 def around(units: Sequence[Unit], pos: int) -> Unit | None:
-    """The unit ``pos`` lies strictly inside (after its start, before its end), or None."""
-    i = bisect.bisect_right([u[0] for u in units], pos) - 1
+    """The unit ``pos`` lies strictly inside (after its start, before its end), or None. ``units`` sorted and not
+    overlapping, as `of` gives them (a binary search: O(log n))."""
+    i = bisect.bisect_right(units, (pos, _LAST)) - 1
     return units[i] if i >= 0 and units[i][0] < pos < units[i][1] else None
+
 
 
 def table_head(text: str, units: Sequence[Unit], start: int) -> str:
     """The header lines of the table a chunk starting at ``start`` continues (it starts inside the table's body, past
     its header), else ''."""
-    i = bisect.bisect_right([u[0] for u in units], start) - 1
+    i = bisect.bisect_right(units, (start, _LAST)) - 1
     if i < 0:
         return ""
     s, e, kind, head = units[i]

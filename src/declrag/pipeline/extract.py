@@ -354,12 +354,13 @@ def check(answer: str, passages: Sequence[str], embed: Embed | None, context: st
     rows = cited_sentences(answer)
     if not rows:
         return []
-    texts = list(passages)
-    lex = [[support(s, t) for t in texts] for s, _ in rows]
+    texts = [reading(p) for p in passages]  # both sides as read (`declrag.text.reading`): an answer shows them so
+    said = [reading(s) for s, _ in rows]
+    lex = [[support(s, t) for t in texts] for s in said]
     sem = [[0.0] * len(texts) for _ in rows]
     psents = [(i, texts[i][a:b]) for i in range(len(texts)) for a, b in spans(texts[i], 10_000)]
     if embed is not None and psents and any(max(r, default=0.0) < LEXICAL for r in lex):
-        sv = embed([s for s, _ in rows]) @ embed([t for _, t in psents]).T
+        sv = embed(said) @ embed([t for _, t in psents]).T
         for j, (i, _) in enumerate(psents):
             for r in range(len(rows)):
                 sem[r][i] = max(sem[r][i], float(sv[r, j]))
@@ -374,13 +375,15 @@ def check(answer: str, passages: Sequence[str], embed: Embed | None, context: st
         if by is None and any(ok):
             by = max((i for i in range(len(texts)) if ok[i]), key=lambda i: lex[r][i])
         where = context if context is not None else "\n\n".join(texts[i] for i in ([by] if by is not None else pool))
-        gone = unsupported(s, where)
+        gone = unsupported(said[r], where)
         out.append(Finding(s, valid, by is not None and not gone, None if by is None else by + 1,
                            max(lex[r], default=0.0), max(sem[r], default=0.0), [d.text for d in gone], wrong))
     return out
 
 
 def unsupported(text: str, context: str) -> list[Detail]:
-    """The details (numbers, dates, names, quotes) of ``text`` that ``context`` lacks."""
+    """The details (numbers, dates, names, quotes) of ``text`` that ``context`` lacks (both as read:
+    `declrag.text.reading`)."""
+    text, context = reading(text), reading(context)
     nums, norm = set(numbers(context)), norm_phrase(context)
     return [d for d in details(text) if not detail_supported(d, context, nums, norm)]

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..text.reading import reading
+from ..text.reading import shown as reading_shown
 from ..text.sentences import sentence_spans
 from .postprocess import content_words
 
@@ -30,9 +30,9 @@ class Piece:
 
 
 def shown(text: str) -> str:
-    """A passage's piece as the answer shows it: as a reader sees it (`declrag.text.reading`: "calibra-" / "tion" is
-    "calibration"), on one line, its own ``[n]`` footnote marks out."""
-    return " ".join(CITE.sub(" ", reading(text)).split())
+    """A passage's piece as the answer shows it: as a reader sees it (`declrag.text.reading.shown`: "calibra-" /
+    "tion" is "calibration", "ﬁ" is "fi", "m²" stays), on one line, its own ``[n]`` footnote marks out."""
+    return " ".join(CITE.sub(" ", reading_shown(text)).split())
 
 
 def spans(text: str, limit: int, wrapped: bool = False, start: int = 0, end: int | None = None

@@ -48,7 +48,8 @@ class StoreMeta(Strict):
     # 2: ingest has ``context`` (a store of format 1 was built without headers); 3: chunks leave their running headers
     # and footers out of what is searched (`declrag.ingest.running`; Weaviate then BM25-searches ``searched`` always);
     # 4: what is searched and embedded is the text as a reader sees it (`declrag.text.reading`: hyphenation joined,
-    # ligatures folded); a store of format 3 still searches as it was built, its new chunks in the new form
+    # ligatures folded); a store of format 3 keeps the vectors it was embedded with, embeds its new chunks in the new
+    # form, and its keyword index is built in the new form when the store next changes (an embedded store's)
     format: int = 4
     backend: str = "lancedb"  # one of the names in BACKENDS
     metric: Metric = "cosine"

@@ -30,7 +30,9 @@ from functools import cache, lru_cache
 # A hyphen (ASCII, U+2010 HYPHEN, or a soft hyphen) at a line end, between word characters: "calibra-\n  tion". The
 # left part is the word before it (of a compound, its last part: "the" of "state-of-the-"), the right part the word
 # after it, up to a space or a further hyphen.
-_BREAK = re.compile(r"(\w+)([-\u2010\u00ad])[ \t]*\r?\n[ \t]*(\w+)")
+_BREAK = re.compile(r"(?<!\w)(\w+)([-\u2010\u00ad])[ \t]*\r?\n[ \t]*(?=(\w+))")  # the right part looked at, not taken
+_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
+                            "\ufb05": "st", "\ufb06": "st"})
 _HYPHENS = "-\u2010\u00ad"
 #: Zipf frequency (log10 of uses per billion words, wordfreq's scale) at which a part counts as a common word.
 WORD_ZIPF = 3.0
@@ -55,15 +57,29 @@ def is_break(left: str, right: str, text: str = "", lang: str = "en") -> bool:
     """Whether ``left`` + hyphen + line end + ``right`` is one word a typesetter broke (join it), rather than a real
     hyphen that fell at a line end (keep it). ``text``: the text both come from, whose own spellings decide first;
     ``lang``: the language whose word frequencies decide next (an ISO 639 code wordfreq knows; English by default)."""
+    return _is_break(left, right, _Spellings(text.lower()), lang)
+
+
+class _Spellings:
+    """A text's own words and hyphenated pairs (lower case), read once however many breaks it has."""
+
+    def __init__(self, lower: str):
+        self.words = set(_WORD.findall(lower))
+        self.pairs = {f"{a}-{b}" for c in _COMPOUND.findall(lower) for a, b in zip(c.split("-"), c.split("-")[1:])}
+
+
+_WORD = re.compile(r"\w+")
+_COMPOUND = re.compile(r"\w+(?:-\w+)+")
+
+
+def _is_break(left: str, right: str, own: _Spellings, lang: str) -> bool:
     if not right or not left or right[0].isupper() or right[0].isdigit() or left[-1].isdigit():
         return False
     joined = (left + right).lower()
-    if text:
-        lower = text.lower()
-        if re.search(rf"(?<!\w){re.escape(left.lower())}-{re.escape(right.lower())}(?!\w)", lower):
-            return False
-        if re.search(rf"(?<!\w){re.escape(joined)}(?!\w)", lower):
-            return True
+    if f"{left}-{right}".lower() in own.pairs:
+        return False
+    if joined in own.words:
+        return True
     try:
         z_joined, z_left, z_right = _zipf(joined, lang), _zipf(left.lower(), lang), _zipf(right.lower(), lang)
     except (ImportError, LookupError, ValueError):  # no word list for the language: a break, as typesetting goes
@@ -76,12 +92,16 @@ def is_break(left: str, right: str, text: str = "", lang: str = "en") -> bool:
 def _joined(text: str, lang: str) -> str:
     if "\n" not in text or not any(h in text for h in _HYPHENS):
         return text
+    own: _Spellings | None = None
 
     def one(m: re.Match[str]) -> str:
+        nonlocal own
         left, hyphen, right = m.group(1), m.group(2), m.group(3)
-        if hyphen == "\u00ad" or is_break(left, right, text, lang):
-            return left + right
-        return f"{left}-{right}"
+        if hyphen == "\u00ad":
+            return left
+        if own is None:  # the text's own spellings, once
+            own = _Spellings(_BREAK.sub(r"\1\n", text).lower())  # its broken words left out of them
+        return left if _is_break(left, right, own, lang) else f"{left}-"
 
     return _BREAK.sub(one, text)
 
@@ -92,6 +112,12 @@ def reading(text: str, lang: str = "en") -> str:
     if text.isascii():  # no compatibility forms nor format characters: only hyphenation can change
         return _joined(text, lang)
     return unicodedata.normalize("NFKC", _format().sub("", _joined(text, lang)))
+
+
+def shown(text: str, lang: str = "en") -> str:
+    """``text`` as an answer shows it: hyphenation joined, ligatures as letters, invisible characters out, composed
+    (NFC); unlike `reading`, the other compatibility forms stay ("m²", "H₂O", "10⁻³" keep their meaning)."""
+    return unicodedata.normalize("NFC", _format().sub("", _joined(text, lang)).translate(_LIGATURES))
 
 
 def visible(text: str) -> bool:

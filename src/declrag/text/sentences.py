@@ -48,6 +48,7 @@ def sentence_spans(text: str, a: int = 0, b: int | None = None, wrapped: bool = 
 
 
 _SOFT_AFTER = re.compile(r"[ \t]*[a-z0-9(]")
+_BLANK = re.compile(r"[ \t\r]*(?:\n|$)")  # a blank line: always a paragraph's end
 _ITEM = re.compile(r"[ \t]*(?:[-*+•▪◦‣–—]|\d{1,3}[.)]|[a-z][.)])[ \t]")  # a list item's mark starts a line
 FULL = 0.85  # a line at least this share of the text's usual width was wrapped, whatever starts the next one
 
@@ -66,6 +67,7 @@ def _hard_lines(text: str, a: int, b: int) -> list[Span]:
         last = text.rfind("\n", a, i) + 1 if i > a else a
         before = text[pos:i].rstrip(" \t\r")
         if (before and before[-1] not in ".!?:;" and not _ITEM.match(text, i + 1, b)
+                and not _BLANK.match(text, i + 1, b)
                 and (_SOFT_AFTER.match(text, i + 1, b) or len(text[max(last, a):i].strip()) >= width)):
             continue
         if (s := strip_span(text, pos, i)) is not None:

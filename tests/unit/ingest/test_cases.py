@@ -230,3 +230,58 @@ def test_an_extractive_answer_never_quotes_a_running_header(tmp_path: Path, mini
         got = ask(st, minilm, "What does the harbour works annual report say about dredging?")
     assert "Dredging of the east basin finished in April." in got.answer
     assert "Harbour Works Annual Report" not in got.answer
+
+
+def test_a_record_s_own_units_field_is_not_taken_for_code_blocks(tmp_path: Path):
+    from declrag.config import ChunkerConfig
+    from declrag.ingest.chunkers import Chunker
+    from declrag.text.tokens import WordTokens
+
+    p = tmp_path / "rows.jsonl"
+    p.write_text('{"id": "a", "text": "Weight.\\n\\nFive.", "units": "metric"}\n'
+                 '{"id": "b", "text": "Length.", "units": ["kg", "m"]}\n', "utf-8")
+    for doc in read_file(p).documents:
+        assert [c.text for c in Chunker(ChunkerConfig(), WordTokens())(doc)]  # chunked, no error
+
+
+@pytest.mark.parametrize(("text", "unit", "size", "want"), [
+    # a table that fits a window, reached at one of its line ends: still kept whole (the window ends before it)
+    ("one two three four\na | b\nc | d\ne | f", (19, None), 10, ["one two three four", "a | b\nc | d\ne | f"]),
+    # a table too long for a window, reached in its first line: the window ends before the table, not mid-row
+    ("one two three four five six\nname | value | unit\n" + "\n".join(f"r{i} | {i} | kg" for i in range(8)),
+     (28, 48), 8, None),
+])
+def test_fixed_windows_never_cut_a_table_mid_row(text: str, unit, size: int, want):
+    from declrag.config import ChunkerConfig
+    from declrag.ingest.chunkers import Chunker
+    from declrag.text.tokens import WordTokens
+    from declrag.types import Document
+
+    start, head = unit
+    doc = Document("d", text, metadata={"units": [[start, len(text), "table", head or start]]})
+    chunks = Chunker(ChunkerConfig(name="fixed", chunk_size=size, overlap=0), WordTokens())(doc)
+    if want is not None:
+        assert [c.text for c in chunks] == want
+    for c in chunks:
+        assert c.text == text[c.start:c.end]
+        if c.start >= start:  # inside the table: whole lines only
+            assert (c.start == start or text[c.start - 1] == "\n") and (c.end == len(text) or text[c.end] == "\n")
+
+
+def test_malformed_html_tables_keep_their_words_apart_and_headings_read_as_shown(tmp_path: Path):
+    p = tmp_path / "odd.html"
+    for html, text in (("<table>x<tr><td>a</td></tr></table>", "x\na"), ("<div>x<th>y</th>z</div>", "x yz"),
+                       ("<span>x</span><td>1</td><td>2</td>", "x 1 | 2")):
+        p.write_text(html, "utf-8")
+        assert read_file(p).documents[0].text == text
+    p.write_text('<h1>Guide</h1><p>intro</p><h2><svg><title>Link icon</title></svg>Install'
+                 '<span aria-hidden="true">#</span></h2><p>run it</p>', "utf-8")
+    [doc] = read_file(p).documents
+    assert doc.metadata["headings"] == [(0, 1, "Guide"), (14, 2, "Install")]
+
+
+def test_a_blank_line_always_ends_a_sentence():
+    from declrag.text.sentences import sentence_spans
+
+    text = "\n".join(["word " * 12] * 5) + "which the architect had designed in\n\n(b) a new paragraph starts here."
+    assert text[slice(*sentence_spans(text, wrapped=True)[-1])] == "(b) a new paragraph starts here."
