@@ -5,7 +5,9 @@ program, not a Python package: Debian's ``tesseract-ocr`` (``bash scripts/setup.
 ``tesseract`` on macOS. `declrag.ingest.loaders.read_file` uses it by default where it is installed, and otherwise
 names every such page in the run's summary.
 
-Cost: about 1-3 s of CPU a page at 300 dpi (`declrag bench pdf` reports it on its scanned pages).
+Tesseract runs with one OpenMP thread (``OMP_THREAD_LIMIT=1`` unless the environment sets it): its threads cost far
+more than they save on a few cores, 40 s against 4.7 s for one typeset page at 300 dpi on 2 cores. Cost: about 5 s a
+dense page (`declrag bench pdf` reports it).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ def read_pages(data: bytes, pages: list[int], dpi: int = DPI) -> dict[int, str |
 
     out: dict[int, str | RuntimeError] = {}
     pdf = pdfium.PdfDocument(data)
+    threads = os.environ.get("OMP_THREAD_LIMIT")
+    os.environ["OMP_THREAD_LIMIT"] = threads or "1"  # Tesseract's own threads: one (see the module docstring)
     try:
         for n in pages:
             try:
@@ -57,4 +61,6 @@ def read_pages(data: bytes, pages: list[int], dpi: int = DPI) -> dict[int, str |
                 out[n] = RuntimeError(f"{type(e).__name__}: {e}")
     finally:
         pdf.close()
+        if threads is None:
+            os.environ.pop("OMP_THREAD_LIMIT", None)
     return out
