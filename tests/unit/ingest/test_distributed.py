@@ -11,6 +11,7 @@ import pytest
 from declrag.errors import DeclragError
 from declrag.ingest.distributed import _probe, _read, resolve_address, sizes
 from declrag.ingest.loaders import load_file
+from tests.conftest import shared
 
 
 def test_the_read_stage_passes_on_what_changed_and_skips_what_it_cannot_load(tmp_path):
@@ -27,6 +28,20 @@ def test_the_read_stage_passes_on_what_changed_and_skips_what_it_cannot_load(tmp
         (str(new), 1, 0), (str(same), 0, 1), (str(bad), 0, 0)]
     assert items[0]["docs"][0][1] is True and items[0]["stamp"] == (1, 10)  # new to the store
     assert items[1]["found"] == list(held) and items[2]["skipped"]
+
+
+def test_the_read_stage_reads_as_asked_and_passes_on_the_parts_it_skipped(tmp_path):
+    """The Ray path reads with the run's --pdf-reader and --ocr, and brings back the records and pages it skipped."""
+    case = shared("..", "cases", "reading")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "a", "text": "The rink opens at noon."}\n{"id": "b", "text": null}\n')
+    paths = [str(case / "ligatures.pdf"), str(case / "image-page.pdf"), str(rows)]
+    batch = {"path": np.array(paths, dtype=object), "stamp": np.array([[1, 10], [2, 20], [3, 30]]),
+             "known": np.array([pickle.dumps({})] * 3, dtype=object)}
+    items = [pickle.loads(b) for b in _read(batch, ocr=False, pdf_reader="pypdf")["item"]]
+    assert "ﬁ" in items[0]["docs"][0][0].text  # pypdf keeps the ligatures that PDFium writes as letters
+    assert [(s.page, s.reason.split(";")[0]) for s in items[1]["parts"]] == [(2, "no text layer (a scan?)")]
+    assert [(s.line, s.reason.split(";")[0]) for s in items[2]["parts"]] == [(2, '"text" is null')]
 
 
 def test_auto_reads_ray_address(monkeypatch):
