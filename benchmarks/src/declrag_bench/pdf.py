@@ -84,14 +84,9 @@ def _index(folder: Path, arm: str, embedder: Embedder, progress: bool) -> tuple[
     shutil.rmtree(where, ignore_errors=True)
     store = LanceStore(where)
     store.create(StoreMeta(ingest=ingest))
-    files = _files(folder, arm)
-    t0 = time.perf_counter()
-    pages = sum(len(read_file(f, ocr=False, pdf_reader=READER.get(arm, "pdfium")).documents)
-                for f in sorted(files.iterdir()))
-    read_s = time.perf_counter() - t0
     report = Indexer(store, ingest, embedder, progress=progress, ocr=False,
-                     pdf_reader=READER.get(arm, "pdfium")).index_paths([files])
-    total = sum(report.seconds.values())
+                     pdf_reader=READER.get(arm, "pdfium")).index_paths([_files(folder, arm)])
+    total, read_s, pages = sum(report.seconds.values()), report.seconds["load"], report.indexed  # a doc a page
     return store, {"documents": report.indexed, "pages": pages, "chunks": report.chunks, "read_s": round(read_s, 2),
                    "pages_per_s": round(pages / read_s, 1) if read_s else None, "index_s": round(total, 1),
                    "chunks_per_s": round(report.chunks / total, 1) if total else None,

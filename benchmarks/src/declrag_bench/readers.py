@@ -16,11 +16,12 @@ import argparse
 import json
 import re
 import time
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from declrag.text.reading import reading
 
 from .typeset import pdf_pages, typeset
 
@@ -68,7 +69,6 @@ def _pdfplumber(pdf: Path) -> list[str]:
 READERS: dict[str, Callable[[Path], list[str]]] = {
     "pypdf": _pypdf, "pypdfium2": _pypdfium2, "pdfminer.six": _pdfminer, "pdfplumber": _pdfplumber}
 _HYPHEN = re.compile(r"(\w)-\s*\n\s*(\w)")
-_ANY_HYPHEN = re.compile(r"(\w)[-\u00ad\u2010]\s*\n\s*(\w)")
 
 
 def _collapse(text: str) -> str:
@@ -81,10 +81,10 @@ def dehyphenate(text: str) -> str:
 
 
 def normalise(text: str) -> str:
-    """NFKC (ligatures), then words joined across a line-end hyphen of any kind: ``-``, a soft hyphen, U+2010,
-    or pdfium's U+FFFE marker (which it sets in place of a line-end hyphen, with no line break after it)."""
-    text = unicodedata.normalize("NFKC", text.replace("\r\n", "\n"))
-    return _ANY_HYPHEN.sub(r"\1\2", re.sub(r"\ufffe\s*", "", text))
+    """The text as declrag reads it (`declrag.text.reading`), after what its PDF loader does to every reader's text:
+    line ends as ``\n``, and PDFium's U+FFFE (set in place of a line-end hyphen, with no line break after it) as a
+    hyphen and a line break."""
+    return reading(text.replace("\r\n", "\n").replace("\r", "\n").replace("\ufffe", "-\n"))
 
 
 def paragraphs(text: str, min_words: int = 12) -> list[str]:

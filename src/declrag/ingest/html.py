@@ -8,6 +8,7 @@ import warnings
 from typing import Any
 
 from ..text.reading import visible
+from ..text.sentences import strip_span
 from ..types import Document
 from .files import SNIFF, LoadError, is_binary
 from .headers import clip
@@ -184,22 +185,11 @@ def _unmarked(marked: str) -> tuple[str, list[Unit]]:
     lead = len(text) - len(text.lstrip())
     text = text.strip()
     clip = [(max(a - lead, 0), min(b - lead, len(text)), k, min(max(h - lead, 0), len(text))) for a, b, k, h in units]
-    return text, [u for u in _trimmed(text, clip) if u[1] > u[0]]
+    trimmed = [(*span, kind, max(head, span[0])) for a, b, kind, head in clip if (span := strip_span(text, a, b))]
+    return text, trimmed  # a unit without the blank lines at its edges
 
 
 _BLANKS = re.compile("\n(?:[\ue000-\ue004]*\n){2,}")  # blank lines, marks between them
-
-
-def _trimmed(text: str, units: list[Unit]) -> list[Unit]:
-    """Units without the blank lines at their edges."""
-    out = []
-    for a, b, kind, head in units:
-        while a < b and text[a].isspace():
-            a += 1
-        while b > a and text[b - 1].isspace():
-            b -= 1
-        out.append((a, b, kind, max(head, a)))
-    return out
 
 
 _HEADINGS = ["h1", "h2", "h3", "h4", "h5", "h6"]

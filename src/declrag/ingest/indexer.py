@@ -123,8 +123,8 @@ class Indexer:
             stale += [r.id for r in recs if r.id not in {d.id for d in docs}]
             pending += [(d, stamp) for d in docs]
         roots = [Path(p).resolve() for p in paths]
-        gone = sorted(src for src in by_source if src and not Path(src).exists()
-                      and any(Path(src).is_relative_to(root) for root in roots))
+        gone = sorted(src for src in by_source if src and any(Path(src).is_relative_to(root) for root in roots)
+                      and not Path(src).exists())  # only the folders' own files are looked up on disk
         if prune:
             stale += [r.id for src in gone for r in by_source[src]]
         else:
