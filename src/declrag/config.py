@@ -20,7 +20,8 @@ from .types import content_hash
 DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_ROUTE = "local/smollm2"  # what every LM stage runs on unless told otherwise: SmolLM2-135M, in process
 # bump when the chunkers' output changes for the same settings: stores built before are then rebuilt
-CHUNKING_VERSION = 3  # 3: code blocks and tables are units; what is searched is read (`declrag.text.reading`)
+# 3: code blocks and tables are units; what is searched is read (`declrag.text.reading`); 4: a PDF is one document
+CHUNKING_VERSION = 4
 
 ChunkerName = Literal["fixed", "recursive", "sentence", "semantic", "parent-child"]
 Fusion = Literal["relative", "ranked"]

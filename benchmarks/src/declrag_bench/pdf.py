@@ -77,8 +77,8 @@ def _files(folder: Path, arm: str) -> Path:
     return out
 
 
-def _index(folder: Path, arm: str, embedder: Embedder, progress: bool) -> tuple[LanceStore, dict[str, Any]]:
-    """A fresh store of one arm's files, and what indexing them cost."""
+def _index(folder: Path, arm: str, embedder: Embedder, progress: bool, pages: int) -> tuple[LanceStore, dict[str, Any]]:
+    """A fresh store of one arm's files (``pages`` pages in all), and what indexing them cost."""
     ingest = IngestConfig()
     where = folder.parent / f"store-{arm}"
     shutil.rmtree(where, ignore_errors=True)
@@ -86,7 +86,7 @@ def _index(folder: Path, arm: str, embedder: Embedder, progress: bool) -> tuple[
     store.create(StoreMeta(ingest=ingest))
     report = Indexer(store, ingest, embedder, progress=progress, ocr=False,
                      pdf_reader=READER.get(arm, "pdfium")).index_paths([_files(folder, arm)])
-    total, read_s, pages = sum(report.seconds.values()), report.seconds["load"], report.indexed  # a doc a page
+    total, read_s = sum(report.seconds.values()), report.seconds["load"]
     return store, {"documents": report.indexed, "pages": pages, "chunks": report.chunks, "read_s": round(read_s, 2),
                    "pages_per_s": round(pages / read_s, 1) if read_s else None, "index_s": round(total, 1),
                    "chunks_per_s": round(report.chunks / total, 1) if total else None,
@@ -124,9 +124,9 @@ def _ocr_cost(pages: list[dict[str, Any]]) -> dict[str, Any] | None:
     t0 = time.perf_counter()
     read = ocr.read_pages(data, list(range(1, n + 1)))
     seconds = time.perf_counter() - t0
-    layer = read_file(pdf, ocr=False).documents[:n]
-    words = [set(_flat(d.text).split()) for d in layer]
-    got = [set(_flat(t if isinstance(t := read.get(d.page or 0, ""), str) else "").split()) for d in layer]
+    layer = read_file(pdf, ocr=False).documents[0].text.split("\f")[:n]  # its pages
+    words = [set(_flat(page).split()) for page in layer]
+    got = [set(_flat(t if isinstance(t := read.get(k, ""), str) else "").split()) for k in range(1, n + 1)]
     return {"pages": n, "s_per_page": round(seconds / n, 2), "dpi": ocr.DPI,
             "words_read": round(sum(len(w & g) for w, g in zip(words, got)) / max(1, sum(map(len, words))), 3)}
 
@@ -145,7 +145,7 @@ def run(folder: Path | None = None, arms: list[str] | None = None, progress: boo
                            "table_questions": sum(t for *_, t in questions), "arms": {}, "indexing": {}}
     rows: dict[str, list[dict[str, Any]]] = {}
     for arm in order:
-        store, cost = _index(folder, arm, embedder, progress)
+        store, cost = _index(folder, arm, embedder, progress, out["pages"] if arm == "text" else out["pdf_pages"])
         out["indexing"][arm] = cost
         prog = RAGProgram(default_config(ProgramConfig()), store=store, embedder=embedder)
         rows[arm] = [_row(prog, q, a, t) for q, a, t in questions]

@@ -26,7 +26,7 @@ from ..text.tokens import Span, TokenCounter
 from ..types import Chunk, Document, chunk_id
 from . import units
 from .headers import header, headings, sections
-from .running import spans_of, within
+from .running import page_starts, spans_of, within
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 
@@ -168,10 +168,11 @@ class Chunker:
             parents = [None] * len(spans)
         paths = sections(headings(doc), [s for s, _ in spans])
         running = spans_of(doc.metadata)  # its running headers and footers (`declrag.ingest.running`)
+        pages = page_starts(text)  # a paged text (a PDF): a chunk's page is the one it starts on
         return [
             Chunk(
                 id=chunk_id(doc.id, i), doc_id=doc.id, text=text[s:e], start=s, end=e, position=i,
-                source=doc.source, title=doc.title, page=doc.page,
+                source=doc.source, title=doc.title, page=bisect.bisect_right(pages, s) if pages else doc.page,
                 parent_start=p[0] if p else None, parent_end=p[1] if p else None,
                 section=path, running=within(running, s, e),
                 header="\n".join(h for h in (header(doc.title, path, self.context), units.table_head(text, blocks, s))

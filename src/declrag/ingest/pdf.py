@@ -1,5 +1,5 @@
-"""PDFs: a document per page, read by PDFium (the default) or pypdf; pages without a text layer read by OCR or
-named (`load_pdf`)."""
+"""PDFs: one document of its pages, read by PDFium (the default) or pypdf; pages without a text layer read by OCR
+or named (`load_pdf`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from ..text.reading import visible
 from ..types import Document
 from . import ocr as tesseract
 from .files import LoadError, Read, Skipped, short
-from .running import running_spans
+from .layout import Sized, headings, paragraphs, title_of
+from .running import page_starts, paged_spans
 
 _JUNK_PDF_TITLES = frozenset({"untitled", "untitled document"})  # generator defaults, e.g. reportlab
 
@@ -41,14 +42,17 @@ PDF_READERS: tuple[str, ...] = get_args(PdfReaderName)
 
 
 def load_pdf(data: bytes, source: str, name: str, ocr: bool | None = None, reader: str = "pdfium") -> Read:
-    """A document per page with text, in page order. A page without a text layer (a scan: images and no text) is read
-    by OCR (`declrag.ingest.ocr`; ``ocr`` as `read_file` takes it), else skipped with why; a blank page is nothing."""
+    """One document: the PDF's pages in order, each after a form feed but the first (as ``pdftotext`` writes them;
+    a chunk's page is the one it starts on, `declrag.ingest.running.page_starts`), so that a sentence or a chunk runs
+    on from one page to the next. A page without a text layer (a scan: images and no text) is read by OCR
+    (`declrag.ingest.ocr`; ``ocr`` as `read_file` takes it; its number in ``metadata["ocr"]``), else skipped with why
+    and left empty; a blank page is empty."""
     meta_title, pages = _pdfium_pages(data) if reader == "pdfium" else _pypdf_pages(data)
     title = meta_title if meta_title.lower() not in _JUNK_PDF_TITLES else ""
     texts: dict[int, str] = {}
     scans: list[int] = []  # pages to read by OCR: no text layer, or one that maps its glyphs to no characters
     garbled: set[int] = set()
-    for n, (text, images) in enumerate(pages, 1):
+    for n, (text, images, _) in enumerate(pages, 1):
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         if visible(text) and not _garbled(text):
             texts[n] = text
@@ -57,17 +61,19 @@ def load_pdf(data: bytes, source: str, name: str, ocr: bool | None = None, reade
             if visible(text):
                 garbled.add(n)
     skipped: list[Skipped] = []
+    read: list[int] = []  # the pages OCR read
     use_ocr = tesseract.available() if ocr is None else ocr
     if scans and use_ocr and tesseract.available():
         try:
-            read = tesseract.read_pages(data, scans)
+            got_pages = tesseract.read_pages(data, scans)
         except Exception as e:  # a file PDFium cannot open for rendering: every such page fails alike
-            read = {n: RuntimeError(short(e)) for n in scans}
-        for n, got in read.items():
+            got_pages = {n: RuntimeError(short(e)) for n in scans}
+        for n, got in got_pages.items():
             if isinstance(got, RuntimeError):
                 skipped.append(Skipped(source, f"no text layer, and OCR failed: {short(got)}", page=n))
             elif visible(got):
                 texts[n] = got
+                read.append(n)
             else:
                 skipped.append(Skipped(source, "no text layer, and OCR read no text on it", page=n))
     elif scans:
@@ -77,15 +83,22 @@ def load_pdf(data: bytes, source: str, name: str, ocr: bool | None = None, reade
             raise LoadError(f"{what} on any of its {len(pages)} page{'s' * (len(pages) != 1)} ({fix})")
         skipped += [Skipped(source, ("text layer unreadable (a font without a Unicode map?); " if n in garbled else
                                      "no text layer (a scan?); ") + fix, page=n) for n in scans]
-    docs = [Document(f"{source}#page={n}", texts[n], source, title or name, page=n,
-                     metadata={"ocr": True} if n in scans else {}) for n in sorted(texts)]
-    if not docs:
+    if not texts:
         raise LoadError("no extractable text (its pages are blank)" if not skipped else
                         f"no extractable text ({skipped[0].reason})")
-    for doc, spans in zip(docs, running_spans([d.text for d in docs])):  # its running headers and footers
-        if spans:
-            doc.metadata["running"] = [list(s) for s in spans]
-    return Read(docs, sorted(skipped, key=lambda s: s.page or 0))
+    # a form feed is the page break: none inside a page
+    text = "\f".join(paragraphs(texts.get(n, "").replace("\f", "\n")) for n in range(1, len(pages) + 1))
+    metadata: dict[str, Any] = {"ocr": sorted(read)} if read else {}
+    starts = page_starts(text) or [0]
+    heads = headings(text, starts, [lines if n in texts and n not in read else []
+                                    for n, (_, _, lines) in enumerate(pages, 1)])
+    if heads:  # its sections, and its title where the metadata gives none
+        metadata["headings"] = [list(h) for h in heads]
+        title = title or title_of(heads, starts[1] if len(starts) > 1 else len(text))
+    if running := paged_spans(text):  # its running headers and footers
+        metadata["running"] = [list(s) for s in running]
+    return Read([Document(source, text, source, title or name, metadata=metadata)],
+                sorted(skipped, key=lambda s: s.page or 0))
 
 
 def _garbled(text: str) -> bool:
@@ -96,10 +109,10 @@ def _garbled(text: str) -> bool:
     return len(shown) >= 20 and bad > 0.3 * len(shown)
 
 
-def _pdfium_pages(data: bytes) -> tuple[str, list[tuple[str, bool]]]:
-    """The metadata title and each page's (text, whether it draws images), read by PDFium. PDFium writes a hyphen
-    it takes for a typesetter's at a line end as U+FFFE and joins the lines: it is written back as the page shows
-    it, a hyphen and a line break (`declrag.text.reading` decides what it was)."""
+def _pdfium_pages(data: bytes) -> tuple[str, list[tuple[str, bool, Sized]]]:
+    """The metadata title and each page's (text, whether it draws images, its lines with their type sizes), read by
+    PDFium. PDFium writes a hyphen it takes for a typesetter's at a line end as U+FFFE and joins the lines: it is
+    written back as the page shows it, a hyphen and a line break (`declrag.text.reading` decides what it was)."""
     import pypdfium2 as pdfium
     import pypdfium2.raw as pdfium_c
 
@@ -114,25 +127,50 @@ def _pdfium_pages(data: bytes) -> tuple[str, list[tuple[str, bool]]]:
             meta_title = str(pdf.get_metadata_dict().get("Title") or "").strip()
         except Exception:
             meta_title = ""
-        pages: list[tuple[str, bool]] = []
+        pages: list[tuple[str, bool, Sized]] = []
         for n in range(len(pdf)):
             try:
                 page = pdf[n]
                 textpage = page.get_textpage()
-                text = textpage.get_text_range().replace("\ufffe", "-\n")
+                raw = textpage.get_text_range()
+                lines = _sized_lines(textpage, raw)
+                text = raw.replace("\ufffe", "-\n")
                 images = next(iter(page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=2)), None)
                 textpage.close()
                 page.close()
             except Exception as e:
                 raise LoadError(f"corrupt PDF: page {n + 1}: {short(e)}") from e
-            pages.append((text, images is not None))
+            pages.append((text, images is not None, lines))
         return meta_title, pages
     finally:
         pdf.close()
 
 
-def _pypdf_pages(data: bytes) -> tuple[str, list[tuple[str, bool]]]:
-    """The metadata title and each page's (text, whether it draws images), read by pypdf."""
+def _sized_lines(textpage: Any, raw: str) -> list[tuple[str, float]]:
+    """Each line of a page's text as PDFium gives it (``raw``: a character per PDFium character index) and its type
+    size in points: the median of its first, middle and last characters'; a mark set small at its end (a footnote's)
+    is left out of the line. [] when the text and the indices do not line up."""
+    import pypdfium2.raw as pdfium_c
+
+    if len(raw) != textpage.count_chars():
+        return []
+    out, pos = [], 0
+    for line in raw.split("\n"):
+        shown = [pos + i for i, ch in enumerate(line) if not ch.isspace()]
+        if shown:
+            sizes = [pdfium_c.FPDFText_GetFontSize(textpage.raw, i) for i in (shown[0], shown[len(shown) // 2])]
+            last = [pdfium_c.FPDFText_GetFontSize(textpage.raw, shown[-1])]
+            size = sorted([*sizes, *last])[1]
+            while len(last) < len(shown) and last[-1] < 0.8 * size:  # a footnote's mark
+                last.append(pdfium_c.FPDFText_GetFontSize(textpage.raw, shown[-1 - len(last)]))
+            kept = line[:shown[-len(last)] - pos + 1] if len(last) > 1 else line
+            out.append((kept.strip().replace("\ufffe", "-"), float(size)))
+        pos += len(line) + 1
+    return out
+
+
+def _pypdf_pages(data: bytes) -> tuple[str, list[tuple[str, bool, Sized]]]:
+    """The metadata title and each page's (text, whether it draws images, no lines' sizes), read by pypdf."""
     import pypdf
 
     with _quiet_pypdf():
@@ -151,13 +189,13 @@ def _pypdf_pages(data: bytes) -> tuple[str, list[tuple[str, bool]]]:
             meta_title = str(reader.metadata.title or "").strip() if reader.metadata else ""
         except Exception:
             meta_title = ""
-        pages: list[tuple[str, bool]] = []
+        pages: list[tuple[str, bool, Sized]] = []
         for n, page in enumerate(pdf_pages, 1):
             try:
                 text = page.extract_text() or ""
             except Exception as e:
                 raise LoadError(f"corrupt PDF: page {n}: {short(e)}") from e
-            pages.append((text, not visible(text) and _has_images(page)))
+            pages.append((text, not visible(text) and _has_images(page), ()))
     return meta_title, pages
 
 

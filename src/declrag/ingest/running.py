@@ -3,13 +3,14 @@ library notice, a page number). They name the document, so they stay in its text
 `declrag.pipeline.names` and the index over whole documents read them), but they are left out of what each chunk
 embeds and indexes for keywords: a notice repeated on every page would otherwise make every chunk look alike.
 
-Pages are a PDF's (a document per page, `declrag.ingest.loaders`) or a text's form feeds (what ``pdftotext``
-writes between pages). A line is running when it is one of the `EDGE_LINES` first or last non-blank lines of at least
-`SHARE` of the pages, and of at least `AT_LEAST` pages; lines are compared with their digits as one mark, so "Page 3
-of 40" and "Page 4 of 40" are one line. Only those lines at a page's edge are left out, not the same words in its
+Pages are a text's form feeds: what ``pdftotext`` writes between pages, and how `declrag.ingest.pdf` joins a PDF's
+pages into one document (`page_starts` says where each begins; a chunk's page is the one it starts on). A line is
+running when it is one of the `EDGE_LINES` first or last non-blank lines of at least `SHARE` of the pages, and of at
+least `AT_LEAST` pages; lines are compared with their digits as one mark, so "Page 3 of 40" and "Page 4 of 40" are one
+line. Only those lines at a page's edge are left out, not the same words in its
 body. A text without pages has none: a running line cannot be told from a repeated sentence there.
 
-The spans are written on each page's `Document.metadata` (``running``: ``[[start, end], ...]``), then on each chunk
+The spans are written on the document's `Document.metadata` (``running``: ``[[start, end], ...]``), then on each chunk
 (`declrag.types.Chunk.running`, relative to its text), which `declrag.types.searched_text` leaves out.
 """
 
@@ -52,14 +53,25 @@ def running_spans(pages: Sequence[str]) -> list[list[Span]]:
 
 
 def paged_spans(text: str) -> list[Span]:
-    """The running lines of a text whose pages are separated by form feeds, as spans of the whole text."""
+    """The running lines of a text whose pages are separated by form feeds, as spans of the whole text; its blank
+    pages (a PDF's unread or empty ones) neither count nor have any."""
     if "\f" not in text:
         return []
     pages, starts, at = text.split("\f"), [], 0
     for page in pages:
         starts.append(at)
         at += len(page) + 1
-    return [(s + a, s + b) for s, spans in zip(starts, running_spans(pages)) for a, b in spans]
+    full = [i for i, page in enumerate(pages) if page.strip()]
+    return [(starts[i] + a, starts[i] + b) for i, spans in zip(full, running_spans([pages[i] for i in full]))
+            for a, b in spans]
+
+
+def page_starts(text: str) -> list[int]:
+    """Where each page of a text paged by form feeds begins: ``[0, after the first form feed, ...]``; [] for a text
+    without one. Page ``n`` (1-based) of an offset ``x`` is ``bisect.bisect_right(starts, x)``."""
+    if "\f" not in text:
+        return []
+    return [0, *(m.end() for m in re.finditer("\f", text))]
 
 
 def spans_of(metadata: dict) -> list[Span]:

@@ -67,8 +67,9 @@ class DocumentIndex:
         self._indexed()
 
     def named(self, question: str) -> list[str]:
-        """The documents that ``question`` names, by id. A document here is a whole one: a PDF's pages (each their
-        own ``SOURCE#page=N``) are one, named when any page holds the name (its title page does). For each of the
+        """The documents that ``question`` names, by id. A document here is a whole one: where a document is a page
+        (``SOURCE#page=N``: a store indexed before a PDF was one document), a file's pages are one, named when any page
+        holds the name (its title page does). For each of the
         question's names and numbers (`declrag.text.normalize.details`, its first word aside; a name of two joined by
         "and"
         is two) that fewer than every document and at most `NAMED_AT_MOST` hold, those documents; then the documents

@@ -13,13 +13,14 @@ from ..text.sentences import sentence_spans
 from ..types import Hit
 
 DOCUMENTS_KNOWN = 32  # whole documents whose names and numbers are kept, found once (an LRU: docs/guides/serve.md)
-PAGES_AT_MOST = 1000  # a PDF's pages read as its whole document
+PAGES_AT_MOST = 1000  # a PDF's pages read as its whole document (a store of a document a page)
 
 
 def whole_document(hit: Hit, texts: Callable[[Sequence[str]], dict[str, str]]) -> str:
-    """The whole text of ``hit``'s document, from the store's ``texts`` (`declrag.stores.base.Store.document_texts`):
-    a PDF's pages are each a document (``SOURCE#page=N``), so its pages are read together, its title page with its
-    last (at most `PAGES_AT_MOST`); '' when the store cannot give it."""
+    """The whole text of ``hit``'s document, from the store's ``texts`` (`declrag.stores.base.Store.document_texts`);
+    '' when the store cannot give it. A store indexed before declrag read a PDF as one document (chunking version 4)
+    holds a document a page (``SOURCE#page=N``): those pages are read together, its title page with its last (at most
+    `PAGES_AT_MOST`)."""
     doc = hit.doc_id
     if hit.chunk.page is None or "#page=" not in doc:
         return texts([doc]).get(doc, "")

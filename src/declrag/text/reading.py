@@ -29,8 +29,9 @@ from functools import cache, lru_cache
 
 # A hyphen (ASCII, U+2010 HYPHEN, or a soft hyphen) at a line end, between word characters: "calibra-\n  tion". The
 # left part is the word before it (of a compound, its last part: "the" of "state-of-the-"), the right part the word
-# after it, up to a space or a further hyphen.
-_BREAK = re.compile(r"(?<!\w)(\w+)([-\u2010\u00ad])[ \t]*\r?\n[ \t]*(?=(\w+))")  # the right part looked at, not taken
+# after it, up to a space or a further hyphen (looked at, not taken). A page break between them (a form feed, with the
+# blank lines its running headers and footers left) is a line end.
+_BREAK = re.compile(r"(?<!\w)(\w+)([-\u2010\u00ad])(?:[ \t]*\r?\n[ \t]*|[^\S\f]*+\f\s*+)(?=(\w+))")
 _LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
                             "\ufb05": "st", "\ufb06": "st"})
 _HYPHENS = "-\u2010\u00ad"
@@ -90,7 +91,7 @@ def _is_break(left: str, right: str, own: _Spellings, lang: str) -> bool:
 
 
 def _joined(text: str, lang: str) -> str:
-    if "\n" not in text or not any(h in text for h in _HYPHENS):
+    if ("\n" not in text and "\f" not in text) or not any(h in text for h in _HYPHENS):
         return text
     own: _Spellings | None = None
 

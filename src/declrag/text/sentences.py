@@ -40,13 +40,16 @@ def sentence_spans(text: str, a: int = 0, b: int | None = None, wrapped: bool = 
     b = len(text) if b is None else b
     out: list[Span] = []
     for la, lb in _hard_lines(text, a, b) if wrapped else split_on(LINE, text, a, b):
-        line = text[la:lb].replace("\n", " ")  # a soft break is a space: offsets stay the text's
+        line = text[la:lb].translate(_SPACED)  # a soft break is a space: offsets stay the text's
         _, offs = blingfire.text_to_sentences_and_offsets(line)
         spans = [s for o in offs if (s := strip_span(text, la + o[0], la + min(o[1], len(line)))) is not None]
         out.extend(spans or [(la, lb)])
     return out
 
 
+_SPACED = str.maketrans("\n\f", "  ")
+# a line end, or a page's: a form feed with the blank lines around it (a page's running lines blanked)
+_BREAK = re.compile(r"[^\S\f]*+\f\s*+|\n")
 _SOFT_AFTER = re.compile(r"[ \t]*[a-z0-9(]")
 _BLANK = re.compile(r"[ \t\r]*(?:\n|$)")  # a blank line: always a paragraph's end
 _ITEM = re.compile(r"[ \t]*(?:[-*+•▪◦‣–—]|\d{1,3}[.)]|[a-z][.)])[ \t]")  # a list item's mark starts a line
@@ -58,21 +61,22 @@ def _hard_lines(text: str, a: int, b: int) -> list[Span]:
     before it does not end a sentence or a clause (``.!?:;``), the next line starts no list item, and either the
     next line goes on in lower case, a digit or a parenthesis, or the line before fills the text's usual width (at
     least `FULL` of its lines' 80th percentile of length, among 5 lines or more: a column of a typeset page breaks
-    before names and capitals too); a blank line is always hard."""
+    before names and capitals too); a blank line is always hard, but not at a page break (a form feed and the blank
+    lines around it: a sentence runs on to the next page)."""
     lengths = sorted(len(x.strip()) for x in text[a:b].split("\n") if x.strip())
     width = lengths[int(0.8 * (len(lengths) - 1))] * FULL if len(lengths) >= 5 else float("inf")
     out, pos = [], a
-    for m in LINE.finditer(text, a, b):
-        i = m.start()
+    for m in _BREAK.finditer(text, a, b):
+        i, after, page = m.start(), m.end(), "\f" in m.group()
         last = text.rfind("\n", a, i) + 1 if i > a else a
         before = text[pos:i].rstrip(" \t\r")
-        if (before and before[-1] not in ".!?:;" and not _ITEM.match(text, i + 1, b)
-                and not _BLANK.match(text, i + 1, b)
-                and (_SOFT_AFTER.match(text, i + 1, b) or len(text[max(last, a):i].strip()) >= width)):
+        if (before and before[-1] not in ".!?:;" and not _ITEM.match(text, after, b)
+                and (page or not _BLANK.match(text, after, b))
+                and (_SOFT_AFTER.match(text, after, b) or len(text[max(last, a):i].strip()) >= width)):
             continue
         if (s := strip_span(text, pos, i)) is not None:
             out.append(s)
-        pos = i + 1
+        pos = after
     if (s := strip_span(text, pos, b)) is not None:
         out.append(s)
     return out

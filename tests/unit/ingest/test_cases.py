@@ -14,8 +14,14 @@ from declrag.ingest.indexer import Indexer
 from declrag.ingest.loaders import PDF_READERS, LoadError, read_file
 from declrag.pipeline.program import RAGProgram
 from declrag.stores import open_store
+from declrag.text.reading import visible
 from declrag.testing import HashEmbedder
 from tests.conftest import shared
+
+
+def pages(doc) -> list[str]:
+    """A PDF document's pages: its text between form feeds."""
+    return doc.text.split("\f")
 
 
 def case(name: str) -> Path:
@@ -63,7 +69,8 @@ def test_hyphenated_pdf_is_one_word_to_search_and_to_the_answer(tmp_path: Path, 
 # ------------------------------------------------------------------------------------------ pages without text
 def test_a_page_without_a_text_layer_is_named_when_not_read(tmp_path: Path):
     got = read_file(case("image-page.pdf"), ocr=False)
-    assert [d.page for d in got.documents] == [1]
+    [doc] = got.documents
+    assert visible(pages(doc)[0]) and pages(doc)[1] == ""  # page 2 is there, empty, and its number is kept
     [page] = got.skipped
     assert (page.page, page.where.endswith("image-page.pdf page 2")) == (2, True)
     assert page.reason.startswith("no text layer")
@@ -79,8 +86,9 @@ needs_ocr = pytest.mark.skipif(not ocr.available(), reason="Tesseract is not ins
 @needs_ocr
 def test_scanned_pages_are_read_by_ocr():
     got = read_file(case("image-page.pdf"))
-    assert [d.page for d in got.documents] == [1, 2] and not got.skipped
-    assert "chimney was swept in June" in got.documents[1].text and got.documents[1].metadata["ocr"]
+    [doc] = got.documents
+    assert len(pages(doc)) == 2 and not got.skipped and doc.metadata["ocr"] == [2]
+    assert "chimney was swept in June" in pages(doc)[1]
     [scan] = read_file(case("scanned.pdf")).documents
     assert "Boiler room inspection" in scan.text
 
@@ -106,11 +114,12 @@ def test_any_scanned_page_is_read_a_page_of_text_among_them(tmp_path: Path):
             c.drawString(72, 720, f"Page {n} is typed text about the cellar.")
         c.showPage()
     c.save()
-    got = read_file(pdf)
-    assert [d.page for d in got.documents] == [1, 2, 3]
-    assert "spare fuse is taped inside the meter cupboard" in " ".join(got.documents[1].text.split())
+    [doc] = read_file(pdf).documents
+    assert all(visible(p) for p in pages(doc)) and len(pages(doc)) == 3
+    assert "spare fuse is taped inside the meter cupboard" in " ".join(pages(doc)[1].split())
     without = read_file(pdf, ocr=False)
-    assert [d.page for d in without.documents] == [1, 3] and [s.page for s in without.skipped] == [2]
+    assert [bool(visible(p)) for p in pages(without.documents[0])] == [True, False, True]
+    assert [s.page for s in without.skipped] == [2]
 
 
 # ------------------------------------------------------------------------------------------ HTML as a browser shows it
@@ -184,9 +193,9 @@ def test_a_text_layer_of_unmapped_glyphs_is_read_as_a_scan(tmp_path: Path, monke
     pdf = tmp_path / "odd.pdf"
     pdf.write_bytes(b"%PDF-1.4 stand-in")
     monkeypatch.setattr(pdf_module, "_pdfium_pages", lambda data: ("", [
-        ("The first page reads well enough.", False), ("\ue010\ue011\ufffd\ue012 " * 12, False)]))
+        ("The first page reads well enough.", False, ()), ("\ue010\ue011\ufffd\ue012 " * 12, False, ())]))
     got = read_file(pdf, ocr=False)
-    assert [d.page for d in got.documents] == [1]
+    assert pages(got.documents[0]) == ["The first page reads well enough.", ""]
     assert [(s.page, s.reason.split(";")[0]) for s in got.skipped] == [
         (2, "text layer unreadable (a font without a Unicode map?)")]
 

@@ -83,21 +83,34 @@ def test_markdown_front_matter_title(tmp_path: Path):
 
 def test_pdf_pages(tmp_path: Path):
     p = make_pdf(tmp_path / "report.pdf", ["Alpha page content", "", "Gamma page content"])
-    docs = load_file(p)
+    [doc] = load_file(p)
     source = str(p.resolve())
-    # the blank middle page is skipped, the page numbers stay true to the PDF
-    assert [d.page for d in docs] == [1, 3]
-    assert [d.id for d in docs] == [f"{source}#page=1", f"{source}#page=3"]
-    assert "Alpha page content" in docs[0].text and "Gamma" not in docs[0].text
-    assert "Gamma page content" in docs[1].text
-    assert all(d.source == source and d.title == "report" for d in docs)  # "untitled" metadata ignored
-    assert all("\r" not in d.text for d in docs)
+    # one document of its pages, each after a form feed: the blank middle page is empty, the numbers stay the PDF's
+    assert (doc.id, doc.source, doc.title, doc.page) == (source, source, "report", None)  # "untitled" ignored
+    pages = doc.text.split("\f")
+    assert len(pages) == 3 and "Alpha page content" in pages[0] and not pages[1].strip()
+    assert "Gamma page content" in pages[2] and "\r" not in doc.text
+
+
+def test_a_chunk_of_a_pdf_names_the_page_it_starts_on(tmp_path: Path):
+    from declrag.config import ChunkerConfig
+    from declrag.ingest.chunkers import Chunker
+    from declrag.text.tokens import WordTokens
+
+    p = make_pdf(tmp_path / "long.pdf", [f"Page {n} says the valve number {n} is open" for n in (1, 2, 3, 4)])
+    [doc] = load_file(p)
+    chunks = Chunker(ChunkerConfig(name="fixed", chunk_size=8, overlap=0), WordTokens())(doc)
+    for c in chunks:  # each chunk: the page of its first character, as the form feeds before it count
+        assert c.page == doc.text.count("\f", 0, c.start) + 1
+        assert doc.text[c.start:c.end] == c.text
+    assert {c.page for c in chunks} == {1, 2, 3, 4}
+    assert any("\f" in c.text for c in chunks)  # a chunk runs on from one page to the next
 
 
 def test_pdf_title_from_metadata(tmp_path: Path):
     p = make_pdf(tmp_path / "x.pdf", ["Body text", "More text"], title="A Study of Things")
-    docs = load_file(p)
-    assert len(docs) == 2 and {d.title for d in docs} == {"A Study of Things"}
+    [doc] = load_file(p)
+    assert doc.title == "A Study of Things" and doc.text.count("\f") == 1
 
 
 def test_pdf_without_text(tmp_path: Path):
