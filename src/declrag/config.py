@@ -19,12 +19,16 @@ from .types import content_hash
 
 DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_ROUTE = "local/smollm2"  # what every LM stage runs on unless told otherwise: SmolLM2-135M, in process
-# bump when the chunkers' output changes for the same settings: stores built before are then rebuilt
+# bump when the chunkers' output changes for the same settings: a store built for a golden set (its digest) is then
+# built again; a store of files keeps its unchanged files' chunks (`declrag index --rebuild` makes them anew), but for
+# PDFs indexed a document a page, which `Indexer` reads again
 # 3: code blocks and tables are units; what is searched is read (`declrag.text.reading`); 4: a PDF is one document
 CHUNKING_VERSION = 4
 
 ChunkerName = Literal["fixed", "recursive", "sentence", "semantic", "parent-child"]
 Fusion = Literal["relative", "ranked"]
+#: How a search's passages are handed over (`declrag.pipeline.searching.hand_over`).
+Handover = Literal["best-first", "joined", "merge", "none"]
 Metric = Literal["cosine", "dot", "l2"]
 
 
@@ -126,6 +130,16 @@ def written_before_typed(config: Any) -> Any:
     return {**config, "generate": {**gen, "extract": {**ext, "type_weight": 0.0}}}
 
 
+def written_before_handover(config: Any) -> Any:
+    """A program config as an artifact of format 3 or earlier wrote it: its passages were handed over merged
+    (``retrieve.handover`` ``merge``); best-first came later."""
+    if not isinstance(config, dict):
+        return config
+    ret = config.get("retrieve")
+    ret = ret if isinstance(ret, dict) else {}
+    return config if "handover" in ret else {**config, "retrieve": {**ret, "handover": "merge"}}
+
+
 def written_before_auto(config: Any) -> Any:
     """A program config as an artifact of format 2 or earlier wrote it: a ``generate`` without a ``mode`` (format 1
     saved none) wrote its answers with its LM (``lm``), whatever the route; ``auto`` came later."""
@@ -158,6 +172,7 @@ class SearchParams(Strict):
     window: int = Field(0, ge=0, le=20)  # context-window expansion: neighbours on each side
     where: dict[str, Any] | None = None  # metadata filter, see declrag.stores.base.Filter
     ann: AnnConfig = AnnConfig()
+    handover: Handover = "best-first"  # `declrag.pipeline.searching.hand_over`
 
 
 # ----------------------------------------------------------------------------------------------- program
@@ -230,6 +245,10 @@ class RetrieveConfig(Strict):
     # guide", `pipeline.documents.DocumentIndex.named`) when the search over all found none of their passages, fused
     # with it; off by default (it cost SciFact .007 nDCG@10), in compile's retrieval space
     named: bool = False
+    # how the passages are handed over (`declrag.pipeline.searching.hand_over`): ``best-first``, each passage what
+    # matched, a lower one that overlaps a higher one giving up the shared characters; ``merge``, a document's passages
+    # that overlap or meet made one (artifacts of format 3 and earlier); ``none``, as found
+    handover: Handover = "best-first"
 
 
 class RerankConfig(Strict):

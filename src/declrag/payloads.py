@@ -16,12 +16,29 @@ from pydantic import BaseModel, Field
 from .types import Hit
 
 
-def _passage(hit: Hit) -> dict[str, Any]:
+def _passage(hit: Hit, at: int | None = None) -> dict[str, Any]:
     """Where a hit's text comes from, the part both payloads share: its chunk, document, source, title, section (the
-    headings above it), page and the span (in the document) shown and cited."""
+    headings above it), page (of document offset ``at``, by default the span's start: `page_at`) and the span (in
+    the document) shown and cited."""
     c = hit.chunk
     return {"chunk_id": c.id, "doc_id": c.doc_id, "source": c.source, "title": c.title, "section": c.section,
-            "page": c.page, "span": [hit.start, hit.end]}
+            "page": page_at(hit, hit.start if at is None else at), "span": [hit.start, hit.end]}
+
+
+def page_at(hit: Hit, at: int) -> int | None:
+    """The page of document offset ``at`` (inside ``hit``'s span or its chunk's): the chunk's page (the one it starts
+    on), plus the page breaks (form feeds) between the chunk's start and ``at``, or minus those before it."""
+    c = hit.chunk
+    if c.page is None:
+        return None
+    lo, hi = min(c.start, at), max(c.start, at)
+    if c.start <= lo and hi <= c.end:
+        between = c.text[lo - c.start:hi - c.start]
+    elif hit.start <= lo and hi <= hit.end:
+        between = hit.text[lo - hit.start:hi - hit.start]
+    else:
+        return c.page
+    return c.page + between.count("\f") if at >= c.start else c.page - between.count("\f")
 
 
 class SearchHit(BaseModel):
@@ -50,7 +67,7 @@ class Citation(BaseModel):
     source: str
     title: str
     section: str = Field("", description="the headings above the passage in its document, outermost first")
-    page: int | None
+    page: int | None = Field(description="in a paged document (a PDF): the page of the first quote, else the passage's")
     span: tuple[int, int]
     snippet: str
     score: float
@@ -68,9 +85,10 @@ class Citation(BaseModel):
         """Passage ``n`` as the answer cites it; ``quotes``: (passage, start, end) of the words the answer took
         from its passages, offsets in the passage's text (only passage ``n``'s are kept, moved into its
         document); ``quotes`` is left out when there are none."""
-        out = {"n": n, **_passage(hit), "snippet": " ".join(hit.text.split())[:300],
+        mine = [[hit.start + a, hit.start + b] for p, a, b in quotes if p == n]
+        out = {"n": n, **_passage(hit, mine[0][0] if mine else None), "snippet": " ".join(hit.text.split())[:300],
                "score": round(float(hit.score), 6), "attributed": attributed, "nearest": nearest}
-        if mine := [[hit.start + a, hit.start + b] for p, a, b in quotes if p == n]:
+        if mine:  # its page: where the first quote is
             out["quotes"] = mine
         return out
 

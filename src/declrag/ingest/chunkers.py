@@ -169,10 +169,11 @@ class Chunker:
         paths = sections(headings(doc), [s for s, _ in spans])
         running = spans_of(doc.metadata)  # its running headers and footers (`declrag.ingest.running`)
         pages = page_starts(text)  # a paged text (a PDF): a chunk's page is the one it starts on
+        first = (doc.page or 1) - 1
         return [
             Chunk(
                 id=chunk_id(doc.id, i), doc_id=doc.id, text=text[s:e], start=s, end=e, position=i,
-                source=doc.source, title=doc.title, page=bisect.bisect_right(pages, s) if pages else doc.page,
+                source=doc.source, title=doc.title, page=first + bisect.bisect_right(pages, s) if pages else doc.page,
                 parent_start=p[0] if p else None, parent_end=p[1] if p else None,
                 section=path, running=within(running, s, e),
                 header="\n".join(h for h in (header(doc.title, path, self.context), units.table_head(text, blocks, s))

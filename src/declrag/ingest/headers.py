@@ -157,6 +157,17 @@ def header(title: str, section: str, context: str) -> str:
     return clip(" — ".join(parts))
 
 
+def heading_names(title: str, section: str) -> frozenset[str]:
+    """A chunk's title (and each line of a title page's, `text_title`) and each heading of its section path, lower
+    case, words only: the lines of its text that name it rather than say something
+    (`declrag.pipeline.pieces.candidates` quotes none of them)."""
+    return frozenset(k for k in (_name_key(x) for x in (title, *title.split(" · "), *section.split(SEP))) if k)
+
+
+def _name_key(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
 def identity(title: str, section: str, source: str) -> str:
     """Everything a chunk knows of its document, for the detail rule: title, section path and telling file name."""
     return " ".join(x for x in (title, section, helpful_name(source)) if x)

@@ -107,7 +107,8 @@ class Indexer:
             src, st = str(item.resolve()), item.stat()
             stamp = (st.st_mtime_ns, st.st_size)
             recs = by_source.get(src, [])
-            if recs and all((r.mtime_ns, r.size) == stamp for r in recs):
+            # a PDF indexed a document a page (before chunking version 4) is read again, as one document
+            if recs and all((r.mtime_ns, r.size) == stamp and "#page=" not in r.id for r in recs):
                 report.unchanged += len(recs)
                 continue
             if plan is not None:  # read on the cluster

@@ -9,6 +9,7 @@ usual line width; a heading is a short line set in a larger type than the body's
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -19,8 +20,9 @@ from .headers import Heading, clip
 HEADING_SIZE = 1.15
 HEADING_WORDS = 15  # a longer line is a paragraph set large, not a heading
 HEADING_LEVELS = 4  # type sizes told apart as heading levels, largest first (smaller ones share the last level)
+PROSE_CHARS = 40  # a line this long is prose: the body's size is the one most of such lines' characters are set in
 
-#: A page's lines as PDFium sets them: each line's text (stripped) and its type size, in points.
+#: A page's lines as PDFium sets them: each line's text (stripped) and its type size, in points (to the half point).
 Sized = Sequence[tuple[str, float]]
 
 
@@ -41,33 +43,43 @@ def paragraphs(page: str) -> str:
 
 
 def body_size(pages: Sequence[Sized]) -> float:
-    """The type size that sets the most characters of these pages (0 when none is known)."""
+    """The type size that sets the most characters of these pages' prose: lines of `PROSE_CHARS` characters or more
+    (a table's narrow cells in a smaller type do not outweigh it), all lines where none is that long; 0 when none is
+    known."""
     sizes: Counter[float] = Counter()
-    for lines in pages:
-        for line, size in lines:
-            sizes[round(size, 1)] += len(line)
+    for prose in (True, False):
+        for lines in pages:
+            for line, size in lines:
+                if not prose or len(line) >= PROSE_CHARS:
+                    sizes[size] += len(line)
+        if sizes:
+            break
     return sizes.most_common(1)[0][0] if sizes else 0.0
 
 
-def headings(text: str, starts: Sequence[int], pages: Sequence[Sized]) -> list[Heading]:
+def headings(text: str, starts: Sequence[int], pages: Sequence[Sized],
+             running: Sequence[tuple[int, int]] = ()) -> list[Heading]:
     """The headings of a paged ``text`` (pages beginning at ``starts``; ``pages[i]``: page i+1's lines and their type
-    sizes), in text order: each line (or run of lines in one size: a heading wrapped) at least `HEADING_SIZE` times
-    the body's size, of at most `HEADING_WORDS` words with a letter, found at its place in its page; levels by size,
-    largest first."""
+    sizes), in text order: each line (or run of lines in one size on one page: a heading wrapped) at least
+    `HEADING_SIZE` times the body's size, of at most `HEADING_WORDS` words with a letter, found where it stands as a
+    line of its page; levels by size, largest first. A running header or footer (``running``: their spans,
+    `declrag.ingest.running`) is no heading."""
     body = body_size(pages)
     if not body:
         return []
+    repeated = {a for a, _ in running}
     found: list[tuple[int, int, float, str]] = []  # (offset, end, size, text)
     for n, lines in enumerate(pages):
         at, end = starts[n], starts[n + 1] if n + 1 < len(starts) else len(text)
         for line, size in lines:
-            where = text.find(line, at, end) if line else -1
+            where = _line_at(text, line, at, end)
             if where < 0:
                 continue
             at = where + len(line)
-            if size < body * HEADING_SIZE or not any(ch.isalpha() for ch in line):
+            if size < body * HEADING_SIZE or not any(ch.isalpha() for ch in line) or where in repeated:
                 continue
-            if found and found[-1][2] == size and not text[found[-1][1]:where].strip():  # the same heading, wrapped
+            gap = text[found[-1][1]:where] if found else "\f"
+            if found and found[-1][2] == size and not gap.strip() and "\f" not in gap:  # the same heading, wrapped
                 found[-1] = (found[-1][0], at, size, f"{found[-1][3]} {line}")
             else:
                 found.append((where, at, size, line))
@@ -76,8 +88,36 @@ def headings(text: str, starts: Sequence[int], pages: Sequence[Sized]) -> list[H
     return [(o, ranks[s], clip(" ".join(t.split()))) for o, _, s, t in found]
 
 
-def title_of(heads: Sequence[Heading], first_page_end: int) -> str:
-    """The title a PDF's layout gives: its first page's first heading of the first level (the largest type), when no
-    later page has one (a chapter's); else ''."""
+def _line_at(text: str, line: str, at: int, end: int) -> int:
+    """Where ``line`` stands as a whole line of ``text[at:end]`` (only spaces beside it, and a footnote's mark after
+    it), at or after ``at``; -1 when it does not (a body line's words are never taken for a heading)."""
+    where = text.find(line, at, end) if line else -1
+    while where >= 0:
+        after = where + len(line)
+        start = max(text.rfind("\n", at, where) + 1, at)
+        if not text[start:where].strip() and _MARK.fullmatch(text[after:_line_end(text, after, end)].strip()):
+            return where
+        where = text.find(line, where + 1, end)
+    return -1
+
+
+_MARK = re.compile(r"[\d*†‡§]{0,3}")  # a footnote's mark after a heading (`declrag.ingest.pdf` leaves it out of it)
+
+
+def _line_end(text: str, at: int, end: int) -> int:
+    nl = text.find("\n", at, end)
+    return end if nl < 0 else nl
+
+
+TITLE_WITHIN = 3  # non-blank lines (a running header, a date, a logo's text) a title may follow on its page
+
+
+def title_of(heads: Sequence[Heading], text: str, page: tuple[int, int]) -> str:
+    """The title a PDF's layout gives: the one heading in its largest type, when it stands at the top of the first
+    page with text (``page``: where that page starts and ends), after at most `TITLE_WITHIN` lines; else '' (a size
+    shared by chapters or sections, or a heading further down, names no title)."""
     top = [(o, t) for o, level, t in heads if level == 1]
-    return top[0][1] if top and all(o < first_page_end for o, _ in top) else ""
+    if len(top) != 1 or not page[0] <= top[0][0] < page[1]:
+        return ""
+    above = [x for x in text[page[0]:top[0][0]].split("\n") if x.strip()]
+    return top[0][1] if len(above) <= TITLE_WITHIN else ""

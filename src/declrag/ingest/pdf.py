@@ -42,11 +42,11 @@ PDF_READERS: tuple[str, ...] = get_args(PdfReaderName)
 
 
 def load_pdf(data: bytes, source: str, name: str, ocr: bool | None = None, reader: str = "pdfium") -> Read:
-    """One document: the PDF's pages in order, each after a form feed but the first (as ``pdftotext`` writes them;
-    a chunk's page is the one it starts on, `declrag.ingest.running.page_starts`), so that a sentence or a chunk runs
-    on from one page to the next. A page without a text layer (a scan: images and no text) is read by OCR
-    (`declrag.ingest.ocr`; ``ocr`` as `read_file` takes it; its number in ``metadata["ocr"]``), else skipped with why
-    and left empty; a blank page is empty."""
+    """One document (its ``page`` 1, the first): the PDF's pages in order, each after a form feed but the first (as
+    ``pdftotext`` writes them; a chunk's page is the one it starts on, `declrag.ingest.running.page_starts`), so that
+    a sentence or a chunk runs on from one page to the next. A page without a text layer (a scan: images and no text)
+    is read by OCR (`declrag.ingest.ocr`; ``ocr`` as `read_file` takes it; its number in ``metadata["ocr"]``), else
+    skipped with why and left empty; a blank page is empty."""
     meta_title, pages = _pdfium_pages(data) if reader == "pdfium" else _pypdf_pages(data)
     title = meta_title if meta_title.lower() not in _JUNK_PDF_TITLES else ""
     texts: dict[int, str] = {}
@@ -89,15 +89,16 @@ def load_pdf(data: bytes, source: str, name: str, ocr: bool | None = None, reade
     # a form feed is the page break: none inside a page
     text = "\f".join(paragraphs(texts.get(n, "").replace("\f", "\n")) for n in range(1, len(pages) + 1))
     metadata: dict[str, Any] = {"ocr": sorted(read)} if read else {}
-    starts = page_starts(text) or [0]
-    heads = headings(text, starts, [lines if n in texts and n not in read else []
-                                    for n, (_, _, lines) in enumerate(pages, 1)])
-    if heads:  # its sections, and its title where the metadata gives none
-        metadata["headings"] = [list(h) for h in heads]
-        title = title or title_of(heads, starts[1] if len(starts) > 1 else len(text))
     if running := paged_spans(text):  # its running headers and footers
         metadata["running"] = [list(s) for s in running]
-    return Read([Document(source, text, source, title or name, metadata=metadata)],
+    starts = page_starts(text) or [0]
+    heads = headings(text, starts, [lines if n in texts and n not in read else []
+                                    for n, (_, _, lines) in enumerate(pages, 1)], running)
+    if heads:  # its sections, and its title where the metadata gives none (from its first page with text)
+        metadata["headings"] = [list(h) for h in heads]
+        first = min(texts)
+        title = title or title_of(heads, text, (starts[first - 1], starts[first] if first < len(starts) else len(text)))
+    return Read([Document(source, text, source, title or name, page=1, metadata=metadata)],
                 sorted(skipped, key=lambda s: s.page or 0))
 
 
@@ -164,7 +165,9 @@ def _sized_lines(textpage: Any, raw: str) -> list[tuple[str, float]]:
             while len(last) < len(shown) and last[-1] < 0.8 * size:  # a footnote's mark
                 last.append(pdfium_c.FPDFText_GetFontSize(textpage.raw, shown[-1 - len(last)]))
             kept = line[:shown[-len(last)] - pos + 1] if len(last) > 1 else line
-            out.append((kept.strip().replace("\ufffe", "-"), float(size)))
+            # a line PDFium joined at a typesetter's hyphen is two in the text (`_pdfium_pages`)
+            out += [(part.strip(), round(size * 2) / 2) for part in kept.replace("\ufffe", "-\n").split("\n")
+                    if part.strip()]
         pos += len(line) + 1
     return out
 

@@ -14,15 +14,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..config import ProgramConfig, written_before_auto, written_before_typed
+from ..config import ProgramConfig, written_before_auto, written_before_handover, written_before_typed
 from ..embed.embedder import folder_sha256
 from ..errors import DeclragError
 from ..runtime.about import versions
 from .signatures import SignatureSpec
 
 # 2: ingest ``context`` and extract ``type_weight`` (format 1: before them, read as none and 0); 3: ``generate.mode``
-# ``auto`` (format 2 and earlier: a config without a mode wrote with its LM, read as ``lm``)
-ARTIFACT_FORMAT = 3
+# ``auto`` (format 2 and earlier: a config without a mode wrote with its LM, read as ``lm``); 4: ``retrieve.handover``
+# (format 3 and earlier handed its passages over merged, read as ``merge``)
+ARTIFACT_FORMAT = 4
 
 
 def saved_config(path: str | Path) -> ProgramConfig:
@@ -44,6 +45,7 @@ def read_saved(path: str | Path) -> tuple[Path, dict[str, Any], ProgramConfig, d
         meta = json.loads(f.read_text())
         raw = meta["config"] if meta.get("format", 0) >= 2 else written_before_typed(meta["config"])
         raw = raw if meta.get("format", 0) >= 3 else written_before_auto(raw)
+        raw = raw if meta.get("format", 0) >= 4 else written_before_handover(raw)
         config = ProgramConfig.model_validate(raw)
         specs = {k: SignatureSpec.model_validate(v) for k, v in meta["signatures"].items()}
     except (ValueError, KeyError, ValidationError) as e:

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..types import Hit
 from .ranking import order
-from .searching import merge_overlaps
+from .searching import hand_over
 
 ALPHA_STEP = 0.25  # alpha's neighbours: this much lower and higher (within 0..1)
 
@@ -122,5 +122,6 @@ class Explorer:
                               for r in self.rankers[1:])]
         with self._lock:
             seed = self._rng.random()
-        hits, _ = multileave(rankings, self.program.config.retrieve.k, random.Random(seed))
-        return merge_overlaps(self.program.store, order(hits, self.program.config.retrieve.order))
+        r = self.program.config.retrieve
+        hits, _ = multileave(rankings, r.k, random.Random(seed))
+        return order(hand_over(self.program.store, hits, r.k, r.handover), r.order)

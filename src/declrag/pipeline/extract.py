@@ -220,7 +220,7 @@ def _of(identities: Sequence[str], n: int) -> str:
 def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: np.ndarray, *, max_sentences: int = 2,
             min_score: float = 0.45, lexical_weight: float = 0.3, rank_weight: float = 0.02, order: str = "passage",
             max_piece_chars: int = 300, require_details: bool = True, embed_at_most: int = 8,
-            type_weight: float = 0.0, identities: Sequence[str] = (),
+            type_weight: float = 0.0, identities: Sequence[str] = (), headings: Sequence[frozenset[str]] = (),
             documents: Callable[[int], str] | None = None, wrapped: bool = False) -> Extract:
     """The extractive answer to ``question`` from ``passages`` (ranked, best first). ``query_vector``: the
     question's embedding (a conversation's turns mixed in, see `answer.Generator`); ``embed`` embeds the
@@ -230,11 +230,12 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     ``identities``: each passage's document identity (`declrag.ingest.headers.identity`), and ``documents``: passage
     n's whole document text ('' when unknown), both read by the detail rule, the document only when a detail is
     missing from the passage (a store call): the question's words that name the document count as held, as its
-    identity's do. ``wrapped``: sentences wrapped over lines are whole candidates (`sentence_spans`)."""
+    identity's do. ``headings``: each passage's title and section headings (`declrag.ingest.headers.heading_names`),
+    never quoted. ``wrapped``: sentences wrapped over lines are whole candidates (`sentence_spans`)."""
     if documents is not None:  # read once a passage: the naming words and the detail rule both ask
         documents = cache(documents)
     kind = answer_kind(question) if type_weight else None
-    every = candidates(passages, max_piece_chars, wrapped)
+    every = candidates(passages, max_piece_chars, wrapped, headings)
     # scored as read (`declrag.text.reading`), cited as is; a code block's line with the line that says what it is
     read = {(p.n, p.start): reading(f"{p.lead}\n{p.text}" if p.lead else p.text) for p in every}
     asked = {d.key for d in details(question)} if kind else set()

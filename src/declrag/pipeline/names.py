@@ -56,13 +56,16 @@ WHOLE_AT_MOST = 1000  # characters of a sentence that a quote cut by its passage
 def whole(document: str, start: int, end: int, limit: int = WHOLE_AT_MOST) -> tuple[int, int]:
     """``[start, end)`` of ``document`` (a quote that its passage's edge cut) widened to the whole sentences it is
     part of (`sentence_spans` of the document, wrapped lines joined), when they are at most ``limit`` characters
-    longer; else as it was."""
-    lo, hi = max(0, start - limit), min(len(document), end + limit)
+    longer; else as it was. Never over a page break (a form feed: the running lines there are no sentence's)."""
+    first = document.rfind("\f", max(0, start - limit), start) + 1 or max(0, start - limit)
+    last = document.find("\f", end, end + limit)
+    last = min(len(document), end + limit) if last < 0 else last
+    lo, hi = max(0, start - limit, first), last
     sents = [(a, b) for a, b in sentence_spans(document, lo, hi, wrapped=True) if b > start and a < end]
     if not sents:
         return start, end
     a, b = sents[0][0], sents[-1][1]
     # the window's edge is not a sentence's: a sentence that reaches it is too long to take whole
-    a = start if a < start and lo > 0 and not document[lo:a].strip() else min(a, start)
-    b = end if b > end and hi < len(document) and not document[b:hi].strip() else max(b, end)
+    a = start if a < start and lo > 0 and document[lo - 1] != "\f" and not document[lo:a].strip() else min(a, start)
+    b = end if b > end and hi < len(document) and document[hi] != "\f" and not document[b:hi].strip() else max(b, end)
     return a, b

@@ -88,19 +88,29 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})([^\n`]*)$", re.M)  # a fence line: it
 _FENCE_LINE = re.compile(r" {0,3}(?:`{3,}|~{3,})[\w+-]*[ \t]*")
 
 
-def candidates(passages: Sequence[str], limit: int, wrapped: bool = False) -> list[Piece]:
-    """Every sentence (or part) of every passage but Markdown headings, in passage order, repeated text once (a
-    window repeats)."""
+def candidates(passages: Sequence[str], limit: int, wrapped: bool = False,
+               headings: Sequence[frozenset[str]] = ()) -> list[Piece]:
+    """Every sentence (or part) of every passage but its headings, in passage order, repeated text once (a window
+    repeats). A heading is a line that names, not says: a Markdown heading, or a line that is the passage's title or
+    one of its section's headings (``headings[n - 1]``, `declrag.ingest.headers.heading_names`)."""
     seen: set[str] = set()
     out: list[Piece] = []
     for n, text in enumerate(passages, 1):
+        named = headings[n - 1] if n <= len(headings) else frozenset()
         for a, b, lead in _regions(text, limit, wrapped):
             key = shown(text[a:b]).lower()  # a footnote mark alone is not a sentence, a heading not an answer
-            if len(content_words(key)) == 0 or key in seen or _HEADING.match(text, a):
+            if len(content_words(key)) == 0 or key in seen or _HEADING.match(text, a) or (
+                    lead is None and _whole_line(text, a, b) and " ".join(re.findall(r"\w+", key)) in named):
                 continue
             seen.add(key)
             out.append(Piece(n, a, b, text[a:b], code=lead is not None, lead=lead or ""))
     return out
+
+
+def _whole_line(text: str, a: int, b: int) -> bool:
+    """Whether ``text[a:b]`` is a line of its own (only spaces beside it on its line)."""
+    end = text.find("\n", b)
+    return not text[text.rfind("\n", 0, a) + 1:a].strip() and not text[b:len(text) if end < 0 else end].strip()
 
 
 def _regions(text: str, limit: int, wrapped: bool) -> list[tuple[int, int, str | None]]:

@@ -44,7 +44,7 @@ from .artifact import read_saved, saved_config, with_packed_embedder, write_arti
 from .conversation import transcript, window
 from .explore import Explorer
 from .ranking import mmr, order
-from .searching import merge_overlaps
+from .searching import hand_over
 from .signatures import SignatureSpec, spec
 from .stage import since_ms, timed
 from .stages import (
@@ -56,6 +56,7 @@ from .stages import (
     Retriever,
     SelfJudge,
     embedding_time,
+    pool_size,
     timing_embeddings,
 )
 
@@ -105,11 +106,9 @@ class RAGProgram(dspy.Module):
         self.embedder = embedder or Embedder(c.ingest.embedder)
         given = specs or {}  # a program saved before a prompt existed gets today's file for it
         self.specs = {**{k: spec(k) for k in NEEDED_SPECS if k not in given}, **given}
-        pool = max(c.retrieve.k, c.rerank.candidates if c.rerank.mode != "none" else 0,
-                   3 * c.retrieve.k if c.retrieve.mmr else 0)
         self.history_query = HistoryQuery(c.history, c.stage_lm("condense"), self.specs, self.embedder)
         self.rewrite = QueryRewriter(c.rewrite, c.stage_lm("rewrite"), self.specs)
-        self.retrieve = Retriever(c.retrieve, self.store, self.embedder, pool)
+        self.retrieve = Retriever(c.retrieve, self.store, self.embedder, pool_size(c))
         self.rerank = Reranker(c.rerank, c.stage_lm("rerank"), self.specs)
         self.generate = Generator(c.generate, c.stage_lm("generate"), self.specs)
         self.generate.embedder = self.embedder
@@ -321,26 +320,28 @@ class RAGProgram(dspy.Module):
         r = cfg.retrieve
         other = copy.copy(self)
         other.config, other.explorer = cfg, None
-        pool = max(r.k, cfg.rerank.candidates if cfg.rerank.mode != "none" else 0, 3 * r.k if r.mmr else 0)
-        other.retrieve = Retriever(r, self.store, self.embedder, pool)
+        other.retrieve = Retriever(r, self.store, self.embedder, pool_size(cfg))
         if cfg.rerank != c.rerank:
             other.rerank = Reranker(cfg.rerank, cfg.stage_lm("rerank"), self.specs)
         return other
 
     def _select(self, queries, pool: list[Hit]) -> list[Hit]:
-        """The passages handed over: the chosen (`_chosen`), ordered, no character of a document twice."""
-        return merge_overlaps(self.store, order(self._chosen(queries, pool), self.config.retrieve.order))
+        """The passages handed over: the ``retrieve.k`` best of the chosen (`_chosen`) as ``retrieve.handover`` says
+        (`hand_over`: best-first by default, no character of a document twice), then ordered."""
+        c = self.config.retrieve
+        return order(hand_over(self.store, self._chosen(queries, pool), c.k, c.handover), c.order)
 
     def _chosen(self, queries, pool: list[Hit]) -> list[Hit]:
-        """The ``retrieve.k`` passages chosen from the (reranked) pool, in its order: its first k, or MMR's pick."""
+        """The (reranked) pool in its order, for ``retrieve.k`` passages to be handed over from it: MMR's pick of k
+        first (the ranking kept among them), when it is on, then the rest (best-first takes its stand-ins from them)."""
         c = self.config.retrieve
         if c.mmr and len(pool) > c.k:
             with embedding_time():
                 vecs = self.embedder.embed_documents([h.text for h in pool])
                 qv = self.embedder.embed_query(queries.vector_text or queries.texts[0])
             picked = {h.chunk.id for h in mmr(pool, np.asarray(vecs), np.asarray(qv), c.k, c.mmr_lambda)}
-            return [h for h in pool if h.chunk.id in picked]  # MMR picks the set; the ranking stays
-        return pool[: c.k]
+            return [h for h in pool if h.chunk.id in picked] + [h for h in pool if h.chunk.id not in picked]
+        return pool
 
     def _below_threshold(self, queries, passages: list[Hit]) -> bool:
         """The deterministic abstention: the best passage's cosine similarity to the question (chunk

@@ -3,34 +3,38 @@
 Expansion widens what a hit shows and cites, never what matched:
 - parent-child chunks return their parent's span;
 - ``window = k`` returns the span from the chunk ``k`` positions before to ``k`` positions after.
-Hits that expand to the same span are merged, keeping the best score; what is handed over (`search`'s results, a
-program's passages) has passages of one document that overlap or meet merged into one (`merge_overlaps`), so no
-character of a document is handed over twice.
+Hits that expand to the same span are merged, keeping the best score. What is handed over (`search`'s results, a
+program's passages) is chosen by `hand_over`: best-first by default, each passage what matched, and no character of a
+document handed over twice.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..config import SearchParams
+from ..config import Handover, SearchParams
 from ..embed.embedder import Embedder
 from ..stores.base import Filter, Store
+from ..text.sentences import strip_span
 from ..types import Hit, chunk_id
 
 
 def search(store: Store, embedder: Embedder | None, query: str, params: SearchParams | None = None) -> list[Hit]:
+    """The ``params.limit`` passages for ``query``, handed over as ``params.handover`` says (`hand_over`; best-first
+    searches twice as deep, to hand over ``limit`` passages where the store has them)."""
     p = params or SearchParams()
     where = Filter.of(p.where)
+    deep = min(2 * p.limit, 1000) if p.handover in ("best-first", "joined") else p.limit
     if p.mode == "keyword" or (p.mode == "hybrid" and p.alpha == 0.0):
-        hits = store.keyword_search(query, p.limit, where) if p.mode == "keyword" else \
-            store.hybrid_search(query, None, p.limit, 0.0, p.fusion, p.candidates, where)
+        hits = store.keyword_search(query, deep, where) if p.mode == "keyword" else \
+            store.hybrid_search(query, None, deep, 0.0, p.fusion, p.candidates, where)
     else:
         if embedder is None:
             raise ValueError(f"{p.mode} search needs an embedder (only keyword search does without)")
         vec = embedder.embed_query(query)
-        hits = store.vector_search(vec, p.limit, where, p.ann) if p.mode == "vector" else \
-            store.hybrid_search(query, vec, p.limit, p.alpha, p.fusion, p.candidates, where, p.ann)
-    return merge_overlaps(store, expand(store, hits, p.window))
+        hits = store.vector_search(vec, deep, where, p.ann) if p.mode == "vector" else \
+            store.hybrid_search(query, vec, deep, p.alpha, p.fusion, p.candidates, where, p.ann)
+    return hand_over(store, expand(store, hits, p.window), p.limit, p.handover)
 
 
 def expand(store: Store, hits: list[Hit], window: int = 0) -> list[Hit]:
@@ -56,6 +60,70 @@ def expand(store: Store, hits: list[Hit], window: int = 0) -> list[Hit]:
             text = texts.get(h.doc_id)
             out[key] = h if text is None else replace(h, text=text[s:e], start=s, end=e)
     return list(out.values())
+
+
+#: A passage that an earlier one overlaps keeps what is left of it when that is at least this share of it; less is a
+#: sliver of what was already handed over, and the passage is left out.
+LEFT_AT_LEAST = 0.2
+
+
+def hand_over(store: Store, hits: list[Hit], k: int | None = None, how: Handover = "best-first") -> list[Hit]:
+    """The passages handed over from ``hits`` (rank order), at most ``k`` (None: all):
+
+    - ``best-first``: each passage is what matched (`best_first`): a lower-ranked one that overlaps a higher one gives
+      up the shared characters and keeps the rest, or is left out when little is left; ``k`` passages where ``hits``
+      hold them (the ones after the first ``k`` stand in for those left out);
+    - ``joined``: best-first, and a passage's neighbour found lower appended to it (what matched first still first);
+    - ``merge``: the first ``k``, a document's passages that overlap or meet made one (`merge_overlaps`);
+    - ``none``: the first ``k`` as found (neighbours that overlap repeat the shared characters).
+    Citations stay exact spans of the documents."""
+    if how in ("best-first", "joined"):
+        return best_first(hits, k, join=how == "joined")
+    first = hits if k is None else hits[:k]
+    return merge_overlaps(store, first) if how == "merge" else first
+
+
+def best_first(hits: list[Hit], k: int | None = None, join: bool = False) -> list[Hit]:
+    """``hits`` (rank order), each trimmed to the characters no higher-ranked one holds: a passage overlapping an
+    earlier one of its document keeps its longest part outside all of them (its text cut from its own, no store
+    call), when that part is at least `LEFT_AT_LEAST` of it; else it is left out. At most ``k``. ``join``: a part
+    that goes on where an earlier passage ends (a neighbour found lower) is appended to that passage, what matched
+    first still first, instead of being a passage of its own."""
+    held: dict[str, list[tuple[int, int]]] = {}
+    out: list[Hit] = []
+    for h in hits:
+        if k is not None and len(out) >= k:
+            break
+        spans = held.setdefault(h.doc_id, [])
+        a, b = _longest_free(h.start, h.end, spans)
+        if (a, b) != (h.start, h.end):
+            trimmed = strip_span(h.text, a - h.start, b - h.start) if b > a else None
+            if trimmed is None or trimmed[1] - trimmed[0] < LEFT_AT_LEAST * (h.end - h.start):
+                continue
+            a, b = h.start + trimmed[0], h.start + trimmed[1]
+            before = next((i for i, p in enumerate(out) if join and p.doc_id == h.doc_id
+                           and h.start <= p.end <= a and not h.text[p.end - h.start:a - h.start].strip()), None)
+            if before is not None:  # goes on where a passage ends: appended to it
+                p = out[before]
+                out[before] = replace(p, text=p.text + h.text[p.end - h.start:b - h.start], end=b)
+                spans.append((p.end, b))
+                continue
+            h = replace(h, text=h.text[a - h.start:b - h.start], start=a, end=b)
+        spans.append((a, b))
+        out.append(h)
+    return out
+
+
+def _longest_free(start: int, end: int, held: list[tuple[int, int]]) -> tuple[int, int]:
+    """The longest part of ``[start, end)`` outside every span of ``held``; ``(start, start)`` when none is."""
+    free, at = (start, start), start
+    for a, b in sorted(s for s in held if s[0] < end and s[1] > start):
+        if a > at and a - at > free[1] - free[0]:
+            free = (at, a)
+        at = max(at, b)
+    if end > at and end - at > free[1] - free[0]:
+        free = (at, end)
+    return free
 
 
 def merge_overlaps(store: Store, hits: list[Hit]) -> list[Hit]:

@@ -49,7 +49,8 @@ def sentence_spans(text: str, a: int = 0, b: int | None = None, wrapped: bool = 
 
 _SPACED = str.maketrans("\n\f", "  ")
 # a line end, or a page's: a form feed with the blank lines around it (a page's running lines blanked)
-_BREAK = re.compile(r"[^\S\f]*+\f\s*+|\n")
+# (matched from a whitespace run's start only: linear however long the run)
+_BREAK = re.compile(r"(?<![^\S\f])[^\S\f]*+\f\s*+|\n")
 _SOFT_AFTER = re.compile(r"[ \t]*[a-z0-9(]")
 _BLANK = re.compile(r"[ \t\r]*(?:\n|$)")  # a blank line: always a paragraph's end
 _ITEM = re.compile(r"[ \t]*(?:[-*+•▪◦‣–—]|\d{1,3}[.)]|[a-z][.)])[ \t]")  # a list item's mark starts a line
@@ -65,18 +66,21 @@ def _hard_lines(text: str, a: int, b: int) -> list[Span]:
     lines around it: a sentence runs on to the next page)."""
     lengths = sorted(len(x.strip()) for x in text[a:b].split("\n") if x.strip())
     width = lengths[int(0.8 * (len(lengths) - 1))] * FULL if len(lengths) >= 5 else float("inf")
-    out, pos = [], a
+    out, pos, line = [], a, a  # line: where the line before the next break starts
     for m in _BREAK.finditer(text, a, b):
         i, after, page = m.start(), m.end(), "\f" in m.group()
-        last = text.rfind("\n", a, i) + 1 if i > a else a
-        before = text[pos:i].rstrip(" \t\r")
-        if (before and before[-1] not in ".!?:;" and not _ITEM.match(text, after, b)
+        j = i
+        while j > pos and text[j - 1] in " \t\r":
+            j -= 1
+        last = text[j - 1] if j > pos else ""  # the last character before the break
+        if (last and last not in ".!?:;" and not _ITEM.match(text, after, b)
                 and (page or not _BLANK.match(text, after, b))
-                and (_SOFT_AFTER.match(text, after, b) or len(text[max(last, a):i].strip()) >= width)):
+                and (_SOFT_AFTER.match(text, after, b) or len(text[line:i].strip()) >= width)):
+            line = after
             continue
         if (s := strip_span(text, pos, i)) is not None:
             out.append(s)
-        pos = after
+        pos = line = after
     if (s := strip_span(text, pos, b)) is not None:
         out.append(s)
     return out

@@ -106,7 +106,8 @@ def test_window_and_parent_expansion_return_exact_document_spans(tmp_path):
 
 def test_no_search_result_or_context_holds_a_documents_characters_twice(tmp_path):
     """Chunks cut with overlap, widened by a window of neighbours: what `search` returns and what a program hands
-    to its answer are merged where they overlap or meet (`merge_overlaps`), each character of a document once."""
+    to its answer hold each character of a document once (`hand_over`): best-first (the default) trims a lower
+    passage to what no higher one holds, and still hands over k; merged, overlapping passages become one."""
     from declrag.config import ProgramConfig
     from declrag.pipeline.program import RAGProgram
 
@@ -119,21 +120,28 @@ def test_no_search_result_or_context_holds_a_documents_characters_twice(tmp_path
     store, meta = open_store(tmp_path / "s", ingest)
     Indexer(store, meta.ingest, emb, progress=False).index_paths([d])
 
-    def disjoint(hits):
+    def disjoint(hits, meeting_too=True):
         spans = sorted((h.doc_id, h.start, h.end) for h in hits)
-        assert all(a[0] != b[0] or a[2] < b[1] for a, b in zip(spans, spans[1:])), spans  # apart, not even meeting
+        assert all(a[0] != b[0] or a[2] < b[1] or (not meeting_too and a[2] <= b[1])
+                   for a, b in zip(spans, spans[1:])), spans  # apart (merged: not even meeting)
         assert all(text[h.start:h.end] == h.text for h in hits)  # each one exact span of its document
 
     for window in (0, 1, 2):
-        hits = search(store, emb, "topic3 item21 item22", SearchParams(mode="keyword", limit=8, window=window))
-        disjoint(hits)
-    cfg = ProgramConfig.model_validate({"ingest": ingest.model_dump(), "retrieve": {"k": 6, "window": 1}})
-    prog = RAGProgram(cfg, store=store, embedder=emb)
-    passages = prog.search("topic3 item21 item22")
-    disjoint(passages)
-    assert len(passages) < 6  # six windows of neighbouring chunks overlap: fewer, longer passages
-    answer = prog(question="Which sentence talks about item21?")
-    disjoint(answer.passages)
+        for how in ("best-first", "merge"):
+            hits = search(store, emb, "topic3 item21 item22",
+                          SearchParams(mode="keyword", limit=8, window=window, handover=how))
+            disjoint(hits, meeting_too=how == "merge")
+            assert how == "merge" or len(hits) == 8  # best-first: k passages, the store has them
+    for how in ("best-first", "merge"):
+        cfg = ProgramConfig.model_validate({"ingest": ingest.model_dump(),
+                                            "retrieve": {"k": 6, "window": 1, "handover": how}})
+        prog = RAGProgram(cfg, store=store, embedder=emb)
+        passages = prog.search("topic3 item21 item22")
+        disjoint(passages, meeting_too=how == "merge")
+        # six windows of neighbouring chunks overlap: merged, fewer and longer passages; best-first, six
+        assert len(passages) < 6 if how == "merge" else len(passages) == 6
+        answer = prog(question="Which sentence talks about item21?")
+        disjoint(answer.passages, meeting_too=how == "merge")
 
 
 BUILD = """

@@ -86,7 +86,7 @@ def test_pdf_pages(tmp_path: Path):
     [doc] = load_file(p)
     source = str(p.resolve())
     # one document of its pages, each after a form feed: the blank middle page is empty, the numbers stay the PDF's
-    assert (doc.id, doc.source, doc.title, doc.page) == (source, source, "report", None)  # "untitled" ignored
+    assert (doc.id, doc.source, doc.title, doc.page) == (source, source, "report", 1)  # "untitled" ignored
     pages = doc.text.split("\f")
     assert len(pages) == 3 and "Alpha page content" in pages[0] and not pages[1].strip()
     assert "Gamma page content" in pages[2] and "\r" not in doc.text

@@ -6,8 +6,8 @@ from .generate import Draft, Generator
 from .history import HistoryQuery, SearchQuestion
 from .judge import SelfJudge
 from .rerank import Reranker
-from .retrieve import Retriever
+from .retrieve import Retriever, pool_size
 from .rewrite import Queries, QueryRewriter
 
 __all__ = ["Draft", "Generator", "HistoryQuery", "PipelineStage", "Queries", "QueryRewriter", "Reranker", "Retriever",
-           "SearchQuestion", "SelfJudge", "embedding_time", "timing_embeddings"]
+           "SearchQuestion", "SelfJudge", "embedding_time", "pool_size", "timing_embeddings"]

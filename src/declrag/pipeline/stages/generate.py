@@ -12,7 +12,7 @@ import numpy as np
 
 from ...config import GenerateConfig, LMConfig, resolve_mode
 from ...embed.embedder import Embedder
-from ...ingest.headers import identity, shown_header
+from ...ingest.headers import heading_names, identity, shown_header
 from ...lm import override_lm
 from ...types import Hit
 from ..echo import Prompt
@@ -211,11 +211,12 @@ class Generator(PipelineStage):
                     "type_weight": e.type_weight, "wrapped": e.whole_sentences, **over}
         texts = self.document_texts if e.document_names else None
 
-        def document(n: int) -> str:  # passage n's whole document: a PDF's pages together
+        def document(n: int) -> str:  # passage n's whole document
             return whole_document(passages[n - 1], texts) if texts is not None else ""
 
         return extract(question, self._quotable(passages), self._embed, self._query_vector(question, conversation),
                        identities=[identity(h.chunk.title, h.chunk.section, h.chunk.source) for h in passages],
+                       headings=[heading_names(h.chunk.title, h.chunk.section) for h in passages],
                        documents=document if texts is not None else None, **settings)
 
     def _extractive(self, question: str, passages: list[Hit], conversation: str | None) -> Draft:

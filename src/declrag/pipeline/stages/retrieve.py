@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...config import (
-    RetrieveConfig,
-)
+from ...config import ProgramConfig, RetrieveConfig
 from ...embed.embedder import Embedder
 from ...runtime import tracing
 from ...stores.base import Filter, Store
@@ -18,6 +16,15 @@ from ..ranking import cut, rrf
 from ..searching import expand
 from .base import PipelineStage, embedding_time
 from .rewrite import Queries
+
+
+def pool_size(config: ProgramConfig) -> int:
+    """The candidates a program's `Retriever` gives: at least ``retrieve.k``; the reranker's candidates when it
+    reranks; three times k for MMR to choose among; twice k for best-first hand-over's stand-ins
+    (`declrag.pipeline.searching.hand_over`)."""
+    r, rerank = config.retrieve, config.rerank
+    return max(r.k, rerank.candidates if rerank.mode != "none" else 0, 3 * r.k if r.mmr else 0,
+               2 * r.k if r.handover in ("best-first", "joined") else 0)
 
 
 class Retriever(PipelineStage):
