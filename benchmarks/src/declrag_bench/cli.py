@@ -335,25 +335,6 @@ def bench_headers(
     bench_out(run(dataset, limit, seed), print_report, as_json or Path("runs/bench/headers.json"))
 
 
-@bench_app.command("handover")
-def bench_handover(
-    dataset: Annotated[list[str] | None, typer.Option(
-        help="a golden set (repeat it; default: nq-long, squad-v1.1-articles, cmu-qa, mtrag-un)")] = None,
-    limit: Annotated[int, typer.Option(help="questions of the test split at most (a seeded sample)")] = 300,
-    seed: Annotated[int, typer.Option(help="seed of the sample")] = 13,
-    as_json: Annotated[Path | None, typer.Option(
-        "--json", help="write the results as JSON here (default: runs/bench/handover.json)")] = None,
-):
-    """How the passages are handed over (best-first, joined, merged, as found): hit@1, hit@5, hit and nDCG within the
-    first 1,500 characters, characters handed over; paired intervals against merged."""
-    from .handover import print_report, run
-
-    if limit < 1:
-        raise DeclragError(f"--limit must be at least 1, not {limit}", hint="e.g. --limit 300")
-    check_sets(dataset)
-    bench_out(run(dataset, limit, seed), print_report, as_json or Path("runs/bench/handover.json"))
-
-
 @bench_app.command("conversation")
 def bench_conversation(
     dataset: Annotated[str, typer.Option(help="a conversational golden set: mtrag-un, an MTRAG task file or a "
@@ -458,4 +439,4 @@ def bench_gepa(
                as_json or Path("runs/bench/gepa.json"))
 
 
-from . import nolabels_cli, pdf_cli, rayindex_cli, usage_cli  # noqa: E402,F401  (bench nolabels, loco, pdf, ray, usage)
+from . import handover_cli, nolabels_cli, pdf_cli, rayindex_cli, usage_cli  # noqa: E402,F401  (their commands)
