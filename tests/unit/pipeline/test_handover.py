@@ -91,3 +91,14 @@ def test_a_title_or_heading_line_is_never_quoted_as_an_answer(tmp_path: Path):
     quoted = [p.text for p in candidates([text], 300, True, [names])]
     assert quoted == ["The boats go out at dawn when the river is calm."]  # nor a heading of its section
     assert "Rowing Times" in [p.text for p in candidates([text], 300, True)]  # what it would quote without them
+
+
+def test_joined_appends_a_neighbour_found_lower_to_the_passage_it_goes_on_from():
+    top, after, before, other = hit("a", 100, 400), hit("a", 380, 700), hit("a", 0, 120), hit("b", 0, 300)
+    got = best_first([top, after, before, other], k=3, join=True)
+    first = got[0]
+    assert (first.start, first.end) == (100, 700) and first.text == TEXT[100:700]  # what matched first, then on
+    assert first.chunk is top.chunk
+    # a neighbour before it is not joined (it would put what matched less first): a passage of its own, trimmed
+    assert [(h.doc_id, h.end <= 100) for h in got[1:]] == [("a", True), ("b", False)]
+    assert got[1].start == 0 and got[1].text == TEXT[0:got[1].end]
