@@ -11,8 +11,6 @@ Each arm against ``merge``, paired, with a 95% bootstrap interval.
 
 from __future__ import annotations
 
-import random
-import time
 from typing import Any
 
 from rich.console import Console
@@ -25,8 +23,9 @@ from declrag.ingest.corpus import corpus_store
 from declrag.metrics.base import to_case
 from declrag.metrics.budget import characters
 from declrag.metrics.catalog import get_metrics
-from declrag.metrics.stats import mean_of, paired_difference
 from declrag.pipeline.program import RAGProgram
+
+from .common import over_sets, paired_arms, test_sample
 
 SETS = ("nq-long", "squad-v1.1-articles", "cmu-qa", "mtrag-un")
 ARMS = ("merge", "best-first", "joined", "none")
@@ -35,9 +34,7 @@ METRICS = ("hit@1", "hit@5", "hit@1500c", "ndcg@1500c")
 
 def run_set(name: str, limit: int, seed: int, progress: bool = True) -> dict[str, Any]:
     gs = load_golden(name)
-    split = "test" if "test" in gs.splits else next(iter(gs.splits))
-    pool = [e for e in gs.split(split) if e.gold or e.gold_spans()]
-    examples = random.Random(seed).sample(pool, min(limit, len(pool)))
+    split, examples = test_sample(gs, limit, seed, lambda e: bool(e.gold or e.gold_spans()))
     embedder = Embedder(IngestConfig().embedder)
     metrics = get_metrics(list(METRICS))
     ingest = IngestConfig()
@@ -54,23 +51,12 @@ def run_set(name: str, limit: int, seed: int, progress: bool = True) -> dict[str
             case = to_case(e, {"passages": passages})
             rows[arm].append({**{m.name: m.score(case).value for m in metrics},
                               "chars": float(characters(passages)), "passages": float(len(passages))})
-    out: dict[str, Any] = {"dataset": gs.name, "split": split, "questions": len(examples),
-                           "documents": len(gs.documents), "arms": {}}
-    for arm in ARMS:
-        out["arms"][arm] = {m: mean_of([r[m] for r in rows[arm]]) for m in (*METRICS, "chars", "passages")}
-        if arm != "merge":
-            out["arms"][arm]["vs_merge"] = {m: paired_difference([r[m] for r in rows["merge"]],
-                                                                 [r[m] for r in rows[arm]]) for m in METRICS}
-    out["rows"] = rows
-    return out
+    return {"dataset": gs.name, "split": split, "questions": len(examples), "documents": len(gs.documents),
+            "arms": paired_arms(rows, METRICS, "merge", ("chars", "passages")), "rows": rows}
 
 
 def run(sets: list[str] | None = None, limit: int = 300, seed: int = 13, progress: bool = True) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    out: dict[str, Any] = {"limit": limit, "seed": seed,
-                           "sets": {s: run_set(s, limit, seed, progress) for s in sets or SETS}}
-    out["wall_s"] = round(time.perf_counter() - t0, 1)
-    return out
+    return over_sets(run_set, sets or SETS, limit, seed, progress)
 
 
 def print_report(r: dict[str, Any], console: Console) -> None:

@@ -9,8 +9,6 @@ chunks) answers the same seeded questions of the set's test split over each inde
 
 from __future__ import annotations
 
-import random
-import time
 from typing import Any
 
 from rich.console import Console
@@ -22,8 +20,9 @@ from declrag.golden import load_golden
 from declrag.ingest.corpus import corpus_store
 from declrag.metrics.base import to_case
 from declrag.metrics.catalog import get_metrics
-from declrag.metrics.stats import mean_of, paired_difference
 from declrag.pipeline.program import RAGProgram
+
+from .common import over_sets, paired_arms, test_sample
 
 SETS = ("squad-v1.1-articles", "nq-long")
 CONTEXTS = ("none", "title", "title+section")
@@ -32,9 +31,7 @@ METRICS = ("ndcg@10", "hit@5")
 
 def run_set(name: str, limit: int, seed: int, progress: bool = True) -> dict[str, Any]:
     gs = load_golden(name)
-    split = "test" if "test" in gs.splits else next(iter(gs.splits))
-    pool = [e for e in gs.split(split) if e.gold]
-    examples = random.Random(seed).sample(pool, min(limit, len(pool)))
+    split, examples = test_sample(gs, limit, seed, lambda e: bool(e.gold))
     embedder = Embedder(IngestConfig().embedder)
     metrics = get_metrics(list(METRICS))
     rows: dict[str, list[dict[str, float | None]]] = {}
@@ -47,24 +44,12 @@ def run_set(name: str, limit: int, seed: int, progress: bool = True) -> dict[str
         for e in examples:
             case = to_case(e, {"passages": prog.retrieve_only(e.question, history=e.history)})
             rows[context].append({m.name: m.score(case).value for m in metrics})
-    out: dict[str, Any] = {"dataset": gs.name, "split": split, "questions": len(examples),
-                           "documents": len(gs.documents), "contexts": {}}
-    for context in CONTEXTS:
-        out["contexts"][context] = {
-            m: mean_of([r[m] for r in rows[context]]) for m in METRICS}
-        if context != "none":
-            out["contexts"][context]["vs_none"] = {m: paired_difference([r[m] for r in rows["none"]],
-                                                                        [r[m] for r in rows[context]])
-                                                   for m in METRICS}
-    return out
+    return {"dataset": gs.name, "split": split, "questions": len(examples), "documents": len(gs.documents),
+            "contexts": paired_arms(rows, METRICS, "none")}
 
 
 def run(sets: list[str] | None = None, limit: int = 1000, seed: int = 13, progress: bool = True) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    out: dict[str, Any] = {"limit": limit, "seed": seed,
-                           "sets": {s: run_set(s, limit, seed, progress) for s in sets or SETS}}
-    out["wall_s"] = round(time.perf_counter() - t0, 1)
-    return out
+    return over_sets(run_set, sets or SETS, limit, seed, progress)
 
 
 def print_report(r: dict[str, Any], console: Console) -> None:

@@ -24,7 +24,7 @@ def search(store: Store, embedder: Embedder | None, query: str, params: SearchPa
     searches twice as deep, to hand over ``limit`` passages where the store has them)."""
     p = params or SearchParams()
     where = Filter.of(p.where)
-    deep = min(2 * p.limit, 1000) if p.handover in ("best-first", "joined") else p.limit
+    deep = min(2 * p.limit, 1000) if p.handover in FILLS else p.limit
     if p.mode == "keyword" or (p.mode == "hybrid" and p.alpha == 0.0):
         hits = store.keyword_search(query, deep, where) if p.mode == "keyword" else \
             store.hybrid_search(query, None, deep, 0.0, p.fusion, p.candidates, where)
@@ -62,6 +62,10 @@ def expand(store: Store, hits: list[Hit], window: int = 0) -> list[Hit]:
     return list(out.values())
 
 
+#: The hand-overs that leave passages out and take the ones found after the first k in their place: a search for
+#: them goes twice as deep.
+FILLS = frozenset({"best-first", "joined"})
+
 #: A passage that an earlier one overlaps keeps what is left of it when that is at least this share of it; less is a
 #: sliver of what was already handed over, and the passage is left out.
 LEFT_AT_LEAST = 0.2
@@ -77,7 +81,7 @@ def hand_over(store: Store, hits: list[Hit], k: int | None = None, how: Handover
     - ``merge``: the first ``k``, a document's passages that overlap or meet made one (`merge_overlaps`);
     - ``none``: the first ``k`` as found (neighbours that overlap repeat the shared characters).
     Citations stay exact spans of the documents."""
-    if how in ("best-first", "joined"):
+    if how in FILLS:
         return best_first(hits, k, join=how == "joined")
     first = hits if k is None else hits[:k]
     return merge_overlaps(store, first) if how == "merge" else first

@@ -13,7 +13,7 @@ from ...types import Hit
 from ..documents import POOL as DOCUMENT_POOL
 from ..documents import DocumentIndex, boost
 from ..ranking import cut, rrf
-from ..searching import expand
+from ..searching import FILLS, expand
 from .base import PipelineStage, embedding_time
 from .rewrite import Queries
 
@@ -24,7 +24,7 @@ def pool_size(config: ProgramConfig) -> int:
     (`declrag.pipeline.searching.hand_over`)."""
     r, rerank = config.retrieve, config.rerank
     return max(r.k, rerank.candidates if rerank.mode != "none" else 0, 3 * r.k if r.mmr else 0,
-               2 * r.k if r.handover in ("best-first", "joined") else 0)
+               2 * r.k if r.handover in FILLS else 0)
 
 
 class Retriever(PipelineStage):
