@@ -15,7 +15,6 @@ import typer
 
 from declrag.cli.common import out
 from declrag.errors import DeclragError
-from declrag.metrics.stats import mean_of, paired_difference
 
 # the `declrag bench` group: `cli`, `rayindex_cli` and `usage_cli` register their commands on it
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (quality and speed), printed as tables.")
@@ -60,6 +59,8 @@ def paired_arms(rows: dict[str, list[dict[str, Any]]], metrics: Sequence[str], l
                 means_too: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
     """Each arm's mean of ``metrics`` (and of ``means_too``) over its rows (the same questions, in order), and for
     each arm but ``lead``, under ``vs_{lead}``, its paired difference from ``lead`` with a 95% interval."""
+    from declrag.metrics.stats import mean_of, paired_difference  # declrag.metrics loads DSPy: not on --help
+
     out: dict[str, dict[str, Any]] = {}
     for arm, mine in rows.items():
         out[arm] = {m: mean_of([r[m] for r in mine]) for m in (*metrics, *means_too)}
