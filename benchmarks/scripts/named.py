@@ -6,13 +6,15 @@ plain-text reports from pinned Debian packages (TeX Live documentation PDFs):
     python benchmarks/scripts/named.py fetch [--out DIR] [--deb-dir DIR]   # default DIR: ~/.cache/declrag/named
     python benchmarks/scripts/named.py check [--out DIR]    # spans, counts, names, title words; non-zero on a problem
     python benchmarks/scripts/named.py stats [--out DIR]
+    python benchmarks/scripts/named.py golden [--out DIR]   # DIR/named.yaml: the set for a bench's --dataset
 
 `fetch` downloads each pinned .deb with `apt-get download pkg=version` (or takes it from `--deb-dir`; the current
 version, with a warning, when the pinned one is gone), extracts it, converts each PDF with pypdf exactly as the set
 was written (the text of each page, pages joined by "\\n\\n", running headers and page numbers kept), checks the
 text's sha256 against sources.json, and writes DIR/files/r1.txt ... and DIR/questions.jsonl. When a text differs
 from the pinned one, each answer span is moved to the occurrence of its answer nearest to where it was, and a
-question whose answer no longer occurs is left out; `fetch` says which.
+question whose answer no longer occurs is left out; `fetch` says which. It also writes DIR/named.yaml, the set as a
+golden set the benches take (`golden` writes it again).
 
 `check` verifies that every span resolves to its exact answer in the fetched texts, that each document has at least
 MIN_PER_DOC questions, that each question contains one of its document's `names` and that name occurs in the
@@ -167,6 +169,7 @@ def fetch(out: Path, deb_dir: Path | None) -> None:
     bad = [k for k, v in report.items() if not v["sha256_ok"]]
     print(f"wrote {out}: {len(docs)} documents, {len(rows)} questions ({summary['seconds']} s)"
           + (f"; texts differing from the pinned ones: {', '.join(bad)}" if bad else ""))
+    print(f"wrote {golden(out)} (the set for a bench's --dataset)")
 
 
 # ------------------------------------------------------------------------------------------------ check
@@ -277,19 +280,38 @@ def stats(out: Path) -> None:
     print(f"answer words: {min(answers)}-{max(answers)}, mean {statistics.mean(answers):.1f}; numeric: {numeric}")
 
 
+def golden(out: Path) -> Path:
+    """The fetched set as a golden set the benches take (``--dataset DIR/named.yaml``): DIR/corpus.jsonl (each
+    report a document, id as in the spans) and DIR/golden.jsonl (the questions with spans; refusals left out)."""
+    out = out.expanduser()
+    with open(out / "corpus.jsonl", "w", encoding="utf-8") as c:
+        for f in sorted((out / "files").glob("*.txt")):
+            c.write(json.dumps({"_id": f.stem, "text": f.read_text(encoding="utf-8")}, ensure_ascii=False) + "\n")
+    with open(out / "golden.jsonl", "w", encoding="utf-8") as g:
+        for q in read_questions(out / "questions.jsonl"):  # as fetched: spans moved where a text changed
+            if q.get("spans"):
+                g.write(json.dumps({k: q[k] for k in ("id", "question", "answer", "spans")}, ensure_ascii=False) + "\n")
+    (out / "named.yaml").write_text("name: named\nformat: jsonl\npath: golden.jsonl\ncorpus: corpus.jsonl\n"
+                                    "description: questions that name their document (benchmarks/scripts/named.py)\n")
+    return out / "named.yaml"
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fetch", help="download the pinned packages and write DIR/files and DIR/questions.jsonl")
     f.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the folder to write (default {DEFAULT_OUT})")
     f.add_argument("--deb-dir", type=Path, help="a folder holding the .deb files already (no download)")
-    for name, text in (("check", "check spans, counts, names and title words"), ("stats", "counts and lengths")):
+    for name, text in (("check", "check spans, counts, names and title words"), ("stats", "counts and lengths"),
+                       ("golden", "write DIR/named.yaml, a golden set of the fetched files for --dataset")):
         sub.add_parser(name, help=text).add_argument("--out", type=Path, default=DEFAULT_OUT)
     a = p.parse_args(argv)
     if a.cmd == "fetch":
         fetch(a.out, a.deb_dir)
     elif a.cmd == "check":
         sys.exit(1 if check(a.out) else 0)
+    elif a.cmd == "golden":
+        print(f"wrote {golden(a.out)}")
     else:
         stats(a.out)
 

@@ -33,3 +33,20 @@ def test_the_set_is_what_its_readme_says():
         assert not named.uses_title_word(r["question"], named.title_words(sources[span["doc"]]["title"])), r["id"]
     for r in unheld:
         assert r["spans"] == [] and r["file"] is None
+
+
+def test_golden_writes_a_set_the_benches_load_with_every_span_on_its_answer(tmp_path):
+    from declrag.golden import load_golden
+
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "r1.txt").write_text("Intro.\n\nThe default width of lines is 0.5 points.\n", encoding="utf-8")
+    start = (tmp_path / "files" / "r1.txt").read_text(encoding="utf-8").index("0.5")
+    rows = [{"id": "r1-01", "file": "r1.txt", "question": "What is the default width in the report?", "answer": "0.5",
+             "named_by": "organisation", "spans": [{"doc": "r1", "start": start, "end": start + 3, "answer": "0.5"}]},
+            {"id": "x-01", "file": None, "question": "What does the Oslo report say?", "answer": None,
+             "named_by": "organisation", "spans": []}]
+    (tmp_path / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    gs = load_golden(named.golden(tmp_path))
+    (ex,) = gs.split("all")  # the refusal (no span) is left out
+    assert [d.id for d in gs.documents] == ["r1"] and ex.id == "r1-01"
+    assert gs.documents[0].text[ex.spans[0].start:ex.spans[0].end] == "0.5"
