@@ -77,12 +77,12 @@ def index(
     with st:
         indexer = Indexer(st, meta.ingest, embedder or Embedder(meta.ingest.embedder), progress=progress,
                           cluster=cluster, ocr=ocr, pdf_reader=pdf_reader)
-        report = IndexReport()
+        report = IndexReport(embedder=meta.ingest.embedder.model)
         if paths:
-            _merge(report, indexer.index_paths(paths, prune=prune))
+            report.add(indexer.index_paths(paths, prune=prune))
         if datasets:
             for name in datasets:
-                _merge(report, indexer.index_documents(load_golden(name).documents))
+                report.add(indexer.index_documents(load_golden(name).documents))
         if report.indexed or report.deleted:
             st.optimize()
     return report
@@ -131,15 +131,6 @@ def _check_paths(paths: Sequence[str | Path]) -> None:
         raise DeclragError(f"no such file or folder: {', '.join(missing)}" if len(missing) < 4 else
                            f"{len(missing)} paths do not exist: {', '.join(missing[:3])}, ...",
                            hint="check the path (nothing was read, and nothing was created or changed)")
-
-
-def _merge(into: IndexReport, r: IndexReport) -> None:
-    for f in ("added", "updated", "unchanged", "deleted", "chunks", "embedded"):
-        setattr(into, f, getattr(into, f) + getattr(r, f))
-    into.skipped += r.skipped
-    into.gone += r.gone
-    for k, v in r.seconds.items():
-        into.seconds[k] = into.seconds.get(k, 0.0) + v
 
 
 def search(query: str, store: str | Path | None = None, params: SearchParams | None = None,

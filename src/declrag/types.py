@@ -80,6 +80,7 @@ class Chunk:
     section: str = ""
     header: str = ""
     running: str = ""  # its running headers and footers, "start:end,..." in its text (`declrag.ingest.running`)
+    language: str = ""  # its document's language, an ISO 639 code ("" not known: `declrag.text.languages.identify`)
 
     @property
     def searched(self) -> str:

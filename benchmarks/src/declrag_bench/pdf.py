@@ -24,7 +24,6 @@ cost per page on pages rendered to images, where Tesseract is installed.
 
 from __future__ import annotations
 
-import re
 import shutil
 import time
 from pathlib import Path
@@ -43,21 +42,13 @@ from declrag.pipeline.program import RAGProgram
 from declrag.runtime.folders import cache_dir
 from declrag.stores.base import StoreMeta
 from declrag.stores.lancedb import LanceStore
-from declrag.text.normalize import squad_normalize, strip_citations
-from declrag.text.reading import reading
 
 from . import typeset
+from .rows import SCORES, answer_row, flat
 
 ARMS = ("text", "pdf", "pdf-pypdf")
 READER = {"pdf": "pdfium", "pdf-pypdf": "pypdf"}
-SCORES = ("hit@1", "hit@5", "first_1500", "contains")
-FIRST = 1500
 OCR_PAGES = 6  # pages rendered to images and read by OCR, for its cost per page
-_WS = re.compile(r"\s+")
-
-
-def _flat(text: str) -> str:
-    return _WS.sub(" ", reading(text)).lower()
 
 
 def corpus(folder: Path | None = None) -> tuple[Path, list[dict[str, Any]]]:
@@ -93,19 +84,6 @@ def _index(folder: Path, arm: str, embedder: Embedder, progress: bool, pages: in
                    "texts_embedded": report.embedded}
 
 
-def _row(prog: RAGProgram, question: str, answer: str, table: bool) -> dict[str, Any]:
-    got = prog(question=question)
-    want = _flat(answer)
-    read = [_flat(p.text) for p in got.passages]
-    handed = "\n\n".join(reading(p.text) for p in got.passages)
-    return {"question": question, "answer": answer, "table": table, "got": got.answer,
-            "hit@1": float(any(want in r for r in read[:1])), "hit@5": float(any(want in r for r in read[:5])),
-            "first_1500": float(want in _flat(handed[:FIRST])),
-            "contains": float(not got.abstained and squad_normalize(answer) in squad_normalize(
-                strip_citations(got.answer))),
-            "chars": float(len(handed))}
-
-
 def _in_table(text: str, answer: str) -> bool:
     return any(answer in line for line in text.split("\n") if "|" in line) and not any(
         answer in line for line in text.split("\n") if "|" not in line)
@@ -125,8 +103,8 @@ def _ocr_cost(pages: list[dict[str, Any]]) -> dict[str, Any] | None:
     read = ocr.read_pages(data, list(range(1, n + 1)))
     seconds = time.perf_counter() - t0
     layer = read_file(pdf, ocr=False).documents[0].text.split("\f")[:n]  # its pages
-    words = [set(_flat(page).split()) for page in layer]
-    got = [set(_flat(t if isinstance(t := read.get(k, ""), str) else "").split()) for k in range(1, n + 1)]
+    words = [set(flat(page).split()) for page in layer]
+    got = [set(flat(t if isinstance(t := read.get(k, ""), str) else "").split()) for k in range(1, n + 1)]
     return {"pages": n, "s_per_page": round(seconds / n, 2), "dpi": ocr.DPI,
             "words_read": round(sum(len(w & g) for w, g in zip(words, got)) / max(1, sum(map(len, words))), 3)}
 
@@ -148,7 +126,7 @@ def run(folder: Path | None = None, arms: list[str] | None = None, progress: boo
         store, cost = _index(folder, arm, embedder, progress, out["pages"] if arm == "text" else out["pdf_pages"])
         out["indexing"][arm] = cost
         prog = RAGProgram(default_config(ProgramConfig()), store=store, embedder=embedder)
-        rows[arm] = [_row(prog, q, a, t) for q, a, t in questions]
+        rows[arm] = [{**answer_row(prog, q, a), "table": t} for q, a, t in questions]
     for part, keep in (("all", lambda r: True), ("table", lambda r: r["table"]), ("prose", lambda r: not r["table"])):
         out["arms"][part] = {}
         for arm in order:

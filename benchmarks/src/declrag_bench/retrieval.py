@@ -423,8 +423,9 @@ def _client_search(st, mode: str, query: str, vector, k: int, alpha: float, fusi
     from declrag.stores.weaviate.wire import CHUNK_INTS, CHUNK_TEXTS, chunk_of
 
     coll, props = st.collection(st.name), list(CHUNK_TEXTS + CHUNK_INTS)
+    query, field = st.keywords.query(query), st.keywords.name  # sent as the store sends it
     if mode == "keyword":
-        res = coll.query.bm25(query=query, query_properties=[st.keyword_property], limit=k, return_properties=props,
+        res = coll.query.bm25(query=query, query_properties=[field], limit=k, return_properties=props,
                               return_metadata=MetadataQuery(score=True))
         return [Hit.of(chunk_of(o), float(o.metadata.score), keyword=float(o.metadata.score))
                 for o in res.objects if (o.metadata.score or 0) > 0]
@@ -434,7 +435,7 @@ def _client_search(st, mode: str, query: str, vector, k: int, alpha: float, fusi
                                      return_metadata=MetadataQuery(distance=True))
         return [Hit.of(chunk_of(o), 1.0 - float(o.metadata.distance), vector=1.0 - float(o.metadata.distance))
                 for o in res.objects]
-    res = coll.query.hybrid(query=query, vector=q, alpha=alpha, limit=k, query_properties=[st.keyword_property],
+    res = coll.query.hybrid(query=query, vector=q, alpha=alpha, limit=k, query_properties=[field],
                             fusion_type=HybridFusion.RELATIVE_SCORE if fusion == "relative" else HybridFusion.RANKED,
                             return_metadata=MetadataQuery(score=True), return_properties=props)
     return [Hit.of(chunk_of(o), float(o.metadata.score)) for o in res.objects[:k]]

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..config import ChunkerConfig, Context
+from ..text.languages import identify
 from ..text.sentences import LINE, PARAGRAPH, sentence_spans, split_on, strip_span, word_spans
 from ..text.tokens import Span, TokenCounter
 from ..types import Chunk, Document, chunk_id
@@ -170,12 +171,13 @@ class Chunker:
         running = spans_of(doc.metadata)  # its running headers and footers (`declrag.ingest.running`)
         pages = page_starts(text)  # a paged text (a PDF): a chunk's page is the one it starts on
         first = (doc.page or 1) - 1
+        language = str(doc.metadata.get("language") or identify(text))  # a record's own, else identified
         return [
             Chunk(
                 id=chunk_id(doc.id, i), doc_id=doc.id, text=text[s:e], start=s, end=e, position=i,
                 source=doc.source, title=doc.title, page=first + bisect.bisect_right(pages, s) if pages else doc.page,
                 parent_start=p[0] if p else None, parent_end=p[1] if p else None,
-                section=path, running=within(running, s, e),
+                section=path, running=within(running, s, e), language=language,
                 header="\n".join(h for h in (header(doc.title, path, self.context), units.table_head(text, blocks, s))
                                   if h),
             )

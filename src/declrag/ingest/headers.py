@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..text.keywords import keyword_tokens, spaceless
 from ..types import Chunk, Document
 
 HEADER_MAX = 200  # characters of a header (and of a title or a section path alone)
@@ -61,7 +62,8 @@ def helpful_name(path: str) -> str:
 
 def text_title(text: str) -> str:
     """A plain-text file's title page: its first block of lines (up to the first blank line) when it reads as a
-    title (at most 4 lines, each short and not a sentence), joined by " · "; else ''."""
+    title (at most 4 lines, each short: 15 words, or 16 characters of a script without spaces; and not a sentence),
+    joined by " · "; else ''."""
     lines: list[str] = []
     for line in text.lstrip().split("\n"):
         if not line.strip():
@@ -69,7 +71,8 @@ def text_title(text: str) -> str:
         lines.append(line.strip())
         if len(lines) > 4:
             return ""
-    if not lines or any(len(x) > 100 or len(x.split()) > 15 or x[-1] in ".,;:" for x in lines):
+    if not lines or any(len(x) > 100 or len(x.split()) > 15 or x[-1] in ".,;:。，；：।"
+                        or (spaceless(x) and len(keyword_tokens(x)) > 15) for x in lines):  # 15 words, 16 characters
         return ""
     return clip(" · ".join(x for x in lines if any(ch.isalpha() for ch in x)))
 

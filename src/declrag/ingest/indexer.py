@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from tqdm.auto import tqdm
 from ..config import IngestConfig
 from ..embed.embedder import Embedder
 from ..stores.base import DocRecord, Store, StoreCheck
+from ..text.languages import uncovered
 from ..types import Chunk, Document
 from .chunkers import Chunker
 from .loaders import LoadError, Skipped, iter_files, read_file
@@ -44,10 +46,23 @@ class IndexReport:
     check: StoreCheck | None = None  # the store verified after the run (`declrag.ingest.corpus.corpus_store` does)
     rebuilt: bool = False  # built again from scratch after a copy lost chunks while it was written
     gone: list[str] = field(default_factory=list)  # files the store holds documents of, gone from the folders indexed
+    languages: Counter[str] = field(default_factory=Counter)  # documents indexed, by language ("" not known)
+    embedder: str = ""  # the embedding model, whose languages the summary compares with those found
 
     @property
     def indexed(self) -> int:
         return self.added + self.updated
+
+    def add(self, other: IndexReport) -> None:
+        """Count ``other`` (another run into the same store) in this report."""
+        for f in ("added", "updated", "unchanged", "deleted", "chunks", "embedded"):
+            setattr(self, f, getattr(self, f) + getattr(other, f))
+        self.skipped += other.skipped
+        self.gone += other.gone
+        self.languages.update(other.languages)
+        self.rebuilt = self.rebuilt or other.rebuilt
+        for k, v in other.seconds.items():
+            self.seconds[k] = self.seconds.get(k, 0.0) + v
 
     @property
     def nothing(self) -> bool:
@@ -64,7 +79,18 @@ class IndexReport:
                 "(--prune removes them)") if self.gone else ""
         return (f"{self.indexed} documents indexed ({self.added} new, {self.updated} changed, {self.chunks} chunks, "
                 f"{self.embedded} texts embedded), {self.unchanged} unchanged, {self.deleted} removed, "
-                f"{files} skipped{f' (and {parts} of files read)' if parts else ''}{gone}; {total:.1f}s{embed}")
+                f"{files} skipped{f' (and {parts} of files read)' if parts else ''}{gone}; {total:.1f}s{embed}"
+                f"{self._languages()}")
+
+    def _languages(self) -> str:
+        """The languages found, and those the embedding model was not trained on (searched by keywords mostly)."""
+        if not self.languages:
+            return ""
+        found = ", ".join(f"{lang or 'unknown'} {n}" for lang, n in self.languages.most_common())
+        outside = uncovered(dict(self.languages), self.embedder)
+        note = (f"; the embedder {self.embedder.rsplit('/', 1)[-1]} was trained on English only: "
+                f"{', '.join(outside)} found by keywords mostly (docs/guides/languages.md)") if outside else ""
+        return f"\nlanguages: {found}{note}"
 
 
 class Indexer:
@@ -91,7 +117,7 @@ class Indexer:
     def index_paths(self, paths: Sequence[str | Path], prune: bool = False) -> IndexReport:
         """Index files and folders (recursively). Documents of files gone from these folders are removed with
         ``prune``, else named in the report (``gone``)."""
-        report, known = IndexReport(), self.store.documents()
+        report, known = IndexReport(embedder=self.ingest.embedder.model), self.store.documents()
         by_source: dict[str, list[DocRecord]] = {}
         for rec in known.values():
             by_source.setdefault(rec.source, []).append(rec)
@@ -142,7 +168,7 @@ class Indexer:
 
     def index_documents(self, documents: Iterable[Document]) -> IndexReport:
         """Index documents from any source (a golden-set corpus, a Hugging Face dataset, your code)."""
-        report = IndexReport()
+        report = IndexReport(embedder=self.ingest.embedder.model)
         pending, known = [(d, (0, -1)) for d in documents], self.store.documents()
         if (plan := self._plan()) is not None:
             plan.documents = [(doc, new) for doc, _, new in self._todo(pending, known, report)]
@@ -206,6 +232,7 @@ class Indexer:
         report.seconds["embed"] += t1 - t0
         report.seconds["write"] += time.perf_counter() - t1
         report.chunks += len(chunks)
+        report.languages.update(cs[0].language if cs else "" for *_, cs in batch)
         for _, _, new, _ in batch:
             if new:
                 report.added += 1
@@ -233,6 +260,7 @@ class Indexer:
                 t1 = time.perf_counter()
                 self.store.upsert(*b.write)
                 writing += time.perf_counter() - t1
+                report.languages.update({c.doc_id: c.language for c in b.write[1]}.values())
             report.added, report.updated = report.added + b.added, report.updated + b.updated
             report.chunks, report.embedded = report.chunks + b.chunks, report.embedded + b.embedded
             report.unchanged += b.unchanged

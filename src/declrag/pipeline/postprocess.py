@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from ..stores.bm25 import STOPWORDS_EN, tokenize
+from ..text.keywords import spaceless
 from ..text.sentences import sentence_spans
 
 _CITE = re.compile(r"\[(\s*\d+(?:\s*[,;]\s*\d+)*\s*)\]")
@@ -64,7 +65,9 @@ def is_abstention(answer: str, phrase: str) -> bool:
 
 
 def content_words(text: str) -> set[str]:
-    return {t for t in tokenize(text) if t not in _FUNCTION_WORDS and (len(t) > 2 or t.isdigit())}
+    """The keyword tokens of ``text`` that carry content: not function words, and longer than two letters unless a
+    number or a bigram of a script without spaces (`declrag.text.keywords`: "泳帽" is a word)."""
+    return {t for t in tokenize(text) if t not in _FUNCTION_WORDS and (len(t) > 2 or t.isdigit() or spaceless(t))}
 
 
 def support(sentence: str, passage: str) -> float:

@@ -39,6 +39,7 @@ from ..runtime.about import versions
 from ..runtime.folders import default_store
 from ..stores import open_store, read_meta
 from ..stores.base import Filter, Store
+from ..text.languages import not_theirs
 from ..types import Hit
 from .artifact import read_saved, saved_config, with_packed_embedder, write_artifact
 from .conversation import transcript, window
@@ -211,7 +212,8 @@ class RAGProgram(dspy.Module):
         return Answer(
             question=question, answer=draft.text, abstained=draft.abstained, citations=cites,
             removed_citations=draft.removed, dropped_sentences=int(checked.get("dropped", 0)), checked=checked,
-            caught=draft.caught, reason=(draft.reason or None) if draft.abstained else None,
+            caught=draft.caught, reason=(draft.reason + not_theirs(question, (h.chunk.language for h in passages))
+                                         or None) if draft.abstained else None,
             passages=passages, judge=verdict, usage=meter.to_dict(),
             latency_ms=ms, queries=queries.texts, raw_answer=draft.raw, stages=self.stages(),
             history_turns=len(history), explored=explored)

@@ -24,7 +24,7 @@ from ..inputs import lone_surrogate
 from ..types import Chunk, Document, Hit
 
 # fields a filter may name; all of them are stored on every chunk (page may be null)
-FILTER_FIELDS = {"id": str, "doc_id": str, "source": str, "title": str, "page": int, "position": int}
+FILTER_FIELDS = {"id": str, "doc_id": str, "source": str, "title": str, "page": int, "position": int, "language": str}
 # integers are stored as 32-bit on every backend; a filter value outside that range is refused
 INT_MIN, INT_MAX = -(2 ** 31), 2 ** 31 - 1
 MAX_DEPTH = 32  # how deep $and / $or may nest
@@ -49,8 +49,11 @@ class StoreMeta(Strict):
     # and footers out of what is searched (`declrag.ingest.running`; Weaviate then BM25-searches ``searched`` always);
     # 4: what is searched and embedded is the text as a reader sees it (`declrag.text.reading`: hyphenation joined,
     # ligatures folded); a store of format 3 keeps the vectors it was embedded with, embeds its new chunks in the new
-    # form, and its keyword index is built in the new form when the store next changes (an embedded store's)
-    format: int = 4
+    # form, and its keyword index is built in the new form when the store next changes (an embedded store's);
+    # 5: keyword search has declrag's tokens in every script (`declrag.text.keywords`): an embedded store of any format
+    # builds its keyword index with them (`bm25.TOKENIZATION`); a Weaviate store of format 5 is sent them, whitespace-
+    # tokenized (`weaviate.schema.KeywordField`), one of format 4 or earlier keeps Weaviate's word tokenization
+    format: int = 5
     backend: str = "lancedb"  # one of the names in BACKENDS
     metric: Metric = "cosine"
     ingest: IngestConfig = IngestConfig()

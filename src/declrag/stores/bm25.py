@@ -1,8 +1,9 @@
 """The keyword leg: BM25 with Weaviate's settings, on the bm25s library.
 
-Weaviate's BM25: k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5)) (Lucene's), word
-tokenisation (split on anything that is not a letter or digit, lowercase), and the English stopword
-preset removed from queries only. bm25s's "lucene" method computes the same scores.
+Weaviate's BM25: k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5)) (Lucene's), the English stopword
+preset removed from queries only; bm25s's "lucene" method computes the same scores. The tokens are declrag's own
+in every script (`declrag.text.keywords`: words with their combining marks, bigrams where a script has no spaces),
+which a Weaviate store of format 5 or later is sent as they are.
 """
 
 from __future__ import annotations
@@ -10,17 +11,16 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from ..text.keywords import keyword_tokens
 from ..text.reading import reading
 
 K1, B = 1.2, 0.75
-_WORD = re.compile(r"[^\W_]+")
 # Weaviate's "en" stopword preset
 STOPWORDS_EN = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there "
@@ -28,9 +28,13 @@ STOPWORDS_EN = frozenset(
 )
 
 
+# what the tokens are: a keyword index saved by another version of `tokenize` is built again (`snapshot`)
+TOKENIZATION = 2  # 1: Weaviate's ``word`` tokenisation; 2: `declrag.text.keywords`
+
+
 def tokenize(text: str) -> list[str]:
-    """Weaviate's ``word`` tokenisation."""
-    return _WORD.findall(text.lower())
+    """The keyword tokens of ``text`` (`declrag.text.keywords.keyword_tokens`)."""
+    return keyword_tokens(text)
 
 
 def query_terms(query: str) -> list[str]:

@@ -47,7 +47,7 @@ def chunk_schema(dim: int) -> pa.Schema:
         ("id", pa.string()), ("doc_id", pa.string()), ("text", pa.string()), ("start", i32), ("end", i32),
         ("position", i32), ("source", pa.string()), ("title", pa.string()), ("page", i32),
         ("parent_start", i32), ("parent_end", i32), ("section", pa.string()), ("header", pa.string()),
-        ("running", pa.string()), ("vector", pa.list_(pa.float32(), dim)),
+        ("running", pa.string()), ("language", pa.string()), ("vector", pa.list_(pa.float32(), dim)),
     ])
 
 

@@ -21,7 +21,7 @@ from ..config import AnnConfig
 from ..types import Chunk, Hit, searched_text
 from .ann import ANN_ROWS, IvfIndex, nlist_for
 from .base import Cond, Filter, Node
-from .bm25 import KeywordIndex, top_k
+from .bm25 import TOKENIZATION, KeywordIndex, top_k
 from .fusion import object_uuid
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 EXACT_ROWS = 20_000  # above this many rows, vector search pre-selects in float16 (see _Snapshot.nearest)
 RESCORE_MARGIN = 128
 CHUNK_FIELDS = ["id", "doc_id", "text", "start", "end", "position", "source", "title", "page",
-                "parent_start", "parent_end", "section", "header", "running"]
-ADDED_FIELDS = ("section", "header", "running")  # text columns a store made before them lacks (read as '')
+                "parent_start", "parent_end", "section", "header", "running", "language"]
+ADDED_FIELDS = ("section", "header", "running", "language")  # text columns a store made before them lacks (read as '')
 
 
 def filter_arrow(where: Filter):
@@ -95,7 +95,7 @@ class Snapshot:
     @cached_property
     def keyword(self) -> KeywordIndex:
         """The BM25 index of this version (building takes ~10 s per 100k chunks; loading a fraction of a second)."""
-        return self._saved(self.folder / f"bm25-v{self.version}", KeywordIndex.load,
+        return self._saved(self.folder / f"bm25-t{TOKENIZATION}-v{self.version}", KeywordIndex.load,
                            lambda: KeywordIndex(self.searched()), "keyword")
 
     def searched(self) -> list[str]:
@@ -125,7 +125,7 @@ class Snapshot:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             index.save(saved)
-            for old in self.folder.glob(saved.name.split("-v", 1)[0] + "-v*"):
+            for old in self.folder.glob(saved.name.split("-", 1)[0] + "-*"):  # older versions and tokenizations
                 if old != saved:
                     _remove(old)
         except OSError as e:

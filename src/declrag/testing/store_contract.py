@@ -28,6 +28,17 @@ TEXTS = {
     "tokyo": ["Tokyo is the capital of Japan.", "Mount Fuji can be seen from Tokyo on clear days."],
 }
 
+# one document each in scripts BM25 word tokenization fails: no spaces between words, or vowel signs inside words
+SCRIPTS = {
+    "zh-library": "图书馆每天早上八点开门，晚上十点关门。周末的开放时间缩短两个小时。",
+    "zh-pool": "游泳馆要求所有游客佩戴泳帽，儿童必须由成人陪同进入深水区。",
+    "ja-tower": "東京タワーは1958年に完成した電波塔です。",
+    "hi-language": "हिन्दी भारत की राजभाषा है और देवनागरी लिपि में लिखी जाती है।",
+    "th-capital": "กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทย",
+}
+SCRIPT_QUERIES = [("游泳馆要戴什么？", "zh-pool"), ("图书馆几点开门", "zh-library"), ("東京タワーはいつ完成した", "ja-tower"),
+                  ("राजभाषा क्या है", "hi-language"), ("เมืองหลวงของไทย", "th-capital")]
+
 
 def corpus(emb: HashEmbedder, pages: bool = True) -> tuple[list[Document], list[Chunk], np.ndarray]:
     docs, chunks = [], []
@@ -149,6 +160,24 @@ class StoreContract:
     def test_keyword_tokenizes_on_non_alphanumerics(self, store):
         assert store.keyword_search("colosseum!!")[0].chunk.id == "rome#1"
         assert store.keyword_search("BRANDENBURG-gate")[0].chunk.id == "berlin#1"
+
+    def test_keyword_search_in_every_script(self, make_store, emb):
+        """Scripts without spaces (Chinese, Japanese, Thai) and words with combining marks (Hindi) are found by
+        their words, ranked as BM25 over declrag's tokens (`declrag.text.keywords`) says, on every backend."""
+        s = make_store()
+        s.create(StoreMeta(backend=s.backend))
+        docs = [Document(id=k, text=t, source=f"/data/{k}.txt") for k, t in SCRIPTS.items()]
+        chunks = [Chunk(id=f"{d.id}#0", doc_id=d.id, text=d.text, start=0, end=len(d.text), position=0,
+                        source=d.source, language=d.id.split("-")[0]) for d in docs]
+        s.upsert(docs, chunks, emb.embed_documents([c.text for c in chunks]))
+        texts = {c.id: c.text for c in chunks}
+        for query, want in SCRIPT_QUERIES:
+            ref = bm25_reference(texts, query)
+            hits = s.keyword_search(query, 10)
+            assert [h.chunk.id for h in hits] == sorted(ref, key=lambda i: (-ref[i], object_uuid(i))), query
+            assert hits[0].chunk.id == f"{want}#0", query
+        assert [h.chunk.id for h in s.keyword_search("图书馆 東京", 10, {"language": "ja"})] == ["ja-tower#0"]
+        assert {h.chunk.language for h in s.keyword_search("图书馆 游泳馆", 10)} == {"zh"}
 
     # -- vector ----------------------------------------------------------------------------------------
     def test_vector_search_ranks_by_cosine(self, store, emb):

@@ -43,8 +43,14 @@ def sentence_spans(text: str, a: int = 0, b: int | None = None, wrapped: bool = 
         line = text[la:lb].translate(_SPACED)  # a soft break is a space: offsets stay the text's
         _, offs = blingfire.text_to_sentences_and_offsets(line)
         spans = [s for o in offs if (s := strip_span(text, la + o[0], la + min(o[1], len(line)))) is not None]
-        out.extend(spans or [(la, lb)])
+        out.extend(p for s in spans or [(la, lb)] for p in split_on(_ENDS, text, *s))
     return out
+
+
+# sentence ends the statistical splitter does not know: Devanagari's danda and double danda (Hindi, Marathi, Nepali,
+# Sanskrit), and the space between two Thai sentences (Thai writes no full stop; a space ends a sentence or clause)
+_ENDS = re.compile(r"(?<=[।॥])\s*|(?<=[\u0E00-\u0E7F])\s+(?=[\u0E00-\u0E7F])")
+_STOPS = ".!?:;。！？；：।॥؟"  # what ends a sentence or a clause, in the scripts declrag reads
 
 
 _SPACED = str.maketrans("\n\f", "  ")
@@ -59,11 +65,11 @@ FULL = 0.85  # a line at least this share of the text's usual width was wrapped,
 
 def _hard_lines(text: str, a: int, b: int) -> list[Span]:
     """text[a:b] cut at its hard line breaks: a break is soft (a sentence wrapped onto the next line) when the line
-    before it does not end a sentence or a clause (``.!?:;``), the next line starts no list item, and either the
-    next line goes on in lower case, a digit or a parenthesis, or the line before fills the text's usual width (at
-    least `FULL` of its lines' 80th percentile of length, among 5 lines or more: a column of a typeset page breaks
-    before names and capitals too); a blank line is always hard, but not at a page break (a form feed and the blank
-    lines around it: a sentence runs on to the next page)."""
+    before it does not end a sentence or a clause (`_STOPS`: ``.!?:;``, ``。！？``, the danda and others), the next
+    line starts no list item, and either the next line goes on in lower case, a digit or a parenthesis, or the line
+    before fills the text's usual width (at least `FULL` of its lines' 80th percentile of length, among 5 lines or
+    more: a column of a typeset page breaks before names and capitals too); a blank line is always hard, but not at a
+    page break (a form feed and the blank lines around it: a sentence runs on to the next page)."""
     lengths = sorted(len(x.strip()) for x in text[a:b].split("\n") if x.strip())
     width = lengths[int(0.8 * (len(lengths) - 1))] * FULL if len(lengths) >= 5 else float("inf")
     out, pos, line = [], a, a  # line: where the line before the next break starts
@@ -73,7 +79,7 @@ def _hard_lines(text: str, a: int, b: int) -> list[Span]:
         while j > pos and text[j - 1] in " \t\r":
             j -= 1
         last = text[j - 1] if j > pos else ""  # the last character before the break
-        if (last and last not in ".!?:;" and not _ITEM.match(text, after, b)
+        if (last and last not in _STOPS and not _ITEM.match(text, after, b)
                 and (page or not _BLANK.match(text, after, b))
                 and (_SOFT_AFTER.match(text, after, b) or len(text[line:i].strip()) >= width)):
             line = after

@@ -144,15 +144,15 @@ def test_keyword_index_is_saved_and_reused(tmp_path):
     s = LanceStore(tmp_path / "s")
     s.upsert(*corpus(emb))
     first = [h.chunk.id for h in s.keyword_search("capital of France")]
-    saved = list((tmp_path / "s" / "search").glob("bm25-v*"))
+    saved = list((tmp_path / "s" / "search").glob("bm25-*"))
     assert len(saved) == 1 and (saved[0] / "rows.json").exists()
     again = LanceStore(tmp_path / "s")
     assert [h.chunk.id for h in again.keyword_search("capital of France")] == first
     docs, chunks, vecs = corpus(emb)
     again.upsert(docs[:1], chunks[:1], vecs[:1])  # a new version gets a new index; the old one goes
     again.keyword_search("capital")
-    assert [p.name for p in (tmp_path / "s" / "search").glob("bm25-v*")] != [saved[0].name]
-    assert len(list((tmp_path / "s" / "search").glob("bm25-v*"))) == 1
+    assert [p.name for p in (tmp_path / "s" / "search").glob("bm25-*")] != [saved[0].name]
+    assert len(list((tmp_path / "s" / "search").glob("bm25-*"))) == 1
 
 
 def test_large_store_vector_search_matches_exact_search(tmp_path, monkeypatch):
@@ -215,7 +215,7 @@ def test_warm_up_builds_the_search_indexes_before_the_first_search(tmp_path):
     again.warm_up()
     snap = again._snapshot()
     assert "keyword" in vars(snap)  # loaded by warm_up, not by a search
-    assert list((tmp_path / "s" / "search").glob("bm25-v*"))
+    assert list((tmp_path / "s" / "search").glob("bm25-*"))
 
 
 @pytest.mark.parametrize("n", [1_000, 60_000, 300_000])

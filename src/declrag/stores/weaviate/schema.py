@@ -4,22 +4,26 @@ replication), and the vector index settings read back from a collection's config
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 from weaviate.classes.config import Configure, DataType, Property, StopwordsPreset, Tokenization, VectorDistances
 
+from ...text.reading import reading
 from ..base import StoreMeta
-from ..bm25 import K1, B
+from ..bm25 import K1, B, query_terms, tokenize
 from .target import Target
 from .wire import index_config
 
 DISTANCES = {"cosine": VectorDistances.COSINE, "dot": VectorDistances.DOT, "l2": VectorDistances.L2_SQUARED}
 
 
-def _field(name: str, dtype=DataType.TEXT, searchable: bool = False, filterable: bool = True) -> Property:
+def _field(name: str, dtype=DataType.TEXT, searchable: bool = False, filterable: bool = True,
+           tokens: bool = False) -> Property:
     text = dtype == DataType.TEXT
+    searched_as = Tokenization.WHITESPACE if tokens else Tokenization.WORD
     return Property(name=name, data_type=dtype, index_searchable=searchable if text else None,
-                    index_filterable=filterable, tokenization=(Tokenization.WORD if searchable else
+                    index_filterable=filterable, tokenization=(searched_as if searchable else
                                                                Tokenization.FIELD) if text else None)
 
 
@@ -45,22 +49,49 @@ def documents_collection(t: Target, name: str, chunks_name: str) -> dict[str, An
         **_common(t))
 
 
-def keyword_property(meta: StoreMeta) -> str:
-    """The one property BM25 searches: ``text``, or ``searched`` (a chunk's header, then its text without its running
-    lines: `Chunk.searched`, what the embedded store indexes) in a store built with headers (ingest ``context`` not
-    ``none``) or of format 3 or later (running lines left out)."""
-    return "text" if meta.ingest.context == "none" and meta.format < 3 else "searched"
+@dataclass(frozen=True)
+class KeywordField:
+    """The one property BM25 searches, and what it holds:
+
+    - ``name``: ``text``, or ``searched`` (a chunk's header, then its text without its running lines: `Chunk.searched`,
+      what the embedded store indexes) in a store built with headers (ingest ``context`` not ``none``) or of format 3
+      or later (running lines left out);
+    - ``tokens`` (format 5 and later): the property holds declrag's keyword tokens joined by spaces
+      (`declrag.text.keywords`), whitespace-tokenized, and queries are sent as their tokens with the English stop words
+      taken out (`declrag.stores.bm25.query_terms`), so Weaviate indexes and looks up exactly the tokens the embedded
+      store does, in every script. Before, Weaviate word-tokenized the text itself (no word in a script without
+      spaces; Devanagari cut at its vowel signs)."""
+
+    name: str = "text"
+    tokens: bool = False
+
+    @classmethod
+    def of(cls, meta: StoreMeta | None) -> KeywordField:
+        if meta is None:
+            return cls()
+        return cls("text" if meta.ingest.context == "none" and meta.format < 3 else "searched", meta.format >= 5)
+
+    def value(self, searched: str) -> str:
+        """What the property holds for a chunk whose searched text is ``searched``."""
+        return " ".join(tokenize(searched)) if self.tokens else searched
+
+    def query(self, query: str) -> str:
+        """What a BM25 search of the property is sent for ``query``."""
+        return " ".join(query_terms(query)) if self.tokens else reading(query)
 
 
 def chunks_collection(t: Target, name: str, meta: StoreMeta) -> dict[str, Any]:
-    """The arguments of ``collections.create`` for the chunks: BM25 k1/b as the embedded store's, word-tokenized
-    `keyword_property` alone searchable, English stop words, the `StoreMeta` as JSON in the description."""
-    searched = keyword_property(meta) == "searched"
+    """The arguments of ``collections.create`` for the chunks: BM25 k1/b as the embedded store's, the `KeywordField`
+    alone searchable (whitespace-tokenized tokens, stop words taken out of queries by declrag; before format 5,
+    word-tokenized with Weaviate's English stop words), the `StoreMeta` as JSON in the description."""
+    kw = KeywordField.of(meta)
+    searched = kw.name == "searched"
     return dict(
         name=name, description=meta.model_dump_json(),
         properties=[_field("chunk_id"), _field("doc_id"), _field("text", searchable=not searched, filterable=False),
-                    *([_field("searched", searchable=True, filterable=False)] if searched else []),
+                    *([_field("searched", searchable=True, filterable=False, tokens=kw.tokens)] if searched else []),
                     _field("source"), _field("title"), _field("section"), _field("header", filterable=False),
+                    _field("language"),
                     _field("page", DataType.INT),
                     _field("position", DataType.INT), _field("start", DataType.INT, filterable=False),
                     _field("end", DataType.INT, filterable=False),
@@ -68,7 +99,8 @@ def chunks_collection(t: Target, name: str, meta: StoreMeta) -> dict[str, Any]:
                     _field("parent_end", DataType.INT, filterable=False)],
         vector_config=Configure.Vectors.self_provided(vector_index_config=index_config(t, DISTANCES[meta.metric])),
         inverted_index_config=Configure.inverted_index(bm25_k1=K1, bm25_b=B, index_null_state=True,
-                                                       stopwords_preset=StopwordsPreset.EN),
+                                                       stopwords_preset=StopwordsPreset.NONE if kw.tokens
+                                                       else StopwordsPreset.EN),
         **_common(t))
 
 

@@ -48,7 +48,7 @@ class WeaviateStore(Store):
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}
         self.metric: Metric = metric or "cosine"
-        self._keyword_property: str | None = None  # from the store's metadata (`schema.keyword_property`)
+        self._keywords: schema.KeywordField | None = None  # from the store's metadata
         self._created = False
         self._checked = False  # the URI's index settings were compared with the collection's (_check_index)
         self._written_at: float | None = None
@@ -149,16 +149,16 @@ class WeaviateStore(Store):
             raise DeclragError(f"collection {self.name} at {self.target.base} exists and is not a declrag store",
                                hint="name another collection in the store URI") from e
         self.metric = meta.metric
-        self._keyword_property = schema.keyword_property(meta)
+        self._keywords = schema.KeywordField.of(meta)
         return meta
 
     @property
-    def keyword_property(self) -> str:
-        """The property BM25 searches in this collection (`schema.keyword_property`), read from its metadata once."""
-        if self._keyword_property is None:
-            meta = self.read_meta()
-            self._keyword_property = schema.keyword_property(meta) if meta else "text"
-        return self._keyword_property
+    def keywords(self) -> schema.KeywordField:
+        """The property BM25 searches in this collection and what it holds (`schema.KeywordField`), read from its
+        metadata once."""
+        if self._keywords is None:
+            self._keywords = schema.KeywordField.of(self.read_meta())
+        return self._keywords
 
     def create(self, meta: StoreMeta) -> None:
         if self.call("schema read", lambda: self._client.collections.exists(self.name)):
@@ -170,7 +170,7 @@ class WeaviateStore(Store):
         self.call("collection create", lambda: self._client.collections.create(
             **schema.chunks_collection(self.target, self.name, meta)))
         self.metric, self._created = meta.metric, True
-        self._keyword_property = schema.keyword_property(meta)
+        self._keywords = schema.KeywordField.of(meta)
         self._checked = True
 
     def index_settings(self) -> dict[str, Any]:
@@ -246,8 +246,7 @@ class WeaviateStore(Store):
                                                                    "(or open_store in Python)")
             self._created = True
         self._check_index()
-        searched = self.keyword_property == "searched"
-        objs = [DataObject(properties=wire.chunk_props(c, searched), uuid=object_uuid(c.id), vector=v.tolist())
+        objs = [DataObject(properties=wire.chunk_props(c, self.keywords), uuid=object_uuid(c.id), vector=v.tolist())
                 for c, v in zip(chunks, vectors)]
         for i in range(0, len(objs), BATCH):
             self.insert(self.name, objs[i:i + BATCH])
@@ -366,7 +365,7 @@ class WeaviateStore(Store):
         req = self._request(where, limit, score=True)
         if req is None or not query_terms(query):
             return []
-        req.bm25_search.CopyFrom(wire.bm25(query, self.keyword_property))
+        req.bm25_search.CopyFrom(wire.bm25(query, self.keywords))
         return [Hit.of(c, s, keyword=s) for c, s in self._search("keyword search", req, "score") if s > 0]
 
     def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None,
@@ -385,7 +384,7 @@ class WeaviateStore(Store):
         req = self._request(where, max(limit, candidates), score=True)
         if req is None:
             return []
-        req.hybrid_search.CopyFrom(wire.hybrid(query, self.keyword_property, vector, alpha, fusion == "relative"))
+        req.hybrid_search.CopyFrom(wire.hybrid(query, self.keywords, vector, alpha, fusion == "relative"))
         return [Hit.of(c, s) for c, s in self._search("hybrid search", req, "score")[:limit]]
 
     # -- the query path: one gRPC Search per query, on a channel of this handle ------------------------------

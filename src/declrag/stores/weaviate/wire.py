@@ -9,18 +9,20 @@ import os
 from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...text.reading import reading
 from ...types import Chunk
 from ..base import Cond, DocRecord, Filter, Node
 from ..fusion import object_uuid
 from .target import Target, Unreachable, causes, grpc_status
 
+if TYPE_CHECKING:
+    from .schema import KeywordField
+
 CHUNK_INTS = ("start", "end", "position", "page", "parent_start", "parent_end")
-CHUNK_TEXTS = ("chunk_id", "doc_id", "text", "source", "title", "section", "header")
+CHUNK_TEXTS = ("chunk_id", "doc_id", "text", "source", "title", "section", "header", "language")
 PROP = {"id": "chunk_id"}  # filter field -> property ("id" is reserved in Weaviate)
 
 
@@ -37,13 +39,13 @@ def index_config(t: Target, distance):
                                       max_connections=t.max_connections, quantizer=quantizer)
 
 
-def chunk_props(c: Chunk, searched: bool = False) -> dict[str, Any]:
-    """A chunk's properties; with ``searched`` (a store built with headers), also `Chunk.searched`, the text BM25
-    reads there (`schema.keyword_property`)."""
+def chunk_props(c: Chunk, keywords: KeywordField) -> dict[str, Any]:
+    """A chunk's properties; where BM25 reads ``searched`` (`KeywordField`), also that, from `Chunk.searched`."""
     return {"chunk_id": c.id, "doc_id": c.doc_id, "text": c.text, "start": c.start, "end": c.end,
             "position": c.position, "source": c.source, "title": c.title, "page": c.page,
             "parent_start": c.parent_start, "parent_end": c.parent_end, "section": c.section, "header": c.header,
-            **({"searched": c.searched} if searched else {})}
+            "language": c.language,
+            **({"searched": keywords.value(c.searched)} if keywords.name == "searched" else {})}
 
 
 def chunk_of(o) -> Chunk:
@@ -51,7 +53,8 @@ def chunk_of(o) -> Chunk:
     return Chunk(id=p["chunk_id"], doc_id=p["doc_id"], text=p.get("text") or "", start=int(p["start"]),
                  end=int(p["end"]), position=int(p["position"]), source=p.get("source") or "",
                  title=p.get("title") or "", page=_int(p.get("page")), parent_start=_int(p.get("parent_start")),
-                 parent_end=_int(p.get("parent_end")), section=p.get("section") or "", header=p.get("header") or "")
+                 parent_end=_int(p.get("parent_end")), section=p.get("section") or "", header=p.get("header") or "",
+                 language=p.get("language") or "")
 
 
 def _text(fields, name: str) -> str:
@@ -142,17 +145,18 @@ def protos():
     return pb
 
 
-def bm25(query: str, prop: str):
-    """A BM25 search of ``prop`` for ``query``, read as chunks are indexed (`declrag.text.reading`)."""
-    return protos().base_search_pb2.BM25(query=reading(query), properties=[prop])
+def bm25(query: str, keywords: KeywordField):
+    """A BM25 search of the `KeywordField` for ``query``, in the form its chunks are indexed in."""
+    return protos().base_search_pb2.BM25(query=keywords.query(query), properties=[keywords.name])
 
 
-def hybrid(query: str, prop: str, vector, alpha: float, relative: bool):
-    """A hybrid search: BM25 of ``prop`` for ``query`` (read as `bm25` reads it) and ``vector``, fused relatively
+def hybrid(query: str, keywords: KeywordField, vector, alpha: float, relative: bool):
+    """A hybrid search: BM25 of the `KeywordField` for ``query`` (as `bm25` sends it) and ``vector``, fused relatively
     (``relative``) or by rank. At alpha 0 (keyword only) Weaviate needs no vector. alpha goes in both fields: servers
     before 1.36.6 read ``alpha``, later ones ``alpha_param`` (which can say 0 explicitly)."""
     h = protos().base_search_pb2.Hybrid
-    return h(query=reading(query), properties=[prop], alpha=alpha, alpha_param=alpha, use_alpha_param=True,
+    return h(query=keywords.query(query), properties=[keywords.name], alpha=alpha, alpha_param=alpha,
+             use_alpha_param=True,
              fusion_type=h.FUSION_TYPE_RELATIVE_SCORE if relative else h.FUSION_TYPE_RANKED,
              vector_bytes=None if alpha == 0.0 or vector is None else vector_bytes(vector))
 
@@ -269,7 +273,7 @@ def reply_chunks(reply, key: str) -> list[tuple[Chunk, float]]:
             page=page.int_value if page is not None and page.HasField("int_value") else None,
             parent_start=ps.int_value if ps is not None and ps.HasField("int_value") else None,
             parent_end=pe.int_value if pe is not None and pe.HasField("int_value") else None,
-            section=_text(f, "section"), header=_text(f, "header")),
+            section=_text(f, "section"), header=_text(f, "header"), language=_text(f, "language")),
             float(getattr(r.metadata, key))))
     return out
 
