@@ -44,6 +44,30 @@ class TestWeaviateStore(StoreContract):
             again.close()
 
 
+@pytest.mark.weaviate
+def test_a_collection_made_before_format_5_keeps_its_word_tokens_and_is_searched_as_before(weaviate_url):
+    """A format-4 collection (no ``language`` property, ``searched`` word-tokenized by Weaviate) is written and
+    searched in its own layout: its chunks carry no language, and keyword and vector search find what they did."""
+    from declrag.stores.base import StoreMeta
+
+    s = WeaviateStore(_fresh(weaviate_url))
+    try:
+        s.create(StoreMeta(backend="weaviate", format=4))
+        assert not s.layout.tokens and not s.layout.language
+        emb = HashEmbedder()
+        docs, chunks, vecs = corpus(emb)
+        s.upsert(docs, chunks, vecs)
+        again = WeaviateStore(s.uri)  # read back from the collection's own metadata
+        assert not again.layout.tokens
+        [hit, *_] = again.keyword_search("the Colosseum", 3)
+        assert hit.chunk.id == "rome#1" and hit.chunk.language == ""
+        assert again.vector_search(emb.embed_query("Colosseum amphitheatre"), 1)[0].chunk.id == "rome#1"
+        again.close()
+    finally:
+        s.drop()
+        s.close()
+
+
 # -- without a server --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("uri, message", [
     ("weaviate://h:8080/Docs?colour=red", "unknown option 'colour'"),

@@ -420,10 +420,10 @@ def _client_search(st, mode: str, query: str, vector, k: int, alpha: float, fusi
     arm of the breakdown."""
     from weaviate.classes.query import HybridFusion, MetadataQuery
 
-    from declrag.stores.weaviate.wire import CHUNK_INTS, CHUNK_TEXTS, chunk_of
+    from declrag.stores.weaviate.wire import chunk_of, chunk_properties
 
-    coll, props = st.collection(st.name), list(CHUNK_TEXTS + CHUNK_INTS)
-    query, field = st.keywords.query(query), st.keywords.name  # sent as the store sends it
+    coll, props = st.collection(st.name), chunk_properties(st.layout)
+    query, field = st.layout.query(query), st.layout.name  # sent as the store sends it
     if mode == "keyword":
         res = coll.query.bm25(query=query, query_properties=[field], limit=k, return_properties=props,
                               return_metadata=MetadataQuery(score=True))

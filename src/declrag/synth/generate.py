@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import regex
+
 from ..config import LMConfig
 from ..lm import check_lm, registry
 from ..metrics.base import Case, Passage
@@ -18,6 +20,7 @@ from ..metrics.grounding import faithfulness
 from ..pipeline.signatures import spec
 from ..pipeline.stage import Stage
 from ..stores.bm25 import STOPWORDS_EN
+from ..text.keywords import keyword_tokens, spaceless
 from ..text.normalize import squad_normalize
 
 LM_KINDS = {"factoid": 0.5, "explanatory": 0.25, "unanswerable": 0.15, "multi": 0.10}  # shares of LM questions
@@ -51,8 +54,20 @@ class Candidate:
 
 
 # --------------------------------------------------------------------------------------------- no model
+_WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{N}\p{M}]*(?:[-'][\p{L}\p{N}][\p{L}\p{N}\p{M}]*)*")
+
+
 def content_words(text: str) -> list[str]:
-    return [w for w in re.findall(r"[^\W_]+(?:[-'][^\W_]+)*", text) if w.lower() not in STOPWORDS_EN]
+    """The words of ``text`` a query is made of, in order, English stop words out: a word keeps its combining marks
+    (Hindi's vowel signs) and its inner hyphens and apostrophes; a run of a script without spaces counts as its
+    character bigrams (`declrag.text.keywords`), so a Chinese sentence has words to count and to pick from."""
+    out: list[str] = []
+    for w in _WORD.findall(text):
+        if spaceless(w):
+            out += keyword_tokens(w)
+        elif w.lower() not in STOPWORDS_EN:
+            out.append(w)
+    return out
 
 
 # --------------------------------------------------------------------------------------------- an LM

@@ -109,3 +109,13 @@ def test_the_chinese_files_of_the_bug_report_are_found_and_answered(tmp_path: Pa
         assert got.abstained
         got = prog(question="Quelle est l'heure d'ouverture de la bibliothèque le dimanche ?")
         assert got.abstained and got.reason.endswith("; the question is in fr, the passages in zh")
+
+
+def test_synthetic_writers_find_words_and_sentences_in_chinese_and_hindi():
+    from declrag.synth.generate import content_words
+    from declrag.synth.queries import _sentences
+
+    assert content_words("हिन्दी भारत की राजभाषा है") == ["हिन्दी", "भारत", "की", "राजभाषा", "है"]
+    assert content_words("图书馆每天开门")[:2] == ["图书", "书馆"]  # a Chinese sentence has words to pick from
+    passage = "图书馆每天早上八点开门，晚上十点关门。周末的开放时间缩短两个小时。"
+    assert len(_sentences(passage)) == 2  # both long enough to make a query of

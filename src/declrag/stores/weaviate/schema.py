@@ -50,26 +50,29 @@ def documents_collection(t: Target, name: str, chunks_name: str) -> dict[str, An
 
 
 @dataclass(frozen=True)
-class KeywordField:
-    """The one property BM25 searches, and what it holds:
+class Layout:
+    """A chunks collection's properties, as the declrag that made it wrote them (its `StoreMeta` format):
 
-    - ``name``: ``text``, or ``searched`` (a chunk's header, then its text without its running lines: `Chunk.searched`,
+    - ``keyword``, the one property BM25 searches: ``text``, or ``searched`` (a chunk's header, then its text without its running lines: `Chunk.searched`,
       what the embedded store indexes) in a store built with headers (ingest ``context`` not ``none``) or of format 3
       or later (running lines left out);
     - ``tokens`` (format 5 and later): the property holds declrag's keyword tokens joined by spaces
       (`declrag.text.keywords`), whitespace-tokenized, and queries are sent as their tokens with the English stop words
       taken out (`declrag.stores.bm25.query_terms`), so Weaviate indexes and looks up exactly the tokens the embedded
       store does, in every script. Before, Weaviate word-tokenized the text itself (no word in a script without
-      spaces; Devanagari cut at its vowel signs)."""
+      spaces; Devanagari cut at its vowel signs);
+    - ``language`` (format 5 and later): each chunk's language, filterable (`Chunk.language`)."""
 
-    name: str = "text"
+    keyword: str = "text"
     tokens: bool = False
+    language: bool = False
 
     @classmethod
-    def of(cls, meta: StoreMeta | None) -> KeywordField:
+    def of(cls, meta: StoreMeta | None) -> Layout:
         if meta is None:
             return cls()
-        return cls("text" if meta.ingest.context == "none" and meta.format < 3 else "searched", meta.format >= 5)
+        return cls("text" if meta.ingest.context == "none" and meta.format < 3 else "searched", meta.format >= 5,
+                   meta.format >= 5)
 
     def value(self, searched: str) -> str:
         """What the property holds for a chunk whose searched text is ``searched``."""
@@ -81,17 +84,17 @@ class KeywordField:
 
 
 def chunks_collection(t: Target, name: str, meta: StoreMeta) -> dict[str, Any]:
-    """The arguments of ``collections.create`` for the chunks: BM25 k1/b as the embedded store's, the `KeywordField`
-    alone searchable (whitespace-tokenized tokens, stop words taken out of queries by declrag; before format 5,
-    word-tokenized with Weaviate's English stop words), the `StoreMeta` as JSON in the description."""
-    kw = KeywordField.of(meta)
-    searched = kw.name == "searched"
+    """The arguments of ``collections.create`` for the chunks: BM25 k1/b as the embedded store's, the `Layout`'s
+    keyword property alone searchable (whitespace-tokenized tokens, stop words taken out of queries by declrag; before
+    format 5, word-tokenized with Weaviate's English stop words), the `StoreMeta` as JSON in the description."""
+    kw = Layout.of(meta)
+    searched = kw.keyword == "searched"
     return dict(
         name=name, description=meta.model_dump_json(),
         properties=[_field("chunk_id"), _field("doc_id"), _field("text", searchable=not searched, filterable=False),
                     *([_field("searched", searchable=True, filterable=False, tokens=kw.tokens)] if searched else []),
                     _field("source"), _field("title"), _field("section"), _field("header", filterable=False),
-                    _field("language"),
+                    *([_field("language")] if kw.language else []),
                     _field("page", DataType.INT),
                     _field("position", DataType.INT), _field("start", DataType.INT, filterable=False),
                     _field("end", DataType.INT, filterable=False),

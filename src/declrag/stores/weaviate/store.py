@@ -48,7 +48,7 @@ class WeaviateStore(Store):
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}
         self.metric: Metric = metric or "cosine"
-        self._keywords: schema.KeywordField | None = None  # from the store's metadata
+        self._layout: schema.Layout | None = None  # from the store's metadata
         self._created = False
         self._checked = False  # the URI's index settings were compared with the collection's (_check_index)
         self._written_at: float | None = None
@@ -149,16 +149,16 @@ class WeaviateStore(Store):
             raise DeclragError(f"collection {self.name} at {self.target.base} exists and is not a declrag store",
                                hint="name another collection in the store URI") from e
         self.metric = meta.metric
-        self._keywords = schema.KeywordField.of(meta)
+        self._layout = schema.Layout.of(meta)
         return meta
 
     @property
-    def keywords(self) -> schema.KeywordField:
-        """The property BM25 searches in this collection and what it holds (`schema.KeywordField`), read from its
-        metadata once."""
-        if self._keywords is None:
-            self._keywords = schema.KeywordField.of(self.read_meta())
-        return self._keywords
+    def layout(self) -> schema.Layout:
+        """The chunks collection's properties: the one BM25 searches and what it holds, whether it keeps languages
+        (`schema.Layout`), read from its metadata once."""
+        if self._layout is None:
+            self._layout = schema.Layout.of(self.read_meta())
+        return self._layout
 
     def create(self, meta: StoreMeta) -> None:
         if self.call("schema read", lambda: self._client.collections.exists(self.name)):
@@ -170,7 +170,7 @@ class WeaviateStore(Store):
         self.call("collection create", lambda: self._client.collections.create(
             **schema.chunks_collection(self.target, self.name, meta)))
         self.metric, self._created = meta.metric, True
-        self._keywords = schema.KeywordField.of(meta)
+        self._layout = schema.Layout.of(meta)
         self._checked = True
 
     def index_settings(self) -> dict[str, Any]:
@@ -246,7 +246,7 @@ class WeaviateStore(Store):
                                                                    "(or open_store in Python)")
             self._created = True
         self._check_index()
-        objs = [DataObject(properties=wire.chunk_props(c, self.keywords), uuid=object_uuid(c.id), vector=v.tolist())
+        objs = [DataObject(properties=wire.chunk_props(c, self.layout), uuid=object_uuid(c.id), vector=v.tolist())
                 for c, v in zip(chunks, vectors)]
         for i in range(0, len(objs), BATCH):
             self.insert(self.name, objs[i:i + BATCH])
@@ -342,8 +342,7 @@ class WeaviateStore(Store):
         return int(res.total_count or 0)
 
     def get(self, ids: Sequence[str]) -> list[Chunk]:
-        props = list(wire.CHUNK_TEXTS + wire.CHUNK_INTS)
-        found = {c.id: c for c in map(wire.chunk_of, self._by_keys(self.name, ids, props))}
+        found = {c.id: c for c in map(wire.chunk_of, self._by_keys(self.name, ids, wire.chunk_properties(self.layout)))}
         return [found[i] for i in ids if i in found]
 
     def documents(self) -> dict[str, DocRecord]:
@@ -365,7 +364,7 @@ class WeaviateStore(Store):
         req = self._request(where, limit, score=True)
         if req is None or not query_terms(query):
             return []
-        req.bm25_search.CopyFrom(wire.bm25(query, self.keywords))
+        req.bm25_search.CopyFrom(wire.bm25(query, self.layout))
         return [Hit.of(c, s, keyword=s) for c, s in self._search("keyword search", req, "score") if s > 0]
 
     def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None,
@@ -384,7 +383,7 @@ class WeaviateStore(Store):
         req = self._request(where, max(limit, candidates), score=True)
         if req is None:
             return []
-        req.hybrid_search.CopyFrom(wire.hybrid(query, self.keywords, vector, alpha, fusion == "relative"))
+        req.hybrid_search.CopyFrom(wire.hybrid(query, self.layout, vector, alpha, fusion == "relative"))
         return [Hit.of(c, s) for c, s in self._search("hybrid search", req, "score")[:limit]]
 
     # -- the query path: one gRPC Search per query, on a channel of this handle ------------------------------
@@ -394,8 +393,8 @@ class WeaviateStore(Store):
     def _request(self, where: Where, limit: int, score: bool = False, distance: bool = False):
         """A Search request for the chunks that pass ``where``; None when the filter matches nothing."""
         filt = wire.filter_pb(Filter.of(where))
-        return None if filt is False else wire.search_request(self.name, self.target.consistency, limit, filt, score,
-                                                               distance)
+        return None if filt is False else wire.search_request(
+            self.name, self.target.consistency, limit, filt, wire.chunk_properties(self.layout), score, distance)
 
     def search_stub(self):
         """The gRPC stub searches go through: on a channel of this handle to its current node, opened on first use."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextvars
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -19,10 +19,10 @@ from ..fusion import object_uuid
 from .target import Target, Unreachable, causes, grpc_status
 
 if TYPE_CHECKING:
-    from .schema import KeywordField
+    from .schema import Layout
 
 CHUNK_INTS = ("start", "end", "position", "page", "parent_start", "parent_end")
-CHUNK_TEXTS = ("chunk_id", "doc_id", "text", "source", "title", "section", "header", "language")
+CHUNK_TEXTS = ("chunk_id", "doc_id", "text", "source", "title", "section", "header")
 PROP = {"id": "chunk_id"}  # filter field -> property ("id" is reserved in Weaviate)
 
 
@@ -39,13 +39,20 @@ def index_config(t: Target, distance):
                                       max_connections=t.max_connections, quantizer=quantizer)
 
 
-def chunk_props(c: Chunk, keywords: KeywordField) -> dict[str, Any]:
-    """A chunk's properties; where BM25 reads ``searched`` (`KeywordField`), also that, from `Chunk.searched`."""
+def chunk_properties(layout: Layout) -> list[str]:
+    """The properties a search or a read asks a chunks collection of this `Layout` for (a collection made before a
+    property cannot be asked for it)."""
+    return [*CHUNK_TEXTS, *(("language",) if layout.language else ()), *CHUNK_INTS]
+
+
+def chunk_props(c: Chunk, layout: Layout) -> dict[str, Any]:
+    """A chunk's properties in the collection's `Layout`: where BM25 reads ``searched``, also that (from
+    `Chunk.searched`), and its language where the collection keeps it."""
     return {"chunk_id": c.id, "doc_id": c.doc_id, "text": c.text, "start": c.start, "end": c.end,
             "position": c.position, "source": c.source, "title": c.title, "page": c.page,
             "parent_start": c.parent_start, "parent_end": c.parent_end, "section": c.section, "header": c.header,
-            "language": c.language,
-            **({"searched": keywords.value(c.searched)} if keywords.name == "searched" else {})}
+            **({"language": c.language} if layout.language else {}),
+            **({"searched": layout.value(c.searched)} if layout.keyword == "searched" else {})}
 
 
 def chunk_of(o) -> Chunk:
@@ -145,17 +152,17 @@ def protos():
     return pb
 
 
-def bm25(query: str, keywords: KeywordField):
-    """A BM25 search of the `KeywordField` for ``query``, in the form its chunks are indexed in."""
-    return protos().base_search_pb2.BM25(query=keywords.query(query), properties=[keywords.name])
+def bm25(query: str, layout: Layout):
+    """A BM25 search of the `Layout` for ``query``, in the form its chunks are indexed in."""
+    return protos().base_search_pb2.BM25(query=layout.query(query), properties=[layout.keyword])
 
 
-def hybrid(query: str, keywords: KeywordField, vector, alpha: float, relative: bool):
-    """A hybrid search: BM25 of the `KeywordField` for ``query`` (as `bm25` sends it) and ``vector``, fused relatively
+def hybrid(query: str, layout: Layout, vector, alpha: float, relative: bool):
+    """A hybrid search: BM25 of the `Layout` for ``query`` (as `bm25` sends it) and ``vector``, fused relatively
     (``relative``) or by rank. At alpha 0 (keyword only) Weaviate needs no vector. alpha goes in both fields: servers
     before 1.36.6 read ``alpha``, later ones ``alpha_param`` (which can say 0 explicitly)."""
     h = protos().base_search_pb2.Hybrid
-    return h(query=keywords.query(query), properties=[keywords.name], alpha=alpha, alpha_param=alpha,
+    return h(query=layout.query(query), properties=[layout.keyword], alpha=alpha, alpha_param=alpha,
              use_alpha_param=True,
              fusion_type=h.FUSION_TYPE_RELATIVE_SCORE if relative else h.FUSION_TYPE_RANKED,
              vector_bytes=None if alpha == 0.0 or vector is None else vector_bytes(vector))
@@ -244,14 +251,14 @@ def translate(where: Filter | None):
     return True if where is None else one(where.tree)
 
 
-def search_request(collection: str, consistency: str | None, limit: int, filt, score: bool = False,
-                   distance: bool = False):
-    """A gRPC ``SearchRequest`` for the chunks of ``collection``: their properties, the score or distance, the
-    consistency level and the filter (``filt``: a `filter_pb` message, or True for none)."""
+def search_request(collection: str, consistency: str | None, limit: int, filt, props: Sequence[str],
+                   score: bool = False, distance: bool = False):
+    """A gRPC ``SearchRequest`` for the chunks of ``collection``: their properties ``props`` (`chunk_properties`), the
+    score or distance, the consistency level and the filter (``filt``: a `filter_pb` message, or True for none)."""
     pb = protos()
     req = pb.search_get_pb2.SearchRequest(
         uses_123_api=True, uses_125_api=True, uses_127_api=True, collection=collection, limit=limit,
-        properties=pb.search_get_pb2.PropertiesRequest(non_ref_properties=list(CHUNK_TEXTS + CHUNK_INTS)),
+        properties=pb.search_get_pb2.PropertiesRequest(non_ref_properties=list(props)),
         metadata=pb.search_get_pb2.MetadataRequest(score=score, distance=distance))
     if consistency:
         req.consistency_level = getattr(pb.base_pb2, f"CONSISTENCY_LEVEL_{consistency}")
