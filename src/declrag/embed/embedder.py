@@ -27,6 +27,7 @@ from ..errors import DeclragError
 from ..runtime.cache_limits import WAL_BYTES, current
 from ..runtime.device import resolve as resolve_device
 from ..runtime.folders import cache_dir
+from ..text.languages import uncovered
 from ..text.reading import reading
 from ..text.tokens import HFTokens
 from ..types import content_hash
@@ -308,6 +309,11 @@ class Embedder:
     def tokens(self):
         """The model's tokenizer as a chunking `TokenCounter` (no model weights loaded)."""
         return HFTokens(self.folder)
+
+    def covers(self, language: str) -> bool:
+        """Whether the model was trained on ``language`` (an ISO 639 code; True for a model declrag does not know:
+        `declrag.text.languages.EMBEDDER_LANGUAGES`)."""
+        return not uncovered({language: 1}, self.name)
 
     def embed_documents(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         return self._embed([self.config.document_prefix + t for t in texts], progress)

@@ -23,7 +23,7 @@ import numpy as np
 from ..config import ChunkerConfig, Context
 from ..text.languages import identify
 from ..text.sentences import LINE, PARAGRAPH, sentence_spans, split_on, strip_span, word_spans
-from ..text.tokens import Span, TokenCounter
+from ..text.tokens import ScriptTokens, Span, TokenCounter
 from ..types import Chunk, Document, chunk_id
 from . import units
 from .headers import header, headings, sections
@@ -137,14 +137,20 @@ class Chunker:
     """Cuts documents into chunks according to a `ChunkerConfig`."""
 
     def __init__(self, config: ChunkerConfig, tokens: TokenCounter, embed: EmbedFn | None = None,
-                 context: Context = "none"):
+                 context: Context = "none", covers: Callable[[str], bool] | None = None):
+        """``tokens`` counts a chunk's size (the embedding model's tokenizer); ``covers`` (the model's
+        `Embedder.covers`): whether the model was trained on a language; a document in a language it was not is
+        counted in `ScriptTokens` instead, so that a chunk holds about as much text in every script."""
         if config.name == "semantic" and embed is None:
             raise ValueError("the semantic chunker needs an embedding function")
         self.config, self.tokens, self.embed, self.context = config, tokens, embed, context
+        self.covers = covers
 
     def __call__(self, doc: Document) -> list[Chunk]:
         c, text = self.config, doc.text
-        toks = _Tokens(text, self.tokens)
+        language = str(doc.metadata.get("language") or identify(text))  # a record's own, else identified
+        fits = self.covers is None or not language or self.covers(language)
+        toks = _Tokens(text, self.tokens if fits else ScriptTokens())
         whole = strip_span(text, 0, len(text))
         if whole is None:
             return []
@@ -171,7 +177,6 @@ class Chunker:
         running = spans_of(doc.metadata)  # its running headers and footers (`declrag.ingest.running`)
         pages = page_starts(text)  # a paged text (a PDF): a chunk's page is the one it starts on
         first = (doc.page or 1) - 1
-        language = str(doc.metadata.get("language") or identify(text))  # a record's own, else identified
         return [
             Chunk(
                 id=chunk_id(doc.id, i), doc_id=doc.id, text=text[s:e], start=s, end=e, position=i,

@@ -228,7 +228,8 @@ class _Embed:
         self.ingest = IngestConfig.model_validate_json(ingest)
         self.embedder = Embedder(self.ingest.embedder)
         embed = self.embedder.embed_documents if self.ingest.chunker.name == "semantic" else None
-        self.chunker = Chunker(self.ingest.chunker, self.embedder.tokens, embed, self.ingest.context)
+        self.chunker = Chunker(self.ingest.chunker, self.embedder.tokens, embed, self.ingest.context,
+                               self.embedder.covers)
         self.store = None
         if store is not None:
             self.store = connect(store)

@@ -88,8 +88,8 @@ class IndexReport:
             return ""
         found = ", ".join(f"{lang or 'unknown'} {n}" for lang, n in self.languages.most_common())
         outside = uncovered(dict(self.languages), self.embedder)
-        note = (f"; the embedder {self.embedder.rsplit('/', 1)[-1]} was trained on English only: "
-                f"{', '.join(outside)} found by keywords mostly (docs/guides/languages.md)") if outside else ""
+        note = (f"; the embedder {self.embedder.rsplit('/', 1)[-1]} was not trained on {', '.join(outside)}: "
+                "found by keywords mostly (docs/guides/languages.md)") if outside else ""
         return f"\nlanguages: {found}{note}"
 
 
@@ -110,7 +110,8 @@ class Indexer:
     def chunker(self) -> Chunker:
         if self._chunker is None:
             embed = self.embedder.embed_documents if self.ingest.chunker.name == "semantic" else None
-            self._chunker = Chunker(self.ingest.chunker, self.embedder.tokens, embed, self.ingest.context)
+            self._chunker = Chunker(self.ingest.chunker, self.embedder.tokens, embed, self.ingest.context,
+                                    self.embedder.covers)
         return self._chunker
 
     # -- entry points -----------------------------------------------------------------------------------

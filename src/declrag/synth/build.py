@@ -87,7 +87,7 @@ def synthesize(documents: Sequence[Document], out: str | Path, n: int, *, model:
     lm_grader = filters.LMGrader(grader) if grader and GENERATORS[generator].answers else None
     ingest = ingest or IngestConfig()
     emb = embedder or Embedder(ingest.embedder)
-    docs, passages = _passages(documents, Chunker(SYNTH_CHUNKER, emb.tokens))
+    docs, passages = _passages(documents, Chunker(SYNTH_CHUNKER, emb.tokens, covers=emb.covers))
     report = SynthReport(generator=f"{generator} on {model}" if model else f"{generator} (no model)",
                          seed=seed, documents=len(docs), passages=len(passages), filters_off=sorted(skip))
     want = math.ceil(OVERSAMPLE * n)

@@ -1,7 +1,8 @@
 """The words keyword search (BM25) indexes and looks up, in every script: `keyword_tokens`.
 
 A word is a run of letters and digits with the combining marks that belong to them (Devanagari's vowel signs and
-viramas, Thai's vowels and tone marks, Arabic's harakat), lowercased. Scripts written without spaces between words
+viramas, Thai's vowels and tone marks), lowercased; accents a query seldom writes (Russian stress marks, Arabic
+harakat) are left out. Scripts written without spaces between words
 (Chinese, Japanese, Korean's Hangul, Thai, Lao, Khmer, Myanmar) are cut into overlapping character bigrams, as
 Lucene's CJK analyzer does (``CJKBigramFilter``; Thai, Lao, Khmer and Myanmar the same way, by grapheme cluster): a
 run of one character is itself a token. Bigrams need no dictionary, work alike for every such script and match a word
@@ -19,11 +20,15 @@ import regex
 
 # a word: a letter or digit, then letters, digits and combining marks (\p{M}: "हिन्दी" is one word, not "ह", "न", "द")
 _WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{N}\p{M}]*")
-_SPACELESS_CLASS = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}ー々〆"
+# the scripts written without spaces between words, as the inside of a character class
+SPACELESS = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}ー々〆"
 # a run of a spaceless script inside a word (with its combining marks), and everything else
-_SPLIT = regex.compile(rf"((?:[{_SPACELESS_CLASS}]\p{{M}}*)+)")
-_SPACELESS = regex.compile(rf"[{_SPACELESS_CLASS}]")
+_SPLIT = regex.compile(rf"((?:[{SPACELESS}]\p{{M}}*)+)")
+_SPACELESS = regex.compile(rf"[{SPACELESS}]")
 _GRAPHEME = regex.compile(r"\X")
+# marks that are accents, not letters: those left after composition (NFKC: "é" is one letter) such as Russian stress
+# marks (мо́сква) and Arabic harakat and Hebrew points, which a query seldom writes: out of the tokens
+_ACCENTS = regex.compile(r"[\u0300-\u036f\u0591-\u05c7\u064b-\u065f\u0670]")
 
 
 def keyword_tokens(text: str) -> list[str]:
@@ -36,7 +41,7 @@ def keyword_tokens(text: str) -> list[str]:
     ['图书', '书馆', '馆每', '每天', '8', '点开', '开门']
     """
     out: list[str] = []
-    for word in _WORD.findall(text.lower()):
+    for word in _WORD.findall(_ACCENTS.sub("", text.lower())):
         if not _SPACELESS.search(word):
             out.append(word)
             continue

@@ -14,7 +14,6 @@ from ...config import GenerateConfig, LMConfig, resolve_mode
 from ...embed.embedder import Embedder
 from ...ingest.headers import heading_names, identity, shown_header
 from ...lm import override_lm
-from ...text.languages import uncovered
 from ...types import Hit
 from ..echo import Prompt
 from ..extract import Extract, Piece, check, extract, shown
@@ -210,10 +209,6 @@ class Generator(PipelineStage):
                     "rank_weight": e.rank_weight, "order": e.order, "max_piece_chars": e.max_piece_chars,
                     "require_details": e.require_details, "embed_at_most": e.embed_at_most,
                     "type_weight": e.type_weight, "wrapped": e.whole_sentences, **over}
-        langs = {h.chunk.language: 1 for h in passages}
-        model = self.embedder.name if self.embedder is not None else ""
-        if passages and len(uncovered(langs, model)) == len(langs):  # none in the embedder's languages:
-            settings["lexical_weight"] = 1.0  # its cosine says little there; the question's words alone
         texts = self.document_texts if e.document_names else None
 
         def document(n: int) -> str:  # passage n's whole document
