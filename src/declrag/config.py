@@ -22,8 +22,10 @@ DEFAULT_ROUTE = "local/smollm2"  # what every LM stage runs on unless told other
 # bump when the chunkers' output changes for the same settings: a store built for a golden set (its digest) is then
 # built again; a store of files keeps its unchanged files' chunks (`declrag index --rebuild` makes them anew), but for
 # PDFs indexed a document a page, which `Indexer` reads again
-# 3: code blocks and tables are units; what is searched is read (`declrag.text.reading`); 4: a PDF is one document
-CHUNKING_VERSION = 4
+# 3: code blocks and tables are units; what is searched is read (`declrag.text.reading`); 4: a PDF is one document;
+# 5: a chunk carries its document's language, and a document in a language the embedding model was not trained on is
+# counted in script-neutral tokens (`declrag.text.tokens.ScriptTokens`)
+CHUNKING_VERSION = 5
 
 ChunkerName = Literal["fixed", "recursive", "sentence", "semantic", "parent-child"]
 Fusion = Literal["relative", "ranked"]

@@ -21,6 +21,7 @@ from ..pipeline.signatures import spec
 from ..pipeline.stage import Stage
 from ..stores.bm25 import STOPWORDS_EN
 from ..text.keywords import keyword_tokens, spaceless
+from ..text.tokens import ScriptTokens
 from ..text.normalize import squad_normalize
 
 LM_KINDS = {"factoid": 0.5, "explanatory": 0.25, "unanswerable": 0.15, "multi": 0.10}  # shares of LM questions
@@ -73,16 +74,18 @@ def content_words(text: str) -> list[str]:
 # --------------------------------------------------------------------------------------------- an LM
 def clean_question(text: str | None) -> str | None:
     """The question in a model's reply (its first line with a question mark; numbering, labels and lead-ins such
-    as "The question is:" removed), or None when there is no usable one (4 to 40 words, ending with "?")."""
+    as "The question is:" removed), or None when there is no usable one (4 to 40 words, ending with "?" or a
+    full-width "？"; a word of a script without spaces is two characters: `ScriptTokens`)."""
     for line in (text or "").splitlines():
         line = _LEAD.sub("", line.strip()).strip()
-        if "?" not in line:
+        if not (m := re.search(r"[?？]", line)):
             continue
-        q = line[: line.index("?") + 1]
+        q = line[: m.end()]
         if ":" in q:  # "A question for the passage: What ...?" -> "What ...?"
             q = q.rsplit(":", 1)[1]
         q = q.strip().strip('"“”').strip()
-        if 4 <= len(q.split()) <= 40 and re.search(r"[^\W\d_]", q):
+        words = sum(q[a:b].isalnum() for a, b in ScriptTokens().offsets(q)) if spaceless(q) else len(q.split())
+        if 4 <= words <= 40 and re.search(r"[^\W\d_]", q):
             return q[0].upper() + q[1:]
     return None
 

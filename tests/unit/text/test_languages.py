@@ -121,3 +121,13 @@ def test_synthetic_writers_find_words_and_sentences_in_chinese_and_hindi():
     assert content_words("图书馆每天开门")[:2] == ["图书", "书馆"]  # a Chinese sentence has words to pick from
     passage = "图书馆每天早上八点开门，晚上十点关门。周末的开放时间缩短两个小时。"
     assert len(_sentences(passage)) == 2  # both long enough to make a query of
+
+
+def test_a_model_s_question_in_chinese_is_kept_and_its_writers_ask_for_the_passage_s_language():
+    from declrag.pipeline.signatures import spec
+    from declrag.synth.generate import clean_question
+
+    assert clean_question("Question: 游泳馆要求游客佩戴什么？") == "游泳馆要求游客佩戴什么？"  # a full-width mark
+    assert clean_question("好吗？") is None  # too short, in any script
+    for kind in ("factoid", "explanatory", "unanswerable", "multi"):
+        assert "in the language of the passage" in spec(f"synth_{kind}").variants["default"]
