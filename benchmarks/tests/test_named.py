@@ -39,7 +39,8 @@ def test_golden_writes_a_set_the_benches_load_with_every_span_on_its_answer(tmp_
     from declrag.golden import load_golden
 
     (tmp_path / "files").mkdir()
-    (tmp_path / "files" / "r1.txt").write_text("Intro.\n\nThe default width of lines is 0.5 points.\n", encoding="utf-8")
+    text = "Intro.\n\nThe default width of lines is 0.5 points.\n"
+    (tmp_path / "files" / "r1.txt").write_text(text, encoding="utf-8")
     start = (tmp_path / "files" / "r1.txt").read_text(encoding="utf-8").index("0.5")
     rows = [{"id": "r1-01", "file": "r1.txt", "question": "What is the default width in the report?", "answer": "0.5",
              "named_by": "organisation", "spans": [{"doc": "r1", "start": start, "end": start + 3, "answer": "0.5"}]},

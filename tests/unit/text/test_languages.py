@@ -47,7 +47,8 @@ def test_every_script_is_cut_into_words_a_query_can_match(text, want):
 
 # ------------------------------------------------------------------------------------------------- sentences
 @pytest.mark.parametrize("text, want", [
-    ("图书馆早上八点开门，晚上十点关门。周末缩短两个小时！你知道吗？", ["图书馆早上八点开门，晚上十点关门。", "周末缩短两个小时！", "你知道吗？"]),
+    ("图书馆早上八点开门，晚上十点关门。周末缩短两个小时！你知道吗？",
+     ["图书馆早上八点开门，晚上十点关门。", "周末缩短两个小时！", "你知道吗？"]),
     ("यह एक वाक्य है। यह दूसरा है।", ["यह एक वाक्य है।", "यह दूसरा है।"]),  # the danda
     ("สวัสดีครับ วันนี้อากาศดี", ["สวัสดีครับ", "วันนี้อากาศดี"]),  # a space between Thai sentences
     ("هذه جملة. هل هذه جملة؟", ["هذه جملة.", "هل هذه جملة؟"]),
@@ -90,8 +91,10 @@ def test_a_question_in_another_language_is_said_so_and_english_ones_almost_never
 
 
 # ------------------------------------------------------------------------------------------------- the bug report
-CJK_QUESTIONS = [("图书馆晚上几点关门？", "zh-1.txt", "晚上十点关门"), ("素食窗口在哪里？", "zh-2.txt", "二楼东侧"),
-                 ("地铁三号线为什么暂停运营？", "zh-3.txt", "轨道维修"), ("游泳馆要求游客佩戴什么？", "zh-4.txt", "泳帽")]
+CJK_QUESTIONS = [("图书馆晚上几点关门？", "zh-1.txt", "晚上十点关门"),
+                 ("素食窗口在哪里？", "zh-2.txt", "二楼东侧"),
+                 ("地铁三号线为什么暂停运营？", "zh-3.txt", "轨道维修"),
+                 ("游泳馆要求游客佩戴什么？", "zh-4.txt", "泳帽")]
 
 
 def test_the_chinese_files_of_the_bug_report_are_found_and_answered(tmp_path: Path, minilm):
@@ -99,7 +102,8 @@ def test_the_chinese_files_of_the_bug_report_are_found_and_answered(tmp_path: Pa
     with st:
         report = Indexer(st, meta.ingest, minilm, progress=False).index_paths([shared("..", "cases", "reading", "cjk")])
         assert report.languages == {"zh": 4}
-        assert "languages: zh 4; the embedder all-MiniLM-L6-v2 was not trained on zh: found by keywords" in report.summary()
+        said = "languages: zh 4; the embedder all-MiniLM-L6-v2 was not trained on zh: found by keywords"
+        assert said in report.summary()
         prog = RAGProgram(default_config(ProgramConfig()), store=st, embedder=minilm)
         for question, file, fact in CJK_QUESTIONS:
             [hit, *_] = st.keyword_search(question, 3)

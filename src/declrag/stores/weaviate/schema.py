@@ -53,9 +53,9 @@ def documents_collection(t: Target, name: str, chunks_name: str) -> dict[str, An
 class Layout:
     """A chunks collection's properties, as the declrag that made it wrote them (its `StoreMeta` format):
 
-    - ``keyword``, the one property BM25 searches: ``text``, or ``searched`` (a chunk's header, then its text without its running lines: `Chunk.searched`,
-      what the embedded store indexes) in a store built with headers (ingest ``context`` not ``none``) or of format 3
-      or later (running lines left out);
+    - ``keyword``, the one property BM25 searches: ``text``, or ``searched`` (a chunk's header, then its text without
+      its running lines: `Chunk.searched`, what the embedded store indexes) in a store built with headers (ingest
+      ``context`` not ``none``) or of format 3 or later (running lines left out);
     - ``tokens`` (format 5 and later): the property holds declrag's keyword tokens joined by spaces
       (`declrag.text.keywords`), whitespace-tokenized, and queries are sent as their tokens with the English stop words
       taken out (`declrag.stores.bm25.query_terms`), so Weaviate indexes and looks up exactly the tokens the embedded
