@@ -121,8 +121,8 @@ def print_report(r: dict[str, Any], console: Console) -> None:
                 "chunked chars/s", "embedded", "found"):
         t.add_column(col)
     for lang, a in r["languages"].items():
-        cells = [f"{a[s]:.3f}" if lang == "en" else
-                 f"{a[s]:.3f} ({a['of_english'][s] or 0:.2f})\n{d['diff']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
+        cells = [f"{a[s]:.3f}" if lang == "en" else f"{a[s]:.3f} ({a['of_english'][s] or 0:.2f})\n"
+                 f"{d['diff']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
                  for s in SCORES for d in [a["vs_en"][s]]]
         c = a["indexing"]
         t.add_row(lang, *cells, f"{a['chars']:.0f}", str(c["chunks"]), str(c["chars_per_chunk"]),

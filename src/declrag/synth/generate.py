@@ -21,8 +21,8 @@ from ..pipeline.signatures import spec
 from ..pipeline.stage import Stage
 from ..stores.bm25 import STOPWORDS_EN
 from ..text.keywords import keyword_tokens, spaceless
-from ..text.tokens import ScriptTokens
 from ..text.normalize import squad_normalize
+from ..text.tokens import ScriptTokens
 
 LM_KINDS = {"factoid": 0.5, "explanatory": 0.25, "unanswerable": 0.15, "multi": 0.10}  # shares of LM questions
 RETRIES = 1  # more attempts at a usable question per passage

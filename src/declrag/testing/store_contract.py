@@ -36,8 +36,9 @@ SCRIPTS = {
     "hi-language": "हिन्दी भारत की राजभाषा है और देवनागरी लिपि में लिखी जाती है।",
     "th-capital": "กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทย",
 }
-SCRIPT_QUERIES = [("游泳馆要戴什么？", "zh-pool"), ("图书馆几点开门", "zh-library"), ("東京タワーはいつ完成した", "ja-tower"),
-                  ("राजभाषा क्या है", "hi-language"), ("เมืองหลวงของไทย", "th-capital")]
+SCRIPT_QUERIES = [("游泳馆要戴什么？", "zh-pool"), ("图书馆几点开门", "zh-library"),
+                  ("東京タワーはいつ完成した", "ja-tower"), ("राजभाषा क्या है", "hi-language"),
+                  ("เมืองหลวงของไทย", "th-capital")]
 
 
 def corpus(emb: HashEmbedder, pages: bool = True) -> tuple[list[Document], list[Chunk], np.ndarray]:
