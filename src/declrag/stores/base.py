@@ -52,7 +52,7 @@ class StoreMeta(Strict):
     # form, and its keyword index is built in the new form when the store next changes (an embedded store's);
     # 5: keyword search has declrag's tokens in every script (`declrag.text.keywords`): an embedded store of any format
     # builds its keyword index with them (`bm25.TOKENIZATION`); a Weaviate store of format 5 is sent them, whitespace-
-    # tokenized (`weaviate.schema.Layout`), one of format 4 or earlier keeps Weaviate's word tokenization
+    # tokenized (`weaviate.layout.Layout`), one of format 4 or earlier keeps Weaviate's word tokenization
     format: int = 5
     backend: str = "lancedb"  # one of the names in BACKENDS
     metric: Metric = "cosine"

@@ -30,6 +30,10 @@ class HashEmbedder:
     def __deepcopy__(self, memo):
         return self
 
+    def covers(self, language: str) -> bool:
+        """Every language: words are hashed alike in every script (`declrag.embed.embedder.Embedder.covers`)."""
+        return True
+
     def _word(self, w: str) -> np.ndarray:
         if w not in self._cache:
             seed = int.from_bytes(hashlib.sha256(w.encode()).digest()[:8], "little")

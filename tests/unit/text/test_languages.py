@@ -135,3 +135,21 @@ def test_a_model_s_question_in_chinese_is_kept_and_its_writers_ask_for_the_passa
     assert clean_question("好吗？") is None  # too short, in any script
     for kind in ("factoid", "explanatory", "unanswerable", "multi"):
         assert "in the language of the passage" in spec(f"synth_{kind}").variants["default"]
+
+
+def test_a_record_s_own_language_wins_and_each_chunk_carries_its_document_s(tmp_path: Path):
+    from declrag.testing import HashEmbedder
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.jsonl").write_text(
+        json.dumps({"id": "a", "text": "Die Bibliothek öffnet jeden Morgen um acht Uhr und schließt um zehn.",
+                    "language": "de-CH"}) + "\n"
+        + json.dumps({"id": "b", "text": "The library opens every morning at eight and closes at ten."}) + "\n",
+        "utf-8")
+    st, meta = open_store(str(tmp_path / "store"), IngestConfig())
+    with st:
+        report = Indexer(st, meta.ingest, HashEmbedder(), progress=False).index_paths([tmp_path / "docs"])
+        assert report.languages == {"de-CH": 1, "en": 1}
+        assert {c.doc_id: c.language for c in st.get(["a#0", "b#0"])} == {"a": "de-CH", "b": "en"}
+        assert {h.chunk.doc_id for h in st.keyword_search("Bibliothek library", 5)} == {"a", "b"}
+        assert [h.chunk.doc_id for h in st.keyword_search("Bibliothek library", 5, {"language": "de-CH"})] == ["a"]

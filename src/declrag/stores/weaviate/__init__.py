@@ -5,8 +5,9 @@ the address). The URI's options, its vector index settings and failover are desc
 docs/guides/weaviate.md; `Target` parses them. Searches send one gRPC ``Search`` request each (`wire`); writes,
 counts and schema calls go through the client library.
 
-What is stored: collection ``Collection`` holds the chunks (own vectors, BM25 k1 1.2 / b 0.75 on the
-word-tokenized ``text`` alone, English stopwords) and the `StoreMeta` as JSON in its description;
+What is stored: collection ``Collection`` holds the chunks (own vectors, BM25 k1 1.2 / b 0.75 on one property laid
+out by the store's format: `layout.Layout`, declrag's own keyword tokens from format 5) and the `StoreMeta` as JSON
+in its description;
 ``Collection_docs`` the document records and texts. Objects have fixed UUIDs (UUID5 of the chunk or document
 id), so writing one twice replaces it.
 

@@ -21,6 +21,7 @@ from ..base import DocRecord, Filter, Store, StoreCheck, StoreMeta, Where, check
 from ..bm25 import query_terms
 from ..fusion import object_uuid
 from . import replicas, schema, wire
+from .layout import Layout
 from .target import DEFAULT_COLLECTION, DOCS_SUFFIX, Target, auth_error, connect, connect_any, http_status
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class WeaviateStore(Store):
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}
         self.metric: Metric = metric or "cosine"
-        self._layout: schema.Layout | None = None  # from the store's metadata
+        self._layout: Layout | None = None  # from the store's metadata
         self._created = False
         self._checked = False  # the URI's index settings were compared with the collection's (_check_index)
         self._written_at: float | None = None
@@ -149,15 +150,15 @@ class WeaviateStore(Store):
             raise DeclragError(f"collection {self.name} at {self.target.base} exists and is not a declrag store",
                                hint="name another collection in the store URI") from e
         self.metric = meta.metric
-        self._layout = schema.Layout.of(meta)
+        self._layout = Layout.of(meta)
         return meta
 
     @property
-    def layout(self) -> schema.Layout:
+    def layout(self) -> Layout:
         """The chunks collection's properties: the one BM25 searches and what it holds, whether it keeps languages
-        (`schema.Layout`), read from its metadata once."""
+        (`Layout`), read from its metadata once."""
         if self._layout is None:
-            self._layout = schema.Layout.of(self.read_meta())
+            self._layout = Layout.of(self.read_meta())
         return self._layout
 
     def create(self, meta: StoreMeta) -> None:
@@ -170,7 +171,7 @@ class WeaviateStore(Store):
         self.call("collection create", lambda: self._client.collections.create(
             **schema.chunks_collection(self.target, self.name, meta)))
         self.metric, self._created = meta.metric, True
-        self._layout = schema.Layout.of(meta)
+        self._layout = Layout.of(meta)
         self._checked = True
 
     def index_settings(self) -> dict[str, Any]:

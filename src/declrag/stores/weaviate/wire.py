@@ -9,17 +9,15 @@ import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ...types import Chunk
 from ..base import Cond, DocRecord, Filter, Node
 from ..fusion import object_uuid
+from .layout import Layout
 from .target import Target, Unreachable, causes, grpc_status
-
-if TYPE_CHECKING:
-    from .schema import Layout
 
 CHUNK_INTS = ("start", "end", "position", "page", "parent_start", "parent_end")
 CHUNK_TEXTS = ("chunk_id", "doc_id", "text", "source", "title", "section", "header")
