@@ -423,7 +423,7 @@ def _client_search(st, mode: str, query: str, vector, k: int, alpha: float, fusi
     from declrag.stores.weaviate.wire import chunk_of, chunk_properties
 
     coll, props = st.collection(st.name), chunk_properties(st.layout)
-    query, field = st.layout.query(query), st.layout.name  # sent as the store sends it
+    query, field = st.layout.query(query), st.layout.keyword  # sent as the store sends it
     if mode == "keyword":
         res = coll.query.bm25(query=query, query_properties=[field], limit=k, return_properties=props,
                               return_metadata=MetadataQuery(score=True))
