@@ -24,7 +24,6 @@ cost per page on pages rendered to images, where Tesseract is installed.
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -35,16 +34,14 @@ from rich.table import Table
 from declrag.config import IngestConfig, ProgramConfig, default_config
 from declrag.embed.embedder import Embedder
 from declrag.ingest import ocr
-from declrag.ingest.indexer import Indexer
 from declrag.ingest.loaders import read_file
 from declrag.metrics.stats import mean_of, paired_difference
 from declrag.pipeline.program import RAGProgram
 from declrag.runtime.folders import cache_dir
-from declrag.stores.base import StoreMeta
 from declrag.stores.lancedb import LanceStore
 
 from . import typeset
-from .rows import SCORES, answer_row, flat
+from .rows import SCORES, answer_row, flat, fresh_index
 
 ARMS = ("text", "pdf", "pdf-pypdf")
 READER = {"pdf": "pdfium", "pdf-pypdf": "pypdf"}
@@ -70,13 +67,8 @@ def _files(folder: Path, arm: str) -> Path:
 
 def _index(folder: Path, arm: str, embedder: Embedder, progress: bool, pages: int) -> tuple[LanceStore, dict[str, Any]]:
     """A fresh store of one arm's files (``pages`` pages in all), and what indexing them cost."""
-    ingest = IngestConfig()
-    where = folder.parent / f"store-{arm}"
-    shutil.rmtree(where, ignore_errors=True)
-    store = LanceStore(where)
-    store.create(StoreMeta(ingest=ingest))
-    report = Indexer(store, ingest, embedder, progress=progress, ocr=False,
-                     pdf_reader=READER.get(arm, "pdfium")).index_paths([_files(folder, arm)])
+    store, report = fresh_index(folder.parent / f"store-{arm}", _files(folder, arm), embedder, progress, ocr=False,
+                                pdf_reader=READER.get(arm, "pdfium"))
     total, read_s = sum(report.seconds.values()), report.seconds["load"]
     return store, {"documents": report.indexed, "pages": pages, "chunks": report.chunks, "read_s": round(read_s, 2),
                    "pages_per_s": round(pages / read_s, 1) if read_s else None, "index_s": round(total, 1),

@@ -1,18 +1,37 @@
-"""One question asked of the default program and scored as a reader meets the result: what `declrag bench pdf` and
-`declrag bench languages` score per question (`answer_row`)."""
+"""What `declrag bench pdf` and `declrag bench languages` share: a fresh store of a folder indexed with the default
+settings (`fresh_index`), and one question asked of the default program and scored as a reader meets the result
+(`answer_row`)."""
 
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 from typing import Any
 
+from declrag.config import IngestConfig
+from declrag.embed.embedder import Embedder
+from declrag.ingest.indexer import Indexer, IndexReport
 from declrag.pipeline.program import RAGProgram
+from declrag.stores.base import StoreMeta
+from declrag.stores.lancedb import LanceStore
 from declrag.text.normalize import squad_normalize, strip_citations
 from declrag.text.reading import reading
 
 SCORES = ("hit@1", "hit@5", "first_1500", "contains")
 FIRST = 1500  # characters handed over, in rank order, that `first_1500` reads
 _WS = re.compile(r"\s+")
+
+
+def fresh_index(where: Path, files: Path, embedder: Embedder, progress: bool,
+                **reading: Any) -> tuple[LanceStore, IndexReport]:
+    """A new embedded store at ``where`` (one there before is removed) holding ``files`` indexed with the default
+    settings; ``reading``: `Indexer`'s reading options (``ocr``, ``pdf_reader``)."""
+    ingest = IngestConfig()
+    shutil.rmtree(where, ignore_errors=True)
+    store = LanceStore(where)
+    store.create(StoreMeta(ingest=ingest))
+    return store, Indexer(store, ingest, embedder, progress=progress, **reading).index_paths([files])
 
 
 def flat(text: str) -> str:
