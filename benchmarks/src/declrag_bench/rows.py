@@ -23,11 +23,11 @@ FIRST = 1500  # characters handed over, in rank order, that `first_1500` reads
 _WS = re.compile(r"\s+")
 
 
-def fresh_index(where: Path, files: Path, embedder: Embedder, progress: bool,
+def fresh_index(where: Path, files: Path, embedder: Embedder, progress: bool, ingest: IngestConfig | None = None,
                 **reading: Any) -> tuple[LanceStore, IndexReport]:
-    """A new embedded store at ``where`` (one there before is removed) holding ``files`` indexed with the default
-    settings; ``reading``: `Indexer`'s reading options (``ocr``, ``pdf_reader``)."""
-    ingest = IngestConfig()
+    """A new embedded store at ``where`` (one there before is removed) holding ``files`` indexed with ``ingest`` (the
+    default settings); ``reading``: `Indexer`'s reading options (``ocr``, ``pdf_reader``)."""
+    ingest = ingest or IngestConfig(embedder=embedder.config)
     shutil.rmtree(where, ignore_errors=True)
     store = LanceStore(where)
     store.create(StoreMeta(ingest=ingest))

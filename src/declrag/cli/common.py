@@ -41,8 +41,10 @@ def config_from(cls, **fields):
         return cls(**{k: v for k, v in fields.items() if v is not None})
     except ValidationError as e:
         first = e.errors()[0]
-        where = ".".join(map(str, first["loc"])) or cls.__name__
-        raise DeclragError(f"invalid option {where}: {first['msg']}", hint="see --help for allowed values") from e
+        where = ".".join(map(str, first["loc"]))
+        msg = first["msg"].removeprefix("Value error, ")  # a check across options says it all itself
+        raise DeclragError(f"invalid option {where}: {msg}" if where else f"invalid options: {msg}",
+                           hint="see --help for allowed values") from e
 
 
 StoreOpt = Annotated[str | None, typer.Option("--store", help="store: a folder or weaviate://host:port/Collection "

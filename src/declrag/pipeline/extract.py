@@ -32,6 +32,7 @@ from ..stores.bm25 import KeywordIndex
 from ..text.normalize import MONTHS, Detail, detail_supported, details, norm_phrase, numbers
 from ..text.reading import reading
 from ..text.sentences import sentence_spans
+from ..text.stopwords import NOUNS_CAPITALISED, question_language, stopwords
 from .names import known
 from .pieces import CITE, Piece, candidates, shown, spans
 from .postprocess import content_words, support
@@ -69,9 +70,14 @@ def missing_details(question: str, context: str, document: str = "") -> list[str
     document, when given: a name on its title page or in a running header counts). Not counted: its first word; a
     count it spells out ("the other three concepts": a passage lists them without saying how many); a name each of
     whose words ``context`` (or ``document``) has, or nearly (`_near`: Milan / Milano, Japanese / Japan,
-    San Franciscio / San Francisco)."""
-    first = question.strip().split()[:1]
+    San Franciscio / San Francisco); a capitalised word in a language that capitalises every noun
+    (`NOUNS_CAPITALISED`: German), where only numbers and quotes are details, or a function word of the question's
+    language (`declrag.text.stopwords`)."""
+    first = [w.lstrip("¿¡«\"'“‘(") for w in question.strip().split()[:1]]  # Spanish opens a question with ¿
     gone = unsupported(question, context)
+    if gone and (lang := question_language(question)):  # a German noun; a function word ("Cuántas") is no name
+        gone = [d for d in gone if d.kind != "name" or lang not in NOUNS_CAPITALISED
+                and not set(d.key.split()) <= stopwords(lang)]
     whole = known(document) if gone and document.strip() else None
     if whole is not None:
         gone = [d for d in gone if not whole.has(d)]
@@ -246,7 +252,7 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     if not pool:
         return Extract([], "the passages hold no sentence")
     sims = embed([read[p.n, p.start] for p in pool]) @ np.asarray(query_vector, dtype=np.float32)
-    q_words = content_words(question)
+    q_words = content_words(question) - stopwords(question_language(question))  # "der", "и" are no content
     passages = [reading(p) for p in passages]  # the rules below read words, not spans
     naming = _naming(question, passages, identities, documents)
     named = {n: content_words(_of(identities, n)) | naming(n) for n in {p.n for p in pool}}  # once a passage

