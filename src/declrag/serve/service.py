@@ -219,7 +219,7 @@ class AnswerService:
         prog, cache = self.state.program, self.cache
         key = json.dumps([req.where, [[t.role, t.content] for t in req.history]], sort_keys=True) if cache else ""
         vec = np.asarray(prog.embedder.embed_query(req.question), dtype=np.float32) if cache else None
-        if cache and vec is not None and (found := cache.get(key, vec)):
+        if cache and vec is not None and (found := cache.get(key, vec, prog.embedder.calibrate)):
             hit = {**found[0], "id": req.id, "usage": NO_USAGE,
                    "cache": {"hit": True, "similarity": round(found[1], 4)}}
             self._record(req, hit, ())

@@ -34,6 +34,11 @@ class HashEmbedder:
         """Every language: words are hashed alike in every script (`declrag.embed.embedder.Embedder.covers`)."""
         return True
 
+    @staticmethod
+    def calibrate(cosine):
+        """Its cosines as they are (`declrag.embed.embedder.Embedder.calibrate`)."""
+        return cosine
+
     def _word(self, w: str) -> np.ndarray:
         if w not in self._cache:
             seed = int.from_bytes(hashlib.sha256(w.encode()).digest()[:8], "little")

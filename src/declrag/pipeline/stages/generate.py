@@ -203,6 +203,11 @@ class Generator(PipelineStage):
         v = (1 - w) * q + w * c
         return v / (np.linalg.norm(v) or 1.0)
 
+    def _calibrate(self) -> Any:
+        """The embedder's cosines onto the default model's scale (`declrag.embed.calibration`)."""
+        assert self.embedder is not None  # set by RAGProgram
+        return self.embedder.calibrate
+
     def _extract(self, question: str, passages: list[Hit], conversation: str | None, **over: Any) -> Extract:
         e = self.cfg.extract
         settings = {"max_sentences": e.max_sentences, "min_score": e.min_score, "lexical_weight": e.lexical_weight,
@@ -217,7 +222,8 @@ class Generator(PipelineStage):
         return extract(question, self._quotable(passages), self._embed, self._query_vector(question, conversation),
                        identities=[identity(h.chunk.title, h.chunk.section, h.chunk.source) for h in passages],
                        headings=[heading_names(h.chunk.title, h.chunk.section) for h in passages],
-                       documents=document if texts is not None else None, **settings)
+                       documents=document if texts is not None else None, calibrate=self._calibrate(),
+                       **settings)
 
     def _extractive(self, question: str, passages: list[Hit], conversation: str | None) -> Draft:
         """The answer in the passages' own words; streamed (as one piece) through the LM's path when a stream
@@ -276,7 +282,7 @@ class Generator(PipelineStage):
         if draft.abstained:
             return replace(draft, checked={"mode": "verified", "sentences": 0, "dropped": 0, "replaced": 0,
                                            "recited": 0})
-        found = check(draft.text, self._texts(passages), self._embed)
+        found = check(draft.text, self._texts(passages), self._embed, calibrate=self._calibrate())
         spare = list(spare)
         parts, used, quotes, dropped, replaced, recited, why = [], [], [], 0, 0, 0, []
         for f in found:
