@@ -1,6 +1,6 @@
 """Cosines of any embedding model on one scale: the default model's (all-MiniLM-L6-v2), on which every fixed cosine
-threshold of declrag was calibrated (the extractive answer's ``min_score``, the verified check's `SEMANTIC`, the
-semantic answer cache's ``--cache-threshold``).
+threshold of declrag was calibrated (the extractive answer's ``min_score``, the verified check's `SEMANTIC`,
+``retrieve.abstain_below``, the semantic answer cache's ``--cache-threshold``).
 
 Models differ in scale, not only in quality: all-MiniLM-L6-v2 gives a question and an unrelated sentence a cosine of
 about .03 and the sentence that answers it about .78; multilingual-e5-small gives .73 and .90, so under the default's

@@ -347,7 +347,7 @@ class RAGProgram(dspy.Module):
 
     def _below_threshold(self, queries, passages: list[Hit]) -> bool:
         """The deterministic abstention: the best passage's cosine similarity to the question (chunk
-        embeddings, from the cache) is below ``retrieve.abstain_below``."""
+        embeddings, from the cache; on the default model's scale) is below ``retrieve.abstain_below``."""
         thr = self.config.retrieve.abstain_below
         if thr is None:
             return False
@@ -356,7 +356,7 @@ class RAGProgram(dspy.Module):
         with embedding_time():
             sims = (self.embedder.embed_documents([h.chunk.text for h in passages])
                     @ self.embedder.embed_query(queries.texts[0]))
-        return float(np.max(sims)) < thr
+        return float(np.max(self.embedder.calibrate(sims))) < thr  # on the default model's scale (embed.calibration)
 
     def _said(self, history: tuple[Turn, ...]) -> str | None:
         """What the generate stage reads of the conversation: every system turn (an instruction that stays in
