@@ -136,6 +136,7 @@ class RAGProgram(dspy.Module):
         if self.retrieve.documents is not None:
             self.retrieve.documents.warm_up()  # the index over whole documents (retrieve.named, .documents)
         self.embedder.embed_query("warm-up")  # the query path of the embedding backend
+        getattr(self.embedder, "calibrate", None)  # its cosines' mapping: measured once, now (embed.calibration)
         self._warm = lms
         return self
 
