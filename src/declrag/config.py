@@ -310,7 +310,7 @@ class ExtractConfig(Strict):
     # document's identity (title, section, file name: `declrag.ingest.headers`) mentions
     require_details: bool = True
     # the question's type (when -> a date, how many -> a number, who/where/which X -> a name): added to the score of
-    # a sentence that holds something of that type the question does not already hold (`extract.answer_kind`).
+    # a sentence that holds something of that type the question does not already hold (`kinds.answer_kind`).
     # 0.2: on 100 questions each, 0 / 0.05 / 0.1 / 0.2 kept SQuAD v2.0 and CMU QA within 0.02 of each other and
     # raised nq-long's reference-in-the-answer most at 0.2 (docs/benchmarks/answers.md)
     type_weight: float = Field(0.2, ge=0.0, le=1.0)

@@ -20,7 +20,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import cache
@@ -29,10 +29,13 @@ import numpy as np
 from rapidfuzz.distance import Levenshtein
 
 from ..stores.bm25 import KeywordIndex
-from ..text.normalize import MONTHS, Detail, detail_supported, details, norm_phrase, numbers
+from ..text.keywords import keyword_tokens
+from ..text.normalize import Detail, detail_supported, details, norm_phrase, numbers
 from ..text.reading import reading
 from ..text.sentences import sentence_spans
+from ..text.stems import stems
 from ..text.stopwords import NOUNS_CAPITALISED, question_language, stopwords
+from .kinds import answer_kind, holds_kind
 from .names import known
 from .pieces import CITE, Piece, candidates, shown, spans
 from .postprocess import content_words, support
@@ -59,32 +62,45 @@ class Extract:
         return " ".join(f"{shown(p.text)} [{p.n}]" for p in self.pieces)
 
 
-def _overlap(question: set[str], piece: str, identity: set[str] | frozenset[str] = frozenset()) -> float:
+def _overlap(question: set[str], piece: str, identity: set[str] | frozenset[str] = frozenset(),
+             fold: Callable[[Iterable[str]], set[str]] | None = None) -> float:
     """The share of the question's content words that the piece holds, or its document's identity (its content
-    words): the words by which a question names its document (the Weaviate guide, the Milan thesis) are there."""
-    return len(question & (content_words(piece) | identity)) / len(question) if question else 0.0
+    words): the words by which a question names its document (the Weaviate guide, the Milan thesis) are there.
+    ``fold``: the question's language's stems (`declrag.text.stems`), which ``question`` is given in too."""
+    words = content_words(piece) | identity
+    return len(question & (fold(words) if fold else words)) / len(question) if question else 0.0
 
 
-def missing_details(question: str, context: str, document: str = "") -> list[str]:
+def missing_details(question: str, context: str, document: str = "", language: str | None = None) -> list[str]:
     """The names and numbers of ``question`` that ``context`` never mentions, nor ``document`` (the passage's whole
     document, when given: a name on its title page or in a running header counts). Not counted: its first word; a
     count it spells out ("the other three concepts": a passage lists them without saying how many); a name each of
     whose words ``context`` (or ``document``) has, or nearly (`_near`: Milan / Milano, Japanese / Japan,
     San Franciscio / San Francisco); a capitalised word in a language that capitalises every noun
     (`NOUNS_CAPITALISED`: German), where only numbers and quotes are details, or a function word of the question's
-    language (`declrag.text.stopwords`)."""
+    language (`declrag.text.stopwords`; ``language``: the question's, when the caller knows it), also when it opens
+    a name ("Почему Полония": Russian capitalises a question's first word); in a language with stems
+    (`declrag.text.stems`), a name word whose stem the context has ("Южную Калифорнию", "Южной Калифорнии")."""
     first = [w.lstrip("¿¡«\"'“‘(") for w in question.strip().split()[:1]]  # Spanish opens a question with ¿
     gone = unsupported(question, context)
-    if gone and (lang := question_language(question)):  # a German noun; a function word ("Cuántas") is no name
+    lang = question_language(question) if language is None else language
+    if gone and lang:  # a German noun; a function word ("Cuántas") is no name
         gone = [d for d in gone if d.kind != "name" or lang not in NOUNS_CAPITALISED
                 and not set(d.key.split()) <= stopwords(lang)]
     whole = known(document) if gone and document.strip() else None
     if whole is not None:
         gone = [d for d in gone if not whole.has(d)]
     words = set(norm_phrase(context).split()) if any(d.kind == "name" for d in gone) else set()
+    function, fold = (stopwords(lang), stems(lang)) if lang else (frozenset(), None)
+    held = fold(keyword_tokens(context)) if fold and words else set()  # the context's words' stems
+
+    def stemmed(d: Detail) -> bool:  # each of the name's words (its function words aside) by its stem
+        return bool(held) and fold is not None and fold(t for t in keyword_tokens(d.text) if t not in function) <= held
+
     return [d.text for d in gone
-            if not (d.kind == "name" and (first and d.text == first[0] or _near(d.key, words)
-                                          or (whole is not None and _near(d.key, whole.words))))
+            if not (d.kind == "name" and (first and d.text == first[0] or _near(d.key, words, function)
+                                          or stemmed(d)
+                                          or (whole is not None and _near(d.key, whole.words, function))))
             and not (d.kind == "number" and _spelled(d.key, question))]
 
 
@@ -96,13 +112,14 @@ def _spelled(value: str, question: str) -> bool:
     return value in _SMALL and not re.search(rf"(?<![\w.,]){value}(?![\w]|[.,]\d)", question)
 
 
-def _near(key: str, words: AbstractSet[str]) -> bool:
+def _near(key: str, words: AbstractSet[str], skip: AbstractSet[str] = frozenset()) -> bool:
     """Every word of a name (normalised; its of, the, and, de aside) is in ``words``, or is a word of 5 letters or
     more that one of ``words`` nearly is: the same but for its ending (its first 5 letters or more shared, all but
     the last of the shorter word's: Milan / Milano, Japan / Japanese, Buddhism / Buddhist), or a misspelling of it
-    (one letter off, two in a word of 9 or more)."""
+    (one letter off, two in a word of 9 or more). ``skip``: words that need not be there (the question's language's
+    function words)."""
     def near(w: str) -> bool:
-        if w in words:
+        if w in words or w in skip:
             return True
         if len(w) < 5:
             return False
@@ -114,94 +131,6 @@ def _near(key: str, words: AbstractSet[str]) -> bool:
         return False
 
     return all(near(w) for w in key.split() if w not in ("of", "the", "and", "de"))
-
-
-_KIND_OF = [  # (pattern on the question's start, lower case, after any leading clause) -> what the answer holds
-    (re.compile(r"^(?:in |from |to |of |for |by |with )?(?:what|which) (?:[a-z0-9-]+ ){0,2}commands?\b|"
-                r"^how (?:do|can|should) (?:i|you|we) (?:run|start|stop|install|reset|restart|launch|invoke)\b"),
-     "command"),
-    (re.compile(r"^(?:in |from |to |of |for |by |with )?(?:what|which) (?:[a-z0-9-]+ ){0,2}(?:options?|"
-                r"packages?|environments?|environment variables?|settings?|parameters?|macros?|flags?|keywords?|"
-                r"document class(?:es)?|switch(?:es)?)\b"), "code"),
-    (re.compile(r"^(?:in |from |to |of |for |by )?(?:what|which) (?:country|countries|nation|nations)\b"), "country"),
-    (re.compile(r"^(?:in |by |since |until )?(?:when|what year|which year|what date|what day|what month|"
-                r"what century|what decade|what time period)\b"), "date"),
-    (re.compile(r"^(?:how (?:many|much|long|old|far|big|large|tall|high|deep|wide|often|fast)|"
-                r"what (?:is |was |are |were )?the (?:number|amount|percentage|population|size|cost|price|value)|"
-                r"what (?:percentage|number|amount|proportion|fraction))\b"), "number"),
-    (re.compile(r"^(?:who|whom|whose|where|what (?:is|was|are|were) the (?:name|capital|title|author|authors|"
-                r"founder|leader|president|head|owner|largest|biggest|oldest|first|last|main)\b|"
-                r"(?:in |at |from |to |on |by |of |for )?(?:which|what) (?!is\b|are\b|was\b|"
-                r"were\b|does\b|do\b|did\b|can\b|could\b|should\b|would\b|will\b|has\b|have\b|had\b|"
-                r"kind\b|type\b|sort\b|happens\b|happened\b|about\b|if\b)[a-z]+)"), "name"),
-]
-
-
-@cache
-def countries() -> frozenset[str]:
-    """Every country's names (ISO 3166: official, common and short), normalised as
-    `declrag.text.normalize.norm_phrase`."""
-    import pycountry
-
-    names = {getattr(c, a, "") for c in pycountry.countries for a in ("name", "common_name", "official_name")}
-    return frozenset(norm_phrase(n) for n in names if n)
-
-
-_DEFAULT = re.compile(r"\b(?:defaults?|initial(?:ly)?)\b")
-_ASKS = re.compile(r"\b(?:what|which|how)\b")
-_CODE = re.compile(r"\\[A-Za-z@]+")  # a command written as code: \itshape, \bigbreak
-_NAMED_IN_CODE = re.compile(  # what names an option, package or variable in a manual's text
-    _CODE.pattern  # \itshape
-    + r"|(?<![\w-])-{1,2}[a-z][\w-]*"  # --shell-escape
-    r"|\b[a-z][\w@]*[A-Z0-9_][\w@-]*"  # algo2e, lastLine, max_len
-    r"|\b[A-Z][A-Z0-9_]{2,}\b"  # M4PATH
-    r"|(?<![\w-])(?![\w-]*-(?:of|the|and|to|in|a)-)[a-z]+(?:-[a-z0-9]+)+(?![\w-])"  # fix-cm, not state-of-the-art
-    r"|(?:^|(?<=\n))\s*(?:\d+\.\s+)?[a-z][\w@-]{2,}(?=\s*[:=])"  # a definition list's term: "rightnl: puts ..."
-    r"|\b[a-z][\w@-]*(?==)")  # breakindent=
-
-
-_COMMAND = re.compile(r"(?:^|\n)\s*[$#>] +\S|`[^`\n]*\s-{1,2}[A-Za-z][^`\n]*`")
-
-
-def answer_kind(question: str) -> str | None:
-    """What the question asks for: ``country`` (what country), ``date`` (when, what year), ``number`` (how many,
-    how much, what percentage), ``name`` (who, where, which or what + a noun: a person, place, organisation or thing
-    by name), ``command`` (which command, how do I run or install: a command line), ``code`` (which option, package,
-    environment variable, document class: a name written as code), ``value`` (what or which default or initial
-    setting: a number or a command), or None (what is, why, how: no type)."""
-    q = re.sub(r"\b(what|who|where|when|which|how)(?:'|’)s\b", r"\1 is", " ".join(question.lower().split()))
-    q = re.sub(r"^(?:according to [^,]+, |in [^,]+, |so |and |ok,? |also,? )", "", q)
-    kind = next((kind for pattern, kind in _KIND_OF if pattern.match(q)), None)
-    return "value" if kind in (None, "name") and _DEFAULT.search(q) and _ASKS.search(q) else kind
-
-
-def holds_kind(piece: str, kind: str | None, question: str, asked: set[str] | None = None) -> bool:
-    """Whether ``piece`` holds something of ``kind`` (`answer_kind`) that ``question`` does not: a number; for a date,
-    a number (a year, a day) or a month, century or decade; a name (`declrag.text.normalize.details`); a country's
-    name; for a
-    value, a number or a command written as code (``\\itshape``); for code, a name written as code (``\\itshape``,
-    ``--shell-escape``, ``algo2e``, ``M4PATH``, ``fix-cm``, ``breakindent=``) or a definition list's term at a line's
-    start (``rightnl: put line numbers ...``).
-    ``asked``: the question's detail keys, when the caller already has them (one question, many pieces)."""
-    if kind is None:
-        return False
-    asked = {d.key for d in details(question)} if asked is None else asked
-    found = [d for d in details(piece) if d.key not in asked]
-    if kind == "name":
-        return any(d.kind == "name" for d in found)
-    if kind == "value":  # a default: a number, or a command written as code
-        return any(d.kind == "number" for d in found) or any(c not in question for c in _CODE.findall(piece))
-    if kind == "code":  # an option, command, package or variable: written as code, or a definition list's term
-        return any(c.strip() not in question for c in _NAMED_IN_CODE.findall(piece))
-    if kind == "command":  # a command line: after a shell prompt, or inline code with an option (a fenced block's
-        return bool(_COMMAND.search(piece))  # lines hold it by being there: `Piece.code`)
-    if kind == "country":
-        return any(d.kind == "name" and (d.key in countries() or any(w in countries() for w in d.key.split()))
-                   for d in found)
-    if kind == "number" or any(d.kind == "number" for d in found):  # a date: a year, a day, a century's number
-        return any(d.kind == "number" for d in found)
-    low, asked_low = piece.lower(), question.lower()
-    return any(re.search(rf"\b{w}\b", low) and w not in asked_low for w in (*MONTHS, "century", "decade"))
 
 
 def shortlist(question: str, pool: list[Piece], size: int, typed: Sequence[int] = ()) -> list[Piece]:
@@ -228,7 +157,7 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
             max_piece_chars: int = 300, require_details: bool = True, embed_at_most: int = 8,
             type_weight: float = 0.0, identities: Sequence[str] = (), headings: Sequence[frozenset[str]] = (),
             documents: Callable[[int], str] | None = None, wrapped: bool = False,
-            calibrate: Callable[[np.ndarray], np.ndarray] | None = None) -> Extract:
+            calibrate: Callable[[np.ndarray], np.ndarray] | None = None, languages: Sequence[str] = ()) -> Extract:
     """The extractive answer to ``question`` from ``passages`` (ranked, best first). ``query_vector``: the
     question's embedding (a conversation's turns mixed in, see `answer.Generator`); ``embed`` embeds the
     candidates (the ``embed_at_most`` of `shortlist`). Score = (1 - lexical_weight) * cosine + lexical_weight *
@@ -240,15 +169,18 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     identity's do. ``headings``: each passage's title and section headings (`declrag.ingest.headers.heading_names`),
     never quoted. ``wrapped``: sentences wrapped over lines are whole candidates (`sentence_spans`). ``calibrate``:
     the embedding model's cosines onto the default model's scale, which ``min_score`` was calibrated on
-    (`declrag.embed.embedder.Embedder.calibrate`)."""
+    (`declrag.embed.embedder.Embedder.calibrate`). ``languages``: each passage's language ("" not known), which
+    tells the language of a question too short to tell alone (`declrag.text.stopwords.question_language`): its
+    question words (`declrag.pipeline.kinds`), function words and stems (`declrag.text.stems`) are that language's."""
     if documents is not None:  # read once a passage: the naming words and the detail rule both ask
         documents = cache(documents)
-    kind = answer_kind(question) if type_weight else None
+    language = question_language(question, frozenset(languages))  # the passages' languages tell a short one
+    kind = answer_kind(question, language) if type_weight else None
     every = candidates(passages, max_piece_chars, wrapped, headings)
     # scored as read (`declrag.text.reading`), cited as is; a code block's line with the line that says what it is
     read = {(p.n, p.start): reading(f"{p.lead}\n{p.text}" if p.lead else p.text) for p in every}
     asked = {d.key for d in details(question)} if kind else set()
-    typed = [2 if kind == "command" and p.code else int(holds_kind(read[p.n, p.start], kind, question, asked))
+    typed = [2 if kind == "command" and p.code else int(holds_kind(read[p.n, p.start], kind, question, asked, language))
              for p in every] if kind else []  # 2: a code block's line, for a command: looked at first
     holds = {(p.n, p.start) for p, t in zip(every, typed) if t}
     pool = shortlist(question, every, embed_at_most, typed)
@@ -256,11 +188,13 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
         return Extract([], "the passages hold no sentence")
     sims = embed([read[p.n, p.start] for p in pool]) @ np.asarray(query_vector, dtype=np.float32)
     sims = calibrate(sims) if calibrate is not None else sims
-    q_words = content_words(question) - stopwords(question_language(question))  # "der", "и" are no content
+    fold = stems(language)  # "Варшаве" asks about "Варшава"
+    q_words = content_words(question) - stopwords(language)  # "der", "и" are no content
+    q_words = fold(q_words) if fold else q_words
     passages = [reading(p) for p in passages]  # the rules below read words, not spans
     naming = _naming(question, passages, identities, documents)
     named = {n: content_words(_of(identities, n)) | naming(n) for n in {p.n for p in pool}}  # once a passage
-    lex = [_overlap(q_words, read[p.n, p.start], named[p.n]) for p in pool]
+    lex = [_overlap(q_words, read[p.n, p.start], named[p.n], fold) for p in pool]
     scored = [Piece(p.n, p.start, p.end, p.text, code=p.code, lead=p.lead, score=
                     round((1 - lexical_weight) * float(s) + lexical_weight * w - rank_weight * (p.n - 1)
                           + type_weight * ((p.n, p.start) in holds), 6))
@@ -272,7 +206,7 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
                            f"under {min_score})", best.score)
     chosen = [p for p in ranked if p.score >= min_score]
     if require_details:
-        lacks = _lacking(question, passages, identities, documents)
+        lacks = _lacking(question, passages, identities, documents, language)
         if gone := lacks(best.n):
             chosen = [p for p in chosen if not lacks(p.n)]
             if not chosen:  # no passage that answers holds (nor does its document) what the question names
@@ -308,7 +242,7 @@ def _naming(question: str, passages: Sequence[str], identities: Sequence[str],
 
 
 def _lacking(question: str, passages: Sequence[str], identities: Sequence[str],
-             documents: Callable[[int], str] | None) -> Callable[[int], list[str]]:
+             documents: Callable[[int], str] | None, language: str) -> Callable[[int], list[str]]:
     """For passage n, the details of ``question`` that neither it, its identity, nor its whole document mention
     (`missing_details`), found once a passage."""
     memo: dict[int, list[str]] = {}
@@ -316,9 +250,9 @@ def _lacking(question: str, passages: Sequence[str], identities: Sequence[str],
     def lacks(n: int) -> list[str]:
         if n not in memo:
             here = f"{passages[n - 1]}\n{_of(identities, n)}"
-            memo[n] = missing_details(question, here)
+            memo[n] = missing_details(question, here, language=language)
             if memo[n] and documents is not None:
-                memo[n] = missing_details(question, here, documents(n))
+                memo[n] = missing_details(question, here, documents(n), language)
         return memo[n]
 
     return lacks

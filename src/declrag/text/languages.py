@@ -10,6 +10,7 @@ shipped inside the package, about 100 languages): ISO 639 codes, two letters whe
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 
 import regex
 
@@ -47,10 +48,12 @@ EMBEDDER_LANGUAGES: dict[str, frozenset[str] | str] = {
 }
 
 
-def identify(text: str, min_letters: int = MIN_LETTERS, confidence: float = 0.0) -> str:
+def identify(text: str, min_letters: int = MIN_LETTERS, confidence: float = 0.0,
+             among: AbstractSet[str] = frozenset()) -> str:
     """The language ``text`` is written in, as an ISO 639 code; "" when it has fewer than ``min_letters`` letters or
     the identifier's probability for it (varieties summed into their macrolanguage) is below ``confidence``. A long
-    text is judged on `SAMPLE` characters from each of its start, middle and end."""
+    text is judged on `SAMPLE` characters from each of its start, middle and end. ``among``: the languages it may be
+    in (the probabilities shared among those alone; empty: any)."""
     if len(_LETTER.findall(text, endpos=4 * SAMPLE)) < min_letters and len(_LETTER.findall(text)) < min_letters:
         return ""
     if len(text) > 3 * SAMPLE:
@@ -59,7 +62,10 @@ def identify(text: str, min_letters: int = MIN_LETTERS, confidence: float = 0.0)
     import numpy as np
     import py3langid  # its model loads on first use (0.1 s)
 
-    ranked = py3langid.rank(text)[:RANKED]  # (language, log-probability), best first
+    ranked = py3langid.rank(text)  # (language, log-probability), best first
+    ranked = [r for r in ranked if MACROLANGUAGE.get(r[0], r[0]) in among][:RANKED] if among else ranked[:RANKED]
+    if not ranked:
+        return ""
     logp = np.array([s for _, s in ranked])
     p = np.exp(logp - logp.max())
     by: dict[str, float] = {}

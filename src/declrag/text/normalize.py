@@ -125,7 +125,7 @@ more less over about approximately nearly around only just roughly almost some i
 can could should would will shall might must has have had let please tell give list name describe explain
 per""".split())
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
-_CAPWORD = r"(?:[A-Z][\w'’.-]*|[A-Z]{2,})"
+_CAPWORD = r"(?:[A-ZÀ-ÖØ-ÞΑ-ΩЀ-Я][\w'’.-]*|[A-ZΑ-ΩЀ-Я]{2,})"
 _JOIN = r"(?:of|de|da|del|der|van|von|the|la|le|and|al|bin|ibn)"
 _NAME = re.compile(rf"(?<![\w'’.-]){_CAPWORD}(?:\s+(?:{_JOIN}\s+)?{_CAPWORD})*")  # a whole word starts it (not nDCG)
 

@@ -18,21 +18,44 @@ NOUNS_CAPITALISED = frozenset({"de", "lb"})
 QUESTIONS_KNOWN = 1024  # questions whose language is kept (an LRU: a server asks for one question several times)
 
 
+# question words the package's lists lack (its Hindi list has no "क्या", its Spanish one only the unaccented "cuando"):
+# a question's "when" or "how many" is no content word of the sentence that answers it
+QUESTION_WORDS = {
+    "de": "wer wen wem wessen was wann wo wohin woher wie wieviel wieviele welche welcher welches welchem welchen "
+          "warum weshalb wozu",
+    "es": "quién quiénes qué cuándo dónde adónde cuánto cuánta cuántos cuántas cuál cuáles cómo",
+    "fr": "qui que quoi quand où combien quel quelle quels quelles comment pourquoi lequel laquelle",
+    "it": "chi che cosa quando dove quanto quanta quanti quante quale quali come perché",
+    "pt": "quem que quando onde quanto quanta quantos quantas qual quais como porque",
+    "ru": "кто что где когда сколько какой какая какое какие каком какого каких какую каким какими каков какова "
+          "каково каковы почему зачем откуда куда чей чья чьё чьи",
+    "ar": "ما ماذا من متى أين كم كيف لماذا أي أية هل",
+    "hi": "क्या कब कितने कितना कितनी कितनों कहाँ कहां किस किसने किसे किसका किसकी किसके किसको कौन कौनसा कैसे क्यों",
+    "zh": "什么 哪里 哪儿 多少 哪个 哪些 为什么 怎么 怎样 如何 何时",
+}
+
+
 @cache  # one entry per language the package has (33 at most)
 def stopwords(language: str) -> frozenset[str]:
-    """The function words of ``language`` (an ISO 639-1 code) as keyword tokens; empty for English (see the module
-    docstring) and for a language the package does not have."""
+    """The function words of ``language`` (an ISO 639-1 code) as keyword tokens, with its question words
+    (`QUESTION_WORDS`); empty for English (see the module docstring) and for a language the package does not
+    have."""
     if language in ("", "en"):
         return frozenset()
     from stop_words import LANGUAGE_MAPPING, get_stop_words  # its lists are read on first need
 
-    if language not in LANGUAGE_MAPPING:
-        return frozenset()
-    return frozenset(t for w in get_stop_words(language) for t in keyword_tokens(w))
+    words = [*get_stop_words(language), *QUESTION_WORDS.get(language, "").split()] \
+        if language in LANGUAGE_MAPPING else QUESTION_WORDS.get(language, "").split()
+    return frozenset(t for w in words for t in keyword_tokens(w))
 
 
 @lru_cache(maxsize=QUESTIONS_KNOWN)
-def question_language(question: str) -> str:
+def question_language(question: str, among: frozenset[str] = frozenset()) -> str:
     """The language ``question`` is written in, where the identifier is sure of it (`QUESTION_CONFIDENCE`), else ""
-    (`declrag.text.languages.identify`)."""
-    return identify(question, QUESTION_LETTERS, QUESTION_CONFIDENCE)
+    (`declrag.text.languages.identify`). ``among``: the languages of the passages it is asked of; a question too
+    short to tell on its own ("有多少人？", "Кто завладел мячом?", which alone reads as Bulgarian) is then the one of
+    those, or English, that it is surely written in."""
+    if told := identify(question, QUESTION_LETTERS, QUESTION_CONFIDENCE):
+        return told
+    among = frozenset(lang for lang in among if lang) | {"en"}
+    return identify(question, 1, QUESTION_CONFIDENCE, among) if len(among) > 1 else ""

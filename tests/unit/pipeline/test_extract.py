@@ -15,16 +15,15 @@ from declrag.config import ProgramConfig, answer_mode
 from declrag.lm import using_lm
 from declrag.pipeline.adapters import PlainTextAdapter
 from declrag.pipeline.extract import (
-    answer_kind,
     candidates,
     check,
     cited_sentences,
     extract,
-    holds_kind,
     missing_details,
     shown,
     spans,
 )
+from declrag.pipeline.kinds import answer_kind, holds_kind
 from declrag.pipeline.program import LOCAL_DEFAULT_MODE, RAGProgram, default_config
 from declrag.pipeline.streaming import Done, astream
 from declrag.stores.lancedb import LanceStore

@@ -51,3 +51,33 @@ def test_a_spanish_question_word_is_no_name_even_after_its_opening_mark():
     for q in ("¿Quién fundó McKinsey & Company?", "¿Cuántas oficinas abrió McKinsey & Company en 1926?"):
         assert missing_details(q, passage) == [], q
     assert missing_details("¿Quién fundó Bain & Company?", passage) == ["Bain"]
+
+
+def test_question_words_count_as_function_words_where_the_lists_lack_them():
+    assert {"क्या", "कब", "कितने"} <= stopwords("hi") and {"متى", "كم"} <= stopwords("ar")
+    assert {"cuándo", "cuántos"} <= stopwords("es") and {"каком", "какие"} <= stopwords("ru")
+    assert "什么" in stopwords("zh")  # a bigram, as keyword search writes it
+    assert stopwords("en") == frozenset()
+
+
+def test_a_question_too_short_to_tell_alone_is_told_among_its_passages_languages():
+    assert question_language("有多少人？") == ""  # four letters: too few alone
+    assert question_language("有多少人？", frozenset({"zh"})) == "zh"
+    assert question_language("Кто завладел мячом?") == ""  # alone it reads as Bulgarian, not surely
+    assert question_language("Кто завладел мячом?", frozenset({"ru"})) == "ru"
+    assert question_language("Who won the cup?", frozenset({"ru"})) == "en"  # English is always a candidate
+    assert question_language("Who won?", frozenset({"en", ""})) == ""  # nothing to choose between
+
+
+def test_russian_inflected_names_and_a_capitalised_question_word_are_not_missing_details():
+    passage = "В Южной Калифорнии играет только одна команда лиги, Лос-Анджелес Гэлекси."
+    assert missing_details("Какая команда лиги представляет Южную Калифорнию?", passage) == []
+    assert missing_details("Почему Полония не играет в лиге?", "Полония не играет в лиге с 1990 года.") == []
+    assert missing_details("Какая команда представляет Северную Дакоту?", passage) == ["Северную Дакоту"]
+
+
+def test_a_russian_question_s_words_are_matched_by_their_stems():
+    passage = "Большинство мест религиозного культа в Варшаве было разрушено в 1944 году. Город восстановили позже."
+    got = _answer("Когда были разрушены места культа в Варшаве?", passage)
+    assert got.pieces and got.pieces[0].text.startswith("Большинство мест"), got.reason
+    assert got.best == 1.0  # разрушены / разрушено, места / мест: the same stems

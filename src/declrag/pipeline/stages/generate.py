@@ -223,7 +223,7 @@ class Generator(PipelineStage):
                        identities=[identity(h.chunk.title, h.chunk.section, h.chunk.source) for h in passages],
                        headings=[heading_names(h.chunk.title, h.chunk.section) for h in passages],
                        documents=document if texts is not None else None, calibrate=self._calibrate(),
-                       **settings)
+                       languages=[h.chunk.language for h in passages], **settings)
 
     def _extractive(self, question: str, passages: list[Hit], conversation: str | None) -> Draft:
         """The answer in the passages' own words; streamed (as one piece) through the LM's path when a stream
