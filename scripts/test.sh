@@ -41,4 +41,5 @@ bash scripts/lint.sh
 site=$(mktemp -d)
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet -d "$site" || { rm -rf "$site"; exit 1; }
 rm -rf "$site"
-.venv/bin/python -m pytest -q "$@"
+# the 30 slowest tests are listed at the end, so that what makes CI long is seen
+.venv/bin/python -m pytest -q --durations=30 "$@"
