@@ -26,6 +26,9 @@ from declrag.pipeline.kinds import answer_kind, holds_kind
     ("Wer war der erste König von Polen?", None),  # German nouns are capitalised: a name cannot be told
     ("كم عدد سكان مدينة وارسو اليوم؟", "number"),
     ("متى تم تأسيس جامعة وارسو؟", "date"),
+    ("ما هو العام الذي شهد أول استخدام لمؤشر المحرك؟", "date"),
+    ("ما المساحة التي يغطيها حوض الأمازون؟", "number"),
+    ("ما العامل الذي أدى إلى ذلك؟", None),
     ("सुपर बाउल 50 कब खेला गया था?", "date"),  # Hindi's question word stands inside the question
     ("वारसॉ में कितने लोग रहते हैं?", "number"),
     ("华沙大学是哪一年建立的？", "date"),
