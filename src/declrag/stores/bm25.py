@@ -1,9 +1,10 @@
 """The keyword leg: BM25 with Weaviate's settings, on the bm25s library.
 
 Weaviate's BM25: k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) / (n + 0.5)) (Lucene's), the English stopword
-preset removed from queries only; bm25s's "lucene" method computes the same scores. The tokens are declrag's own
-in every script (`declrag.text.keywords`: words with their combining marks, bigrams where a script has no spaces),
-which a Weaviate store of format 5 or later is sent as they are.
+preset removed from queries only (and the function words of the query's language: `query_terms`); bm25s's "lucene"
+method computes the same scores. The tokens are declrag's own in every script (`declrag.text.keywords`: words with
+their combining marks, bigrams where a script has no spaces), which a Weaviate store of format 5 or later is sent as
+they are.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..text.keywords import keyword_tokens
 from ..text.reading import reading
+from ..text.stopwords import question_language, stopwords
 
 K1, B = 1.2, 0.75
 # Weaviate's "en" stopword preset
@@ -39,8 +41,11 @@ def tokenize(text: str) -> list[str]:
 
 def query_terms(query: str) -> list[str]:
     """The query's words as the index holds them: read as the searched text is (`declrag.text.reading`: a
-    full-width or ligatured query matches), tokenised, stopwords out."""
-    return [t for t in tokenize(reading(query)) if t not in STOPWORDS_EN]
+    full-width or ligatured query matches), tokenised, stopwords out: English's, and the function words of the
+    query's language where the identifier is sure of it (`declrag.text.stopwords`: "в", "каком", "der", "का")."""
+    words = tokenize(reading(query))
+    other = stopwords(question_language(query)) if words else frozenset()
+    return [t for t in words if t not in STOPWORDS_EN and t not in other]
 
 
 class KeywordIndex:

@@ -81,3 +81,13 @@ def test_a_russian_question_s_words_are_matched_by_their_stems():
     got = _answer("Когда были разрушены места культа в Варшаве?", passage)
     assert got.pieces and got.pieces[0].text.startswith("Большинство мест"), got.reason
     assert got.best == 1.0  # разрушены / разрушено, места / мест: the same stems
+
+
+def test_the_keyword_query_leaves_out_its_language_s_function_words_on_both_stores():
+    from declrag.stores.bm25 import query_terms  # the one place both stores' keyword queries are made
+
+    assert query_terms("В каком году была основана Варшава?") == ["основана", "варшава"]
+    assert query_terms("Wann wurde die Universität in Warschau gegründet?") == ["wurde", "universität", "warschau",
+                                                                              "gegründet"]
+    assert query_terms("When was the University of Warsaw founded?") == ["when", "university", "warsaw", "founded"]
+    assert query_terms("Варшава") == ["варшава"]  # too short to tell its language: nothing more is left out
