@@ -33,7 +33,7 @@ from ..text.keywords import keyword_tokens
 from ..text.normalize import Detail, detail_supported, details, norm_phrase, numbers
 from ..text.reading import reading
 from ..text.sentences import sentence_spans
-from ..text.stems import stems
+from ..text.stems import stemmer, stems
 from ..text.stopwords import NOUNS_CAPITALISED, question_language, stopwords
 from .kinds import answer_kind, holds_kind
 from .names import known
@@ -133,15 +133,22 @@ def _near(key: str, words: AbstractSet[str], skip: AbstractSet[str] = frozenset(
     return all(near(w) for w in key.split() if w not in ("of", "the", "and", "de"))
 
 
-def shortlist(question: str, pool: list[Piece], size: int, typed: Sequence[int] = ()) -> list[Piece]:
+def shortlist(question: str, pool: list[Piece], size: int, typed: Sequence[int] = (),
+              stem: Callable[[str], str] | None = None) -> list[Piece]:
     """The ``size`` candidates that BM25 over the candidates (and, on ties, their passage's rank and place) puts
     first, in passage order: only these are embedded, which bounds the mode's time (an encoder pass per candidate
     is what costs). With ``typed`` (which candidates hold what the question asks for: 0, 1, or 2 where they hold it
     best), the first ``size // 2`` of those that BM25 left out come too, the best holders first: the answer is looked
-    for in every sentence of the passages."""
+    for in every sentence of the passages. ``stem``: the question's language's (`declrag.text.stems.stemmer`), by
+    which BM25 then counts words: "Варшаве" finds "Варшава"."""
     if len(pool) <= size:
         return pool
-    scores = KeywordIndex([reading(p.text) for p in pool]).scores(question)
+    if stem is None:
+        scores = KeywordIndex([reading(p.text) for p in pool]).scores(question)
+    else:  # by stems: each text (and the question) as its words' stems, in order
+        def stemmed(text: str) -> str:
+            return " ".join(map(stem, keyword_tokens(text)))
+        scores = KeywordIndex([stemmed(reading(p.text)) for p in pool]).scores(stemmed(question))
     ranked = sorted(range(len(pool)), key=lambda i: (-float(scores[i]), pool[i].n, pool[i].start))
     extra = sorted((i for i in ranked[size:] if typed and typed[i]), key=lambda i: -typed[i])  # stable: BM25 next
     top = ranked[:size] + extra[: size // 2]
@@ -183,7 +190,7 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     typed = [2 if kind == "command" and p.code else int(holds_kind(read[p.n, p.start], kind, question, asked, language))
              for p in every] if kind else []  # 2: a code block's line, for a command: looked at first
     holds = {(p.n, p.start) for p, t in zip(every, typed) if t}
-    pool = shortlist(question, every, embed_at_most, typed)
+    pool = shortlist(question, every, embed_at_most, typed, stemmer(language))
     if not pool:
         return Extract([], "the passages hold no sentence")
     sims = embed([read[p.n, p.start] for p in pool]) @ np.asarray(query_vector, dtype=np.float32)

@@ -39,17 +39,35 @@ def _stem(language: str, word: str) -> str:
 
 
 @cache  # one entry per language asked for
-def stems(language: str) -> Callable[[Iterable[str]], set[str]] | None:
-    """The function from keyword tokens to their stems in ``language`` (an ISO 639-1 code), or None where words are
-    compared whole: English, "" (not known) and the languages Snowball lacks. A token with a digit is kept whole.
+def stemmer(language: str) -> Callable[[str], str] | None:
+    """The stem of one keyword token in ``language`` (an ISO 639-1 code), or None where words are compared whole:
+    English, "" (not known) and the languages Snowball lacks. A token with a digit is its own stem.
 
-    >>> sorted(stems("ru")(["варшаве", "варшава", "1944"]))
-    ['1944', 'варшав']
+    >>> stemmer("ru")("варшаве") == stemmer("ru")("варшава")
+    True
     """
     if language not in SNOWBALL:
         return None
 
+    def stem(word: str) -> str:
+        return word if any(c.isdigit() for c in word) else _stem(language, word)
+
+    return stem
+
+
+@cache  # one entry per language asked for
+def stems(language: str) -> Callable[[Iterable[str]], set[str]] | None:
+    """The function from keyword tokens to the set of their stems in ``language`` (`stemmer`), or None where words
+    are compared whole.
+
+    >>> sorted(stems("ru")(["варшаве", "варшава", "1944"]))
+    ['1944', 'варшав']
+    """
+    stem = stemmer(language)
+    if stem is None:
+        return None
+
     def fold(words: Iterable[str]) -> set[str]:
-        return {w if any(c.isdigit() for c in w) else _stem(language, w) for w in words}
+        return {stem(w) for w in words}
 
     return fold

@@ -62,3 +62,18 @@ def test_a_russian_how_many_question_prefers_the_sentence_holding_a_number():
 
     assert best(0.0) == [1]  # by words alone, the sentence that repeats the question
     assert best(0.5) == [2]  # typed: the one that holds a number
+
+
+def test_the_shortlist_counts_a_russian_question_s_words_by_their_stems():
+    from declrag.pipeline.extract import shortlist
+    from declrag.pipeline.pieces import candidates
+    from declrag.text.stems import stemmer
+
+    passages = ["Город славится парками и музеями.",
+                "Большинство мест культа в Варшаве было разрушено в 1944 году.",
+                "Река делит город на две части."]
+    pool = candidates(passages, 300, False, [])
+    question = "Когда разрушили эти места в Варшаву?"  # no word of it as the second passage writes it
+    assert [p.n for p in shortlist(question, pool, 1, (), stemmer("ru"))] == [2]  # разрушили / разрушено, ...
+    assert [p.n for p in shortlist(question, pool, 1)] == [1]  # by whole words: nothing in common, the first
+    assert stemmer("en") is None  # English is shortlisted by whole words, as before
