@@ -39,7 +39,7 @@ from ..runtime.about import versions
 from ..runtime.folders import default_store
 from ..stores import open_store, read_meta
 from ..stores.base import Filter, Store
-from ..text.languages import not_theirs
+from ..text.languages import load_identifier, not_theirs
 from ..types import Hit
 from .artifact import read_saved, saved_config, with_packed_embedder, write_artifact
 from .conversation import transcript, window
@@ -137,6 +137,7 @@ class RAGProgram(dspy.Module):
             self.retrieve.documents.warm_up()  # the index over whole documents (retrieve.named, .documents)
         self.embedder.embed_query("warm-up")  # the query path of the embedding backend
         getattr(self.embedder, "calibrate", None)  # its cosines' mapping: measured once, now (embed.calibration)
+        load_identifier()  # every question's language is told (keyword search, the extractive answer)
         self._warm = lms
         return self
 

@@ -75,6 +75,14 @@ def identify(text: str, min_letters: int = MIN_LETTERS, confidence: float = 0.0,
     return best if by[best] >= confidence else ""
 
 
+def load_identifier() -> None:
+    """Load the identifier's model now (a server's warm-up), not on the first question: keyword search and the
+    extractive answer tell each question's language (`declrag.text.stopwords.question_language`)."""
+    import py3langid
+
+    py3langid.rank("which language is this")
+
+
 def not_theirs(question: str, languages: Iterable[str]) -> str:
     """A note for an abstention: the question is written in another language than every passage it was given
     (``languages``, theirs; "" not known), e.g. "; the question is in fr, the passages in en". "" when the languages
