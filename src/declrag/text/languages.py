@@ -20,6 +20,9 @@ QUESTION_LETTERS = 8  # a question's language is told from this many letters (a 
 # questions, 2 of 1,190 pass it ("malum prohibitum"), against 10 named wrong without it
 QUESTION_CONFIDENCE = 0.99
 RANKED = 10  # the identifier's leading languages whose probabilities are compared
+# the identifier's class for text without words of any language (identifiers, numbers, code): told as "" (not known),
+# so that such a corpus is not taken for one in a language the embedding model lacks
+NO_LANGUAGE = "zxx"
 SAMPLE = 1000  # characters read from the start, the middle and the end of a long text
 _LETTER = regex.compile(r"\p{L}")
 # varieties named by their ISO 639-3 macrolanguage (the identifier tells Wu from Mandarin on a sentence or two,
@@ -50,8 +53,9 @@ EMBEDDER_LANGUAGES: dict[str, frozenset[str] | str] = {
 
 def identify(text: str, min_letters: int = MIN_LETTERS, confidence: float = 0.0,
              among: AbstractSet[str] = frozenset()) -> str:
-    """The language ``text`` is written in, as an ISO 639 code; "" when it has fewer than ``min_letters`` letters or
-    the identifier's probability for it (varieties summed into their macrolanguage) is below ``confidence``. A long
+    """The language ``text`` is written in, as an ISO 639 code; "" when it has fewer than ``min_letters`` letters,
+    the identifier's probability for it (varieties summed into their macrolanguage) is below ``confidence``, or it is
+    in none (`NO_LANGUAGE`: "w12 w7 x3"). A long
     text is judged on `SAMPLE` characters from each of its start, middle and end. ``among``: the languages it may be
     in (the probabilities shared among those alone; empty: any)."""
     if len(_LETTER.findall(text, endpos=4 * SAMPLE)) < min_letters and len(_LETTER.findall(text)) < min_letters:
@@ -72,7 +76,7 @@ def identify(text: str, min_letters: int = MIN_LETTERS, confidence: float = 0.0,
     for (lang, _), share in zip(ranked, p / p.sum()):
         by[MACROLANGUAGE.get(lang, lang)] = by.get(MACROLANGUAGE.get(lang, lang), 0.0) + float(share)
     best = max(by, key=by.__getitem__)
-    return best if by[best] >= confidence else ""
+    return best if by[best] >= confidence and best != NO_LANGUAGE else ""
 
 
 def load_identifier() -> None:

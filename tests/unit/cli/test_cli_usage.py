@@ -209,7 +209,13 @@ def test_ctrl_c_is_exit_status_130_and_a_line_and_the_rerun_completes(tmp_path):
     words = [f"w{i}" for i in range(5000)]
     for i in range(400):  # distinct texts, so that embedding takes long enough to be interrupted
         (docs / f"d{i}.txt").write_text(" ".join(rng.choices(words, k=120)))
-    env = {**os.environ, "DECLRAG_CACHE": str(tmp_path / "cache")}
+    env = {**os.environ, "DECLRAG_CACHE": str(tmp_path / "cache")}  # no embedding cached: embedding takes long
+    # the model's ONNX export is the session's (made once, by this test or an earlier one): exporting it again is
+    # not what this test is about, and took most of its four minutes
+    session = Path(os.environ["DECLRAG_CACHE"]) / "onnx"
+    session.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "onnx").symlink_to(session, target_is_directory=True)
     args = [str(SCRIPT), "index", str(docs), "--store", str(tmp_path / "store")]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                          stdin=subprocess.DEVNULL, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

