@@ -51,7 +51,7 @@ _KIND_BY_LANGUAGE: dict[str, list[tuple[re.Pattern[str], str]]] = {
                        r"poblaci[oó]n|tama[nñ]o|precio|valor))\b"), "number"),
            (re.compile(r"^(?:desde |hasta )?(?:cu[aá]ndo|(?:en |de )?qu[eé] (?:a[nñ]o|fecha|siglo|d[eé]cada|mes|"
                        r"d[ií]a|[eé]poca|per[ií]odo))\b"), "date"),
-           (re.compile(r"^(?:(?:a |con |de |por |para |en |a )?qui[eé]n(?:es)?|(?:en |de |a )?d[oó]nde|ad[oó]nde|"
+           (re.compile(r"^(?:(?:a |con |de |por |para |en )?qui[eé]n(?:es)?|(?:en |de |a )?d[oó]nde|ad[oó]nde|"
                        r"c[oó]mo se llama(?:ba|n|ban)?|(?:cu[aá]l|qu[eé]) (?:es|era|fue) el nombre|"
                        r"(?:en |de |a |con |para |por )?(?:qu[eé]|cu[aá]l(?:es)?) (?!es\b|son\b|era\b|eran\b|fue\b|"
                        r"fueron\b|significa\b|tipo\b|clase\b|se\b|hace\b|hizo\b|pasa\b|pas[oó]\b|ocurre\b|"
@@ -59,7 +59,7 @@ _KIND_BY_LANGUAGE: dict[str, list[tuple[re.Pattern[str], str]]] = {
                        r"debe\b|le\b|les\b|lo\b|la\b|los\b|las\b|un\b|una\b|[ae]s\b)[a-záéíóúñ]+)"), "name")],
     "ru": [(re.compile(r"^(?:сколько|каков(?:а|о|ы)? (?:процент|доля|численность|количество|число|площадь|"
                        r"стоимость|размер)|(?:какой|каков) (?:процент|доля)|какое (?:количество|число))"), "number"),
-           (re.compile(r"^(?:когда|(?:в|с|до|к) (?:каком|какой|какого|котором) (?:году|году?|веке|века|столетии|"
+           (re.compile(r"^(?:когда|(?:в|с|до|к) (?:каком|какой|какого|котором) (?:году?|веке|века|столетии|"
                        r"месяце|десятилетии|веку|времени|дне|день|числе|период)|в какой (?:год|период|день|момент))"),
             "date"),
            (re.compile(r"^(?:кто|кого|кому|кем|чей|чья|чьё|чье|чьи|(?:с|у|от|для|о|к|на|за) (?:кем|кого|кому|ком)|"

@@ -82,9 +82,7 @@ def identify(text: str, min_letters: int = MIN_LETTERS, confidence: float = 0.0,
 def load_identifier() -> None:
     """Load the identifier's model now (a server's warm-up), not on the first question: keyword search and the
     extractive answer tell each question's language (`declrag.text.stopwords.question_language`)."""
-    import py3langid
-
-    py3langid.rank("which language is this")
+    identify("which language is this", 1)
 
 
 def not_theirs(question: str, languages: Iterable[str]) -> str:
