@@ -35,6 +35,9 @@ class Document:
     title: str = ""
     page: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the groups that may read it (`check_readers`; () not labelled: the serving policy decides). Not part of
+    #: its `hash`: changing readers relabels, it embeds nothing again
+    readers: tuple[str, ...] = ()
 
     @property
     def hash(self) -> str:
@@ -81,6 +84,7 @@ class Chunk:
     header: str = ""
     running: str = ""  # its running headers and footers, "start:end,..." in its text (`declrag.ingest.running`)
     language: str = ""  # its document's language, an ISO 639 code ("" not known: `declrag.text.languages.identify`)
+    readers: tuple[str, ...] = ()  # the groups that may read its document (`check_readers`); () not labelled
 
     @property
     def searched(self) -> str:
@@ -100,6 +104,38 @@ def searched_text(header: str, text: str, running: str = "") -> str:
             at = max(at, b)
         text = "".join(parts) + text[at:]
     return reading(f"{header}\n\n{text}" if header else text)
+
+
+#: the reader that stands for every caller: a document labelled with it is read by all (``--readers '*'``)
+EVERYONE = "*"
+#: what a store holds for a chunk whose document was given no readers (`Chunk.readers` ``()``); who reads it is
+#: the serving policy's choice (`declrag.access`), made per question, so changing the policy relabels nothing
+UNLABELLED = "*unlabelled"
+_GROUP = re.compile(r"[^\s,*][^\s,]{0,127}")
+
+
+def check_readers(readers: Sequence[str] | str, what: str = "readers") -> tuple[str, ...]:
+    """Groups as a document's readers: a comma-separated string or a sequence of names, each 1-128 characters
+    without whitespace or commas, not beginning with ``*`` (`EVERYONE` alone excepted); sorted, without repeats.
+    Raises ValueError naming ``what`` and the bad name."""
+    names = [r.strip() for r in readers.split(",")] if isinstance(readers, str) else list(readers)
+    for n in names:
+        if not isinstance(n, str) or (n != EVERYONE and not _GROUP.fullmatch(n)):
+            raise ValueError(f"{what}: {n!r} is not a group name (1-128 characters, no whitespace or commas, "
+                             f"not beginning with '*'; '*' alone means everyone)")
+    return tuple(sorted(set(names)))
+
+
+def stored_readers(readers: Sequence[str]) -> list[str]:
+    """What a store holds for these readers: them, or [`UNLABELLED`] for none (every backend holds at least one, so
+    that a filter can ask for the unlabelled documents as for a group)."""
+    return list(readers) or [UNLABELLED]
+
+
+def read_readers(stored: Sequence[str] | None) -> tuple[str, ...]:
+    """`stored_readers` undone: a chunk's `Chunk.readers` from what a store holds (None: a store made before
+    readers)."""
+    return tuple(r for r in stored or () if r != UNLABELLED)
 
 
 def chunk_id(doc_id: str, position: int) -> str:

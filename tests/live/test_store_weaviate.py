@@ -62,6 +62,12 @@ def test_a_collection_made_before_format_5_keeps_its_word_tokens_and_is_searched
         [hit, *_] = again.keyword_search("the Colosseum", 3)
         assert hit.chunk.id == "rome#1" and hit.chunk.language == ""
         assert again.vector_search(emb.embed_query("Colosseum amphitheatre"), 1)[0].chunk.id == "rome#1"
+        # nor readers: a search for a caller's groups would match nothing, so it is refused, as is relabelling
+        assert not again.layout.readers and hit.chunk.readers == ()
+        for refused in (lambda: again.count({"readers": "hr"}), lambda: again.keyword_search("Rome", 3, {"readers": "*"}),
+                        lambda: again.relabel({"rome": ("hr",)})):
+            with pytest.raises(DeclragError, match="made before documents had readers"):
+                refused()
         again.close()
     finally:
         s.drop()

@@ -42,7 +42,7 @@ from declrag.errors import DeclragError
 from declrag.lm import using_lm
 from declrag.pipeline.program import Answer, RAGProgram
 from declrag.serve import ServeSettings, create_app
-from declrag.stores.base import FILTER_FIELDS, INT_MAX, INT_MIN, Filter, StoreMeta
+from declrag.stores.base import FILTER_FIELDS, INT_MAX, INT_MIN, LIST_FIELDS, Filter, StoreMeta
 from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM
 from declrag.testing.store_contract import corpus
@@ -110,7 +110,9 @@ def build(store) -> list[dict]:
 
 
 def stored_values(records: list[dict], field: str) -> list:
-    return sorted({r[field] for r in records if r[field] is not None})
+    """The values ``field`` holds among ``records``, a list field's (readers) each name of them."""
+    held = [v for r in records if r[field] is not None for v in (r[field] if field in LIST_FIELDS else [r[field]])]
+    return sorted(set(held)) or ["*unlabelled"]
 
 
 # a query naming a word of every chunk: keyword search then returns every chunk the filter passes
@@ -154,9 +156,9 @@ def condition(field: str, records: list[dict], wrong: bool) -> st.SearchStrategy
     def ops(names: list[str]) -> st.SearchStrategy:
         return st.fixed_dictionaries({op: listed if op in ("$in", "$nin") else v for op in names})
 
-    one = st.sampled_from(OPS + ["$in", "$nin"]).map(lambda op: [op])
-    some = st.one_of(one, one, st.lists(st.sampled_from(OPS + ["$in", "$nin"]), min_size=1, max_size=3,
-                                        unique=True)).flatmap(ops)
+    names = (["$eq", "$ne"] if field in LIST_FIELDS and not wrong else OPS) + ["$in", "$nin"]  # no order on a list
+    one = st.sampled_from(names).map(lambda op: [op])
+    some = st.one_of(one, one, st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True)).flatmap(ops)
     if not wrong:
         return st.one_of(v, some, some, some)
     odd = st.one_of(st.fixed_dictionaries({"$in": v}), st.fixed_dictionaries({"$regex": v}), st.just({}),

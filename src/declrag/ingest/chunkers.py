@@ -182,7 +182,7 @@ class Chunker:
                 id=chunk_id(doc.id, i), doc_id=doc.id, text=text[s:e], start=s, end=e, position=i,
                 source=doc.source, title=doc.title, page=first + bisect.bisect_right(pages, s) if pages else doc.page,
                 parent_start=p[0] if p else None, parent_end=p[1] if p else None,
-                section=path, running=within(running, s, e), language=language,
+                section=path, running=within(running, s, e), language=language, readers=doc.readers,
                 header="\n".join(h for h in (header(doc.title, path, self.context), units.table_head(text, blocks, s))
                                   if h),
             )

@@ -21,10 +21,14 @@ from pydantic import field_validator, model_validator
 from ..config import AnnConfig, Fusion, IngestConfig, Metric, Strict, written_before_context
 from ..errors import DeclragError
 from ..inputs import lone_surrogate
-from ..types import Chunk, Document, Hit
+from ..types import Chunk, Document, Hit, stored_readers
 
 # fields a filter may name; all of them are stored on every chunk (page may be null)
-FILTER_FIELDS = {"id": str, "doc_id": str, "source": str, "title": str, "page": int, "position": int, "language": str}
+FILTER_FIELDS = {"id": str, "doc_id": str, "source": str, "title": str, "page": int, "position": int, "language": str,
+                 "readers": str}
+#: fields that hold a list of strings (`Chunk.readers`, as `stored_readers` stores it): ``$eq``/``$ne`` ask whether
+#: the list holds a value, ``$in``/``$nin`` whether it holds any of the values; they take no order comparison
+LIST_FIELDS = {"readers"}
 # integers are stored as 32-bit on every backend; a filter value outside that range is refused
 INT_MIN, INT_MAX = -(2 ** 31), 2 ** 31 - 1
 MAX_DEPTH = 32  # how deep $and / $or may nest
@@ -52,8 +56,10 @@ class StoreMeta(Strict):
     # form, and its keyword index is built in the new form when the store next changes (an embedded store's);
     # 5: keyword search has declrag's tokens in every script (`declrag.text.keywords`): an embedded store of any format
     # builds its keyword index with them (`bm25.TOKENIZATION`); a Weaviate store of format 5 is sent them, whitespace-
-    # tokenized (`weaviate.layout.Layout`), one of format 4 or earlier keeps Weaviate's word tokenization
-    format: int = 5
+    # tokenized (`weaviate.layout.Layout`), one of format 4 or earlier keeps Weaviate's word tokenization;
+    # 6: chunks and document records hold their readers (`Chunk.readers`); an embedded store of any format gains the
+    # column (its chunks unlabelled) when next written, a Weaviate store of format 5 or earlier cannot hold them
+    format: int = 6
     backend: str = "lancedb"  # one of the names in BACKENDS
     metric: Metric = "cosine"
     ingest: IngestConfig = IngestConfig()
@@ -83,6 +89,7 @@ class DocRecord:
     chunks: int
     mtime_ns: int = 0
     size: int = -1
+    readers: tuple[str, ...] = ()  # the groups that may read it (`Chunk.readers`); () not labelled
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +115,9 @@ Node = Cond | Junction
 class Filter:
     """A metadata filter: ``{"source": "a.pdf", "page": {"$gte": 2}, "doc_id": {"$in": [...]}}``.
 
-    Keys are chunk fields (id, doc_id, source, title, page, position) or ``$and``/``$or`` with a list of
-    filters; a bare value means ``$eq``; conditions on several keys all apply.
+    Keys are chunk fields (id, doc_id, source, title, page, position, language, readers) or ``$and``/``$or`` with a
+    list of filters; a bare value means ``$eq``; conditions on several keys all apply. ``readers`` is a list
+    (`LIST_FIELDS`): ``{"readers": {"$in": ["hr", "*"]}}`` passes chunks that any of these groups may read.
 
     Meaning, the same on every backend (`matches` is the reference each backend's translation is tested
     against): ``$in: []`` matches nothing and ``$nin: []`` everything; a chunk without a page matches
@@ -152,6 +160,9 @@ class Filter:
                                        hint=f"operators: {', '.join(sorted(_OPS))}")
                 if op in ("$in", "$nin") and not isinstance(val, list):
                     raise DeclragError(f"invalid filter: {op} on {key!r} takes a list")
+                if key in LIST_FIELDS and op not in ("$eq", "$ne", "$in", "$nin"):
+                    raise DeclragError(f"invalid filter: {key!r} is a list of names; {op} does not compare with it",
+                                       hint="ask with $eq / $ne (holds a name) or $in / $nin (holds any of them)")
                 vals = val if op in ("$in", "$nin") else [val]
                 want = FILTER_FIELDS[key]
                 if any(not isinstance(v, want) or isinstance(v, bool) for v in vals):
@@ -183,6 +194,10 @@ class Filter:
             if isinstance(node, Junction):
                 return (all if node.op == "and" else any)(ok(p) for p in node.parts)
             v = record.get(node.field)
+            if node.field in LIST_FIELDS:
+                held = set(stored_readers(v or ()))
+                asked = node.value if node.op in ("$in", "$nin") else [node.value]
+                return bool(held.intersection(asked)) == (node.op in ("$eq", "$in"))
             if node.op == "$nin":
                 return v is None or v not in node.value
             if node.op == "$ne":
@@ -336,6 +351,13 @@ class Store(Protocol):
         a document half-replaced, and a document's record is written last, so after a crash the indexer
         sees that document as changed and writes it again. Visible to every search on return, except where
         `settle` says otherwise."""
+
+    def relabel(self, readers: Mapping[str, Sequence[str]]) -> int:
+        """Set the readers of these documents (document id -> groups, as `declrag.types.check_readers` gives them;
+        () unlabelled) on their records and every chunk, embedding nothing again; unknown ids are ignored. Returns
+        the number of chunks relabelled. Chunks first, records last (as `delete`): searches obey the new readers
+        first, and after a crash the indexer, which compares records, relabels again. Idempotent. Raises
+        `DeclragError` where the store cannot hold readers (a Weaviate store made before them)."""
 
     def delete(self, doc_ids: Sequence[str]) -> int:
         """Remove these documents: their chunks, then their records (a crash in between leaves records

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from ..config import AnnConfig, Fusion, Metric
 from ..errors import DeclragError
 from ..runtime import tracing
-from ..types import Chunk, Document, Hit
+from ..types import UNLABELLED, Chunk, Document, Hit, read_readers, stored_readers
 from .base import DocRecord, Filter, Store, StoreMeta, Where, check_upsert
 from .fusion import fuse, leg_size
 from .snapshot import ADDED_FIELDS, CHUNK_FIELDS, Snapshot
@@ -37,8 +37,9 @@ META_FILE = "store.json"
 DOC_SCHEMA = pa.schema([
     ("id", pa.string()), ("source", pa.string()), ("title", pa.string()), ("page", pa.int32()),
     ("hash", pa.string()), ("text", pa.string()), ("chunks", pa.int32()), ("mtime_ns", pa.int64()),
-    ("size", pa.int64()),
+    ("size", pa.int64()), ("readers", pa.list_(pa.string())),
 ])
+READERS_SQL = f"make_array('{UNLABELLED}')"  # the readers column a table made before them gains: every row unlabelled
 
 
 def chunk_schema(dim: int) -> pa.Schema:
@@ -47,7 +48,8 @@ def chunk_schema(dim: int) -> pa.Schema:
         ("id", pa.string()), ("doc_id", pa.string()), ("text", pa.string()), ("start", i32), ("end", i32),
         ("position", i32), ("source", pa.string()), ("title", pa.string()), ("page", i32),
         ("parent_start", i32), ("parent_end", i32), ("section", pa.string()), ("header", pa.string()),
-        ("running", pa.string()), ("language", pa.string()), ("vector", pa.list_(pa.float32(), dim)),
+        ("running", pa.string()), ("language", pa.string()), ("readers", pa.list_(pa.string())),
+        ("vector", pa.list_(pa.float32(), dim)),
     ])
 
 
@@ -179,6 +181,7 @@ class LanceStore(Store):
                                f"{held}-dimensional vectors",
                                hint="index with the store's embedding model, or use a new --store folder")
         rows = {f: [getattr(c, f) for c in chunks] for f in CHUNK_FIELDS}
+        rows["readers"] = [stored_readers(c.readers) for c in chunks]
         schema = chunk_schema(dim)
         flat = pa.array(vectors.reshape(-1), type=pa.float32())
         data = pa.Table.from_arrays(
@@ -188,6 +191,7 @@ class LanceStore(Store):
         with self._lock:
             if chunks_table is not None and (gone := [f for f in ADDED_FIELDS if f not in chunks_table.schema.names]):
                 chunks_table.add_columns({f: "CAST('' AS STRING)" for f in gone})  # a store made before them
+            self._add_readers(chunks_table)
             if chunks_table is None:
                 if dim == 0:
                     raise ValueError("the first upsert into a store must carry at least one chunk")
@@ -202,13 +206,40 @@ class LanceStore(Store):
             docs = pa.Table.from_pylist([
                 {"id": d.id, "source": d.source, "title": d.title, "page": d.page, "hash": d.hash,
                  "text": d.text, "chunks": counts.get(d.id, 0),
-                 "mtime_ns": stats.get(d.source, (0, -1))[0], "size": stats.get(d.source, (0, -1))[1]}
+                 "mtime_ns": stats.get(d.source, (0, -1))[0], "size": stats.get(d.source, (0, -1))[1],
+                 "readers": stored_readers(d.readers)}
                 for d in documents], schema=DOC_SCHEMA)
             docs_table = self._table("documents")
+            self._add_readers(docs_table)
             if docs_table is None:
                 self._db.create_table("documents", docs)
             else:
                 docs_table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(docs)
+
+    @staticmethod
+    def _add_readers(table) -> None:
+        """A table made before readers gains their column, every row unlabelled (one commit, no data rewritten)."""
+        if table is not None and "readers" not in table.schema.names:
+            table.add_columns({"readers": READERS_SQL})
+
+    def relabel(self, readers: Mapping[str, Sequence[str]]) -> int:
+        by: dict[tuple[str, ...], list[str]] = {}
+        for doc, groups in readers.items():
+            by.setdefault(tuple(groups), []).append(doc)
+        n = 0
+        with self._lock:
+            chunks_table, docs_table = self._table("chunks"), self._table("documents")
+            if chunks_table is None or docs_table is None:
+                return 0
+            self._add_readers(chunks_table)
+            self._add_readers(docs_table)
+            for groups, docs in by.items():  # one commit per table and set of readers
+                mine, value = in_sql("doc_id", docs), {"readers": stored_readers(groups)}
+                if (k := chunks_table.count_rows(mine)):
+                    chunks_table.update(where=mine, values=value)
+                    n += k
+                docs_table.update(where=in_sql("id", docs), values=value)  # records last, as in delete
+        return n
 
     def delete(self, doc_ids: Sequence[str]) -> int:
         if not doc_ids:
@@ -251,8 +282,9 @@ class LanceStore(Store):
         if table is None:
             return {}
         cols = ["id", "source", "title", "page", "hash", "chunks", "mtime_ns", "size"]
+        cols += ["readers"] if "readers" in table.schema.names else []
         recs = table.search().select(cols).limit(None).to_arrow().to_pylist()
-        return {r["id"]: DocRecord(**r) for r in recs}
+        return {r["id"]: DocRecord(**{**r, "readers": read_readers(r.get("readers"))}) for r in recs}
 
     def document_texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
         """Texts of documents, from an in-memory copy of the documents table (loaded on first use and

@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import AnnConfig
-from ..types import Chunk, Hit, searched_text
+from ..types import UNLABELLED, Chunk, Hit, read_readers, searched_text
 from .ann import ANN_ROWS, IvfIndex, nlist_for
-from .base import Cond, Filter, Node
+from .base import LIST_FIELDS, Cond, Filter, Node
 from .bm25 import TOKENIZATION, KeywordIndex, top_k
 from .fusion import object_uuid
 
@@ -29,12 +29,13 @@ log = logging.getLogger(__name__)
 EXACT_ROWS = 20_000  # above this many rows, vector search pre-selects in float16 (see _Snapshot.nearest)
 RESCORE_MARGIN = 128
 CHUNK_FIELDS = ["id", "doc_id", "text", "start", "end", "position", "source", "title", "page",
-                "parent_start", "parent_end", "section", "header", "running", "language"]
+                "parent_start", "parent_end", "section", "header", "running", "language", "readers"]
 ADDED_FIELDS = ("section", "header", "running", "language")  # text columns a store made before them lacks (read as '')
 
 
-def filter_arrow(where: Filter):
-    """``where`` as a pyarrow compute expression over chunk columns, with `Filter.matches`'s meaning."""
+def filter_arrow(where: Filter | Node):
+    """``where`` (a filter, or a node of one without list fields) as a pyarrow compute expression over chunk columns,
+    with `Filter.matches`'s meaning."""
     import pyarrow.compute as pc
 
     def one(node: Node):
@@ -55,7 +56,12 @@ def filter_arrow(where: Filter):
         # null compared is null, which a filter drops: a chunk without a page matches no other condition
         return {"$eq": f == v, "$gt": f > v, "$gte": f >= v, "$lt": f < v, "$lte": f <= v}[op]
 
-    return one(where.tree)
+    return one(where.tree if isinstance(where, Filter) else where)
+
+
+def _lists(node: Node) -> bool:
+    """Whether a filter node asks about a list field (`LIST_FIELDS`), which an Arrow expression cannot."""
+    return node.field in LIST_FIELDS if isinstance(node, Cond) else any(map(_lists, node.parts))
 
 
 def top_k_with_ties(scores: np.ndarray, k: int, positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -88,6 +94,8 @@ class Snapshot:
         for name in ADDED_FIELDS:
             if name not in meta.column_names:
                 meta = meta.append_column(name, pa.array([""] * self.n, type=pa.string()))
+        if "readers" not in meta.column_names:  # a store made before readers: every chunk unlabelled
+            meta = meta.append_column("readers", pa.array([[UNLABELLED]] * self.n, type=pa.list_(pa.string())))
         self.table = meta.append_column("_row", pa.array(np.arange(self.n, dtype=np.int64)))
         self.ids: list[str] = meta.column("id").to_pylist()
         self.row = {cid: i for i, cid in enumerate(self.ids)}
@@ -188,12 +196,40 @@ class Snapshot:
         return self.ranked(*top_k_with_ties(s, k, positive=True))[:k]
 
     def mask(self, where: Filter | None) -> np.ndarray | None:
-        if where is None:
-            return None
-        rows = self.table.filter(filter_arrow(where)).column("_row").to_numpy()
+        """The rows ``where`` passes (None: no filter), with `Filter.matches`'s meaning: one Arrow filter, or, where it
+        asks about a list field, its conditions' masks combined."""
+        return None if where is None else self._mask(where.tree)
+
+    def _mask(self, node: Node) -> np.ndarray:
+        if isinstance(node, Cond) and node.field in LIST_FIELDS:
+            return self._list_mask(node)
+        if not isinstance(node, Cond) and _lists(node):
+            parts = [self._mask(p) for p in node.parts]
+            return (np.logical_and if node.op == "and" else np.logical_or).reduce(parts)
+        rows = self.table.filter(filter_arrow(node)).column("_row").to_numpy()
         mask = np.zeros(self.n, dtype=bool)
         mask[rows] = True
         return mask
+
+    @cached_property
+    def _readers(self) -> tuple[pa.Array, np.ndarray]:
+        """Every row's readers flattened, and the row each came from (for `_list_mask`)."""
+        import pyarrow.compute as pc
+
+        col = self.table.column("readers").combine_chunks()
+        return pc.list_flatten(col), pc.list_parent_indices(col).to_numpy(zero_copy_only=False)
+
+    def _list_mask(self, cond: Cond) -> np.ndarray:
+        """The rows whose list holds ``cond``'s value (``$eq``) or any of its values (``$in``), or not (``$ne``,
+        ``$nin``)."""
+        import pyarrow.compute as pc
+
+        flat, parents = self._readers
+        asked = cond.value if cond.op in ("$in", "$nin") else [cond.value]
+        found = pc.is_in(flat, value_set=pa.array(asked, type=pa.string())).to_numpy(zero_copy_only=False)
+        mask = np.zeros(self.n, dtype=bool)
+        mask[parents[found]] = True
+        return mask if cond.op in ("$eq", "$in") else ~mask
 
     def ranked(self, rows: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
         """(row, score) best first, equal scores in object-UUID order (as on every backend, see fusion)."""
@@ -204,5 +240,6 @@ class Snapshot:
 
     def chunks(self, rows: Sequence[int]) -> list[Chunk]:
         recs = self.table.take(pa.array(rows, type=pa.int64())).select(CHUNK_FIELDS).to_pylist()
-        return [Chunk(**{**r, **{f: r[f] or "" for f in ADDED_FIELDS}}) for r in recs]
+        return [Chunk(**{**r, **{f: r[f] or "" for f in ADDED_FIELDS}, "readers": read_readers(r["readers"])})
+                for r in recs]
 

@@ -41,18 +41,22 @@ SCRIPT_QUERIES = [("游泳馆要戴什么？", "zh-pool"), ("图书馆几点开�
                   ("เมืองหลวงของไทย", "th-capital")]
 
 
+# each document's readers: two groups, one shared, everyone, and one unlabelled
+READERS = {"paris": ("hr",), "berlin": ("eng", "hr"), "rome": ("*",), "tokyo": ()}
+
+
 def corpus(emb: HashEmbedder, pages: bool = True) -> tuple[list[Document], list[Chunk], np.ndarray]:
     docs, chunks = [], []
     for i, (name, sents) in enumerate(TEXTS.items()):
         text = " ".join(sents)
         doc = Document(id=name, text=text, source=f"/data/{name}.txt", title=name.title(),
-                       page=i + 1 if pages else None)
+                       page=i + 1 if pages else None, readers=READERS[name])
         docs.append(doc)
         pos = 0
         for j, s in enumerate(sents):
             start = text.index(s, pos)
             chunks.append(Chunk(id=f"{name}#{j}", doc_id=name, text=s, start=start, end=start + len(s), position=j,
-                                source=doc.source, title=doc.title, page=doc.page))
+                                source=doc.source, title=doc.title, page=doc.page, readers=doc.readers))
             pos = start + len(s)
     return docs, chunks, emb.embed_documents([c.text for c in chunks])
 
@@ -212,6 +216,9 @@ class StoreContract:
         {"$or": [{"doc_id": {"$in": []}}, {"page": 1}]}, {"$and": [{"page": {"$nin": []}}, {"position": {"$gte": 1}}]},
         {"title": {"$ne": "Rome"}, "position": {"$lte": 0}}, {"id": {"$in": ["rome#1", "nopage#0", "x"]}},
         {"source": "/data/nopage.txt"}, {"page": {"$gte": -2147483648}},
+        {"readers": "hr"}, {"readers": {"$in": ["eng", "*unlabelled"]}}, {"readers": {"$nin": ["hr", "*"]}},
+        {"readers": {"$ne": "hr"}, "position": 0}, {"$or": [{"readers": "eng"}, {"page": 3}]}, {"readers": {"$in": []}},
+        {"$and": [{"readers": {"$in": ["hr", "*"]}}, {"$or": [{"doc_id": "tokyo"}, {"position": 1}]}]},
     ]
 
     @pytest.mark.parametrize("where", FILTERS, ids=lambda w: __import__("json").dumps(w))
@@ -223,7 +230,7 @@ class StoreContract:
         store.upsert([doc], [c], emb.embed_documents([c.text]))
         docs, chunks, _ = corpus(emb)
         records = [{"id": x.id, "doc_id": x.doc_id, "source": x.source, "title": x.title, "page": x.page,
-                    "position": x.position} for x in chunks + [c]]
+                    "position": x.position, "readers": x.readers} for x in chunks + [c]]
         f = Filter(where)
         expected = {r["id"] for r in records if f.matches(r)}
         assert store.count(where) == len(expected)
@@ -231,6 +238,29 @@ class StoreContract:
         assert {h.chunk.id for h in store.vector_search(emb.embed_query(q), 20, where)} == expected
         assert {h.chunk.id for h in store.keyword_search(q, 20, where)} <= expected
         assert {h.chunk.id for h in store.hybrid_search(q, emb.embed_query(q), 20, 0.5, where=where)} == expected
+
+    # -- readers ---------------------------------------------------------------------------------------
+    def test_readers_are_kept_on_chunks_and_records(self, store):
+        assert [c.readers for c in store.get(["berlin#1", "rome#0", "tokyo#0"])] == [("eng", "hr"), ("*",), ()]
+        assert {d: r.readers for d, r in store.documents().items()} == READERS
+
+    def test_a_readers_filter_still_gives_k_passages(self, store, emb):
+        """The filter is part of the search: a caller who may read 5 chunks asks for 4 and gets 4, theirs."""
+        where, q = {"readers": {"$in": ["hr"]}}, "Tokyo Rome Paris Berlin France capital"
+        for hits in (store.vector_search(emb.embed_query(q), 4, where), store.keyword_search(q, 4, where),
+                     store.hybrid_search(q, emb.embed_query(q), 4, 0.5, where=where)):
+            assert len(hits) == 4 and {h.doc_id for h in hits} <= {"paris", "berlin"}
+
+    def test_relabel_moves_readers_and_embeds_nothing(self, store, emb):
+        q = emb.embed_query("capital of France")
+        before = {h.chunk.id: h.score for h in store.vector_search(q, 10)}
+        assert store.relabel({"paris": ("fin",), "berlin": (), "nowhere": ("x",)}) == 5
+        assert store.count({"readers": "fin"}) == 3 and store.count({"readers": "hr"}) == 0
+        assert store.count({"readers": "*unlabelled"}) == 4  # berlin's two, tokyo's two
+        assert store.get(["paris#2"])[0].readers == ("fin",) and store.documents()["berlin"].readers == ()
+        assert {h.chunk.id: h.score for h in store.vector_search(q, 10)} == pytest.approx(before)
+        assert store.get(["paris#0"])[0].text == "Paris is the capital of France."
+        assert store.relabel({"paris": ("fin",)}) == 3 and store.count({"readers": "fin"}) == 3  # idempotent
 
     def test_filter_values_out_of_range_are_refused(self):
         for bad in ({"page": {"$gt": 2 ** 63}}, {"page": {"$in": [2 ** 64]}}, {"position": -(2 ** 40)}):

@@ -44,18 +44,22 @@ def test_a_store_made_before_sections_and_headers_reads_and_takes_new_chunks(tmp
     docs, chunks, vecs = corpus(emb)
     s, _ = open_store(tmp_path / "s", IngestConfig(context="none"))
     s.upsert(docs[:1], chunks[:3], vecs[:3])
-    table = s._table("chunks")  # as a store of format 1 wrote it: no section or header column
-    table.drop_columns(["section", "header"])
+    table = s._table("chunks")  # as a store of format 1 wrote it: no section, header or readers column
+    table.drop_columns(["section", "header", "readers"])
+    s._table("documents").drop_columns(["readers"])
     meta = json.loads((tmp_path / "s" / "store.json").read_text())
     meta["format"] = 1
     del meta["ingest"]["context"]
     (tmp_path / "s" / "store.json").write_text(json.dumps(meta))
     old, read = open_store(tmp_path / "s")
     assert read.ingest.context == "none" and old.count() == 3
-    assert old.get([chunks[0].id])[0] == chunks[0]  # the missing columns read as ''
+    assert old.get([chunks[0].id])[0] == dataclasses.replace(chunks[0], readers=())  # missing columns: '' and ()
+    assert old.count({"readers": "*unlabelled"}) == 3 and old.documents()["paris"].readers == ()
     old.upsert(docs[1:], [dataclasses.replace(c, section="Intro") for c in chunks[3:]], vecs[3:])
     assert old.count() == 10 and old.get([chunks[3].id])[0].section == "Intro"
     assert old.keyword_search("Colosseum")[0].chunk.id == "rome#1"
+    assert old.get([chunks[0].id, chunks[3].id])[1].readers == chunks[3].readers == ("eng", "hr")
+    assert old.relabel({"paris": ("hr",)}) == 3 and old.count({"readers": "hr"}) == 5  # paris's 3, berlin's 2
 
 
 def test_a_second_handle_sees_new_commits(tmp_path):

@@ -23,18 +23,21 @@ class Layout:
       taken out (`declrag.stores.bm25.query_terms`), so Weaviate indexes and looks up exactly the tokens the embedded
       store does, in every script. Before, Weaviate word-tokenized the text itself (no word in a script without
       spaces; Devanagari cut at its vowel signs);
-    - ``language`` (format 5 and later): each chunk's language, filterable (`Chunk.language`)."""
+    - ``language`` (format 5 and later): each chunk's language, filterable (`Chunk.language`);
+    - ``readers`` (format 6 and later): each chunk's and document record's readers, a text array compared whole
+      (`Chunk.readers`, as `declrag.types.stored_readers` stores them)."""
 
     keyword: str = "text"
     tokens: bool = False
     language: bool = False
+    readers: bool = False
 
     @classmethod
     def of(cls, meta: StoreMeta | None) -> Layout:
         if meta is None:
             return cls()
         return cls("text" if meta.ingest.context == "none" and meta.format < 3 else "searched", meta.format >= 5,
-                   meta.format >= 5)
+                   meta.format >= 5, meta.format >= 6)
 
     def value(self, searched: str) -> str:
         """What the property holds for a chunk whose searched text is ``searched``."""

@@ -19,7 +19,7 @@ DISTANCES = {"cosine": VectorDistances.COSINE, "dot": VectorDistances.DOT, "l2":
 
 def _field(name: str, dtype=DataType.TEXT, searchable: bool = False, filterable: bool = True,
            tokens: bool = False) -> Property:
-    text = dtype == DataType.TEXT
+    text = dtype in (DataType.TEXT, DataType.TEXT_ARRAY)  # an array of names (readers) is compared whole: FIELD
     searched_as = Tokenization.WHITESPACE if tokens else Tokenization.WORD
     return Property(name=name, data_type=dtype, index_searchable=searchable if text else None,
                     index_filterable=filterable, tokenization=(searched_as if searchable else
@@ -43,7 +43,7 @@ def documents_collection(t: Target, name: str, chunks_name: str) -> dict[str, An
                     _field("page", DataType.INT, filterable=False), _field("hash", filterable=False),
                     _field("text", filterable=False), _field("chunks", DataType.INT, filterable=False),
                     _field("mtime_ns", DataType.INT, filterable=False),
-                    _field("size", DataType.INT, filterable=False)],
+                    _field("size", DataType.INT, filterable=False), _field("readers", DataType.TEXT_ARRAY)],
         vector_config=Configure.Vectors.self_provided(vector_index_config=Configure.VectorIndex.flat()),
         **_common(t))
 
@@ -60,6 +60,7 @@ def chunks_collection(t: Target, name: str, meta: StoreMeta) -> dict[str, Any]:
                     *([_field("searched", searchable=True, filterable=False, tokens=kw.tokens)] if searched else []),
                     _field("source"), _field("title"), _field("section"), _field("header", filterable=False),
                     *([_field("language")] if kw.language else []),
+                    *([_field("readers", DataType.TEXT_ARRAY)] if kw.readers else []),
                     _field("page", DataType.INT),
                     _field("position", DataType.INT), _field("start", DataType.INT, filterable=False),
                     _field("end", DataType.INT, filterable=False),

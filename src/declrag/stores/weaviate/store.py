@@ -20,7 +20,7 @@ from ...types import Chunk, Document, Hit
 from ..base import DocRecord, Filter, Store, StoreCheck, StoreMeta, Where, check_upsert
 from ..bm25 import query_terms
 from ..fusion import object_uuid
-from . import replicas, schema, wire
+from . import labels, replicas, schema, wire
 from .layout import Layout
 from .target import DEFAULT_COLLECTION, DOCS_SUFFIX, Target, auth_error, connect, connect_any, http_status
 
@@ -261,7 +261,7 @@ class WeaviateStore(Store):
             if chunks:
                 stale = stale & W.by_id().contains_none([object_uuid(c.id) for c in chunks])
             self._delete_all(self.name, stale)
-        recs = wire.document_objects(documents, chunks, file_stats or {})
+        recs = wire.document_objects(documents, chunks, file_stats or {}, self.layout)
         for i in range(0, len(recs), BATCH):
             self.insert(self.docs_name, recs[i:i + BATCH])
 
@@ -269,7 +269,7 @@ class WeaviateStore(Store):
         """Which of these documents have a record (were indexed before)."""
         return {o.properties["doc_id"] for o in self._by_keys(self.docs_name, doc_ids, ["doc_id"])}
 
-    def _by_keys(self, name: str, keys: Sequence[str], props: list[str]) -> list:
+    def _by_keys(self, name: str, keys: Sequence[str], props: list[str] | None) -> list:
         """The objects of collection ``name`` whose UUIDs are those of ``keys`` (chunk or document ids), read
         a page at a time."""
         from weaviate.classes.query import Filter as W
@@ -306,6 +306,9 @@ class WeaviateStore(Store):
             if res.matches == 0 or res.successful == 0:
                 return n
 
+    def relabel(self, readers: Mapping[str, Sequence[str]]) -> int:
+        return labels.relabel(self, readers, PAGE)
+
     def delete(self, doc_ids: Sequence[str]) -> int:
         from weaviate.classes.query import Filter as W
 
@@ -335,7 +338,8 @@ class WeaviateStore(Store):
 
     # -- reads ----------------------------------------------------------------------------------------
     def count(self, where: Where = None) -> int:
-        filt = wire.translate(Filter.of(where))
+        labels.check_filter(self, where := Filter.of(where))
+        filt = wire.translate(where)
         if filt is False:
             return 0
         res = self.call("count", lambda: self.collection(self.name).aggregate.over_all(
@@ -349,7 +353,8 @@ class WeaviateStore(Store):
     def documents(self) -> dict[str, DocRecord]:
         if not self.call("schema read", lambda: self._client.collections.exists(self.docs_name)):
             return {}
-        props = ["doc_id", "source", "title", "page", "hash", "chunks", "mtime_ns", "size"]
+        props = ["doc_id", "source", "title", "page", "hash", "chunks", "mtime_ns", "size",
+                 *(["readers"] if self.layout.readers else [])]
 
         def read_all():
             docs = self.collection(self.docs_name)
@@ -393,7 +398,8 @@ class WeaviateStore(Store):
     # the server's own query time on a small collection; see `declrag bench retrieval --store weaviate://`).
     def _request(self, where: Where, limit: int, score: bool = False, distance: bool = False):
         """A Search request for the chunks that pass ``where``; None when the filter matches nothing."""
-        filt = wire.filter_pb(Filter.of(where))
+        labels.check_filter(self, where := Filter.of(where))
+        filt = wire.filter_pb(where)
         return None if filt is False else wire.search_request(
             self.name, self.target.consistency, limit, filt, wire.chunk_properties(self.layout), score, distance)
 

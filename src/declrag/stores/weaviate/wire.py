@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ...types import Chunk
-from ..base import Cond, DocRecord, Filter, Node
+from ...types import Chunk, read_readers, stored_readers
+from ..base import LIST_FIELDS, Cond, DocRecord, Filter, Node
 from ..fusion import object_uuid
 from .layout import Layout
 from .target import Target, Unreachable, causes, grpc_status
@@ -40,16 +40,18 @@ def index_config(t: Target, distance):
 def chunk_properties(layout: Layout) -> list[str]:
     """The properties a search or a read asks a chunks collection of this `Layout` for (a collection made before a
     property cannot be asked for it)."""
-    return [*CHUNK_TEXTS, *(("language",) if layout.language else ()), *CHUNK_INTS]
+    return [*CHUNK_TEXTS, *(("language",) if layout.language else ()), *(("readers",) if layout.readers else ()),
+            *CHUNK_INTS]
 
 
 def chunk_props(c: Chunk, layout: Layout) -> dict[str, Any]:
     """A chunk's properties in the collection's `Layout`: where BM25 reads ``searched``, also that (from
-    `Chunk.searched`), and its language where the collection keeps it."""
+    `Chunk.searched`), and its language and readers where the collection keeps them."""
     return {"chunk_id": c.id, "doc_id": c.doc_id, "text": c.text, "start": c.start, "end": c.end,
             "position": c.position, "source": c.source, "title": c.title, "page": c.page,
             "parent_start": c.parent_start, "parent_end": c.parent_end, "section": c.section, "header": c.header,
             **({"language": c.language} if layout.language else {}),
+            **({"readers": stored_readers(c.readers)} if layout.readers else {}),
             **({"searched": layout.value(c.searched)} if layout.keyword == "searched" else {})}
 
 
@@ -59,7 +61,7 @@ def chunk_of(o) -> Chunk:
                  end=int(p["end"]), position=int(p["position"]), source=p.get("source") or "",
                  title=p.get("title") or "", page=_int(p.get("page")), parent_start=_int(p.get("parent_start")),
                  parent_end=_int(p.get("parent_end")), section=p.get("section") or "", header=p.get("header") or "",
-                 language=p.get("language") or "")
+                 language=p.get("language") or "", readers=read_readers(p.get("readers")))
 
 
 def _text(fields, name: str) -> str:
@@ -189,6 +191,14 @@ def _junction(op: str, parts: list, join: Callable[[str, list], Any]):
     return False if not parts else (parts[0] if len(parts) == 1 else join("or", parts))
 
 
+def listed(node: Cond) -> tuple[str, Any]:
+    """A condition's operator and value as sent: on a list field (`LIST_FIELDS`), ``$eq``/``$ne`` of one value is
+    ``$in``/``$nin`` of it (Weaviate's CONTAINS_ANY / CONTAINS_NONE on an array)."""
+    if node.field in LIST_FIELDS and node.op in ("$eq", "$ne"):
+        return ("$in" if node.op == "$eq" else "$nin"), [node.value]
+    return node.op, node.value
+
+
 def filter_pb(where: Filter | None):
     """``where`` as the gRPC protocol's filter message, with `Filter.matches`'s meaning (the same tree as
     `translate`, which the client library turns into the same message; tested equal); True (no filter) or
@@ -204,18 +214,18 @@ def filter_pb(where: Filter | None):
         if not isinstance(node, Cond):
             return _junction(node.op, [one(p) for p in node.parts],
                              lambda j, parts: F(operator=op(j.upper()), filters=parts))
-        prop, v = PROP.get(node.field, node.field), node.value
-        if node.op in ("$in", "$nin") and not v:
-            return node.op == "$nin"
+        prop, (o, v) = PROP.get(node.field, node.field), listed(node)
+        if o in ("$in", "$nin") and not v:
+            return o == "$nin"
         target = protos().base_pb2.FilterTarget(property=prop)
         if isinstance(v, list):
             arr = ({"value_int_array": protos().base_pb2.IntArray(values=v)} if isinstance(v[0], int)
                    else {"value_text_array": protos().base_pb2.TextArray(values=v)})
-            cond = F(operator=op(_OPS[node.op]), target=target, **arr)
+            cond = F(operator=op(_OPS[o]), target=target, **arr)
         elif isinstance(v, int):
-            cond = F(operator=op(_OPS[node.op]), target=target, value_int=v)
+            cond = F(operator=op(_OPS[o]), target=target, value_int=v)
         else:
-            cond = F(operator=op(_OPS[node.op]), target=target, value_text=v)
+            cond = F(operator=op(_OPS[o]), target=target, value_text=v)
         if node.field == "page" and node.op in ("$ne", "$nin"):  # a chunk without a page matches these
             null = F(operator=op("IS_NULL"), target=protos().base_pb2.FilterTarget(property=prop), value_boolean=True)
             return F(operator=op("OR"), filters=[null, cond])
@@ -233,7 +243,7 @@ def translate(where: Filter | None):
         if not isinstance(node, Cond):
             return _junction(node.op, [one(p) for p in node.parts],
                              lambda j, parts: W.all_of(parts) if j == "and" else W.any_of(parts))
-        prop, op, v = PROP.get(node.field, node.field), node.op, node.value
+        prop, (op, v) = PROP.get(node.field, node.field), listed(node)
         f = W.by_property(prop)
         nullable = node.field == "page"
         if op in ("$in", "$nin") and not v:
@@ -278,7 +288,8 @@ def reply_chunks(reply, key: str) -> list[tuple[Chunk, float]]:
             page=page.int_value if page is not None and page.HasField("int_value") else None,
             parent_start=ps.int_value if ps is not None and ps.HasField("int_value") else None,
             parent_end=pe.int_value if pe is not None and pe.HasField("int_value") else None,
-            section=_text(f, "section"), header=_text(f, "header"), language=_text(f, "language")),
+            section=_text(f, "section"), header=_text(f, "header"), language=_text(f, "language"),
+            readers=read_readers(r_.list_value.text_values.values if (r_ := f.get("readers")) is not None else None)),
             float(getattr(r.metadata, key))))
     return out
 
@@ -298,19 +309,21 @@ def search_channel(t: Target, node: int = 0):
     return channel, protos().weaviate_pb2_grpc.WeaviateStub(channel), metadata
 
 
-def document_objects(documents, chunks, stats: Mapping[str, tuple[int, int]]) -> list:
-    """The document records of an upsert (each with its text, chunk count and file stats) as objects to write."""
+def document_objects(documents, chunks, stats: Mapping[str, tuple[int, int]], layout: Layout) -> list:
+    """The document records of an upsert (each with its text, chunk count, file stats and, where the store keeps them,
+    readers) as objects to write."""
     from weaviate.classes.data import DataObject  # with the client library, loaded by the store's first write
 
     counts = Counter(c.doc_id for c in chunks)
     return [DataObject(uuid=object_uuid(d.id), properties={
         "doc_id": d.id, "source": d.source, "title": d.title, "page": d.page, "hash": d.hash, "text": d.text,
         "chunks": counts.get(d.id, 0), "mtime_ns": stats.get(d.source, (0, -1))[0],
-        "size": stats.get(d.source, (0, -1))[1]}) for d in documents]
+        "size": stats.get(d.source, (0, -1))[1], **({"readers": stored_readers(d.readers)} if layout.readers else {})})
+        for d in documents]
 
 
 def doc_record(p: Mapping[str, Any]) -> DocRecord:
     """A document record read back (its properties) as the store protocol's `DocRecord`."""
     return DocRecord(id=p["doc_id"], source=p.get("source") or "", title=p.get("title") or "", page=p.get("page"),
                      hash=p["hash"], chunks=int(p.get("chunks") or 0), mtime_ns=int(p.get("mtime_ns") or 0),
-                     size=int(p.get("size") or -1))
+                     size=int(p.get("size") or -1), readers=read_readers(p.get("readers")))
