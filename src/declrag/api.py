@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from .config import IngestConfig, Metric, SearchParams
@@ -14,6 +15,7 @@ from .errors import DeclragError
 from .golden import load_golden
 from .ingest.indexer import Indexer, IndexReport
 from .ingest.loaders import PDF_READERS, load_paths
+from .ingest.readers import Readers
 from .inputs import user_text
 from .pipeline.searching import search as _search
 from .runtime.folders import default_store
@@ -35,6 +37,7 @@ def index(
     ray_actors: int | None = None,
     ocr: bool | None = None,
     pdf_reader: str = "pdfium",
+    readers: Readers | None = None,
 ) -> IndexReport:
     """Index files/folders and golden-set corpora (by name or path) into ``store``.
 
@@ -44,7 +47,9 @@ def index(
     embed over the Ray cluster at this address (``auto``: ``$RAY_ADDRESS``, else this machine's) with
     ``ray_actors`` embedders (`declrag.ingest.distributed`); the result is the index one process builds. ``ocr``:
     read PDF pages without a text layer by OCR (None: where Tesseract is installed; `declrag.ingest.ocr`);
-    ``pdf_reader``: the library that reads PDFs' text (`declrag.ingest.loaders.PDF_READERS`).
+    ``pdf_reader``: the library that reads PDFs' text (`declrag.ingest.loaders.PDF_READERS`). ``readers``: who may
+    read the documents (`declrag.ingest.readers`; None: each keeps what the store holds, a new one is unlabelled; a
+    rebuild keeps the readers of the store it replaces).
     A rebuild that could index nothing leaves the store as it was (`IndexReport.nothing`).
     """
     if not paths and not datasets:
@@ -55,11 +60,16 @@ def index(
     target = str(store or default_store())
     cluster = _cluster(ray, ray_actors, paths, target) if ray is not None else None
     old_meta = read_meta(target) if rebuild else None
+    readers = readers or Readers()
+    if old_meta is not None:  # what a document was labelled with outlives the store rebuilt without it
+        with connect(target) as st:
+            readers = replace(readers, kept={**{d: r.readers for d, r in st.documents().items() if r.readers},
+                                             **readers.kept})
     if old_meta is not None and (folder := local_folder(target)) is not None:  # built beside it, then swapped in
         tmp = folder.with_name(folder.name + ".rebuild")
         shutil.rmtree(tmp, ignore_errors=True)
         report = index(paths, datasets, tmp, ingest or old_meta.ingest, metric, prune, False, progress, embedder,
-                       ray, ray_actors, ocr, pdf_reader)
+                       ray, ray_actors, ocr, pdf_reader, readers)
         if report.nothing:  # every source skipped: the store is kept, not replaced by an empty one
             shutil.rmtree(tmp, ignore_errors=True)
             return report
@@ -76,7 +86,7 @@ def index(
     st, meta = open_store(target, ingest, metric)  # checks ``ingest`` against the store's; None: the store's own
     with st:
         indexer = Indexer(st, meta.ingest, embedder or Embedder(meta.ingest.embedder), progress=progress,
-                          cluster=cluster, ocr=ocr, pdf_reader=pdf_reader)
+                          cluster=cluster, ocr=ocr, pdf_reader=pdf_reader, readers=readers)
         report = IndexReport(embedder=meta.ingest.embedder.model)
         if paths:
             report.add(indexer.index_paths(paths, prune=prune))

@@ -21,11 +21,13 @@ from tqdm.auto import tqdm
 
 from ..config import IngestConfig
 from ..embed.embedder import Embedder
+from ..errors import DeclragError
 from ..stores.base import DocRecord, Store, StoreCheck
 from ..text.languages import uncovered
 from ..types import Chunk, Document
 from .chunkers import Chunker
 from .loaders import LoadError, Skipped, iter_files, read_file
+from .readers import Readers
 
 if TYPE_CHECKING:
     from .distributed import Cluster, Plan
@@ -39,6 +41,7 @@ class IndexReport:
     updated: int = 0
     unchanged: int = 0
     deleted: int = 0
+    relabelled: int = 0  # documents whose readers changed, their text not (nothing embedded: `Store.relabel`)
     chunks: int = 0
     embedded: int = 0  # texts that reached the model (cache misses)
     skipped: list[Skipped] = field(default_factory=list)
@@ -55,7 +58,7 @@ class IndexReport:
 
     def add(self, other: IndexReport) -> None:
         """Count ``other`` (another run into the same store) in this report."""
-        for f in ("added", "updated", "unchanged", "deleted", "chunks", "embedded"):
+        for f in ("added", "updated", "unchanged", "deleted", "relabelled", "chunks", "embedded"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
         self.skipped += other.skipped
         self.gone += other.gone
@@ -67,7 +70,7 @@ class IndexReport:
     @property
     def nothing(self) -> bool:
         """Nothing indexed, removed or already there: every input was skipped, or there was none."""
-        return self.indexed == 0 and self.unchanged == 0 and self.deleted == 0
+        return self.indexed == 0 and self.unchanged == 0 and self.deleted == 0 and self.relabelled == 0
 
     def summary(self) -> str:
         total = sum(self.seconds.values())
@@ -77,8 +80,9 @@ class IndexReport:
         parts = ", ".join(f"{n} {what}{'s' * (n != 1)}" for n, what in ((records, "record"), (pages, "page")) if n)
         gone = (f"; {len(self.gone)} file{'s' * (len(self.gone) != 1)} in the store no longer in the folder "
                 "(--prune removes them)") if self.gone else ""
+        relabelled = f" ({self.relabelled} of them relabelled: new readers)" if self.relabelled else ""
         return (f"{self.indexed} documents indexed ({self.added} new, {self.updated} changed, {self.chunks} chunks, "
-                f"{self.embedded} texts embedded), {self.unchanged} unchanged, {self.deleted} removed, "
+                f"{self.embedded} texts embedded), {self.unchanged} unchanged{relabelled}, {self.deleted} removed, "
                 f"{files} skipped{f' (and {parts} of files read)' if parts else ''}{gone}; {total:.1f}s{embed}"
                 f"{self._languages()}")
 
@@ -100,8 +104,12 @@ class Indexer:
 
     def __init__(self, store: Store, ingest: IngestConfig, embedder: Embedder | None = None,
                  progress: bool = True, batch_chunks: int = 2048, cluster: Cluster | None = None,
-                 ocr: bool | None = None, pdf_reader: str = "pdfium"):
+                 ocr: bool | None = None, pdf_reader: str = "pdfium", readers: Readers | None = None):
+        """``readers``: how this run labels its documents (`declrag.ingest.readers`; None: it says nothing of readers,
+        and every document keeps those the store holds for it)."""
         self.store, self.ingest, self.progress, self.batch_chunks = store, ingest, progress, batch_chunks
+        self.readers = readers or Readers()
+        self._relabel: dict[str, tuple[str, ...]] = {}  # unchanged documents whose readers change
         self.ocr, self.pdf_reader = ocr, pdf_reader  # how PDFs are read: `declrag.ingest.loaders.read_file`
         self.cluster = cluster
         self.embedder = embedder or Embedder(ingest.embedder)
@@ -125,9 +133,10 @@ class Indexer:
             by_source.setdefault(rec.source, []).append(rec)
         pending: list[tuple[Document, tuple[int, int]]] = []
         stale: list[str] = []
-        plan = self._plan()
+        plan = self._plan(known)
         t0 = time.perf_counter()
         files = list(iter_files(paths))
+        self.readers.check(str(f.resolve()) for f in files if not isinstance(f, Skipped))
         for item in tqdm(files, desc="reading", unit="file", disable=not self.progress or len(files) < 50):
             if isinstance(item, Skipped):
                 report.skipped.append(item)
@@ -135,8 +144,10 @@ class Indexer:
             src, st = str(item.resolve()), item.stat()
             stamp = (st.st_mtime_ns, st.st_size)
             recs = by_source.get(src, [])
+            want = self.readers.of(src)  # a file whose readers change is read again: its documents are relabelled
             # a PDF indexed a document a page (before chunking version 4) is read again, as one document
-            if recs and all((r.mtime_ns, r.size) == stamp and "#page=" not in r.id for r in recs):
+            if recs and all((r.mtime_ns, r.size) == stamp and "#page=" not in r.id and want in (None, r.readers)
+                            for r in recs):
                 report.unchanged += len(recs)
                 continue
             if plan is not None:  # read on the cluster
@@ -166,18 +177,27 @@ class Indexer:
             self._remote(plan, by_source, report)
         else:
             self._index(pending, known, report)
+        self._relabelled(report)
         return report
 
     def index_documents(self, documents: Iterable[Document]) -> IndexReport:
         """Index documents from any source (a golden-set corpus, a Hugging Face dataset, your code)."""
         report = IndexReport(embedder=self.ingest.embedder.model)
         pending, known = [(d, (0, -1)) for d in documents], self.store.documents()
-        if (plan := self._plan()) is not None:
+        if (plan := self._plan(known)) is not None:
             plan.documents = [(doc, new) for doc, _, new in self._todo(pending, known, report)]
             self._remote(plan, {}, report)
         else:
             self._index(pending, known, report)
+        self._relabelled(report)
         return report
+
+    def _relabelled(self, report: IndexReport) -> None:
+        """Relabel the unchanged documents whose readers this run changed (their chunks are not embedded again)."""
+        if self._relabel:
+            self.store.relabel(self._relabel)
+            report.relabelled += len(self._relabel)
+            self._relabel = {}
 
     # -- the pipeline ---------------------------------------------------------------------------------------
     def _todo(self, pending: list[tuple[Document, tuple[int, int]]], known: dict[str, DocRecord],
@@ -193,8 +213,11 @@ class Indexer:
                 continue
             seen[doc.id] = doc.source or "this run"
             rec = known.get(doc.id)
+            doc = self.readers.label(doc, rec.readers if rec is not None else None)
             if rec is not None and rec.hash == doc.hash:
                 report.unchanged += 1
+                if rec.readers != doc.readers:
+                    self._relabel[doc.id] = doc.readers
             else:
                 todo.append((doc, stamp, rec is None))
         return todo
@@ -242,10 +265,17 @@ class Indexer:
                 report.updated += 1
 
     # -- over a Ray cluster (`declrag.ingest.distributed`) ---------------------------------------------------------
-    def _plan(self) -> Plan | None:
+    def _plan(self, known: dict[str, DocRecord]) -> Plan | None:
+        """The work to send to the cluster, when there is one. Raises `DeclragError` where documents have readers:
+        the cluster's workers write documents without them (a changed document would lose its readers)."""
         from .distributed import Plan  # the Ray path's module: loaded when a cluster is given only
 
-        return Plan(ocr=self.ocr, pdf_reader=self.pdf_reader) if self.cluster is not None else None
+        if self.cluster is None:
+            return None
+        if self.readers.given or self.readers.kept or any(r.readers for r in known.values()):
+            raise DeclragError("documents with readers cannot be indexed over Ray yet (its workers would write them "
+                               "without their readers)", hint="index without --ray")
+        return Plan(ocr=self.ocr, pdf_reader=self.pdf_reader)
 
     def _remote(self, plan: Plan, by_source: dict[str, list[DocRecord]], report: IndexReport) -> None:
         """Run ``plan`` on the cluster; write what comes back (an embedded store), count it, and remove the documents

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from ..text.reading import visible
-from ..types import Document
+from ..types import Document, check_readers
 from .files import LoadError, Read, Skipped, decode
 
 _TEXT_KEYS = ("text", "content", "body", "contents", "passage")
@@ -76,8 +76,22 @@ def _record(line: str, n: int, source: str, lines_of: dict[str, int]) -> Documen
     metadata = {
         k: v
         for k, v in row.items()
-        if k not in (text_key, id_key, "title")
+        if k not in (text_key, id_key, "title", "readers")
         and (_scalar(v) or isinstance(v, list) and all(_scalar(x) for x in v))
     }
     body = f"{title}\n\n{text}" if title else text
-    return Document(doc_id, body, source, title, metadata=metadata)
+    return Document(doc_id, body, source, title, metadata=metadata, readers=_readers(row.get("readers")))
+
+
+def _readers(value: Any) -> tuple[str, ...]:
+    """A record's ``readers`` field (a list of group names, or one comma-separated string) as its document's readers;
+    `LoadError` for anything else, so that a mistyped field never leaves a document readable by more callers."""
+    if value is None or value == [] or value == "":
+        return ()
+    if not isinstance(value, (str, list)):
+        raise LoadError(f'"readers" must be a list of group names or a comma-separated string, got '
+                        f"{type(value).__name__}")
+    try:
+        return check_readers(value, '"readers"')
+    except ValueError as e:
+        raise LoadError(str(e)) from None
