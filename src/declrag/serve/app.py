@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from http import HTTPStatus
 from importlib.resources import files
 from typing import Any
@@ -23,6 +24,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..access import Callers, Principal, Refused
 from ..errors import DeclragError
 from ..pipeline.selection import DEFAULT_NAME
 from ..runtime import tracing
@@ -46,6 +48,11 @@ def _sendable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def caller(request: HttpRequest) -> Principal | None:
+    """Who sent ``request``, as `Guard` told from its credentials; None where the server has no callers."""
+    return request.scope.get("state", {}).get("principal")
+
+
 def error_response(status: int, message: str, field: str | None = None,
                    headers: dict | None = None) -> FastJSONResponse:
     body = {"error": _sendable(message)} | ({"field": _sendable(field)} if field else {})
@@ -53,10 +60,11 @@ def error_response(status: int, message: str, field: str | None = None,
 
 
 class Guard:
-    """Pure ASGI middleware: API key, body-size limit, request metrics (count, latency, errors)."""
+    """Pure ASGI middleware: API key or callers (each request's `Principal`, for the routes in its ``state``),
+    body-size limit, request metrics (count, latency, errors)."""
 
-    def __init__(self, app, key: str | None, max_body: int, metrics: Metrics):
-        self.app, self.key, self.max_body, self.metrics = app, key, max_body, metrics
+    def __init__(self, app, key: str | None, max_body: int, metrics: Metrics, callers: Callers | None = None):
+        self.app, self.key, self.max_body, self.metrics, self.callers = app, key, max_body, metrics, callers
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -81,6 +89,13 @@ class Guard:
                 self.metrics.errors.labels(route, "unauthorized").inc()
                 return await error_response(401, "unauthorized",
                                             headers={"WWW-Authenticate": "Bearer"})(scope, receive, send_)
+            if self.callers is not None and route not in OPEN_ROUTES:
+                try:
+                    scope.setdefault("state", {})["principal"] = self.callers.principal(auth)
+                except Refused as r:
+                    self.metrics.errors.labels(route, "unauthorized" if r.status == 401 else "forbidden").inc()
+                    return await error_response(r.status, r.reason, headers={"WWW-Authenticate": "Bearer"} if
+                                                r.status == 401 else None)(scope, receive, send_)
             if (n := length.decode("latin-1")).isdigit() and int(n) > self.max_body:
                 self.metrics.errors.labels(route, "too_large").inc()
                 return await error_response(413, too_big)(scope, receive, send_)
@@ -162,10 +177,11 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
                on_load: Callable[[BaseException | None], None] | None = None) -> FastAPI:
     """A FastAPI app serving ``program``: thin routes over one `declrag.serve.service.AnswerService` (see there for
     ``program``, ``lm_override`` and ``on_load``), which is ``app.state.service``."""
-    record = (settings or ServeSettings()).record
+    record, access_settings = (settings or ServeSettings()).record, (settings or ServeSettings()).access
     recorder = Recorder(record) if record is not None else None  # a bad store: an error now, at start-up
+    access = access_settings.build() if access_settings is not None else None  # a bad keys file: an error now
     service = AnswerService(program, name, run, settings, lm_override=lm_override, on_load=on_load,
-                            recorder=recorder)
+                            recorder=recorder, access=access)
     s, metrics = service.settings, service.metrics
 
     @asynccontextmanager
@@ -183,33 +199,35 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
     app.state.settings, app.state.metrics, app.state.cache, app.state.service = s, metrics, service.cache, service
 
     @app.post("/v1/ask")
-    async def ask(body: AskRequest) -> Response:
+    async def ask(body: AskRequest, request: HttpRequest) -> Response:
         """Answer a question: ``{question, history, options: {where}}`` -> answer, citations, judge, usage, ...
         ``history``: the conversation before the question, ``[{role, content}]`` (user, assistant, system).
         With ``stream``: server-sent events ``delta`` ``{"text"}`` as the answer is generated, then ``answer``
         (this same response, plus ``replaced``: the final text is not the streamed one) or ``error``."""
-        req = Request(body.question, body.options.where if body.options else None, body.history)
+        req = Request(body.question, body.options.where if body.options else None, body.history,
+                      principal=caller(request))
         if body.stream:
             return event_stream(_ask_events(await service.answer_stream(req)))
         return FastJSONResponse(await service.answer(req))
 
     @app.post("/v1/search", response_model=SearchResponse)
-    async def search(body: SearchRequest) -> Response:
+    async def search(body: SearchRequest, request: HttpRequest) -> Response:
         """The passages the program would answer from, without generating (its compiled retrieval: history,
         rewrite, hybrid search, rerank, selection): ``{query, history}`` or ``{messages}`` (the last, the user's,
         is the query), with ``where``, ``k`` and ``alpha`` -> ``{hits: [{rank, chunk_id, doc_id, source, title,
         page, span, text, score}], query, k, alpha, latency_ms}``."""
-        return FastJSONResponse(await service.search(body.request(), body.k, body.alpha))
+        req = replace(body.request(), principal=caller(request))
+        return FastJSONResponse(await service.search(req, body.k, body.alpha))
 
     @app.post("/v1/chat/completions")
-    async def chat(body: oai.ChatRequest) -> Response:
+    async def chat(body: oai.ChatRequest, request: HttpRequest) -> Response:
         """OpenAI-compatible chat completions: the last message (the user's) is the question, the earlier ones
         the history (a system or developer message an instruction to the generate stage); ``stream`` for SSE."""
         if body.model and body.model != name:
             raise ApiError(404, f"unknown model {body.model!r}; this server serves {name!r}", "model",
                            kind="unknown_model")
         question, history = oai.conversation(body.messages)
-        req = Request(question, None, history, "/v1/chat/completions", CHAT_FIELDS)
+        req = Request(question, None, history, "/v1/chat/completions", CHAT_FIELDS, principal=caller(request))
         if body.stream:
             return event_stream(oai.stream(await service.answer_stream(req), name, req.id))
         return FastJSONResponse(oai.completion(await service.answer(req), name))
@@ -222,7 +240,7 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
     _operations(app, service)
     _answer_errors_as_json(app, metrics)
     app.add_middleware(Guard, key=s.api_key.get_secret_value() if s.api_key else None, max_body=s.max_body_bytes,
-                       metrics=metrics)
+                       metrics=metrics, callers=access.callers if access is not None else None)
     if s.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=s.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])

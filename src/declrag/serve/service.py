@@ -30,6 +30,7 @@ import dspy
 import dspy.utils.exceptions
 import numpy as np
 
+from ..access import Access, Principal
 from ..errors import DeclragError
 from ..inputs import InputError, turns, user_text
 from ..lm import Meter, cache_sizes, metering, using_lm
@@ -90,6 +91,7 @@ class Request:
     route: str = "/v1/ask"
     fields: Fields = Fields()
     id: str = field(default_factory=lambda: uuid.uuid4().hex)  # the answer's id (feedback names it)
+    principal: Principal | None = None  # who asks (`declrag.access`); None: no callers are configured
 
 
 @dataclass
@@ -120,7 +122,7 @@ class AnswerService:
     def __init__(self, program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: str | None = None,
                  settings: ServeSettings | None = None, *, lm_override: Any = None,
                  on_load: Callable[[BaseException | None], None] | None = None, metrics: Metrics | None = None,
-                 recorder: Recorder | None = None):
+                 recorder: Recorder | None = None, access: Access | None = None):
         self.settings = s = settings or ServeSettings()
         self.name, self.info = name, {"name": name, "run": run}
         self.metrics = metrics or Metrics()
@@ -128,6 +130,7 @@ class AnswerService:
         self.state = ServiceState()
         self._program, self._lm_override, self._on_load = program, lm_override, on_load
         self.recorder = recorder  # the usage store's writer (`declrag.usage`); None: nothing is recorded
+        self.access = access  # callers and what each may read (`declrag.access`); None: one user, who reads all
 
     def measure_caches(self) -> None:
         """Set the metrics' cache gauges: DSPy's response cache and histories, the embedding cache of the
@@ -281,10 +284,13 @@ class AnswerService:
             m.history_query.observe(payload["latency_ms"]["history"] / 1000)
 
     def admit(self, req: Request) -> Request:
-        """Checks that need no program call (422s, 503s); then takes an in-flight slot. Returns the request as
+        """Checks that need no program call (401, 422s, 503s); then takes an in-flight slot. Returns the request as
         the program and the semantic cache see it: the question as `declrag.inputs.user_text` normalizes it, the
-        history as `declrag.inputs.turns` checks it against the program's limits."""
+        history as `declrag.inputs.turns` checks it against the program's limits, the filter narrowed to what the
+        caller may read (`declrag.access.Access.scope`: every search, the cache's key and exploration use it)."""
         s, st, f = self.settings, self.state, req.fields
+        if self.access is not None and req.principal is None:  # a front end that did not say who asks
+            raise ApiError(401, "unauthorized: send 'Authorization: Bearer <your key or token>'", kind="unauthorized")
         retry = {"Retry-After": str(s.retry_after_s)}
         if st.program is None:
             raise ApiError(503, "not ready: the program is loading" if st.error is None else
@@ -306,7 +312,10 @@ class AnswerService:
         st.in_flight += 1
         self.metrics.in_flight.inc()
         self.metrics.history_turns.labels(req.route).observe(len(history))
-        return replace(req, question=question, history=history, where=st.paths.inward(req.where))
+        where = st.paths.inward(req.where)
+        if self.access is not None and req.principal is not None:
+            where = self.access.scope(where, req.principal)
+        return replace(req, question=question, history=history, where=where)
 
     @staticmethod
     def failure(e: BaseException, question: str) -> ApiError:

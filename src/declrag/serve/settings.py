@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from ..access import AccessSettings
 from ..inputs import api_key_problem
 from ..runtime.cache_limits import CacheLimits
 from ..usage import RecordSettings
@@ -36,6 +37,16 @@ class ServeSettings(BaseModel):
     cache_limits: CacheLimits | None = None
     # where each question and answer is recorded, and how much is kept (`declrag.usage`); None: nothing is
     record: RecordSettings | None = None
+    # callers, each with their own key or token and groups, and what each may read (`declrag.access`); None: one
+    # user (with ``api_key``, or anyone who reaches the port) who reads every document
+    access: AccessSettings | None = None
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> ServeSettings:
+        if self.api_key is not None and self.access is not None:
+            raise ValueError("an API key and callers (a keys file or JWTs) do not go together: with callers, each "
+                             "has their own key; leave out --api-key-file")
+        return self
 
     @field_validator("api_key")
     @classmethod
