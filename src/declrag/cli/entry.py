@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from ..errors import DeclragError
-from . import data, mcp_serving, quality, query, serving, usage  # noqa: F401  (each registers its commands on the app)
+from . import access, data, mcp_serving, quality, query, serving, usage  # noqa: F401  (each registers its commands)
 from .app import app
 from .common import err
 

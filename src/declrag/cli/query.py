@@ -10,6 +10,7 @@ from rich.table import Table
 
 from ..errors import DeclragError
 from ..inputs import InputError, turns, user_text
+from .access import DEFAULT_KEYS, AsOpt, KeysOpt, UnlabelledOpt, as_caller
 from .app import app
 from .common import AnswerModeOpt, ConfigOpt, ModelOpt, ProgramOpt, StoreOpt, config_from, json_option, out
 
@@ -25,13 +26,16 @@ def search(
     window: Annotated[int, typer.Option(help="context-window expansion: neighbouring chunks on each side")] = 0,
     where: Annotated[str | None, typer.Option(help='metadata filter as JSON, e.g. \'{"page": {"$gte": 2}}\'')] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_: AsOpt = None,
+    keys: KeysOpt = DEFAULT_KEYS,
+    unlabelled: UnlabelledOpt = "everyone",
 ):
     """Search a store: ranked chunks with source, span and score."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
     from .. import api
     from ..config import SearchParams
 
-    filt = json_option(where, "--where")
+    filt = as_caller(as_, keys, unlabelled, json_option(where, "--where"))
     params = config_from(SearchParams, limit=k, alpha=alpha, fusion=fusion, mode=mode, window=window, where=filt)
     hits = api.search(query, store, params)
     if as_json:
@@ -89,6 +93,9 @@ def ask(
         help='the conversation before the question: a JSON file holding [{"role": "user"|"assistant", '
              '"content": "..."}, ...] (oldest first), or an object with that list as "history" or "messages"')] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    as_: AsOpt = None,
+    keys: KeysOpt = DEFAULT_KEYS,
+    unlabelled: UnlabelledOpt = "everyone",
 ):
     """Answer a question with citations (the default program, a saved one, or a config), optionally as the next
     turn of a conversation (--history)."""
@@ -96,7 +103,7 @@ def ask(
     from ..pipeline.selection import select_program
 
     question = user_text(question, "question")  # fails before any model loads; the program checks it again
-    filt = json_option(where, "--where")
+    filt = as_caller(as_, keys, unlabelled, json_option(where, "--where"))
     turns = read_history(history) if history is not None else None
     prog = select_program(program, config, store, model, answer_mode=answer_mode and answer_mode.value).load().warm_up()
     answer = prog(question=question, where=filt, history=turns)

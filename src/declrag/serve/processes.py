@@ -39,9 +39,12 @@ def run(spec: dict[str, Any], settings: ServeSettings, processes: int, factory: 
         os.chmod(folder, 0o700)
         (Path(folder) / "metrics").mkdir()
         key = settings.api_key.get_secret_value() if settings.api_key else None
+        dumped = settings.model_dump(mode="json")
+        if (a := settings.access) is not None and a.jwt_secret is not None:  # secrets travel in clear, to this file
+            dumped["access"]["jwt_secret"] = a.jwt_secret.get_secret_value()
         spec_file = Path(folder) / "spec.json"
         spec_file.touch(mode=0o600)
-        spec_file.write_text(json.dumps({**spec, "settings": {**settings.model_dump(mode="json"), "api_key": key}}))
+        spec_file.write_text(json.dumps({**spec, "settings": {**dumped, "api_key": key}}))
         saved = {k: os.environ.get(k) for k in (SPEC_ENV, "PROMETHEUS_MULTIPROC_DIR")}
         os.environ[SPEC_ENV], os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(spec_file), str(Path(folder) / "metrics")
         try:

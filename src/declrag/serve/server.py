@@ -11,6 +11,7 @@ from pathlib import Path
 
 import uvicorn
 
+from ..access import Access
 from ..errors import DeclragError
 from ..lm import use_cache_limits
 from ..pipeline.selection import ProgramChoice, select_program
@@ -43,12 +44,13 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
     bound_allocator(MALLOC_ARENAS)
     trimming = threading.Event()
     trim_periodically(60.0, trimming)
+    access = s.access.build() if s.access is not None else None  # a bad keys file or JWKS: said before loading
     choice = resolve(target, config, store, model, answer_mode)  # cheap checks first: paths, config, store
     name, run, what, loader = choice.name, choice.run, choice.what, choice.load
     if s.record is not None and s.record.target is None:
         s = s.model_copy(update={"record": s.record.model_copy(update={"target": str(record_beside(run, store))})})
     if s.processes > 1:
-        _say_serving(s, what, name, say, choice.answers)
+        _say_serving(s, what, name, say, choice.answers, access)
         spec = {"target": None if target is None else str(target), "config": None if config is None else str(config),
                 "store": None if store is None else str(store), "model": model, "answer_mode": answer_mode,
                 "tracing": tracing.given()}
@@ -71,7 +73,7 @@ def serve(target: str | Path | None = None, *, config: str | Path | None = None,
     app = create_app(loader, name, run, s, on_load=on_load)
     server = Server(uvicorn.Config(app, host=s.host, port=s.port, log_level=log_level,
                                     timeout_graceful_shutdown=int(s.request_timeout_s) + 10))
-    _say_serving(s, what, name, say, choice.answers)
+    _say_serving(s, what, name, say, choice.answers, access)
     try:
         server.run()
     finally:
@@ -95,14 +97,18 @@ def record_beside(run: str | None, store: str | Path | None) -> Path:
     return Path(".declrag") / "usage.sqlite3"
 
 
-def _say_serving(s: ServeSettings, what: str, name: str, say: Callable[[str], None], answers: str) -> None:
+def _say_serving(s: ServeSettings, what: str, name: str, say: Callable[[str], None], answers: str,
+                 access: Access | None = None) -> None:
     host = f"[{s.host}]" if ":" in s.host else s.host
     say(f"declrag serve: {what} as {name!r} on http://{host}:{s.port}/ (web page /, POST /v1/ask, "
         f"POST /v1/search, OpenAI-compatible /v1/chat/completions and /v1/models, /healthz, /readyz, /metrics)")
     say(answers)
     say(said(s.record))
     each = f" in each of {s.processes} processes" if s.processes > 1 else ""
-    say("auth: " + ("Bearer API key required" if s.api_key else "none (set DECLRAG_API_KEY or --api-key-file)")
+    if access is not None:
+        say(access.describe())
+    say("auth: " + ("Bearer API key required" if s.api_key else "each caller's key or token" if access is not None
+                    else "none (set DECLRAG_API_KEY or --api-key-file; --keys for callers who each see their own)")
         + f"; limits: {s.max_in_flight} in flight on {s.worker_threads} worker "
         f"threads{each}, {s.request_timeout_s:g} s per request, "
         f"{s.max_body_bytes} bytes per body; semantic cache: "

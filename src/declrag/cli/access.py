@@ -1,0 +1,77 @@
+"""declrag keys: the callers of `declrag serve --keys` (`declrag.access.keys`); and `--as NAME` for ask and search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ..errors import DeclragError
+from .app import app
+from .common import out
+
+keys_app = typer.Typer(no_args_is_help=True, help="Callers of `declrag serve --keys FILE`: each a name, groups and a "
+                                                  "key (kept as its SHA-256).")
+app.add_typer(keys_app, name="keys")
+KeysFileOpt = Annotated[Path, typer.Option("--file", help="the keys file (YAML)")]
+DEFAULT_KEYS = Path("keys.yaml")
+AsOpt = Annotated[str | None, typer.Option(
+    "--as", help="answer as this caller of the keys file (--keys) sees it: only the documents their groups may read")]
+KeysOpt = Annotated[Path, typer.Option("--keys", help="the keys file that names the caller of --as")]
+UnlabelledOpt = Annotated[str, typer.Option(
+    help="with --as: who reads documents indexed without readers: everyone | nobody")]
+
+
+@keys_app.command("add")
+def keys_add(name: Annotated[str, typer.Argument(help="the caller's name")],
+             groups: Annotated[str, typer.Option(help="the groups they belong to, comma-separated")],
+             file: KeysFileOpt = DEFAULT_KEYS,
+             key: Annotated[str | None, typer.Option(
+                 help="use this key (at least 32 characters) instead of a new random one")] = None):
+    """Add a caller; their key is printed once (the file keeps only its SHA-256)."""
+    from ..access import KeysFile  # here, not at the top: start-up time
+
+    made = KeysFile.load(file, missing_ok=True).add(name, groups, key)
+    out.print(made, markup=False, highlight=False)
+    typer.echo(f"added {name} to {file}; the key above is shown once: give it to them "
+               "(they send 'Authorization: Bearer <key>')", err=True)
+
+
+@keys_app.command("list")
+def keys_list(file: KeysFileOpt = DEFAULT_KEYS):
+    """The callers of a keys file and their groups."""
+    from ..access import KeysFile  # here, not at the top: start-up time
+
+    t = Table(title=f"callers in {file}")
+    t.add_column("name")
+    t.add_column("groups")
+    for e in KeysFile.load(file).entries:
+        t.add_row(e.name, ", ".join(e.groups))
+    out.print(t)
+
+
+@keys_app.command("rm")
+def keys_rm(name: Annotated[str, typer.Argument(help="the caller's name")], file: KeysFileOpt = DEFAULT_KEYS):
+    """Remove a caller (their key stops working when the server reads the file again: at its next start)."""
+    from ..access import KeysFile  # here, not at the top: start-up time
+
+    KeysFile.load(file).remove(name)
+    typer.echo(f"removed {name} from {file}", err=True)
+
+
+def as_caller(name: str | None, keys: Path, unlabelled: str, where: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``where`` narrowed to what the caller ``name`` of the keys file may read (None: ``where`` as it is). Raises
+    `DeclragError` for an unknown caller, a bad keys file or policy."""
+    if name is None:
+        return where
+    from ..access import KeysFile  # here, not at the top: start-up time
+    from ..access.principals import scope_filter
+
+    if unlabelled not in ("everyone", "nobody"):
+        raise DeclragError(f"--unlabelled {unlabelled!r}: use everyone or nobody")
+    principal = KeysFile.load(keys).named(name)
+    if principal is None:
+        raise DeclragError(f"{keys} has no caller named {name!r}", hint=f"see `declrag keys list --file {keys}`")
+    return scope_filter(where, principal, unlabelled)  # type: ignore[arg-type]  # checked above
