@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 
 import pytest
 from fastapi.testclient import TestClient
@@ -19,8 +20,8 @@ from declrag.access import AccessSettings, KeysFile
 from declrag.config import ProgramConfig
 from declrag.pipeline.program import RAGProgram
 from declrag.serve import ServeSettings, create_app
-from declrag.stores.base import StoreMeta
-from declrag.stores.lancedb import LanceStore
+from declrag.stores import child_uri, connect
+from declrag.stores.base import Store, StoreMeta
 from declrag.testing import HashEmbedder
 from declrag.types import Chunk, Document
 
@@ -70,9 +71,10 @@ def forbidden_marks(caller: str, unlabelled: str) -> list[str]:
     return out
 
 
-def corpus_store(folder) -> LanceStore:
-    emb, st_ = HashEmbedder(), LanceStore(folder)
-    st_.create(StoreMeta())
+def corpus_store(where: str) -> Store:
+    """The corpus in a new store: a LanceDB folder, or a Weaviate collection (``weaviate://``)."""
+    emb, st_ = HashEmbedder(), connect(where)
+    st_.create(StoreMeta(backend=st_.backend))
     docs, chunks = [], []
     for d, (readers, author, _, sentences) in DOCS.items():
         text = f"By {author}.\n" + "\n".join(sentences)
@@ -87,12 +89,17 @@ def corpus_store(folder) -> LanceStore:
     return st_
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
+@pytest.fixture(scope="module", params=["lancedb", pytest.param("weaviate", marks=pytest.mark.weaviate)])
+def served(request, tmp_path_factory):
     """Two servers over one store (unlabelled documents read by nobody, and by everyone), each with its callers'
-    keys: ``{policy: (TestClient, {caller: key})}``."""
+    keys: ``{policy: (TestClient, {caller: key})}``; on the embedded store and on a live Weaviate."""
     folder = tmp_path_factory.mktemp("leaks")
-    store = corpus_store(folder / "store")
+    if request.param == "weaviate":
+        base = request.getfixturevalue("weaviate_url")
+        store = corpus_store(child_uri(base, f"leaks{uuid.uuid4().hex[:10]}"))
+        request.addfinalizer(store.drop)
+    else:
+        store = corpus_store(str(folder / "store"))
     keys = KeysFile(folder / "keys.yaml")
     tokens = {name: keys.add(name, groups) for name, groups in CALLERS.items()}
     cfg = ProgramConfig.model_validate({"generate": {"mode": "extractive"}, "retrieve": {"k": 3}})
@@ -182,7 +189,7 @@ def test_every_route_asks_for_a_key_and_refuses_a_wrong_one(served):
 
 
 def test_the_semantic_cache_never_hands_one_callers_answer_to_another(tmp_path):
-    store = corpus_store(tmp_path / "store")
+    store = corpus_store(str(tmp_path / "store"))
     keys = KeysFile(tmp_path / "keys.yaml")
     k = {n: keys.add(n, g) for n, g in CALLERS.items()}
     cfg = ProgramConfig.model_validate({"generate": {"mode": "extractive"}})
