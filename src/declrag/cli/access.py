@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..errors import DeclragError
 from .app import app
-from .common import out
+from .common import config_from, out
 
 keys_app = typer.Typer(no_args_is_help=True, help="Callers of `declrag serve --keys FILE`: each a name, groups and a "
                                                   "key (kept as its SHA-256).")
@@ -21,7 +21,18 @@ AsOpt = Annotated[str | None, typer.Option(
     "--as", help="answer as this caller of the keys file (--keys) sees it: only the documents their groups may read")]
 KeysOpt = Annotated[Path, typer.Option("--keys", help="the keys file that names the caller of --as")]
 UnlabelledOpt = Annotated[str, typer.Option(
-    help="with --as: who reads documents indexed without readers: everyone | nobody")]
+    help="with callers (or --as): who reads documents indexed without readers: everyone | nobody")]
+CallersKeysOpt = Annotated[Path | None, typer.Option(
+    "--keys", help="callers' keys file (`declrag keys add`): each caller sees only the documents their groups may "
+                   "read (docs/guides/access.md)")]
+JwksOpt = Annotated[str | None, typer.Option(
+    help="callers' bearer JWTs, checked against this JWKS (a file, or the identity provider's https URL)")]
+JwtSecretFileOpt = Annotated[Path | None, typer.Option(
+    help="callers' bearer JWTs, checked with the shared secret (HS256) in this file")]
+JwtIssuerOpt = Annotated[str | None, typer.Option(help="with JWTs: the issuer (iss) they must name")]
+JwtAudienceOpt = Annotated[str | None, typer.Option(help="with JWTs: the audience (aud) they must name")]
+GroupsClaimOpt = Annotated[str, typer.Option(
+    help="with JWTs: the claim holding the caller's groups (a dotted path for a nested one)")]
 
 
 @keys_app.command("add")
@@ -75,3 +86,24 @@ def as_caller(name: str | None, keys: Path, unlabelled: str, where: dict[str, An
     if principal is None:
         raise DeclragError(f"{keys} has no caller named {name!r}", hint=f"see `declrag keys list --file {keys}`")
     return scope_filter(where, principal, unlabelled)  # type: ignore[arg-type]  # checked above
+
+
+def access_settings(keys: Path | None, jwks: str | None, secret_file: Path | None, issuer: str | None,
+                    audience: str | None, groups_claim: str, unlabelled: str):
+    """`serve`'s and `mcp`'s callers (`declrag.access.AccessSettings`) from their flags; None when none names any."""
+    from ..access import AccessSettings  # here, not at the top: start-up time
+
+    if keys is None and jwks is None and secret_file is None:
+        if issuer or audience or groups_claim != "groups" or unlabelled != "everyone":
+            raise DeclragError("--jwt-issuer, --jwt-audience, --groups-claim and --unlabelled go with callers",
+                               hint="give --keys FILE, --jwks FILE|URL or --jwt-secret-file FILE")
+        return None
+    secret = None
+    if secret_file is not None:
+        try:
+            secret = secret_file.read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise DeclragError(f"cannot read --jwt-secret-file {secret_file}: {e.strerror or e}",
+                               hint="give the file holding the identity provider's shared secret") from None
+    return config_from(AccessSettings, keys_file=keys, jwks=jwks, jwt_secret=secret, jwt_issuer=issuer,
+                       jwt_audience=audience, groups_claim=groups_claim, unlabelled=unlabelled)

@@ -8,6 +8,16 @@ from typing import Annotated
 import typer
 
 from ..errors import DeclragError
+from .access import (
+    CallersKeysOpt,
+    GroupsClaimOpt,
+    JwksOpt,
+    JwtAudienceOpt,
+    JwtIssuerOpt,
+    JwtSecretFileOpt,
+    UnlabelledOpt,
+    access_settings,
+)
 from .app import app
 from .common import (
     AnswerModeOpt,
@@ -54,6 +64,15 @@ def mcp(
     no_record: NoRecordOpt = False,
     record_rows: RecordRowsOpt = 100_000,
     record_days: RecordDaysOpt = 90.0,
+    keys: CallersKeysOpt = None,
+    jwks: JwksOpt = None,
+    jwt_secret_file: JwtSecretFileOpt = None,
+    jwt_issuer: JwtIssuerOpt = None,
+    jwt_audience: JwtAudienceOpt = None,
+    groups_claim: GroupsClaimOpt = "groups",
+    unlabelled: UnlabelledOpt = "everyone",
+    as_: Annotated[str | None, typer.Option(
+        "--as", help="over stdio with --keys: the caller who asks (their groups decide what they see)")] = None,
 ):
     """Serve a program as Model Context Protocol tools: search (ranked passages) and ask (answer with citations)."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
@@ -69,7 +88,11 @@ def mcp(
                            hint="drop --api-key-file, or add --transport http")
     key = api_key_from(api_key_file) if transport == McpTransport.http else None
     recording = record_settings(record, no_record, record_rows, record_days)
+    callers = access_settings(keys, jwks, jwt_secret_file, jwt_issuer, jwt_audience, groups_claim, unlabelled)
+    if api_key_file is not None and callers is not None:
+        raise DeclragError("--api-key-file and callers (--keys, --jwks, --jwt-secret-file) do not go together",
+                           hint="with callers each has their own key; drop --api-key-file")
     run(target, config=config, store=store, model=model, answer_mode=answer_mode and answer_mode.value,
         transport=transport.value, host=host, port=port,
         api_key=key, limits=CallLimits(timeout, max_in_flight), source_base=source_base, record=recording,
-        say=lambda m: err.print(m, markup=False, highlight=False))
+        say=lambda m: err.print(m, markup=False, highlight=False), access=callers, caller=as_)

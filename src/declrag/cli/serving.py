@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..errors import DeclragError
+from .access import (
+    CallersKeysOpt,
+    GroupsClaimOpt,
+    JwksOpt,
+    JwtAudienceOpt,
+    JwtIssuerOpt,
+    JwtSecretFileOpt,
+    UnlabelledOpt,
+    access_settings,
+)
 from .app import app
 from .common import (
     AnswerModeOpt,
@@ -85,19 +94,13 @@ def serve(
     record_days: RecordDaysOpt = 90.0,
     explore: ExploreOpt = 0.0,
     explore_seed: ExploreSeedOpt = None,
-    keys: Annotated[Path | None, typer.Option(
-        help="callers' keys file (`declrag keys add`): each caller sees only the documents their groups may read "
-             "(docs/guides/access.md)")] = None,
-    jwks: Annotated[str | None, typer.Option(
-        help="callers' bearer JWTs, checked against this JWKS (a file, or the identity provider's https URL)")] = None,
-    jwt_secret_file: Annotated[Path | None, typer.Option(
-        help="callers' bearer JWTs, checked with the shared secret (HS256) in this file")] = None,
-    jwt_issuer: Annotated[str | None, typer.Option(help="with JWTs: the issuer (iss) they must name")] = None,
-    jwt_audience: Annotated[str | None, typer.Option(help="with JWTs: the audience (aud) they must name")] = None,
-    groups_claim: Annotated[str, typer.Option(
-        help="with JWTs: the claim holding the caller's groups (a dotted path for a nested one)")] = "groups",
-    unlabelled: Annotated[str, typer.Option(
-        help="with callers: who reads documents indexed without readers: everyone | nobody")] = "everyone",
+    keys: CallersKeysOpt = None,
+    jwks: JwksOpt = None,
+    jwt_secret_file: JwtSecretFileOpt = None,
+    jwt_issuer: JwtIssuerOpt = None,
+    jwt_audience: JwtAudienceOpt = None,
+    groups_claim: GroupsClaimOpt = "groups",
+    unlabelled: UnlabelledOpt = "everyone",
 ):
     """Serve a program over HTTP: /v1/ask, /v1/search, OpenAI-compatible /v1/chat/completions, a web page,
     /metrics."""
@@ -111,7 +114,7 @@ def serve(
         raise DeclragError("--otlp-content: no trace receiver to send the spans to",
                            hint="give --otlp-endpoint URL, or set OTEL_EXPORTER_OTLP_ENDPOINT")
     limits = apply_cache_limits(lm_cache_entries, lm_cache_disk_mb, lm_history, embedding_rows)
-    callers = _access(keys, jwks, jwt_secret_file, jwt_issuer, jwt_audience, groups_claim, unlabelled)
+    callers = access_settings(keys, jwks, jwt_secret_file, jwt_issuer, jwt_audience, groups_claim, unlabelled)
     settings = config_from(ServeSettings, cache_limits=limits, host=host, port=port, api_key=api_key_from(api_key_file),
                        max_body_bytes=max_body_bytes, max_question_chars=max_question_chars, request_timeout_s=timeout,
                        max_in_flight=max_in_flight, workers=workers, cache_threshold=cache_threshold,
@@ -122,23 +125,3 @@ def serve(
                   settings=settings,
                   say=lambda m: out.print(m, markup=False, highlight=False))
 
-
-def _access(keys: Path | None, jwks: str | None, secret_file: Path | None, issuer: str | None, audience: str | None,
-            groups_claim: str, unlabelled: str):
-    """`serve`'s callers (`declrag.access.AccessSettings`) from its flags; None when none names any."""
-    from ..access import AccessSettings  # here, not at the top: start-up time
-
-    if keys is None and jwks is None and secret_file is None:
-        if issuer or audience or groups_claim != "groups" or unlabelled != "everyone":
-            raise DeclragError("--jwt-issuer, --jwt-audience, --groups-claim and --unlabelled go with callers",
-                               hint="give --keys FILE, --jwks FILE|URL or --jwt-secret-file FILE")
-        return None
-    secret = None
-    if secret_file is not None:
-        try:
-            secret = secret_file.read_text(encoding="utf-8").strip()
-        except OSError as e:
-            raise DeclragError(f"cannot read --jwt-secret-file {secret_file}: {e.strerror or e}",
-                               hint="give the file holding the identity provider's shared secret") from None
-    return config_from(AccessSettings, keys_file=keys, jwks=jwks, jwt_secret=secret, jwt_issuer=issuer,
-                       jwt_audience=audience, groups_claim=groups_claim, unlabelled=unlabelled)

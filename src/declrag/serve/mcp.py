@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from ..access import Access, AccessSettings, Principal, Refused
 from ..errors import DeclragError
 from ..inputs import Turn, user_text
 from ..payloads import Citation, PublicPaths, SearchHit
@@ -153,11 +154,25 @@ class _Gate:
 
 
 def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits | None = None,
-                 source_base: str | None = None, recorder: Recorder | None = None) -> MCPServer:
+                 source_base: str | None = None, recorder: Recorder | None = None, access: Access | None = None,
+                 caller: Principal | None = None) -> MCPServer:
     """An `MCPServer` whose ``search`` and ``ask`` tools run ``program`` (loaded; see `load_program`) within
     ``limits``; files are named as `declrag serve` names them (`PublicPaths`, ``source_base``); each call is
-    recorded by ``recorder`` (the usage store, `declrag.usage`) as `declrag serve` records its routes'."""
+    recorded by ``recorder`` (the usage store, `declrag.usage`) as `declrag serve` records its routes'. With
+    ``access``, each call searches only what its caller may read: ``caller`` (stdio: the one user), else the caller
+    its HTTP request's ``Authorization`` header names (a tool error without one)."""
     gate = _Gate(limits or CallLimits())
+
+    def scoped(where: dict[str, Any] | None, ctx: Context) -> dict[str, Any] | None:
+        if access is None:
+            return where
+        who = caller
+        if who is None:
+            try:
+                who = access.callers.principal((ctx.headers or {}).get("authorization", ""))
+            except Refused as r:
+                raise ToolError(r.reason) from None
+        return access.scope(where, who)
     paths = PublicPaths.of_store(program.store, source_base)
     version = program.config.digest()
 
@@ -182,11 +197,12 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
         alpha: Annotated[float | None, Field(ge=0.0, le=1.0, description="hybrid weight of the vector search (1: "
                                              "vector only, 0: keywords only; default: the program's, "
                                              f"{program.config.retrieve.alpha})")] = None,
+        ctx: Context = None,  # type: ignore[assignment]  # the SDK passes the call's context
     ) -> SearchResult:
         with _tool_errors():
             text = user_text(query, "query", limit, hint=too_long)
             _check_where(where)
-            stored = paths.inward(where)
+            stored = scoped(paths.inward(where), ctx)
             hits = await gate.run(lambda: program.search(text, history=history, where=stored, k=k, alpha=alpha))
         out = [paths.rewrite(SearchHit.payload(h, i)) for i, h in enumerate(hits, 1)]
         record("mcp search", {"hits": out}, hits, text, stored, history, searched=True)
@@ -196,11 +212,12 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
         question: Annotated[str, Field(description="the question")],
         history: History = None,
         where: Where = None,
+        ctx: Context = None,  # type: ignore[assignment]  # the SDK passes the call's context
     ) -> AskResult:
         with _tool_errors():
             text = user_text(question, "question", limit, hint=too_long)
             _check_where(where)
-            stored = paths.inward(where)
+            stored = scoped(paths.inward(where), ctx)
             answer = await gate.run(lambda: program(question=text, history=history, where=stored))
         a = answer.to_dict()
         a["citations"] = [paths.rewrite(c) for c in a["citations"]]
@@ -265,22 +282,30 @@ def stdout_to_stderr() -> Iterator[None]:
 
 
 class KeyGuard:
-    """Pure ASGI middleware of the HTTP transport: a request without ``Authorization: Bearer <key>`` (compared in
-    constant time, as `declrag serve` does) is answered 401 with a JSON-RPC error, before the MCP app sees it."""
+    """Pure ASGI middleware of the HTTP transport: a request without ``Authorization: Bearer <key>`` (the server's
+    ``key``, compared in constant time as `declrag serve` does, or a caller's key or token of ``callers``) is answered
+    401 (403: a token without groups) with a JSON-RPC error, before the MCP app sees it."""
 
     BODY = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
         "code": -32001, "message": "unauthorized: send the server's API key as 'Authorization: Bearer <key>'"}})
 
-    def __init__(self, app: Any, key: str):
-        self.app, self.key = app, key
+    def __init__(self, app: Any, key: str | None = None, callers: Any = None):
+        self.app, self.key, self.callers = app, key, callers
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
             auth = next((v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"), b"")
-            if not bearer_ok(auth, self.key):
-                await send({"type": "http.response.start", "status": 401, "headers": [
+            refused = None if self.key is None or bearer_ok(auth, self.key) else (401, self.BODY)
+            if self.callers is not None:
+                try:
+                    self.callers.principal(auth)
+                except Refused as r:
+                    refused = (r.status, json.dumps({"jsonrpc": "2.0", "id": None,
+                                                     "error": {"code": -32001, "message": r.reason}}))
+            if refused is not None:
+                await send({"type": "http.response.start", "status": refused[0], "headers": [
                     (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body", "body": self.BODY.encode()})
+                await send({"type": "http.response.body", "body": refused[1].encode()})
                 return
         await self.app(scope, receive, send)
 
@@ -289,11 +314,15 @@ def run(target: str | Path | None = None, *, config: str | Path | None = None, s
         model: str | None = None, answer_mode: str | None = None, transport: Transport = "stdio",
         host: str = "127.0.0.1", port: int = 8000,
         api_key: str | None = None, limits: CallLimits | None = None, source_base: str | None = None,
-        record: RecordSettings | None = None, say: Callable[[str], None] = print) -> None:
+        record: RecordSettings | None = None, say: Callable[[str], None] = print,
+        access: AccessSettings | None = None, caller: str | None = None) -> None:
     """Load the program, then serve its tools until the client disconnects (stdio) or SIGTERM / Ctrl-C (HTTP).
     ``api_key``: the key HTTP clients must send (none: no check); ``record``: where the calls are recorded (a
     target of None: where `declrag serve` records by default; ``record`` None: nothing); ``say`` gets the start-up
-    lines (write them to standard error for stdio)."""
+    lines (write them to standard error for stdio). ``access``: callers who each see only what their groups may read
+    (`declrag.access`); over stdio, ``caller`` names the one who asks (a name in the keys file)."""
+    guard = access.build() if access is not None else None  # a bad keys file: said before the program loads
+    who = _stdio_caller(guard, caller, transport)
     protect = stdout_to_stderr() if transport == "stdio" else contextlib.nullcontext()
     with protect:
         choice = select_program(target, config, store, model, answer_mode=answer_mode)
@@ -301,27 +330,49 @@ def run(target: str | Path | None = None, *, config: str | Path | None = None, s
             record = record.model_copy(update={"target": str(record_beside(choice.run, store))})
         name, what, program = load_choice(choice, say)
         recorder = Recorder(record) if record is not None else None
-        server = build_server(program, name, limits, source_base, recorder)
+        server = build_server(program, name, limits, source_base, recorder, guard, who)
     say(said(record))
+    if guard is not None:
+        say(guard.describe() + (f"; over stdio, as {who.name}" if who is not None else ""))
     try:
-        _run(server, transport, host, port, api_key, name, what, say)
+        _run(server, transport, host, port, api_key, name, what, say, guard)
     finally:
         if recorder is not None:
             recorder.close()  # what is queued is written before the process exits
 
 
+def _stdio_caller(access: Access | None, caller: str | None, transport: Transport) -> Principal | None:
+    """The one caller of a stdio server with callers (``--as NAME``); None over HTTP (each request names its own).
+    Raises `DeclragError` where that does not fit the transport or the keys file."""
+    if caller is not None and (access is None or transport != "stdio"):
+        raise DeclragError("--as names the one caller of a stdio server with callers (--keys)",
+                           hint="over HTTP each request's key names its caller; leave out --as")
+    if access is None or transport != "stdio":
+        return None
+    keys = access.callers.keys
+    if caller is None or keys is None:
+        raise DeclragError("over stdio there is no request to name a caller: say who asks",
+                           hint="add --as NAME (a caller of --keys FILE)")
+    who = keys.named(caller)
+    if who is None:
+        raise DeclragError(f"{keys.path} has no caller named {caller!r}", hint=f"see `declrag keys list --file "
+                                                                               f"{keys.path}`")
+    return who
+
+
 def _run(server: MCPServer, transport: Transport, host: str, port: int, api_key: str | None, name: str, what: str,
-         say: Callable[[str], None]) -> None:
+         say: Callable[[str], None], access: Access | None = None) -> None:
     if transport == "stdio":
         say(f"declrag mcp: {what} as {name!r} over stdio (tools: search, ask)")
         server.run("stdio")
         return
     where = f"[{host}]" if ":" in host else host
     say(f"declrag mcp: {what} as {name!r} on http://{where}:{port}{HTTP_PATH} (streamable HTTP; tools: search, ask; "
-        + ("API key required)" if api_key else "no API key: any client on the network may call it)"))
+        + ("API key required)" if api_key else "each caller's key or token)" if access is not None
+           else "no API key: any client on the network may call it)"))
     app: Any = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)  # host: DNS-rebinding guard
-    if api_key:
-        app = KeyGuard(app, api_key)
+    if api_key or access is not None:
+        app = KeyGuard(app, api_key, access.callers if access is not None else None)
     http = Server(uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=30))
     http.run()
     if http.stopped_by:
