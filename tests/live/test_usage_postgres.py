@@ -40,9 +40,10 @@ def test_an_explored_record_and_a_format_1_store_on_postgres(postgres_url):
         store = UsageStore(postgres_url)  # opened to record: the column added, the format raised
         store.add_answers([answer(2, explored=EXPLORED)])
         assert [r["explored"] for r in store.records()] == [None, None, EXPLORED]
+        assert [r["principal"] for r in store.records()] == [None, None, None]  # format 3's columns too
         store.close()
         with engine.connect() as c:
-            assert c.execute(sa.text("SELECT value FROM meta WHERE key = 'format'")).scalar() == "2"
+            assert c.execute(sa.text("SELECT value FROM meta WHERE key = 'format'")).scalar() == "3"
     finally:
         with engine.begin() as c:
             for table in ("feedback", "answers", "meta"):

@@ -39,6 +39,8 @@ def usage_stats(store: StoreArg):
     t.add_row("answers and searches recorded", f"{counts['answers']:,}")
     for (route, version), n in sorted(Counter((r["route"], r["version"]) for r in records).items()):
         t.add_row(f"  {route}, program {version}", f"{n:,}")
+    for group, n in sorted(Counter(g for r in records for g in r.get("groups") or ()).items()):
+        t.add_row(f"  asked by callers of group {group}", f"{n:,}")
     t.add_row("distinct questions answered", f"{len(rows):,}")
     t.add_row("rated helpful / not helpful", f"{counts['helpful']:,} / {counts['not_helpful']:,}")
     out.print(t)
@@ -62,3 +64,20 @@ def usage_export(
     out.print(f"wrote {n['questions']} questions to {out_path}: {n['gold']} with gold from a helpful rating, "
               f"{n['not_helpful']} rated not helpful (hard negatives), {n['unrated']} unrated", markup=False,
               highlight=False)
+
+
+@usage_app.command("forget")
+def usage_forget(
+    store: StoreArg,
+    principal: Annotated[str, typer.Option("--principal", help="the caller whose records go (their name)")],
+):
+    """Delete every question, answer and rating of one caller (as people may ask by law); prints how many went."""
+    # imported here, not at the top: `declrag` starts without loading what other commands need
+    from ..usage import UsageStore
+
+    s = UsageStore(store, create=False)
+    try:
+        n = s.forget(principal)
+    finally:
+        s.close()
+    out.print(f"deleted {n} answers (and their ratings) of {principal} from {store}", markup=False, highlight=False)

@@ -249,16 +249,21 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
 
 def _feedback(app: FastAPI, recorder: Recorder | None) -> None:
     @app.post("/v1/feedback", status_code=204)
-    async def feedback(body: FeedbackRequest) -> Response:
+    async def feedback(body: FeedbackRequest, request: HttpRequest) -> Response:
         """Rate an answer: ``{id, helpful, citation, correction}``; ``id`` is the answer's (``/v1/ask``'s ``id``, or
         the chat completion's ``chatcmpl-...``). A second rating of the same answer replaces the first. 404: no
-        answer recorded with that id (or recording is off); 204: recorded."""
+        answer recorded with that id (or recording is off); 403: the answer was given to another caller; 204:
+        recorded."""
         if recorder is None:
             raise ApiError(404, "this server records nothing (declrag serve --no-record), so there is no answer to "
                                 "rate", "id", kind="not_recording")
+        who = caller(request)
         found = await asyncio.to_thread(recorder.feedback, body.answer_id(), body.helpful, body.citation,
-                                        body.correction)
-        if not found:
+                                        body.correction, who.name if who is not None else None)
+        if found == "forbidden":
+            raise ApiError(403, "this answer was given to another caller: only the one who received it may rate it",
+                           "id", kind="forbidden")
+        if found == "missing":
             raise ApiError(404, f"no answer {body.id!r} is recorded here (unknown, or past the retention bound)",
                            "id", kind="unknown_answer")
         return Response(status_code=204)

@@ -163,26 +163,27 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
     its HTTP request's ``Authorization`` header names (a tool error without one)."""
     gate = _Gate(limits or CallLimits())
 
-    def scoped(where: dict[str, Any] | None, ctx: Context) -> dict[str, Any] | None:
+    def scoped(where: dict[str, Any] | None, ctx: Context) -> tuple[dict[str, Any] | None, Principal | None]:
+        """The filter narrowed to what the call's caller may read, and the caller (None: no callers)."""
         if access is None:
-            return where
+            return where, None
         who = caller
         if who is None:
             try:
                 who = access.callers.principal((ctx.headers or {}).get("authorization", ""))
             except Refused as r:
                 raise ToolError(r.reason) from None
-        return access.scope(where, who)
+        return access.scope(where, who), who
     paths = PublicPaths.of_store(program.store, source_base)
     version = program.config.digest()
 
     def record(route: str, payload: dict[str, Any], passages: Any, question: str, where: Any,
-               history: list[dict[str, Any]] | None, searched: bool = False) -> None:
+               history: list[dict[str, Any]] | None, searched: bool = False, who: Principal | None = None) -> None:
         if recorder is not None:
             turns = [Turn(str(t.get("role", "")), str(t.get("content", ""))) for t in history or []]
             recorder.record(row_of({**payload, "id": uuid.uuid4().hex}, passages, route=route, program=name,
                                    version=version, question=question, where=where, history=turns,
-                                   searched=searched))
+                                   searched=searched, principal=who))
     server = _Server(name="declrag", title=f"declrag: {name}", version=package_version("declrag"),
                      instructions=f"Search and question the documents of the declrag program {name!r}. `search` "
                                   "returns the ranked passages; `ask` answers with citations to them.")
@@ -202,10 +203,10 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
         with _tool_errors():
             text = user_text(query, "query", limit, hint=too_long)
             _check_where(where)
-            stored = scoped(paths.inward(where), ctx)
+            stored, who = scoped(paths.inward(where), ctx)
             hits = await gate.run(lambda: program.search(text, history=history, where=stored, k=k, alpha=alpha))
         out = [paths.rewrite(SearchHit.payload(h, i)) for i, h in enumerate(hits, 1)]
-        record("mcp search", {"hits": out}, hits, text, stored, history, searched=True)
+        record("mcp search", {"hits": out}, hits, text, stored, history, searched=True, who=who)
         return SearchResult(hits=[SearchHit(**h) for h in out])
 
     async def ask(
@@ -217,11 +218,11 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
         with _tool_errors():
             text = user_text(question, "question", limit, hint=too_long)
             _check_where(where)
-            stored = scoped(paths.inward(where), ctx)
+            stored, who = scoped(paths.inward(where), ctx)
             answer = await gate.run(lambda: program(question=text, history=history, where=stored))
         a = answer.to_dict()
         a["citations"] = [paths.rewrite(c) for c in a["citations"]]
-        record("mcp ask", a, answer.passages, text, stored, history)
+        record("mcp ask", a, answer.passages, text, stored, history, who=who)
         return AskResult.model_validate({k: a[k] for k in AskResult.model_fields})
 
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,

@@ -251,7 +251,8 @@ class AnswerService:
         if self.recorder is not None:
             self.recorder.record(row_of(payload, passages, route=req.route, program=self.name,
                                         version=self.state.version, question=req.question, where=req.where,
-                                        history=req.history or (), searched=hits, explored=explored))
+                                        history=req.history or (), searched=hits, explored=explored,
+                                        principal=req.principal))
 
     def searching(self, req: Request, k: int, alpha: float) -> tuple[list[Hit], dict, float]:
         """On a worker thread: the program's retrieval for an admitted request. Returns (hits, LM usage: the

@@ -16,6 +16,8 @@ ratings say.
 - The same question (case, spacing and the conversation before it alike) asked several times is one row; the last
   rating counts. Each row keeps the program version that answered it (``metadata.version``), since an answer
   rated under one program says nothing certain about another's passages.
+- A gold document with readers keeps them (``metadata.readers``: document id -> groups), so that a set made from one
+  group's questions is known as theirs wherever it goes.
 """
 
 from __future__ import annotations
@@ -63,8 +65,8 @@ def _labels(row: dict[str, Any], r: dict[str, Any], fb: dict[str, Any]) -> None:
     """The labels of the question's last rating (an earlier rating's are replaced)."""
     for k in ("gold", "spans", "answers"):
         row.pop(k, None)
-    row["metadata"].pop("negatives", None)
-    row["metadata"].pop("explored", None)
+    for k in ("negatives", "explored", "readers"):
+        row["metadata"].pop(k, None)
     row["metadata"]["rating"] = "helpful" if fb["helpful"] else "not_helpful"
     cites = r["citations"]
     if fb["helpful"]:  # an abstention's nearest passages are gold only when the rating names one
@@ -74,6 +76,8 @@ def _labels(row: dict[str, Any], r: dict[str, Any], fb: dict[str, Any]) -> None:
             row["spans"] = [{"doc": c["doc_id"], "start": s, "end": e} for c in chosen
                             for s, e in (c.get("quotes") or [c["span"]])]
             row["gold"] = {c["doc_id"]: 1 for c in chosen}
+            if readers := {c["doc_id"]: c["readers"] for c in chosen if c.get("readers")}:
+                row["metadata"]["readers"] = readers  # who may read each gold document (`declrag.access`)
             if r.get("explored"):
                 row["metadata"]["explored"] = r["explored"]
     else:

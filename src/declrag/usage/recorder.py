@@ -29,19 +29,27 @@ RETAIN_EVERY_S = 60.0
 
 def row_of(payload: dict[str, Any], passages: Sequence[Any], *, route: str, program: str, version: str,
            question: str, where: dict | None, history: Sequence[Any], searched: bool = False,
-           explored: dict[str, Any] | None = None) -> dict[str, Any]:
+           explored: dict[str, Any] | None = None, principal: Any = None) -> dict[str, Any]:
     """The `declrag.usage.store.ANSWERS` row of one response ``payload`` (an answer's, or a search's with
     ``searched``), from the passages (`declrag.types.Hit`) it was made from and the request's turns; ``explored``:
-    the rankers an explored answer's passages were multileaved from (`declrag.pipeline.explore.Explorer.record`)."""
+    the rankers an explored answer's passages were multileaved from (`declrag.pipeline.explore.Explorer.record`);
+    ``principal``: who asked (a `declrag.access.Principal`; None: a server without callers). Each passage and
+    citation keeps its document's readers where it has any, so that a golden set made of them knows who may read
+    its gold."""
+    readers = {h.chunk.id: list(h.chunk.readers) for h in passages if h.chunk.readers}
     return {
         "id": payload["id"], "ts": time.time(), "route": route, "program": program, "version": version,
         "question": question, "filter": where, "history": [{"role": t.role, "content": t.content} for t in history],
         "passages": [{"chunk_id": h.chunk.id, "doc_id": h.chunk.doc_id, "span": [h.start, h.end],
-                      "score": round(float(h.score), 6)} for h in passages],
+                      "score": round(float(h.score), 6), **({"readers": readers[h.chunk.id]} if h.chunk.readers
+                                                            else {})} for h in passages],
         "citations": [{"n": c["n"], "chunk_id": c["chunk_id"], "doc_id": c["doc_id"], "span": list(c["span"]),
                        **({"quotes": [list(q) for q in c["quotes"]]} if c.get("quotes") else {}),
-                       **({"nearest": True} if c.get("nearest") else {})}
+                       **({"nearest": True} if c.get("nearest") else {}),
+                       **({"readers": readers[c["chunk_id"]]} if c["chunk_id"] in readers else {})}
                       for c in payload.get("citations", [])],
+        "principal": principal.name if principal is not None else None,
+        "groups": sorted(principal.groups) if principal is not None else None,
         "answer": None if searched else payload["answer"], "abstained": None if searched else payload["abstained"],
         "reason": None if searched else payload.get("reason"),
         "latency_ms": float(payload.get("latency_ms", {}).get("total", 0.0)), "explored": explored}
@@ -98,11 +106,13 @@ class Recorder:
         bench serve --record off,on --rounds 8`, +0.4 ms of CPU a request)."""
         self._put(("answer", encode(row)))
 
-    def feedback(self, answer_id: str, helpful: bool, citation: int | None, correction: str | None) -> bool:
-        """Rate an answer, on the caller's thread (the rating must know the answer exists): its rows still queued
-        are written first. False: no such answer."""
+    def feedback(self, answer_id: str, helpful: bool, citation: int | None, correction: str | None,
+                 principal: str | None = None) -> str:
+        """Rate an answer as ``principal``, on the caller's thread (the rating must know the answer exists): its rows
+        still queued are written first. Returns `UsageStore.add_feedback`'s ``rated``, ``missing`` or
+        ``forbidden``."""
         self.flush()
-        return self.store.add_feedback(answer_id, helpful, citation, correction)
+        return self.store.add_feedback(answer_id, helpful, citation, correction, principal)
 
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until every row queued before this call is written (or dropped)."""

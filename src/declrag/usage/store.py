@@ -26,7 +26,9 @@ import sqlalchemy as sa
 
 from ..errors import DeclragError
 
-FORMAT = 2  # the schema's version, in the ``meta`` table (2: ``answers.explored``; a format 1 store gets it on opening)
+# the schema's version, in the ``meta`` table (2: ``answers.explored``; 3: ``answers.principal`` and ``groups``, who
+# asked; a store of an earlier format gets the columns it lacks on opening)
+FORMAT = 3
 _meta = sa.MetaData()
 ANSWERS = sa.Table(
     "answers", _meta,
@@ -45,7 +47,10 @@ ANSWERS = sa.Table(
     sa.Column("reason", sa.Text, nullable=True),
     sa.Column("latency_ms", sa.Float, nullable=False),
     sa.Column("explored", sa.Text, nullable=True),  # JSON: {served: settings, changes: [...]}, or null
+    sa.Column("principal", sa.String(200), nullable=True, index=True),  # who asked (`declrag.access`); null: no callers
+    sa.Column("groups", sa.Text, nullable=True),  # JSON: the caller's groups, or null
 )
+ADDED = ("explored", "principal", "groups")  # columns a store of an earlier format lacks (all text, nullable)
 FEEDBACK = sa.Table(
     "feedback", _meta,
     sa.Column("id", sa.String(40), primary_key=True),  # the answer's id: one rating per answer, the last counts
@@ -55,7 +60,7 @@ FEEDBACK = sa.Table(
     sa.Column("correction", sa.Text, nullable=True),
 )
 META = sa.Table("meta", _meta, sa.Column("key", sa.String(40), primary_key=True), sa.Column("value", sa.Text))
-JSON_FIELDS = ("history", "filter", "passages", "citations", "explored")
+JSON_FIELDS = ("history", "filter", "passages", "citations", "explored", "groups")
 COLUMNS = tuple(ANSWERS.c.keys())
 
 
@@ -111,11 +116,14 @@ class UsageStore:
             elif int(found) > FORMAT:
                 raise DeclragError(f"usage store {shown(self.target)} has format {found}, newer than this declrag's "
                                    f"({FORMAT})", hint="upgrade declrag, or record to another store")
-            elif int(found) < 2 and self.create:  # format 1 had no ``explored``: none of its answers was explored
-                if "explored" not in {col["name"] for col in sa.inspect(c).get_columns("answers")}:
-                    c.execute(sa.text("ALTER TABLE answers ADD COLUMN explored TEXT"))
+            elif int(found) < FORMAT and self.create:  # the columns it lacks, null in its rows (none explored, ...)
+                have = {col["name"] for col in sa.inspect(c).get_columns("answers")}
+                for name in ADDED:
+                    if name not in have:
+                        kind = "VARCHAR(200)" if name == "principal" else "TEXT"
+                        c.execute(sa.text(f"ALTER TABLE answers ADD COLUMN {name} {kind}"))
                 c.execute(META.update().where(META.c.key == "format").values(value=str(FORMAT)))
-            self.explored = "explored" in {col["name"] for col in sa.inspect(c).get_columns("answers")}
+            self.present = {col["name"] for col in sa.inspect(c).get_columns("answers")}  # an older store, read as is
 
     def close(self) -> None:
         self.engine.dispose()
@@ -131,15 +139,25 @@ class UsageStore:
                 c.execute(ANSWERS.insert(), [dict(zip(COLUMNS, t)) for t in rows])
 
     def add_feedback(self, answer_id: str, helpful: bool, citation: int | None = None,
-                     correction: str | None = None) -> bool:
-        """Rate answer ``answer_id`` (a second rating replaces the first). False: no such answer recorded."""
+                     correction: str | None = None, principal: str | None = None) -> str:
+        """Rate answer ``answer_id`` (a second rating replaces the first), as ``principal`` (None: a server without
+        callers). Returns ``rated``, ``missing`` (no such answer recorded) or ``forbidden`` (the answer was given to
+        another caller: only the one who received it may rate it)."""
         row = {"id": answer_id, "ts": time.time(), "helpful": helpful, "citation": citation, "correction": correction}
         with self.engine.begin() as c:
-            if c.execute(sa.select(ANSWERS.c.id).where(ANSWERS.c.id == answer_id)).first() is None:
-                return False
+            found = c.execute(sa.select(ANSWERS.c.principal).where(ANSWERS.c.id == answer_id)).first()
+            if found is None:
+                return "missing"
+            if found[0] != principal:
+                return "forbidden"
             c.execute(FEEDBACK.delete().where(FEEDBACK.c.id == answer_id))
             c.execute(FEEDBACK.insert().values(**row))
-        return True
+        return "rated"
+
+    def forget(self, principal: str) -> int:
+        """Delete every answer (and rating) of one caller, as the law may ask; returns how many answers went."""
+        with self.engine.begin() as c:
+            return self._delete(c, ANSWERS.c.principal == principal)
 
     def retain(self, max_rows: int | None, max_days: float | None) -> int:
         """Delete the answers (and their ratings) older than ``max_days`` and beyond the newest ``max_rows``.
@@ -163,7 +181,7 @@ class UsageStore:
     # -- reading ----------------------------------------------------------------------------------------------
     def records(self) -> Iterator[dict[str, Any]]:
         """Every answer, oldest first, with its rating (``feedback``: None when unrated)."""
-        cols = [col for col in ANSWERS.c if col.name != "explored" or self.explored]  # format 1, read as it is
+        cols = [col for col in ANSWERS.c if col.name in self.present]  # an earlier format's store, read as it is
         q = (sa.select(*cols, FEEDBACK.c.helpful, FEEDBACK.c.citation.label("rated_citation"),
                        FEEDBACK.c.correction)
              .select_from(ANSWERS.outerjoin(FEEDBACK, FEEDBACK.c.id == ANSWERS.c.id)).order_by(ANSWERS.c.ts))

@@ -37,8 +37,8 @@ def row(i: int, question: str = Q, **kw) -> dict:
 def test_the_store_keeps_answers_and_the_last_rating_and_forgets_beyond_its_bounds(tmp_path):
     s = UsageStore(tmp_path / "u.sqlite3")
     s.add_answers([row(i) for i in range(5)])
-    assert s.add_feedback("a1", True, citation=1) and s.add_feedback("a1", False)  # the last rating counts
-    assert not s.add_feedback("nope", True)
+    assert s.add_feedback("a1", True, citation=1) == s.add_feedback("a1", False) == "rated"  # the last rating counts
+    assert s.add_feedback("nope", True) == "missing"
     recs = {r["id"]: r for r in s.records()}
     assert recs["a1"]["feedback"] == {"helpful": False, "citation": None, "correction": None}
     assert recs["a0"]["feedback"] is None and recs["a0"]["passages"][0]["span"] == [0, 40]
@@ -61,7 +61,7 @@ def test_the_recorder_writes_in_batches_off_the_callers_thread(tmp_path, monkeyp
     for i in range(500):
         r.record(row(i, question=f"q{i}"))
     assert time.perf_counter() - t0 < 1.0  # queued, not written, on this thread
-    assert r.feedback("a499", True, 1, None)  # the rating waits for its answer to be written
+    assert r.feedback("a499", True, 1, None) == "rated"  # the rating waits for its answer to be written
     r.close()
     assert r.written == 500 and r.dropped == 0
     with sqlite3.connect(tmp_path / "u.sqlite3") as c:
@@ -218,7 +218,7 @@ def test_a_format_1_store_gains_the_explored_column_and_reads_as_it_was(tmp_path
     store.add_answers([row(1, explored={"served": {"retrieve.alpha": 0.5}, "changes": []})])
     assert [r["explored"] for r in store.records()] == [None, {"served": {"retrieve.alpha": 0.5}, "changes": []}]
     with sqlite3.connect(path) as c:
-        assert c.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ("2",)
+        assert c.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ("3",)
 
 
 def test_serve_without_recording_answers_404_to_a_rating(prog):
