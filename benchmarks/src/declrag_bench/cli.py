@@ -75,6 +75,7 @@ def bench_scale(
     queries: Annotated[int, typer.Option(help="real questions per golden set (SciFact, SQuAD v1.1)")] = 300,
     nprobe: Annotated[int, typer.Option(help="embedded ANN: inverted lists searched per query")] = 384,
     refine: Annotated[int, typer.Option(help="embedded ANN: refine x k candidates rescored exactly")] = 4,
+    readers: Annotated[bool, typer.Option("--readers", help="also callers kept to 10% and 50% by readers")] = False,
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Build time, memory, latency, ANN recall and real-question nDCG@10 at 100k-1M chunks, per store."""
@@ -86,7 +87,7 @@ def bench_scale(
     if queries < 1:
         raise DeclragError("--queries must be at least 1")
     ann = config_from(AnnConfig, nprobe=nprobe, refine=refine)
-    bench_out(run(sizes, list(store or []), queries=queries, ann=ann), print_report, as_json)
+    bench_out(run(sizes, list(store or []), queries=queries, ann=ann, readers=readers), print_report, as_json)
 
 
 @bench_app.command("speed")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,14 @@ DISTRACTOR_SENTENCES = (3, 7)
 BATCH = 50_000
 SENTENCES = 20_000  # the distractors' sentence pool: a seeded sample of the real corpora's sentences
 EXACT = AnnConfig(mode="exact")
+#: with ``--readers``, document number j is readable by group ``g{p}`` for each p here with j % (100 // p) == 0: a
+#: caller of one group is kept to p% of the documents (about p% of the chunks: distractors are one chunk each)
+READER_SHARES = (10, 50)
+
+
+def readers_of(number: int) -> tuple[str, ...]:
+    """The readers of document ``number`` in a store built with ``--readers`` (`READER_SHARES`)."""
+    return tuple(f"g{p}" for p in READER_SHARES if number % (100 // p) == 0)
 
 
 def _embed(embedder: Embedder, texts: list[str], what: str, progress: bool) -> np.ndarray:
@@ -91,9 +100,10 @@ class Corpus:
 
 
 def distractors(sentences: list[str], vectors: np.ndarray, start: int,
-                count: int) -> tuple[list[Document], list[Chunk], np.ndarray]:
+                count: int, first: int | None = None) -> tuple[list[Document], list[Chunk], np.ndarray]:
     """Distractors ``start`` .. ``start + count``: the same ones at every size and in every batch, because each
-    is drawn by a generator seeded with its own number."""
+    is drawn by a generator seeded with its own number. ``first``: the document number of distractor 0, when the
+    store's documents carry readers (`readers_of`); None: none do."""
     docs, chunks, vecs = [], [], np.zeros((count, vectors.shape[1]), dtype=np.float32)
     for j in range(count):
         i = start + j
@@ -102,15 +112,18 @@ def distractors(sentences: list[str], vectors: np.ndarray, start: int,
         text = " ".join(sentences[p] for p in pick)
         v = vectors[pick].mean(axis=0)
         vecs[j] = v / np.linalg.norm(v)
-        docs.append(Document(id=f"x{i}", text=text, source=f"/distractors/{i // 10_000}/{i}", title=""))
+        readers = readers_of(first + i) if first is not None else ()
+        docs.append(Document(id=f"x{i}", text=text, source=f"/distractors/{i // 10_000}/{i}", title="",
+                             readers=readers))
         chunks.append(Chunk(id=f"x{i}#0", doc_id=f"x{i}", text=text, start=0, end=len(text), position=0,
-                            source=docs[-1].source))
+                            source=docs[-1].source, readers=readers))
     return docs, chunks, vecs
 
 
-def _build(uri: str, corpus: Corpus, size: int, progress: bool) -> tuple[Any, dict[str, Any]]:
+def _build(uri: str, corpus: Corpus, size: int, progress: bool, readers: bool = False) -> tuple[Any, dict[str, Any]]:
     """The store of ``size`` chunks: written unless a previous run left it complete. Its first search (loading the
-    snapshot, and building or loading the BM25 and vector indexes) is timed and its memory measured either way."""
+    snapshot, and building or loading the BM25 and vector indexes) is timed and its memory measured either way.
+    ``readers``: each document labelled with `readers_of` its number."""
     st, _ = open_store(uri, IngestConfig())
     have = st.count()
     tracker = MemoryTracker()
@@ -125,12 +138,18 @@ def _build(uri: str, corpus: Corpus, size: int, progress: bool) -> tuple[Any, di
             for i, c in enumerate(corpus.chunks):
                 by_doc.setdefault(c.doc_id, []).append(i)
             rows = [i for d in corpus.docs for i in by_doc.get(d.id, [])]
-            st.upsert(corpus.docs, [corpus.chunks[i] for i in rows], corpus.vectors[rows])
+            docs, chunks = corpus.docs, [corpus.chunks[i] for i in rows]
+            if readers:
+                label = {d.id: readers_of(j) for j, d in enumerate(docs)}
+                docs = [replace(d, readers=label[d.id]) for d in docs]
+                chunks = [replace(c, readers=label[c.doc_id]) for c in chunks]
+            st.upsert(docs, chunks, corpus.vectors[rows])
             n_real = len(rows)
             bar = tqdm(total=size, initial=n_real, desc=f"writing {size:,} chunks", disable=not progress, unit="chunk")
             for start in range(0, size - n_real, BATCH):
                 docs, chunks, vecs = distractors(corpus.sentences, corpus.sentence_vectors, start,
-                                                 min(BATCH, size - n_real - start))
+                                                 min(BATCH, size - n_real - start),
+                                                 len(corpus.docs) if readers else None)
                 st.upsert(docs, chunks, vecs)
                 bar.update(len(chunks))
             bar.close()
@@ -178,8 +197,39 @@ def _measure(st, corpus: Corpus, ann: AnnConfig, progress: bool, label: str,
             "ndcg@10": {"hybrid": round(float(np.mean(ndcg_h)), 4), "vector": round(float(np.mean(ndcg_v)), 4)}}
 
 
+def _filtered(st, corpus: Corpus, ann: AnnConfig, progress: bool, label: str) -> dict[str, Any]:
+    """For each share of `READER_SHARES`: a caller's searches, kept to that share of the store by a readers filter
+    (inside the search, as `declrag serve --keys` keeps them): p50/p95 of keyword, vector (ANN) and hybrid search,
+    the vector leg's recall@10 against the exact scan under the same filter, and how many hits came back."""
+    out: dict[str, Any] = {}
+    for p in READER_SHARES:
+        where = {"readers": {"$in": [f"g{p}"]}}
+        lat: dict[str, list[float]] = {"keyword": [], "vector": [], "hybrid": []}
+        recall, short = [], 0
+        for q, v in tqdm(list(zip((q for q, _ in corpus.questions), corpus.query_vectors)),
+                         desc=f"searching {label}, {p}% readable", disable=not progress, unit="q"):
+            t0 = time.perf_counter()
+            st.keyword_search(q, 10, where)
+            t1 = time.perf_counter()
+            approx = st.vector_search(v, 10, where, ann=ann)
+            t2 = time.perf_counter()
+            hybrid = st.hybrid_search(q, v, 10, 0.5, "relative", 100, where, ann)
+            t3 = time.perf_counter()
+            for k, dt in zip(lat, (t1 - t0, t2 - t1, t3 - t2)):
+                lat[k].append(dt)
+            exact = {h.chunk.id for h in st.vector_search(v, 10, where, ann=EXACT)}
+            recall.append(len(exact & {h.chunk.id for h in approx}) / max(1, len(exact)))
+            short += len(hybrid) < 10 or any(f"g{p}" not in h.chunk.readers for h in hybrid)
+        out[f"{p}%"] = {"latency_ms": {k: latency_ms(x) for k, x in lat.items()},
+                        "recall@10": round(float(np.mean(recall)), 4), "short_or_foreign": short,
+                        "chunks": st.count(where)}
+    return out
+
+
 def run(sizes: list[int], stores: list[str] | None = None, queries: int = 300, ann: AnnConfig | None = None,
-        progress: bool = True) -> dict[str, Any]:
+        progress: bool = True, readers: bool = False) -> dict[str, Any]:
+    """Each size on each store; ``readers``: the stores are built with readers (`readers_of`) and each run also
+    measures searches kept to 10% and 50% of the store (`_filtered`)."""
     from declrag.runtime.process_memory import rss_bytes
 
     ann = ann or AnnConfig()
@@ -195,10 +245,12 @@ def run(sizes: list[int], stores: list[str] | None = None, queries: int = 300, a
         truth: list[set[str]] = []
         for where in ["embedded", *[s for s in stores or [] if s != "embedded"]]:
             base = str(cache_dir() / "bench-scale") if where == "embedded" else where
-            uri = child_uri(base, f"scale-{size}")
-            st, build = _build(uri, corpus, size, progress)
+            uri = child_uri(base, f"scale-{size}" + ("-readers" if readers else ""))
+            st, build = _build(uri, corpus, size, progress, readers)
             row = {"store": "embedded" if where == "embedded" else st.backend, "chunks": size, "build": build,
                    **_measure(st, corpus, ann, progress, f"{size:,} on {where}", truth)}
+            if readers:
+                row["filtered"] = _filtered(st, corpus, ann, progress, f"{size:,} on {where}")
             rss = rss_bytes()
             row["rss_mb_after"] = round(rss / 2**20) if rss else None
             result["runs"].append(row)
@@ -223,3 +275,17 @@ def print_report(r: dict[str, Any], console: Console) -> None:
                     for k in ("keyword", "vector", "vector_exact", "hybrid")),
                   f"{row['recall@10']:.3f}", f"{row['ndcg@10']['hybrid']:.4f}", f"{row['ndcg@10']['vector']:.4f}")
     console.print(t)
+    rows = [row for row in r["runs"] if row.get("filtered")]
+    if not rows:
+        return
+    f = Table(title="A caller kept to a share of the store by a readers filter (inside the search): p50 in ms, and "
+                    "as a ratio of the same search unfiltered")
+    for c in ("store", "chunks", "readable", "keyword", "vector (ANN)", "hybrid", "recall@10", "short or foreign"):
+        f.add_column(c, justify="left" if c == "store" else "right")
+    for row in rows:
+        for share, m in row["filtered"].items():
+            cells = [f"{m['latency_ms'][k]['p50']} ({m['latency_ms'][k]['p50'] / row['latency_ms'][k]['p50']:.2f}x)"
+                     for k in ("keyword", "vector", "hybrid")]
+            f.add_row(row["store"], f"{row['chunks']:,}", f"{share} ({m['chunks']:,})", *cells,
+                      f"{m['recall@10']:.3f}", str(m["short_or_foreign"]))
+    console.print(f)

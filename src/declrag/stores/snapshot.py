@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -27,6 +29,8 @@ from .fusion import object_uuid
 log = logging.getLogger(__name__)
 
 EXACT_ROWS = 20_000  # above this many rows, vector search pre-selects in float16 (see _Snapshot.nearest)
+NO_ROWS = np.empty(0, dtype=np.int64)
+MASKS_KEPT = 16  # readers masks a snapshot keeps (LRU; one byte a row each: 16 MB at 1M chunks)
 RESCORE_MARGIN = 128
 CHUNK_FIELDS = ["id", "doc_id", "text", "start", "end", "position", "source", "title", "page",
                 "parent_start", "parent_end", "section", "header", "running", "language", "readers"]
@@ -99,6 +103,8 @@ class Snapshot:
         self.table = meta.append_column("_row", pa.array(np.arange(self.n, dtype=np.int64)))
         self.ids: list[str] = meta.column("id").to_pylist()
         self.row = {cid: i for i, cid in enumerate(self.ids)}
+        self._masks: OrderedDict[tuple[str, ...], np.ndarray] = OrderedDict()  # readers masks (`_list_mask`)
+        self._masks_lock = threading.Lock()
 
     @cached_property
     def keyword(self) -> KeywordIndex:
@@ -172,6 +178,10 @@ class Snapshot:
                 r, sims = top_k_with_ties(self.vectors[cand] @ q, k)
                 return cand[r], sims
             log.info("the approximate index found %d of %d rows under the filter: searching exactly", len(cand), k)
+        if mask is not None and self.n <= EXACT_ROWS:  # a small table: every row scored, those the mask hides out
+            scores = self.vectors @ q
+            scores[~mask] = -np.inf
+            return top_k_with_ties(scores, min(k, n_ok))
         if mask is not None:
             allowed = np.flatnonzero(mask)
             if len(allowed) <= EXACT_ROWS:
@@ -212,23 +222,36 @@ class Snapshot:
         return mask
 
     @cached_property
-    def _readers(self) -> tuple[pa.Array, np.ndarray]:
-        """Every row's readers flattened, and the row each came from (for `_list_mask`)."""
+    def _readers(self) -> dict[str, np.ndarray]:
+        """The rows each reader (a group, `EVERYONE`, `UNLABELLED`) may read, as sorted row numbers: an inverted
+        index over the readers column, built once per version (its size: one row number per (row, reader) pair)."""
         import pyarrow.compute as pc
 
         col = self.table.column("readers").combine_chunks()
-        return pc.list_flatten(col), pc.list_parent_indices(col).to_numpy(zero_copy_only=False)
+        codes = pc.dictionary_encode(pc.list_flatten(col))
+        parents = pc.list_parent_indices(col).to_numpy(zero_copy_only=False)
+        idx = codes.indices.to_numpy(zero_copy_only=False)
+        order = np.argsort(idx, kind="stable")
+        bounds = np.searchsorted(idx[order], np.arange(len(codes.dictionary) + 1))
+        return {name: parents[order[bounds[i]:bounds[i + 1]]] for i, name in enumerate(codes.dictionary.to_pylist())}
 
     def _list_mask(self, cond: Cond) -> np.ndarray:
         """The rows whose list holds ``cond``'s value (``$eq``) or any of its values (``$in``), or not (``$ne``,
-        ``$nin``)."""
-        import pyarrow.compute as pc
-
-        flat, parents = self._readers
-        asked = cond.value if cond.op in ("$in", "$nin") else [cond.value]
-        found = pc.is_in(flat, value_set=pa.array(asked, type=pa.string())).to_numpy(zero_copy_only=False)
-        mask = np.zeros(self.n, dtype=bool)
-        mask[parents[found]] = True
+        ``$nin``); the last `MASKS_KEPT` masks asked for are kept (a server's callers ask for the same few scopes)."""
+        asked = tuple(sorted(set(cond.value if cond.op in ("$in", "$nin") else [cond.value])))
+        with self._masks_lock:
+            mask = self._masks.get(asked)
+            if mask is not None:
+                self._masks.move_to_end(asked)
+        if mask is None:
+            mask = np.zeros(self.n, dtype=bool)
+            for name in asked:
+                mask[self._readers.get(name, NO_ROWS)] = True
+            mask.setflags(write=False)  # shared by every search that asks for this scope
+            with self._masks_lock:
+                self._masks[asked] = mask
+                while len(self._masks) > MASKS_KEPT:
+                    self._masks.popitem(last=False)
         return mask if cond.op in ("$eq", "$in") else ~mask
 
     def ranked(self, rows: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
