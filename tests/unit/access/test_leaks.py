@@ -71,9 +71,10 @@ def forbidden_marks(caller: str, unlabelled: str) -> list[str]:
     return out
 
 
-def corpus_store(where: str) -> Store:
-    """The corpus in a new store: a LanceDB folder, or a Weaviate collection (``weaviate://``)."""
-    emb, st_ = HashEmbedder(), connect(where)
+def corpus_store(where: str, emb=None) -> Store:
+    """The corpus in a new store: a LanceDB folder, or a Weaviate collection (``weaviate://``); embedded by ``emb``
+    (default: `HashEmbedder`)."""
+    emb, st_ = emb or HashEmbedder(), connect(where)
     st_.create(StoreMeta(backend=st_.backend))
     docs, chunks = [], []
     for d, (readers, author, _, sentences) in DOCS.items():
