@@ -48,6 +48,16 @@ class Access:
         """``where`` narrowed to the documents ``principal`` may read (`scope_filter`)."""
         return scope_filter(where, principal, self.unlabelled)
 
+    @staticmethod
+    def still_readable(store: Any, where: Mapping[str, Any] | None, docs: list[str]) -> bool:
+        """Whether every document of ``docs`` (a cached answer's) may still be read under the scoped filter ``where``
+        in ``store`` (a `declrag.stores.base.Store`): readers relabelled while serving (`Store.relabel`) never let
+        a cached answer outlive its caller's right to it."""
+        if not docs:
+            return True
+        mine = {"doc_id": {"$in": docs}}
+        return store.count({"$and": [dict(where), mine]} if where else mine) == store.count(mine)
+
     def describe(self) -> str:
         """One line for the server's start: where callers come from, and the policy for unlabelled documents."""
         keys, tokens = self.callers.keys, self.callers.tokens

@@ -22,6 +22,11 @@ AsOpt = Annotated[str | None, typer.Option(
 KeysOpt = Annotated[Path, typer.Option("--keys", help="the keys file that names the caller of --as")]
 UnlabelledOpt = Annotated[str, typer.Option(
     help="with callers (or --as): who reads documents indexed without readers: everyone | nobody")]
+ReadersOpt = Annotated[str | None, typer.Option(
+    help="the groups that may read these documents, comma-separated ('*': everyone); changing them relabels, "
+         "embeds nothing (docs/guides/access.md)")]
+ReadersFileOpt = Annotated[Path | None, typer.Option(
+    help="a YAML file of file patterns -> groups, first match first (docs/guides/access.md)")]
 CallersKeysOpt = Annotated[Path | None, typer.Option(
     "--keys", help="callers' keys file (`declrag keys add`): each caller sees only the documents their groups may "
                    "read (docs/guides/access.md)")]
@@ -107,3 +112,10 @@ def access_settings(keys: Path | None, jwks: str | None, secret_file: Path | Non
                                hint="give the file holding the identity provider's shared secret") from None
     return config_from(AccessSettings, keys_file=keys, jwks=jwks, jwt_secret=secret, jwt_issuer=issuer,
                        jwt_audience=audience, groups_claim=groups_claim, unlabelled=unlabelled)
+
+
+def readers_from(file: Path | None, groups: str | None):
+    """`index`'s labelling (`declrag.ingest.readers.Readers`) from ``--readers-file`` and ``--readers``, checked."""
+    from ..ingest.readers import Readers  # here, not at the top: start-up time
+
+    return Readers.load(file, groups)

@@ -12,6 +12,7 @@ from ..errors import DeclragError
 from ..runtime.folders import default_store
 from ..runtime.resources import ENV
 from ..runtime.resources import init as copy_defaults
+from .access import ReadersFileOpt, ReadersOpt, readers_from
 from .app import app
 from .common import HomeOpt, StoreOpt, config_from, err, out
 
@@ -49,11 +50,8 @@ def index(
                                "Tesseract is installed; without it each such page is named)")] = None,
     pdf_reader: Annotated[str, typer.Option(
         help="the library that reads PDFs' text: pdfium (the default: reading order, speed) | pypdf")] = "pdfium",
-    readers: Annotated[str | None, typer.Option(
-        help="the groups that may read these documents, comma-separated ('*': everyone); changing them relabels, "
-             "embeds nothing (docs/guides/access.md)")] = None,
-    readers_file: Annotated[Path | None, typer.Option(
-        help="a YAML file of file patterns -> groups, first match first (docs/guides/access.md)")] = None,
+    readers: ReadersOpt = None,
+    readers_file: ReadersFileOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ):
     """Index files, folders and golden-set corpora into a store (incrementally)."""
@@ -83,9 +81,7 @@ def index(
     if ray_actors is not None and ray is None:
         raise DeclragError("--ray-actors needs --ray", hint="e.g. --ray auto --ray-actors 4")
     _check_reading(pdf_reader, ocr)
-    from ..ingest.readers import Readers  # here, not at the top: start-up time (checked before anything loads)
-
-    labels = Readers.load(readers_file, readers)
+    labels = readers_from(readers_file, readers)  # checked before anything loads
     if ray is not None:  # the address answers, before anything is loaded (Ray waits 35 s on a dead one)
         from ..ingest.distributed import preflight  # imported here, not at the top: start-up time
 

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -153,6 +154,21 @@ class _Gate:
         self.in_flight -= 1
 
 
+def _scoped(access: Access | None, caller: Principal | None, where: dict[str, Any] | None,
+            ctx: Context) -> tuple[dict[str, Any] | None, Principal | None]:
+    """A tool call's filter narrowed to what its caller may read (``caller``, else the one its HTTP request's
+    ``Authorization`` names: a tool error without one), and the caller (None: no ``access``)."""
+    if access is None:
+        return where, None
+    who = caller
+    if who is None:
+        try:
+            who = access.callers.principal((ctx.headers or {}).get("authorization", ""))
+        except Refused as r:
+            raise ToolError(r.reason) from None
+    return access.scope(where, who), who
+
+
 def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits | None = None,
                  source_base: str | None = None, recorder: Recorder | None = None, access: Access | None = None,
                  caller: Principal | None = None) -> MCPServer:
@@ -162,18 +178,7 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
     ``access``, each call searches only what its caller may read: ``caller`` (stdio: the one user), else the caller
     its HTTP request's ``Authorization`` header names (a tool error without one)."""
     gate = _Gate(limits or CallLimits())
-
-    def scoped(where: dict[str, Any] | None, ctx: Context) -> tuple[dict[str, Any] | None, Principal | None]:
-        """The filter narrowed to what the call's caller may read, and the caller (None: no callers)."""
-        if access is None:
-            return where, None
-        who = caller
-        if who is None:
-            try:
-                who = access.callers.principal((ctx.headers or {}).get("authorization", ""))
-            except Refused as r:
-                raise ToolError(r.reason) from None
-        return access.scope(where, who), who
+    scoped = partial(_scoped, access, caller)
     paths = PublicPaths.of_store(program.store, source_base)
     version = program.config.digest()
 

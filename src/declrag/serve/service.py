@@ -222,8 +222,8 @@ class AnswerService:
         prog, cache = self.state.program, self.cache
         key = json.dumps([req.where, [[t.role, t.content] for t in req.history]], sort_keys=True) if cache else ""
         vec = np.asarray(prog.embedder.embed_query(req.question), dtype=np.float32) if cache else None
-        if cache and vec is not None and (found := cache.get(key, vec, prog.embedder.calibrate)) \
-                and self._still_readable(req, found[0]):
+        if cache and vec is not None and (found := cache.get(key, vec, prog.embedder.calibrate)) and (
+                self.access is None or self.access.still_readable(prog.store, req.where, found[0]["_documents"])):
             hit = {k: v for k, v in found[0].items() if k != "_documents"}
             hit = {**hit, "id": req.id, "usage": NO_USAGE, "cache": {"hit": True, "similarity": round(found[1], 4)}}
             self._record(req, hit, ())
@@ -245,15 +245,6 @@ class AnswerService:
         payload = {"id": req.id, **payload}  # each answer its own id (feedback names it), cached or not
         self._record(req, payload, a.passages, explored=a.get("explored"))
         return payload, False
-
-    def _still_readable(self, req: Request, cached: dict) -> bool:
-        """Whether every document a cached answer was made from may still be read under the request's scope: readers
-        relabelled while serving (`Store.relabel`) never let a cached answer outlive its caller's right to it."""
-        docs = cached.get("_documents") or []
-        if self.access is None or not docs:
-            return True
-        store, mine = self.state.program.store, {"doc_id": {"$in": docs}}
-        return store.count({"$and": [req.where, mine]} if req.where else mine) == store.count(mine)
 
     def _record(self, req: Request, payload: dict, passages: Any, hits: bool = False,
                 explored: dict | None = None) -> None:
