@@ -67,8 +67,13 @@ def test_a_short_or_unsendable_key_is_refused(tmp_path):
         f.add("a", "eng")
 
 
+YEAR = 365 * 86400
+
+
 def token(claims: dict, key=SECRET, alg="HS256", headers=None) -> str:
-    return jwt.encode({"sub": "erin", "exp": int(time.time()) + 600, **claims}, key, algorithm=alg, headers=headers)
+    """A token valid for a year: the parameters below are made when the tests are collected, maybe long before they
+    run."""
+    return jwt.encode({"sub": "erin", "exp": int(time.time()) + YEAR, **claims}, key, algorithm=alg, headers=headers)
 
 
 def test_jwts_signed_by_the_secret_name_their_caller_and_groups():
@@ -108,7 +113,7 @@ def unsigned(claims: dict) -> str:
     import base64
 
     b = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()  # noqa: E731
-    return f"{b({'alg': 'none', 'typ': 'JWT'})}.{b({'sub': 'mallory', 'exp': int(time.time()) + 600, **claims})}."
+    return f"{b({'alg': 'none', 'typ': 'JWT'})}.{b({'sub': 'mallory', 'exp': int(time.time()) + YEAR, **claims})}."
 
 
 @pytest.mark.parametrize("credential, status, reason", [
