@@ -112,6 +112,11 @@ class Junction:
 Node = Cond | Junction
 
 
+def asks_lists(node: Node) -> bool:
+    """Whether a filter node asks about a list field (`LIST_FIELDS`) anywhere in it."""
+    return node.field in LIST_FIELDS if isinstance(node, Cond) else any(map(asks_lists, node.parts))
+
+
 class Filter:
     """A metadata filter: ``{"source": "a.pdf", "page": {"$gte": 2}, "doc_id": {"$in": [...]}}``.
 

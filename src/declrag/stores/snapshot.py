@@ -23,7 +23,7 @@ import pyarrow as pa
 from ..config import AnnConfig
 from ..types import UNLABELLED, Chunk, Hit, read_readers, searched_text
 from .ann import ANN_ROWS, IvfIndex, nlist_for
-from .base import LIST_FIELDS, Cond, Filter, Node
+from .base import LIST_FIELDS, Cond, Filter, Node, asks_lists
 from .bm25 import TOKENIZATION, KeywordIndex, top_k
 from .fusion import object_uuid
 
@@ -62,11 +62,6 @@ def filter_arrow(where: Filter | Node):
         return {"$eq": f == v, "$gt": f > v, "$gte": f >= v, "$lt": f < v, "$lte": f <= v}[op]
 
     return one(where.tree if isinstance(where, Filter) else where)
-
-
-def _lists(node: Node) -> bool:
-    """Whether a filter node asks about a list field (`LIST_FIELDS`), which an Arrow expression cannot."""
-    return node.field in LIST_FIELDS if isinstance(node, Cond) else any(map(_lists, node.parts))
 
 
 def top_k_with_ties(scores: np.ndarray, k: int, positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -217,7 +212,7 @@ class Snapshot:
     def _mask(self, node: Node) -> np.ndarray:
         if isinstance(node, Cond) and node.field in LIST_FIELDS:
             return self._list_mask(node)
-        if not isinstance(node, Cond) and _lists(node):
+        if not isinstance(node, Cond) and asks_lists(node):  # which an Arrow expression cannot
             parts = [self._mask(p) for p in node.parts]
             return (np.logical_and if node.op == "and" else np.logical_or).reduce(parts)
         rows = self.table.filter(filter_arrow(node)).column("_row").to_numpy()

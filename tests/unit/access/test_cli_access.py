@@ -5,13 +5,7 @@ from __future__ import annotations
 
 import json
 
-from declrag.cli import main
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
+from tests.unit.cli.test_cli import run
 
 
 def test_keys_readers_and_as(capsys, tmp_path):

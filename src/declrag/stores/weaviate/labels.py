@@ -8,7 +8,7 @@ from typing import Any, Protocol, TypeVar
 
 from ...errors import DeclragError
 from ...types import stored_readers
-from ..base import LIST_FIELDS, Cond, Filter, Node
+from ..base import Filter, asks_lists
 from .layout import Layout
 
 T = TypeVar("T")
@@ -30,14 +30,10 @@ class Handle(Protocol):
     def _by_keys(self, name: str, keys: Sequence[str], props: list[str] | None) -> list: ...
 
 
-def _names_lists(node: Node) -> bool:
-    return node.field in LIST_FIELDS if isinstance(node, Cond) else any(map(_names_lists, node.parts))
-
-
 def check_filter(store: Handle, where: Filter | None) -> None:
     """Raise `DeclragError` when ``where`` asks about readers and the collection was made before them (it would
     match nothing, silently)."""
-    if where is not None and not store.layout.readers and _names_lists(where.tree):
+    if where is not None and not store.layout.readers and asks_lists(where.tree):
         raise DeclragError(f"store {store.uri} was made before documents had readers (store format 5 or earlier), so "
                            "it cannot tell who may read a passage",
                            hint="index the documents into a new store (declrag index DIR --store URI) to serve them "
