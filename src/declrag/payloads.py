@@ -6,11 +6,14 @@ payload is exactly its model."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, unquote
 
+import numpy as np
+import orjson
 from pydantic import BaseModel, Field
 
 from .types import Hit
@@ -150,4 +153,17 @@ class PublicPaths:
         return self.prefix + name.replace("/", os.sep) + sep + n if name in self.known else value
 
 
-__all__ = ["Citation", "PublicPaths", "SearchHit"]
+def _numpy(o: Any) -> Any:
+    """NumPy scalars and arrays as Python values (anything else: what ``tolist`` gives, or its error)."""
+    return o.item() if isinstance(o, np.generic) else o.tolist()
+
+
+def plain(x: Any) -> Any:
+    """A JSON-safe copy of ``x``: NumPy scalars and arrays become Python values."""
+    try:
+        return orjson.loads(orjson.dumps(x, default=_numpy))
+    except orjson.JSONEncodeError:
+        return json.loads(json.dumps(x, default=_numpy))
+
+
+__all__ = ["Citation", "PublicPaths", "SearchHit", "plain"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -11,6 +11,9 @@ from rich.table import Table
 from ..errors import DeclragError
 from .app import app
 from .common import config_from, out
+
+if TYPE_CHECKING:  # annotations only: the CLI starts without loading what a command needs
+    from ..access import Access, Principal
 
 keys_app = typer.Typer(no_args_is_help=True, help="Callers of `declrag serve --keys FILE`: each a name, groups and a "
                                                   "key (kept as its SHA-256).")
@@ -77,20 +80,27 @@ def keys_rm(name: Annotated[str, typer.Argument(help="the caller's name")], file
     typer.echo(f"removed {name} from {file}", err=True)
 
 
-def as_caller(name: str | None, keys: Path, unlabelled: str, where: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``where`` narrowed to what the caller ``name`` of the keys file may read (None: ``where`` as it is). Raises
-    `DeclragError` for an unknown caller, a bad keys file or policy."""
+def caller_named(name: str | None, keys: Path, unlabelled: str) -> tuple[Access | None, Principal | None]:
+    """``--as NAME``: the access of a keys file and its caller ``name``, as a server with those callers would know
+    them; ``(None, None)`` without ``name``. Raises `DeclragError` for an unknown caller, a bad keys file or policy."""
     if name is None:
-        return where
-    from ..access import KeysFile  # here, not at the top: start-up time
-    from ..access.principals import scope_filter
+        return None, None
+    from ..access import Access, Callers, KeysFile  # here, not at the top: start-up time
 
     if unlabelled not in ("everyone", "nobody"):
         raise DeclragError(f"--unlabelled {unlabelled!r}: use everyone or nobody")
-    principal = KeysFile.load(keys).named(name)
+    found = KeysFile.load(keys)
+    principal = found.named(name)
     if principal is None:
         raise DeclragError(f"{keys} has no caller named {name!r}", hint=f"see `declrag keys list --file {keys}`")
-    return scope_filter(where, principal, unlabelled)  # type: ignore[arg-type]  # checked above
+    return Access(Callers(found, None), unlabelled), principal  # type: ignore[arg-type]  # checked above
+
+
+def as_caller(name: str | None, keys: Path, unlabelled: str, where: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``where`` narrowed to what the caller ``name`` of the keys file may read (None: ``where`` as it is), for a
+    search of the store itself (`declrag search`). Raises as `caller_named`."""
+    access, principal = caller_named(name, keys, unlabelled)
+    return where if access is None or principal is None else access.scope(where, principal)
 
 
 def access_settings(keys: Path | None, jwks: str | None, secret_file: Path | None, issuer: str | None,

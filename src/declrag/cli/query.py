@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..errors import DeclragError
 from ..inputs import InputError, turns, user_text
-from .access import DEFAULT_KEYS, AsOpt, KeysOpt, UnlabelledOpt, as_caller
+from .access import DEFAULT_KEYS, AsOpt, KeysOpt, UnlabelledOpt, as_caller, caller_named
 from .app import app
 from .common import AnswerModeOpt, ConfigOpt, ModelOpt, ProgramOpt, StoreOpt, config_from, json_option, out
 
@@ -100,37 +100,44 @@ def ask(
     """Answer a question with citations (the default program, a saved one, or a config), optionally as the next
     turn of a conversation (--history)."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
+    from ..answering import AnswerService, ApiError, Request, ServiceSettings
     from ..pipeline.selection import select_program
 
-    question = user_text(question, "question")  # fails before any model loads; the program checks it again
-    filt = as_caller(as_, keys, unlabelled, json_option(where, "--where"))
+    question = user_text(question, "question")  # fails before any model loads; the service checks it again
+    filt = json_option(where, "--where")
+    access, principal = caller_named(as_, keys, unlabelled)
     turns = read_history(history) if history is not None else None
-    prog = select_program(program, config, store, model, answer_mode=answer_mode and answer_mode.value).load().warm_up()
-    answer = prog(question=question, where=filt, history=turns)
-    if as_json:
-        out.print_json(data=answer.to_dict())
+    choice = select_program(program, config, store, model, answer_mode=answer_mode and answer_mode.value)
+    # the answering service every front end shares, on this thread: the same answer as over HTTP and MCP
+    service = AnswerService(choice.load(), choice.name, settings=ServiceSettings(max_in_flight=1),
+                            access=access).open()
+    try:
+        answer = service.answer_here(Request(question, filt, turns, route="cli ask", principal=principal))
+    except ApiError as e:
+        raise DeclragError(e.message if e.field in (None, "question") else e.line(), hint=e.hint) from None
+    finally:
+        service.close()
+    if as_json:  # what /v1/ask answers
+        out.print_json(data=answer)
         return
-    out.print(answer.answer, markup=False, highlight=False)
-    if answer.abstained and answer.reason:
-        out.print(answer.reason[0].upper() + answer.reason[1:] + ".", markup=False, highlight=False)
-    for c in answer.citations:
+    out.print(answer["answer"], markup=False, highlight=False)
+    if answer["abstained"] and (reason := answer["reason"]):
+        out.print(reason[0].upper() + reason[1:] + ".", markup=False, highlight=False)
+    for c in answer["citations"]:
         where_ = (c["title"] or Path(c["source"]).name) + (f" p.{c['page']}" if c["page"] else "")
         tag = " (attributed)" if c["attributed"] else " (nearest, for you to check)" if c.get("nearest") else ""
         quoted = " quotes " + ", ".join(f"{a}-{b}" for a, b in c["quotes"]) if c.get("quotes") else ""
         out.print(f"  [{c['n']}] {where_} {c['span'][0]}-{c['span'][1]}{tag}{quoted}: {c['snippet'][:160]}",
                   markup=False, highlight=False)
-    if answer.caught:
-        c = answer.caught
+    if c := answer["caught"]:
         out.print(f"the LM's answer {c['why']} ({c['kind']}): replaced by "
                   + {"extractive": "the passages' own sentences", "retry": "a second try with the strict prompt",
                      "abstention": "an abstention"}[c["replaced_by"]], style="dim", markup=False, highlight=False)
-    if answer.dropped_sentences:
-        out.print(f"verified: {answer.dropped_sentences} unsupported sentence(s) of the LM's answer left out "
-                  f"({answer.checked.get('replaced', 0)} replaced by the passages' own)", style="dim")
-    u, ms = answer.usage["total"], answer.latency_ms
-    judge = answer.judge.get("mode", "off")
-    if judge != "off":
-        out.print(f"judge ({judge}): supported={answer.judge.get('supported')} action={answer.judge.get('action')}")
+    if dropped := answer["dropped_sentences"]:
+        out.print(f"verified: {dropped} unsupported sentence(s) of the LM's answer left out", style="dim")
+    u, ms, verdict = answer["usage"]["total"], answer["latency_ms"], answer["judge"]
+    if (judge := verdict.get("mode", "off")) != "off":
+        out.print(f"judge ({judge}): supported={verdict.get('supported')} action={verdict.get('action')}")
     out.print(f"{u['calls']} LM calls ({u['cached']} cached), {u['tokens_in']} tokens in, {u['tokens_out']} out, "
               f"${u['cost_usd']:.4f}; {ms['total']:.0f} ms", style="dim")
 

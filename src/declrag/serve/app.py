@@ -1,7 +1,8 @@
 """The HTTP face of a `RAGProgram`: ``create_app(program, name, run, settings)`` returns a FastAPI app with the
 routes docs/guides/serve.md lists (``/v1/ask``, ``/v1/search``, the OpenAI-compatible ones, the health checks,
 ``/metrics`` and the web page ``/``). Errors are JSON ``{"error": ..., "field": ...}``. The routes are thin:
-loading, admission, the worker threads, answering and failures are `declrag.serve.service.AnswerService`'s."""
+loading, admission, the worker threads, answering, ratings and failures are the answering service's
+(`declrag.answering.AnswerService`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..access import Callers, Principal, Refused
+from ..answering import CHAT_FIELDS, AnswerService, ApiError, Metrics, Program, Request
 from ..errors import DeclragError
 from ..pipeline.selection import DEFAULT_NAME
 from ..runtime import tracing
@@ -33,8 +35,7 @@ from . import openai_compat as oai
 from .http_server import bearer_ok
 from .jsonenc import FastJSONResponse
 from .schemas import AskRequest, FeedbackRequest, SearchRequest, SearchResponse
-from .service import CHAT_FIELDS, AnswerService, ApiError, Request, ServeSettings
-from .telemetry import Metrics
+from .settings import ServeSettings
 
 __all__ = ["ApiError", "AnswerService", "ServeSettings", "create_app", "error_response"]
 
@@ -172,17 +173,17 @@ def _unparsable(cause: BaseException | None) -> str | None:
     return None
 
 
-def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: str | None = None,
+def create_app(program: Program | Callable[[], Program], name: str = DEFAULT_NAME, run: str | None = None,
                settings: ServeSettings | None = None, *, lm_override: Any = None,
                on_load: Callable[[BaseException | None], None] | None = None) -> FastAPI:
-    """A FastAPI app serving ``program``: thin routes over one `declrag.serve.service.AnswerService` (see there for
+    """A FastAPI app serving ``program``: thin routes over one `declrag.answering.AnswerService` (see there for
     ``program``, ``lm_override`` and ``on_load``), which is ``app.state.service``."""
-    record, access_settings = (settings or ServeSettings()).record, (settings or ServeSettings()).access
-    recorder = Recorder(record) if record is not None else None  # a bad store: an error now, at start-up
-    access = access_settings.build() if access_settings is not None else None  # a bad keys file: an error now
-    service = AnswerService(program, name, run, settings, lm_override=lm_override, on_load=on_load,
+    s = settings or ServeSettings()
+    recorder = Recorder(s.record) if s.record is not None else None  # a bad store: an error now, at start-up
+    access = s.access.build() if s.access is not None else None  # a bad keys file: an error now
+    service = AnswerService(program, name, run, s, lm_override=lm_override, on_load=on_load,
                             recorder=recorder, access=access)
-    s, metrics = service.settings, service.metrics
+    metrics = service.metrics
 
     @asynccontextmanager
     async def lifespan(_app):
@@ -236,7 +237,7 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
     async def list_models() -> FastJSONResponse:
         return FastJSONResponse(oai.models(name, service.state.started))
 
-    _feedback(app, recorder)
+    _feedback(app, service)
     _operations(app, service)
     _answer_errors_as_json(app, metrics)
     app.add_middleware(Guard, key=s.api_key.get_secret_value() if s.api_key else None, max_body=s.max_body_bytes,
@@ -247,25 +248,15 @@ def create_app(program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: 
     return app
 
 
-def _feedback(app: FastAPI, recorder: Recorder | None) -> None:
+def _feedback(app: FastAPI, service: AnswerService) -> None:
     @app.post("/v1/feedback", status_code=204)
     async def feedback(body: FeedbackRequest, request: HttpRequest) -> Response:
         """Rate an answer: ``{id, helpful, citation, correction}``; ``id`` is the answer's (``/v1/ask``'s ``id``, or
         the chat completion's ``chatcmpl-...``). A second rating of the same answer replaces the first. 404: no
         answer recorded with that id (or recording is off); 403: the answer was given to another caller; 204:
         recorded."""
-        if recorder is None:
-            raise ApiError(404, "this server records nothing (declrag serve --no-record), so there is no answer to "
-                                "rate", "id", kind="not_recording")
-        who = caller(request)
-        found = await asyncio.to_thread(recorder.feedback, body.answer_id(), body.helpful, body.citation,
-                                        body.correction, who.name if who is not None else None)
-        if found == "forbidden":
-            raise ApiError(403, "this answer was given to another caller: only the one who received it may rate it",
-                           "id", kind="forbidden")
-        if found == "missing":
-            raise ApiError(404, f"no answer {body.id!r} is recorded here (unknown, or past the retention bound)",
-                           "id", kind="unknown_answer")
+        await asyncio.to_thread(service.rate, body.answer_id(), body.helpful, body.citation, body.correction,
+                                caller(request))
         return Response(status_code=204)
 
 

@@ -7,25 +7,10 @@ neither. Server-sent events keep the standard encoder: their exact text is what 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import numpy as np
 import orjson
 from fastapi.responses import JSONResponse
-
-
-def _numpy(o: Any) -> Any:
-    """NumPy scalars and arrays as Python values (anything else: what ``tolist`` gives, or its error)."""
-    return o.item() if isinstance(o, np.generic) else o.tolist()
-
-
-def plain(x: Any) -> Any:
-    """A JSON-safe copy of ``x``: NumPy scalars and arrays become Python values."""
-    try:
-        return orjson.loads(orjson.dumps(x, default=_numpy))
-    except orjson.JSONEncodeError:
-        return json.loads(json.dumps(x, default=_numpy))
 
 
 class FastJSONResponse(JSONResponse):

@@ -8,17 +8,13 @@ output is the protocol: whatever is written to it while loading goes to standard
 No ``from __future__ import annotations`` here: the SDK reads the tools' signatures, whose annotations name
 the loaded program's defaults, when they are registered."""
 
-import asyncio
 import contextlib
-import contextvars
 import json
 import os
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,14 +25,13 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from ..access import Access, AccessSettings, Principal, Refused
+from ..answering import SEARCH_FIELDS, TOOL_FIELDS, AnswerService, ApiError, Program, Request, ServiceSettings
 from ..errors import DeclragError
-from ..inputs import Turn, user_text
-from ..payloads import Citation, PublicPaths, SearchHit
-from ..pipeline.program import RAGProgram
+from ..payloads import Citation, SearchHit
 from ..pipeline.selection import ProgramChoice, select_program
 from ..runtime.about import package_version
-from ..stores.base import FILTER_FIELDS, Filter
-from ..usage import Recorder, RecordSettings, row_of
+from ..stores.base import FILTER_FIELDS
+from ..usage import Recorder, RecordSettings
 from ..usage.recorder import said
 from .http_server import Server, bearer_ok
 from .server import record_beside
@@ -103,116 +98,77 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def one_line(e: DeclragError) -> str:
-    return f"{e.message} (fix: {e.hint})" if e.hint else e.message
-
-
-@contextlib.contextmanager
-def _tool_errors() -> Iterator[None]:
-    """A `DeclragError` (bad input, an LM that failed) as the tool's error, on one line."""
-    try:
-        yield
-    except DeclragError as e:
-        raise ToolError(one_line(e)) from e
-
-
-def _check_where(where: dict[str, Any] | None) -> None:
-    try:
-        Filter.of(where)
-    except DeclragError as e:
-        raise ToolError("where: " + one_line(e)) from e
-
-
 @dataclass
 class CallLimits:
     """How the tools' calls are admitted: at most ``max_in_flight`` at once (one more is refused at once with a
-    "busy" tool error), each answered within ``timeout_s`` (else a "timeout" tool error; the call's thread still
-    counts until it ends). Per server process, as `declrag serve`'s."""
+    "busy" tool error), each answered within ``timeout_s`` (else a "no answer within" tool error; the call's thread
+    still counts until it ends). Per server process, as `declrag serve`'s (`ServiceSettings`)."""
 
     timeout_s: float = 120.0
     max_in_flight: int = 8
 
 
-class _Gate:
-    def __init__(self, limits: CallLimits):
-        self.limits, self.in_flight = limits, 0
-
-    async def run(self, work: Callable[[], Any]) -> Any:
-        """``work()`` on a worker thread, in the caller's context (its LM, its trace), within the limits."""
-        lim = self.limits
-        if self.in_flight >= lim.max_in_flight:
-            raise ToolError(f"busy: {self.in_flight} calls in flight (the limit is {lim.max_in_flight}); retry later")
-        self.in_flight += 1
-        fut = asyncio.get_running_loop().run_in_executor(None, contextvars.copy_context().run, work)
-        fut.add_done_callback(self._release)
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), lim.timeout_s)
-        except TimeoutError:
-            raise ToolError(f"timeout: no result within {lim.timeout_s:g} s") from None
-
-    def _release(self, _: Any) -> None:
-        self.in_flight -= 1
+def _caller(access: Access | None, caller: Principal | None, ctx: Context) -> Principal | None:
+    """Who makes a tool call: ``caller`` (stdio: the one user), else the caller its HTTP request's
+    ``Authorization`` names (a tool error without one); None without ``access``."""
+    if access is None or caller is not None:
+        return caller
+    try:
+        return access.callers.principal((ctx.headers or {}).get("authorization", ""))
+    except Refused as r:
+        raise ToolError(r.reason) from None
 
 
-def _scoped(access: Access | None, caller: Principal | None, where: dict[str, Any] | None,
-            ctx: Context) -> tuple[dict[str, Any] | None, Principal | None]:
-    """A tool call's filter narrowed to what its caller may read (``caller``, else the one its HTTP request's
-    ``Authorization`` names: a tool error without one), and the caller (None: no ``access``)."""
-    if access is None:
-        return where, None
-    who = caller
-    if who is None:
-        try:
-            who = access.callers.principal((ctx.headers or {}).get("authorization", ""))
-        except Refused as r:
-            raise ToolError(r.reason) from None
-    return access.scope(where, who), who
+@contextlib.asynccontextmanager
+async def _tool_errors() -> AsyncIterator[None]:
+    """The service's refusals (`ApiError`: a bad argument, busy, a timeout, a failed LM) as the tool's error, on one
+    line."""
+    try:
+        yield
+    except ApiError as e:
+        raise ToolError(e.line()) from None
 
 
-def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits | None = None,
+def _service(program: Program, name: str, limits: CallLimits | None, source_base: str | None,
+             recorder: Recorder | None, access: Access | None, record: RecordSettings | None) -> AnswerService:
+    lim = limits or CallLimits()
+    return AnswerService(program, name, settings=ServiceSettings(
+        request_timeout_s=lim.timeout_s, max_in_flight=lim.max_in_flight, max_search_k=MAX_K,
+        source_base=source_base, record=record), recorder=recorder, access=access)
+
+
+def build_server(program: Program | AnswerService, name: str = "declrag", limits: CallLimits | None = None,
                  source_base: str | None = None, recorder: Recorder | None = None, access: Access | None = None,
-                 caller: Principal | None = None) -> MCPServer:
-    """An `MCPServer` whose ``search`` and ``ask`` tools run ``program`` (loaded; see `load_program`) within
-    ``limits``; files are named as `declrag serve` names them (`PublicPaths`, ``source_base``); each call is
-    recorded by ``recorder`` (the usage store, `declrag.usage`) as `declrag serve` records its routes'. With
-    ``access``, each call searches only what its caller may read: ``caller`` (stdio: the one user), else the caller
-    its HTTP request's ``Authorization`` header names (a tool error without one)."""
-    gate = _Gate(limits or CallLimits())
-    scoped = partial(_scoped, access, caller)
-    paths = PublicPaths.of_store(program.store, source_base)
-    version = program.config.digest()
-
-    def record(route: str, payload: dict[str, Any], passages: Any, question: str, where: Any,
-               history: list[dict[str, Any]] | None, searched: bool = False, who: Principal | None = None) -> None:
-        if recorder is not None:
-            turns = [Turn(str(t.get("role", "")), str(t.get("content", ""))) for t in history or []]
-            recorder.record(row_of({**payload, "id": uuid.uuid4().hex}, passages, route=route, program=name,
-                                   version=version, question=question, where=where, history=turns,
-                                   searched=searched, principal=who))
+                 caller: Principal | None = None, record: RecordSettings | None = None) -> MCPServer:
+    """An `MCPServer` whose ``search`` and ``ask`` tools are answered by the answering service
+    (`declrag.answering.AnswerService`: ``program``, opened, or one made over a loaded program), as `declrag serve`'s
+    routes are: within ``limits``, files named as `declrag serve` names them (``source_base``), each call recorded by
+    ``recorder`` (the usage store, `declrag.usage`; ``record``: its settings, e.g. exploration). With ``access``,
+    each call searches only what its caller may read: ``caller`` (stdio: the one user), else the caller its HTTP
+    request's ``Authorization`` header names (a tool error without one)."""
+    if not isinstance(program, AnswerService):
+        program = _service(program, name, limits, source_base, recorder, access, record).open()
+    service, access = program, program.access
+    config = service.config
     server = _Server(name="declrag", title=f"declrag: {name}", version=package_version("declrag"),
                      instructions=f"Search and question the documents of the declrag program {name!r}. `search` "
                                   "returns the ranked passages; `ask` answers with citations to them.")
-    limit, too_long = program.config.max_question_chars, "shorten it, or raise max_question_chars in the program config"
 
     async def search(
         query: Annotated[str, Field(description="what to look for (a question or keywords)")],
         history: History = None,
         where: Where = None,
         k: Annotated[int | None, Field(ge=1, le=MAX_K, description="passages to return (default: the "
-                                       f"program's retrieve.k, {program.config.retrieve.k})")] = None,
+                                       f"program's retrieve.k, {config.retrieve.k})")] = None,
         alpha: Annotated[float | None, Field(ge=0.0, le=1.0, description="hybrid weight of the vector search (1: "
                                              "vector only, 0: keywords only; default: the program's, "
-                                             f"{program.config.retrieve.alpha})")] = None,
+                                             f"{config.retrieve.alpha})")] = None,
         ctx: Context = None,  # type: ignore[assignment]  # the SDK passes the call's context
     ) -> SearchResult:
-        with _tool_errors():
-            text = user_text(query, "query", limit, hint=too_long)
-            _check_where(where)
-            stored, who = scoped(paths.inward(where), ctx)
-            hits = await gate.run(lambda: program.search(text, history=history, where=stored, k=k, alpha=alpha))
-        out = [paths.rewrite(SearchHit.payload(h, i)) for i, h in enumerate(hits, 1)]
-        record("mcp search", {"hits": out}, hits, text, stored, history, searched=True, who=who)
-        return SearchResult(hits=[SearchHit(**h) for h in out])
+        req = Request(query, where, history, "mcp search", SEARCH_FIELDS, principal=_caller(access, caller, ctx))
+        async with _tool_errors():
+            found = await service.search(req, k, alpha)
+        return SearchResult(hits=[SearchHit(**h) for h in found["hits"]])
 
     async def ask(
         question: Annotated[str, Field(description="the question")],
@@ -220,15 +176,11 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
         where: Where = None,
         ctx: Context = None,  # type: ignore[assignment]  # the SDK passes the call's context
     ) -> AskResult:
-        with _tool_errors():
-            text = user_text(question, "question", limit, hint=too_long)
-            _check_where(where)
-            stored, who = scoped(paths.inward(where), ctx)
-            answer = await gate.run(lambda: program(question=text, history=history, where=stored))
-        a = answer.to_dict()
-        a["citations"] = [paths.rewrite(c) for c in a["citations"]]
-        record("mcp ask", a, answer.passages, text, stored, history, who=who)
-        return AskResult.model_validate({k: a[k] for k in AskResult.model_fields})
+        req = Request(question, where, history, "mcp ask", TOOL_FIELDS, principal=_caller(access, caller, ctx))
+        async with _tool_errors():
+            a = await service.answer(req)
+        return AskResult.model_validate({**{k: a[k] for k in AskResult.model_fields if k in a},
+                                         "history_turns": len(history or [])})
 
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
@@ -242,20 +194,16 @@ def build_server(program: RAGProgram, name: str = "declrag", limits: CallLimits 
     return server
 
 
-def load_program(target: str | Path | None = None, *, config: str | Path | None = None,
-                 store: str | Path | None = None, model: str | None = None, answer_mode: str | None = None,
-                 say: Callable[[str], None] = print) -> tuple[str, str, RAGProgram]:
-    """``(name, what, program)``: the program chosen as `declrag serve` chooses it, loaded and warmed up, or a
-    one-line `DeclragError` when it cannot be. ``say`` gets how it answers (`answers_line`) and when it is ready."""
-    return load_choice(select_program(target, config, store, model, answer_mode=answer_mode), say)
-
-
-def load_choice(choice: ProgramChoice, say: Callable[[str], None] = print) -> tuple[str, str, RAGProgram]:
-    """`load_program` for a program already chosen (`select_program`)."""
+def load_choice(choice: ProgramChoice, say: Callable[[str], None] = print, *, limits: CallLimits | None = None,
+                source_base: str | None = None, recorder: Recorder | None = None, access: Access | None = None,
+                record: RecordSettings | None = None) -> tuple[str, str, AnswerService]:
+    """``(name, what, service)``: the answering service over the program chosen as `declrag serve` chooses it
+    (`select_program`), loaded and warmed up, or a one-line `DeclragError` when it cannot be. ``say`` gets how it
+    answers and when it is ready; the other arguments are `build_server`'s."""
     name, what, loader = choice.name, choice.what, choice.load
     t0 = time.perf_counter()
     try:
-        program = loader().warm_up()
+        service = _service(loader(), name, limits, source_base, recorder, access, record).open()
     except DeclragError:
         raise
     except Exception as e:  # a store or model that does not open: its first line, not a traceback
@@ -264,7 +212,7 @@ def load_choice(choice: ProgramChoice, say: Callable[[str], None] = print) -> tu
                            hint="check the program folder and its store (declrag ask runs the same program)") from e
     say(f"ready: {name} loaded in {time.perf_counter() - t0:.1f} s")
     say(choice.answers)
-    return name, what, program
+    return name, what, service
 
 
 @contextlib.contextmanager
@@ -334,15 +282,17 @@ def run(target: str | Path | None = None, *, config: str | Path | None = None, s
         choice = select_program(target, config, store, model, answer_mode=answer_mode)
         if record is not None and record.target is None:
             record = record.model_copy(update={"target": str(record_beside(choice.run, store))})
-        name, what, program = load_choice(choice, say)
         recorder = Recorder(record) if record is not None else None
-        server = build_server(program, name, limits, source_base, recorder, guard, who)
+        name, what, service = load_choice(choice, say, limits=limits, source_base=source_base, recorder=recorder,
+                                          access=guard, record=record)
+        server = build_server(service, name, caller=who)
     say(said(record))
     if guard is not None:
         say(guard.describe() + (f"; over stdio, as {who.name}" if who is not None else ""))
     try:
         _run(server, transport, host, port, api_key, name, what, say, guard)
     finally:
+        service.close()  # calls in flight end first
         if recorder is not None:
             recorder.close()  # what is queued is written before the process exits
 
@@ -385,5 +335,5 @@ def _run(server: MCPServer, transport: Transport, host: str, port: int, api_key:
         say("stopped")
 
 
-__all__ = ["AskResult", "CallLimits", "KeyGuard", "MAX_K", "SearchResult", "build_server", "load_program", "run",
+__all__ = ["AskResult", "CallLimits", "KeyGuard", "MAX_K", "SearchResult", "build_server", "load_choice", "run",
            "stdout_to_stderr"]

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
-from .service import ApiError
+from ..answering import ApiError
 
 # the roles a message may have, and the turn's role each becomes
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}

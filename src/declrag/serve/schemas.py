@@ -11,10 +11,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, WithJsonSchema
 
+from ..answering import SEARCH_FIELDS, ApiError, Fields, Request
 from ..inputs import ROLES
 from ..payloads import SearchHit
 from .openai_compat import ChatMessage, conversation
-from .service import SEARCH_FIELDS, ApiError, Fields, Request
 
 TURN = {"type": "object", "title": "Turn", "additionalProperties": False, "required": ["role", "content"],
         "properties": {"role": {"type": "string", "enum": list(ROLES)}, "content": {"type": "string"}}}

@@ -1,42 +1,30 @@
-"""`declrag serve`'s settings: every limit, with its CLI flag (`declrag.cli.serving`)."""
+"""`declrag serve`'s settings: every limit, with its CLI flag (`declrag.cli.serving`); those of answering itself are
+`declrag.answering.ServiceSettings`'s."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from ..access import AccessSettings
+from ..answering import ServiceSettings
 from ..inputs import api_key_problem
 from ..runtime.cache_limits import CacheLimits
-from ..usage import RecordSettings
 
 
-class ServeSettings(BaseModel):
-    """Server settings; every limit has a CLI flag on ``declrag serve``."""
+class ServeSettings(ServiceSettings):
+    """Server settings: the answering service's (`ServiceSettings`) and the HTTP server's; every limit has a CLI
+    flag on ``declrag serve``."""
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # errors never show the API key
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     api_key: SecretStr | None = None  # when set, every route but /, /healthz and /readyz needs "Bearer <key>"
     max_body_bytes: int = Field(64 * 1024, ge=1)
-    max_question_chars: int | None = Field(None, ge=1)  # None: the program's config.max_question_chars
-    request_timeout_s: float = Field(120.0, gt=0)
-    max_in_flight: int = Field(8, ge=1)
-    # threads that run program calls (None: max_in_flight). Calls that wait on a remote LM want one thread each;
-    # CPU-bound calls (retrieval only, an in-process model) run faster on a few threads than on many sharing the GIL
-    workers: int | None = Field(None, ge=1)
-    retry_after_s: int = Field(1, ge=1)
-    cache_threshold: float | None = Field(None, gt=0, le=1)  # None: the semantic answer cache is off
-    cache_size: int = Field(1024, ge=1)
     cors_origins: list[str] = []
-    max_search_k: int = Field(50, ge=1, le=100)  # the most passages one /v1/search request may ask for (422 beyond)
-    # a citation's source as a URL under this base instead of its path relative to the indexed folder (PublicPaths)
-    source_base: str | None = Field(None, pattern=r"^https?://")
     processes: int = Field(1, ge=1, le=64)  # server processes (`declrag.serve.processes`); the limits above: each
     # the process-wide caches' bounds (declrag.runtime.cache_limits), applied by `declrag.serve.serve` before the
     # program loads;
     # None: left as the process has them (create_app never changes them)
     cache_limits: CacheLimits | None = None
-    # where each question and answer is recorded, and how much is kept (`declrag.usage`); None: nothing is
-    record: RecordSettings | None = None
     # callers, each with their own key or token and groups, and what each may read (`declrag.access`); None: one
     # user (with ``api_key``, or anyone who reaches the port) who reads every document
     access: AccessSettings | None = None
@@ -56,7 +44,3 @@ class ServeSettings(BaseModel):
         if key is not None and (problem := api_key_problem(key.get_secret_value())):
             raise ValueError(f"the API key {problem}")
         return key
-
-    @property
-    def worker_threads(self) -> int:
-        return min(self.workers or self.max_in_flight, self.max_in_flight)

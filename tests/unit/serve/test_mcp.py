@@ -179,7 +179,7 @@ def test_a_call_past_its_timeout_is_a_timeout_error_and_the_server_goes_on(prog)
             return slow, fast
 
     slow, fast = anyio.run(go)
-    assert slow.is_error and "timeout: no result within 0.3 s" in text_of(slow)
+    assert slow.is_error and "no answer within 0.3 s" in text_of(slow)
     assert not fast.is_error and fast.structured_content["answer"] == ANSWER
 
 
@@ -202,7 +202,7 @@ def test_calls_beyond_the_limit_are_refused_busy_at_once(prog):
             results["after"] = await c.call_tool("search", {"query": Q})
 
     anyio.run(go)
-    assert results["busy"].is_error and "busy: 1 calls in flight (the limit is 1)" in text_of(results["busy"])
+    assert results["busy"].is_error and "busy: 1 requests in flight (the limit is 1)" in text_of(results["busy"])
     assert results["busy_s"] < 0.5  # refused at once, not queued
     assert not results["slow"].is_error and not results["after"].is_error
 

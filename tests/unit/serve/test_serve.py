@@ -864,7 +864,8 @@ def test_json_responses_say_what_the_standard_encoder_says():
     import numpy as np
     from fastapi.responses import JSONResponse
 
-    from declrag.serve.jsonenc import FastJSONResponse, plain
+    from declrag.payloads import plain
+    from declrag.serve.jsonenc import FastJSONResponse
 
     bodies = [{"answer": "Rome è la capitale [1].", "citations": [{"n": 1, "score": 0.8123, "span": [0, 12]}],
                "judge": None, "abstained": False, "usage": {"total": {"cost_usd": 1.5e-05, "tokens_in": 10}}},

@@ -1,5 +1,6 @@
-"""What `declrag serve` counts for ``GET /metrics`` (Prometheus): one registry per app, so several apps can live
-in one process; under `declrag serve --processes`, the processes' metrics summed (`declrag.serve.processes`)."""
+"""What the answering service counts, which `declrag serve` reports on ``GET /metrics`` (Prometheus): one registry
+per service, so several can live in one process; under `declrag serve --processes`, the processes' metrics summed
+(`declrag.serve.processes`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.multiprocess import MultiProcessCollector
+
+from ..embed.embedder import EmbeddingCache
+from ..lm import cache_sizes
+from ..lm.registry import LM_DISK_FAULT
+from ..runtime.cache_limits import current
+from ..usage import Recorder
+from .semantic_cache import SemanticCache
 
 
 class Metrics:
@@ -71,6 +79,31 @@ class Metrics:
             MultiProcessCollector(merged, path=folder)
             return merged
         return self.registry
+
+    def measure(self, embeddings: EmbeddingCache | None, answers: SemanticCache | None,
+                recorder: Recorder | None) -> None:
+        """Set the cache gauges: DSPy's response cache and histories, the program's ``embeddings`` cache, the
+        semantic ``answers`` cache, with their bounds (`declrag.runtime.cache_limits.current`); and the usage
+        ``recorder``'s counts."""
+        sizes = cache_sizes()
+        self.cache_fault.labels(cache="lm_disk").set(1 if LM_DISK_FAULT else 0)
+        if embeddings is not None:
+            emb = embeddings
+            sizes["embeddings"] = {"entries": emb.rows if emb.rows is not None else emb.count(),
+                                   "bytes": emb.disk_bytes()}
+            self.cache_fault.labels(cache="embeddings").set(1 if emb.fault else 0)
+        if answers is not None:
+            sizes["answers"] = {"entries": len(answers.entries)}
+        c = current()
+        limits = {} if c is None else {"lm_memory": c.lm_cache_entries, "lm_disk": c.lm_cache_disk_mb * 2**20,
+                                       "lm_history": c.lm_history, "lm_history_global": c.lm_history,
+                                       "embeddings": c.embedding_rows}
+        if answers is not None:
+            limits["answers"] = answers.size
+        self.caches(sizes, limits)
+        if recorder is not None:
+            self.usage_records.labels("written").set(recorder.written)
+            self.usage_records.labels("dropped").set(recorder.dropped)
 
     def caches(self, sizes: Mapping[str, Mapping[str, float]], limits: Mapping[str, float]) -> None:
         """Set the cache gauges: ``sizes`` by cache (``{"entries": n}`` and/or ``{"bytes": n}``), their bounds."""

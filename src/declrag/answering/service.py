@@ -1,14 +1,17 @@
-"""What `declrag serve` does for each question, without HTTP: loading the program, admission (the checks that
-need no program call, then an in-flight slot), the work queue (a pool of worker threads), answering (whole, or
-as a stream of tokens), searching, the semantic answer cache, metrics, and turning failures into `ApiError`s.
+"""The answering service: what every front end does for each question, without its transport. HTTP
+(`declrag.serve`), MCP (`declrag.serve.mcp`) and the CLI (`declrag ask`) are thin adapters over one
+`AnswerService`: loading the program, admission (the checks that need no program call, the caller's scope, then
+an in-flight slot), the work queue (a pool of worker threads), answering (whole, or as a stream of tokens),
+searching, the semantic answer cache, exploration, metrics, the usage recorder and its ratings, and turning
+failures into `ApiError`s. The same question from the same caller gets the same answer on every route.
 
-`declrag.serve.app` puts FastAPI routes over one `AnswerService`; tests and other front ends can use it directly:
-
-    service = AnswerService(program, "my-rag", settings=ServeSettings(max_in_flight=4))
+    service = AnswerService(program, "my-rag", settings=ServiceSettings(max_in_flight=4))
     await service.start()                      # worker threads up, the program loading on one of them
     payload = await service.answer(Request("Who ruled Normandy?"))
     hits = await service.search(Request("Normandy", route="/v1/search", fields=SEARCH_FIELDS), k=10)
     await service.stop()                       # calls in flight finish first
+
+Without an event loop (the CLI): ``service.open()``, then ``service.answer_here(request)`` on the calling thread.
 """
 
 from __future__ import annotations
@@ -18,8 +21,7 @@ import contextvars
 import json
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -27,78 +29,35 @@ from functools import partial
 from typing import Any
 
 import dspy
-import dspy.utils.exceptions
 import numpy as np
 
 from ..access import Access, Principal
+from ..config import ProgramConfig
 from ..errors import DeclragError
 from ..inputs import InputError, turns, user_text
-from ..lm import Meter, cache_sizes, metering, using_lm
-from ..lm.registry import LM_DISK_FAULT
-from ..payloads import PublicPaths, SearchHit
+from ..lm import Meter, metering, using_lm
+from ..payloads import PublicPaths, SearchHit, plain
 from ..pipeline.explore import Explorer
 from ..pipeline.selection import DEFAULT_NAME
 from ..pipeline.streaming import Done, astream
-from ..runtime.cache_limits import current
-from ..runtime.gguf import LocalModelCrash, crash_in
+from ..runtime.gguf import LocalModelCrash
 from ..stores.base import Filter
 from ..types import Hit
 from ..usage import Recorder, row_of
-from .jsonenc import plain
+from .metrics import Metrics
+from .program import Program
+from .requests import NO_USAGE, ApiError, Events, Request, failure
 from .semantic_cache import SemanticCache
-from .settings import ServeSettings
-from .telemetry import Metrics
+from .settings import ServiceSettings
 
 log = logging.getLogger("declrag.serve")
-
-
-class ApiError(Exception):
-    """A failed request, as the client sees it: HTTP status, message, the request field at fault, a kind for
-    the error metrics, and headers (e.g. Retry-After)."""
-
-    def __init__(self, status: int, message: str, field: str | None = None, kind: str = "invalid",
-                 headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status, self.message, self.field, self.kind, self.headers = status, message, field, kind, headers
-
-
-NO_USAGE = {"total": {"calls": 0, "cached": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "lm_ms": 0.0}}
-Events = AsyncIterator[tuple[str, Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class Fields:
-    """The request fields a route's checks name: the question's, the filter's and the history's."""
-
-    question: str = "question"
-    where: str = "options.where"
-    history: str = "history"
-
-
-CHAT_FIELDS = Fields("messages", "options.where", "messages")  # the history is the earlier messages, same indexes
-SEARCH_FIELDS = Fields("query", "where", "history")
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One question for the program: its text, filter and history (``[{role, content}]`` as sent; once
-    `AnswerService.admit` has checked them, the text normalized and the history a tuple of `Turn`s), the route
-    it came on (for the metrics) and the fields the checks name."""
-
-    question: Any
-    where: dict | None = None
-    history: Any = None
-    route: str = "/v1/ask"
-    fields: Fields = Fields()
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)  # the answer's id (feedback names it)
-    principal: Principal | None = None  # who asks (`declrag.access`); None: no callers are configured
 
 
 @dataclass
 class ServiceState:
     """What the service holds between requests."""
 
-    program: Any = None  # the loaded program; None while loading (or after a failed load)
+    program: Program | None = None  # the loaded program; None while loading (or after a failed load)
     paths: PublicPaths = field(default_factory=lambda: PublicPaths(()))  # the files' names clients see
     error: BaseException | None = None  # why loading failed
     in_flight: int = 0  # admitted calls whose worker thread has not ended
@@ -119,11 +78,11 @@ class AnswerService:
     outlives ``request_timeout_s`` is answered 504 and keeps its slot until its thread ends, so the limit
     holds for real work."""
 
-    def __init__(self, program: Any | Callable[[], Any], name: str = DEFAULT_NAME, run: str | None = None,
-                 settings: ServeSettings | None = None, *, lm_override: Any = None,
+    def __init__(self, program: Program | Callable[[], Program], name: str = DEFAULT_NAME, run: str | None = None,
+                 settings: ServiceSettings | None = None, *, lm_override: Any = None,
                  on_load: Callable[[BaseException | None], None] | None = None, metrics: Metrics | None = None,
                  recorder: Recorder | None = None, access: Access | None = None):
-        self.settings = s = settings or ServeSettings()
+        self.settings = s = settings or ServiceSettings()
         self.name, self.info = name, {"name": name, "run": run}
         self.metrics = metrics or Metrics()
         self.cache = SemanticCache(s.cache_threshold, s.cache_size) if s.cache_threshold else None
@@ -133,27 +92,9 @@ class AnswerService:
         self.access = access  # callers and what each may read (`declrag.access`); None: one user, who reads all
 
     def measure_caches(self) -> None:
-        """Set the metrics' cache gauges: DSPy's response cache and histories, the embedding cache of the
-        program's embedder, the semantic answer cache; with their bounds (`declrag.runtime.cache_limits.current`)."""
-        sizes = cache_sizes()
-        self.metrics.cache_fault.labels(cache="lm_disk").set(1 if LM_DISK_FAULT else 0)
-        emb = getattr(getattr(self.state.program, "embedder", None), "cache", None)
-        if emb is not None and hasattr(emb, "disk_bytes"):
-            sizes["embeddings"] = {"entries": emb.rows if emb.rows is not None else emb.count(),
-                                   "bytes": emb.disk_bytes()}
-            self.metrics.cache_fault.labels(cache="embeddings").set(1 if getattr(emb, "fault", None) else 0)
-        if self.cache is not None:
-            sizes["answers"] = {"entries": len(self.cache.entries)}
-        c = current()
-        limits = {} if c is None else {"lm_memory": c.lm_cache_entries, "lm_disk": c.lm_cache_disk_mb * 2**20,
-                                       "lm_history": c.lm_history, "lm_history_global": c.lm_history,
-                                       "embeddings": c.embedding_rows}
-        if self.cache is not None:
-            limits["answers"] = self.cache.size
-        self.metrics.caches(sizes, limits)
-        if self.recorder is not None:
-            self.metrics.usage_records.labels("written").set(self.recorder.written)
-            self.metrics.usage_records.labels("dropped").set(self.recorder.dropped)
+        """Set the metrics' cache gauges (`Metrics.measure`)."""
+        self.metrics.measure(self.state.program.embedder.cache if self.state.program is not None else None,
+                             self.cache, self.recorder)
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     @property
@@ -173,32 +114,51 @@ class AnswerService:
 
     async def stop(self) -> None:
         """Wait for the calls in flight, then stop the worker threads."""
-        if self.state.executor is not None:
-            await asyncio.to_thread(self.state.executor.shutdown, wait=True)
+        await asyncio.to_thread(self.close)
 
-    def _load(self) -> Any:
+    def _load(self) -> Program:
         p = self._program
-        prog = p if isinstance(p, dspy.Module) or not callable(p) else p()
-        if hasattr(prog, "warm_up"):  # ready means warmed up
-            try:
-                prog.warm_up(lms=self._lm_override is None)
-            except LocalModelCrash as e:  # the server stays up: search answers, questions get 503 with this
-                log.error("the local model cannot run here; questions will get 503 until it is rebuilt: %s", e)
-                prog.warm_up(lms=False)
-        if (r := self.settings.record) is not None and r.explore and hasattr(prog, "with_settings"):
+        prog = p if isinstance(p, Program) else p()
+        try:  # ready means warmed up
+            prog.warm_up(lms=self._lm_override is None)
+        except LocalModelCrash as e:  # the server stays up: search answers, questions get 503 with this
+            log.error("the local model cannot run here; questions will get 503 until it is rebuilt: %s", e)
+            prog.warm_up(lms=False)
+        if (r := self.settings.record) is not None and r.explore:
             # --explore: a share of questions answered from its rankers multileaved
             Explorer.of(prog, r.explore, r.explore_seed)
         return prog
 
+    def _ready(self) -> None:
+        """Load the program (on this thread), learn its files' public names and version; then admit requests."""
+        program = self._load()
+        self.state.paths = PublicPaths.of_store(program.store, self.settings.source_base)
+        self.state.version = program.config.digest()
+        self.state.program = program  # ready: from here on requests are admitted
+
+    def open(self) -> AnswerService:
+        """Load the program now, on this thread, and start the worker threads; then `answer` and `search` in an
+        event loop (MCP), or `answer_here` and `search_here` without one (the CLI). Raises what loading raises.
+        Returns the service; `close` stops it."""
+        self._ready()
+        self.state.executor = ThreadPoolExecutor(max_workers=self.settings.worker_threads,
+                                                 thread_name_prefix="declrag-answer")
+        return self
+
+    def close(self) -> None:
+        """`stop`, without an event loop: wait for the calls in flight, then stop the worker threads."""
+        if self.state.executor is not None:
+            self.state.executor.shutdown(wait=True)
+
+    @property
+    def config(self) -> ProgramConfig:
+        """The loaded program's config (its defaults: ``retrieve.k``, ``.alpha``, the limits)."""
+        return self._loaded().config
+
     async def _load_in_background(self) -> None:
         t0 = time.perf_counter()
         try:
-            program = await asyncio.to_thread(self._load)
-            self.state.paths = await asyncio.to_thread(PublicPaths.of_store, getattr(program, "store", None),
-                                                       self.settings.source_base)
-            config = getattr(program, "config", None)
-            self.state.version = config.digest() if config is not None else self.name
-            self.state.program = program  # ready: from here on requests are admitted
+            await asyncio.to_thread(self._ready)
             log.info("ready: %s loaded in %.1f s", self.name, time.perf_counter() - t0)
         except Exception as e:  # reported on /readyz and to on_load
             self.state.error = e
@@ -208,6 +168,12 @@ class AnswerService:
             return
         if self._on_load:
             self._on_load(None)
+
+    def _loaded(self) -> Program:
+        """The program, once loaded (`admit` refuses every request before)."""
+        if (p := self.state.program) is None:
+            raise ApiError(503, "not ready: the program is loading", kind="not_ready")
+        return p
 
     # -- one question -----------------------------------------------------------------------------------------
     def _lm_scope(self):
@@ -219,7 +185,7 @@ class AnswerService:
     def work(self, req: Request) -> tuple[dict, bool]:
         """On a worker thread: the cache, else the program, for an admitted request. Returns (payload, cache
         hit). The cache's key is the filter and the whole history: the same conversation, or none."""
-        prog, cache = self.state.program, self.cache
+        prog, cache = self._loaded(), self.cache
         key = json.dumps([req.where, [[t.role, t.content] for t in req.history]], sort_keys=True) if cache else ""
         vec = np.asarray(prog.embedder.embed_query(req.question), dtype=np.float32) if cache else None
         if cache and vec is not None and (found := cache.get(key, vec, prog.embedder.calibrate)) and (
@@ -228,7 +194,7 @@ class AnswerService:
             hit = {**hit, "id": req.id, "usage": NO_USAGE, "cache": {"hit": True, "similarity": round(found[1], 4)}}
             self._record(req, hit, ())
             return hit, True
-        explore = {"explore": True} if (e := getattr(prog, "explorer", None)) is not None and e.draw() else {}
+        explore = {"explore": True} if (e := prog.explorer) is not None and e.draw() else {}
         with self._lm_scope():
             t0 = time.perf_counter()
             a = prog(question=req.question, where=req.where, **({"history": req.history} if req.history else {}),
@@ -261,7 +227,7 @@ class AnswerService:
         meter = Meter()
         with self._lm_scope(), metering(meter):
             t0 = time.perf_counter()
-            hits = self.state.program.search(req.question, history=req.history or None, where=req.where, k=k,
+            hits = self._loaded().search(req.question, history=req.history or None, where=req.where, k=k,
                                              alpha=alpha)
             took = time.perf_counter() - t0
         self.metrics.search.observe(took)
@@ -298,19 +264,23 @@ class AnswerService:
             raise ApiError(503, "not ready: the program is loading" if st.error is None else
                            f"the program failed to load: {st.error}" if isinstance(st.error, DeclragError) else
                            "the program failed to load", kind="not_ready", headers=retry)
-        c = st.program.config
+        c = self._loaded().config
         try:
-            question = user_text(req.question, f.question, s.max_question_chars or c.max_question_chars)
+            question = user_text(req.question, f.question, s.max_question_chars or c.max_question_chars,
+                                 hint="shorten it" + (" (the server's limit: --max-question-chars)" if
+                                                      s.max_question_chars else
+                                                      ", or raise max_question_chars in the program config"))
             history = turns(req.history, max_turns=c.history.max_turns, max_chars=c.history.max_chars,
                             field=f.history)
         except InputError as e:
-            raise ApiError(422, e.message, e.field) from None
+            raise ApiError(422, e.message, e.field, hint=e.hint) from None
         try:
             Filter.of(req.where)
         except DeclragError as e:
-            raise ApiError(422, e.message, f.where) from None
+            raise ApiError(422, e.message, f.where, hint=e.hint) from None
         if st.in_flight >= s.max_in_flight:
-            raise ApiError(503, f"busy: {st.in_flight} requests in flight; retry later", kind="busy", headers=retry)
+            raise ApiError(503, f"busy: {st.in_flight} requests in flight (the limit is {s.max_in_flight}); retry "
+                                "later", kind="busy", headers=retry)
         st.in_flight += 1
         self.metrics.in_flight.inc()
         self.metrics.history_turns.labels(req.route).observe(len(history))
@@ -318,21 +288,6 @@ class AnswerService:
         if self.access is not None and req.principal is not None:
             where = self.access.scope(where, req.principal)
         return replace(req, question=question, history=history, where=where)
-
-    @staticmethod
-    def failure(e: BaseException, question: str) -> ApiError:
-        """The error response for a failed program call."""
-        if isinstance(e, ApiError):
-            return e
-        if isinstance(e, InputError):
-            return ApiError(422, e.message, e.field)
-        if (crash := crash_in(e)) is not None:  # the local model cannot run on this CPU: the server stays up
-            return ApiError(503, str(crash), kind="local_model")
-        if isinstance(e, DeclragError):
-            upstream = isinstance(e.__cause__, dspy.utils.exceptions.LMError)  # the model's server failed
-            return ApiError(502 if upstream else 400, e.message, kind="upstream" if upstream else "bad_request")
-        log.error("the program failed on %r", question[:200], exc_info=e)
-        return ApiError(500, "internal error", kind="internal")
 
     def timed_out(self) -> ApiError:
         return ApiError(504, f"no answer within {self.settings.request_timeout_s:g} s", kind="timeout")
@@ -348,7 +303,7 @@ class AnswerService:
         except TimeoutError:
             raise self.timed_out() from None
         except Exception as e:
-            raise self.failure(e, req.question) from None
+            raise failure(e, req.question) from None
 
     async def answer(self, req: Request) -> dict:
         """The whole answer to a request (the response payload), or an `ApiError`."""
@@ -359,25 +314,79 @@ class AnswerService:
             payload = {**payload, "latency_ms": {"total": round(1000 * (time.perf_counter() - t0), 3)}}
         return payload
 
-    async def search(self, req: Request, k: int | None = None, alpha: float | None = None) -> dict:
-        """The passages the program would answer a request from (`RAGProgram.search`): ``{hits, query, k,
-        alpha, latency_ms: {total}}`` (the time in the program), ``k`` and ``alpha`` the ones used (by default
-        the program's ``retrieve.k`` and ``.alpha``), or an `ApiError`; a ``k`` above ``settings.max_search_k``
-        is a 422 naming ``k``."""
+    def _search_args(self, req: Request, k: int | None, alpha: float | None) -> tuple[Request, int, float]:
+        """Admit a search: ``k`` within ``settings.max_search_k`` (a 422 naming ``k``), then `admit`; the request and
+        the ``k`` and ``alpha`` to use (by default the program's ``retrieve.k`` and ``.alpha``)."""
         if k is not None and k > self.settings.max_search_k:
             raise ApiError(422, f"k is {k}; the limit is {self.settings.max_search_k} (declrag serve "
                                 "--max-search-k)", "k")
         req = self.admit(req)
-        r = self.state.program.config.retrieve
-        k, alpha = k or r.k, r.alpha if alpha is None else alpha
-        hits, _, took = await self._run(req, partial(self.searching, req, k, alpha),
-                                        lambda res: self.metrics.usage(res[1]))
+        r = self._loaded().config.retrieve
+        return req, k or r.k, r.alpha if alpha is None else alpha
+
+    def _searched(self, req: Request, hits: list[Hit], k: int, alpha: float, took: float) -> dict:
+        """A search's payload, recorded."""
         paths = self.state.paths
         payload = {"id": req.id,
                    "hits": [paths.rewrite(SearchHit.payload(h, i)) for i, h in enumerate(hits, 1)],
                    "query": req.question, "k": k, "alpha": alpha, "latency_ms": {"total": round(1000 * took, 3)}}
         self._record(req, payload, hits, hits=True)
         return payload
+
+    async def search(self, req: Request, k: int | None = None, alpha: float | None = None) -> dict:
+        """The passages the program would answer a request from (`RAGProgram.search`): ``{id, hits, query, k,
+        alpha, latency_ms: {total}}`` (the time in the program), ``k`` and ``alpha`` the ones used (by default
+        the program's ``retrieve.k`` and ``.alpha``), or an `ApiError`; a ``k`` above ``settings.max_search_k``
+        is a 422 naming ``k``."""
+        req, k, alpha = self._search_args(req, k, alpha)
+        hits, _, took = await self._run(req, partial(self.searching, req, k, alpha),
+                                        lambda res: self.metrics.usage(res[1]))
+        return self._searched(req, hits, k, alpha, took)
+
+    # -- on the calling thread (no event loop: the CLI) ----------------------------------------------------------
+    def _here(self, req: Request, call: Callable[[], Any], count: Callable[[Any], None]) -> Any:
+        """``call()`` on this thread for an admitted request, without a timeout (Ctrl-C reaches it); the slot is
+        freed and the result counted as on a worker thread. Anything but a `DeclragError` or an `InputError`
+        is raised as it is (the CLI shows it as any command's failure)."""
+        try:
+            result = call()
+        except (DeclragError, InputError) as e:
+            raise failure(e, req.question) from None
+        finally:
+            self.state.in_flight -= 1
+            self.metrics.in_flight.dec()
+        count(result)
+        return result
+
+    def answer_here(self, req: Request) -> dict:
+        """`answer` on the calling thread, after `open`: the same payload, or an `ApiError`."""
+        req = self.admit(req)
+        payload, _ = self._here(req, partial(self.work, req), partial(self._answered, req))
+        return payload
+
+    def search_here(self, req: Request, k: int | None = None, alpha: float | None = None) -> dict:
+        """`search` on the calling thread, after `open`: the same payload, or an `ApiError`."""
+        req, k, alpha = self._search_args(req, k, alpha)
+        hits, _, took = self._here(req, partial(self.searching, req, k, alpha), lambda res: self.metrics.usage(res[1]))
+        return self._searched(req, hits, k, alpha, took)
+
+    # -- ratings ----------------------------------------------------------------------------------------------
+    def rate(self, answer_id: str, helpful: bool, citation: int | None = None, correction: str | None = None,
+             principal: Principal | None = None) -> None:
+        """Record a rating of an answer this service gave (blocking: run it off the event loop). Only the caller
+        who received it may rate it. Raises `ApiError`: 404 when nothing is recorded (``record`` off) or no answer
+        ``answer_id`` is, 403 when it was given to another caller."""
+        if self.recorder is None:
+            raise ApiError(404, "this server records nothing (declrag serve --no-record), so there is no answer to "
+                                "rate", "id", kind="not_recording")
+        found = self.recorder.feedback(answer_id, helpful, citation, correction,
+                                       principal.name if principal is not None else None)
+        if found == "forbidden":
+            raise ApiError(403, "this answer was given to another caller: only the one who received it may rate it",
+                           "id", kind="forbidden")
+        if found == "missing":
+            raise ApiError(404, f"no answer {answer_id!r} is recorded here (unknown, or past the retention bound)",
+                           "id", kind="unknown_answer")
 
     async def answer_stream(self, req: Request) -> Events:
         """The answer as events: ``("delta", text)`` as the generate stage's LM produces it (see
@@ -387,7 +396,7 @@ class AnswerService:
         ``request_timeout_s`` bounds the whole stream; a stream cut off is cancelled, and its slot freed when the
         program's thread has ended."""
         req = self.admit(req)
-        loop, prog = asyncio.get_running_loop(), self.state.program
+        loop, prog = asyncio.get_running_loop(), self._loaded()
         queue: asyncio.Queue[str | Done | BaseException] = asyncio.Queue()
         deadline, t0 = loop.time() + self.settings.request_timeout_s, time.perf_counter()
 
@@ -415,7 +424,7 @@ class AnswerService:
             except TimeoutError:
                 raise self.timed_out() from None
             if isinstance(item, BaseException):
-                raise self.failure(item, req.question)
+                raise failure(item, req.question)
             return item
 
         try:

@@ -1,0 +1,14 @@
+"""The answering service below every front end: `AnswerService` takes a `Request` (a question or a search, its
+filter, history and caller) and answers it with a loaded `Program`: one place for the checks, the caller's scope,
+admission and timeouts, the semantic cache, exploration, metrics and the usage recorder. HTTP (`declrag.serve`),
+MCP (`declrag.serve.mcp`) and the CLI (`declrag ask`) are thin adapters over it; none calls the program itself."""
+
+from .metrics import Metrics
+from .program import Program
+from .requests import CHAT_FIELDS, NO_USAGE, SEARCH_FIELDS, TOOL_FIELDS, ApiError, Fields, Request
+from .semantic_cache import SemanticCache
+from .service import AnswerService
+from .settings import ServiceSettings
+
+__all__ = ["CHAT_FIELDS", "NO_USAGE", "SEARCH_FIELDS", "TOOL_FIELDS", "AnswerService", "ApiError", "Fields", "Metrics",
+           "Program", "Request", "SemanticCache", "ServiceSettings"]
