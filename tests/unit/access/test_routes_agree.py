@@ -1,9 +1,11 @@
 """One caller, one question: the CLI (`ask --as`), HTTP /v1/ask, the OpenAI-compatible route and the MCP tool give the
-same answer and the same cited passages."""
+same answer and the same cited passages; and each reaches the program only through the answering service."""
 
 from __future__ import annotations
 
 import json
+import sys
+from collections import Counter
 
 import anyio
 from fastapi.testclient import TestClient
@@ -26,14 +28,30 @@ def cited(citations: list[dict]) -> list[tuple[str, tuple[int, int]]]:
     return [(c["doc_id"].rsplit("/", 1)[-1], tuple(c["span"])) for c in citations]
 
 
-def test_every_route_gives_a_caller_the_same_answer_and_citations(capsys, tmp_path, minilm):
-    """With the real default embedder, so that the CLI's own program (which loads it) searches the same vectors."""
+def spy_on_the_program(monkeypatch) -> Counter:
+    """Counts, by the module that made it, every call into a `RAGProgram` (an answer, a search, a warm-up)."""
+    calls: Counter = Counter()
+    for name in ("__call__", "search", "warm_up"):
+        real = getattr(RAGProgram, name)
+
+        def spy(self, *a, _real=real, _name=name, **kw):
+            calls[(_name, sys._getframe(1).f_globals["__name__"])] += 1
+            return _real(self, *a, **kw)
+        monkeypatch.setattr(RAGProgram, name, spy)
+    return calls
+
+
+def test_every_route_gives_a_caller_the_same_answer_and_citations(capsys, tmp_path, minilm, monkeypatch):
+    """With the real default embedder, so that the CLI's own program (which loads it) searches the same vectors.
+    Every route's calls into the program come from the answering service (`declrag.answering`), none from a front
+    end (`declrag.serve`, `declrag.cli`)."""
     store_path = str(tmp_path / "store")
     store = corpus_store(store_path, minilm)
     keys = KeysFile(tmp_path / "keys.yaml")
     tokens = {n: keys.add(n, g) for n, g in CALLERS.items()}
     cfg = ProgramConfig.model_validate({"generate": {"mode": "extractive"}})
     prog = RAGProgram(cfg, store=store, embedder=minilm).warm_up(lms=False)
+    calls = spy_on_the_program(monkeypatch)
     app = create_app(prog, "x", None, ServeSettings(access=AccessSettings(keys_file=tmp_path / "keys.yaml")))
     access = Access(Callers(KeysFile.load(tmp_path / "keys.yaml")), "everyone")
     with TestClient(app) as c:
@@ -49,9 +67,11 @@ def test_every_route_gives_a_caller_the_same_answer_and_citations(capsys, tmp_pa
 
                 async def tool(server=mcp, question=q):
                     async with Client(server) as m:
+                        await m.call_tool("search", {"query": question})
                         return (await m.call_tool("ask", {"question": question})).structured_content
 
                 via_mcp = anyio.run(tool)
+                assert c.post("/v1/search", json={"query": q}, headers=auth).status_code == 200
                 assert chat["choices"][0]["message"]["content"].startswith(http["answer"]), (who, q)
                 assert via_mcp["answer"] == http["answer"] and cited(via_mcp["citations"]) == cited(http["citations"])
                 assert [c_["doc_id"] for c_ in chat["citations"]] == [c_["doc_id"] for c_ in http["citations"]]
@@ -60,3 +80,8 @@ def test_every_route_gives_a_caller_the_same_answer_and_citations(capsys, tmp_pa
                 cli = json.loads(capsys.readouterr().out)
                 assert cli["answer"] == http["answer"] and cited(cli["citations"]) == cited(http["citations"]), \
                     (who, q, cli["answer"], http["answer"])
+    front_ends = {(call, module) for call, module in calls if module.startswith(("declrag.serve", "declrag.cli"))}
+    assert not front_ends, f"front ends that call the program themselves: {front_ends}"
+    assert {(call, m) for call, m in calls if m == "declrag.answering.service"} == {
+        ("__call__", "declrag.answering.service"), ("search", "declrag.answering.service"),
+        ("warm_up", "declrag.answering.service")}, calls
