@@ -157,6 +157,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("ingest, golden, usage", {"ingest", "golden", "usage"}),
     ("pipeline", {"pipeline", "api"}),
     ("evaluation, optimize", {"metrics", "evaluate", "optimize", "synth", "testing"}),
+    ("answering", {"answering"}),
     ("serve, cli", {"serve", "cli", ""}),
 ]
 
@@ -213,6 +214,58 @@ def test_the_layer_check_sees_an_upward_import(tmp_path):
     bad = upward(import_graph(tmp_path))
     assert len(bad) == 1 and bad[0].startswith("declrag.types (types, config, errors, text, runtime) imports "
                                                "declrag.pipeline.program (pipeline)") and "types.py:2" in bad[0]
+
+
+# the front ends that answer questions: every module of serve (HTTP, MCP) and the CLI's ask and serving commands
+FRONT_ENDS = ("declrag.serve", "declrag.cli.query", "declrag.cli.serving", "declrag.cli.mcp_serving")
+# a program's calls (`declrag.answering.Program`, `RAGProgram`'s public methods); ``search`` only on these receivers
+PROGRAM_CALLS = {"warm_up", "search", "forward", "retrieve_only", "with_settings", "generating", "learned_from"}
+SEARCHERS = {"service", "api"}  # the answering service; `declrag.api.search` searches a store, not a program
+
+
+def front_ends_past_the_service(root: Path = SRC) -> list[str]:
+    """Where a front end reaches the program other than through the answering service: an import of
+    `declrag.pipeline` other than `pipeline.selection` (which program to run, handed to the service as a loader),
+    or a call of a program's method (on anything but the service, or `declrag.api` for ``search``)."""
+    bad = []
+    for mod, targets in sorted(import_graph(root).items()):
+        if mod.startswith(FRONT_ENDS):
+            bad += [f"{mod} imports {t} at {', '.join(w)}" for t, w in sorted(targets.items())
+                    if t.startswith("declrag.pipeline") and t != "declrag.pipeline.selection"]
+    for mod, (path, _) in sorted(modules(root).items()):
+        if not mod.startswith(FRONT_ENDS):
+            continue
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.Call) and isinstance(f := n.func, ast.Attribute) and f.attr in PROGRAM_CALLS:
+                receiver = f.value.id if isinstance(f.value, ast.Name) else ast.unparse(f.value)
+                if receiver not in SEARCHERS:
+                    bad.append(f"{mod} calls {ast.unparse(f)}() at {path.relative_to(root.parent)}:{n.lineno}")
+    return bad
+
+
+def test_the_front_ends_reach_the_program_only_through_the_answering_service():
+    bad = front_ends_past_the_service()
+    assert not bad, "front ends that reach the program past declrag.answering:\n" + "\n".join(bad)
+
+
+def test_the_front_end_check_sees_a_program_called_directly(tmp_path):
+    pkg = tmp_path / "declrag"
+    for sub in ("serve", "pipeline", "cli"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "pipeline" / "program.py").write_text("class RAGProgram: ...\n")
+    (pkg / "pipeline" / "selection.py").write_text("def select_program(): ...\n")
+    (pkg / "serve" / "mcp.py").write_text("from ..pipeline.program import RAGProgram\n"
+                                          "def tool(program, service):\n    service.search('q')\n"
+                                          "    return program.search('q')\n")
+    (pkg / "cli" / "query.py").write_text("from ..pipeline.selection import select_program\n"
+                                          "def ask():\n    select_program().load().warm_up()\n")
+    bad = front_ends_past_the_service(tmp_path)
+    assert len(bad) == 3, bad
+    assert bad[0].startswith("declrag.serve.mcp imports declrag.pipeline.program at ") and "serve/mcp.py:1" in bad[0]
+    assert "declrag.cli.query calls select_program().load().warm_up()" in bad[1]
+    assert "declrag.serve.mcp calls program.search() at " in bad[2] and "serve/mcp.py:4" in bad[2]
 
 
 def test_the_product_never_imports_the_benchmarks():

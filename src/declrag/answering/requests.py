@@ -14,6 +14,8 @@ import dspy.utils.exceptions
 from ..access import Principal
 from ..errors import DeclragError
 from ..inputs import InputError
+from ..payloads import PublicPaths, plain
+from ..pipeline.program import Answer
 from ..runtime.gguf import crash_in
 
 log = logging.getLogger("declrag.serve")
@@ -50,6 +52,24 @@ def failure(e: BaseException, question: str) -> ApiError:
         return ApiError(502 if upstream else 400, e.message, kind="upstream" if upstream else "bad_request")
     log.error("the program failed on %r", question[:200], exc_info=e)
     return ApiError(500, "internal error", kind="internal")
+
+
+def timed_out(seconds: float) -> ApiError:
+    """A request that outlived its timeout (``seconds``)."""
+    return ApiError(504, f"no answer within {seconds:g} s", kind="timeout")
+
+
+def answer_payload(a: Answer, paths: PublicPaths, program: dict[str, Any]) -> dict[str, Any]:
+    """What every route answers (``/v1/ask``, the MCP ``ask`` tool, ``declrag ask --json``): the answer, whether it
+    abstained and why, its citations (files named as clients see them: ``paths``), the self-judge's verdict, what the
+    deterministic modes did (``checked``, ``dropped_sentences``, ``removed_citations``, ``caught``), the search
+    queries, each stage's mode, LM usage and latency by stage, the ``program`` served; JSON-safe."""
+    return plain({"answer": a.answer, "abstained": bool(a.abstained),
+                  "citations": [paths.rewrite(c) for c in a.citations], "reason": a.reason,
+                  "dropped_sentences": a.dropped_sentences, "removed_citations": a.removed_citations,
+                  "checked": a.checked, "caught": a.caught, "judge": a.judge, "queries": a.queries,
+                  "stages": a.stages, "history_turns": a.history_turns, "usage": a.usage,
+                  "latency_ms": a.latency_ms, "program": dict(program), "cache": {"hit": False}})
 
 
 NO_USAGE = {"total": {"calls": 0, "cached": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "lm_ms": 0.0}}

@@ -1,9 +1,8 @@
 """The answering service: what every front end does for each question, without its transport. HTTP
 (`declrag.serve`), MCP (`declrag.serve.mcp`) and the CLI (`declrag ask`) are thin adapters over one
-`AnswerService`: loading the program, admission (the checks that need no program call, the caller's scope, then
-an in-flight slot), the work queue (a pool of worker threads), answering (whole, or as a stream of tokens),
-searching, the semantic answer cache, exploration, metrics, the usage recorder and its ratings, and turning
-failures into `ApiError`s. The same question from the same caller gets the same answer on every route.
+`AnswerService`: loading the program, admission (checks, the caller's scope, an in-flight slot), worker threads,
+answers (whole or streamed), searches, the semantic cache, exploration, metrics, the usage recorder and ratings,
+failures as `ApiError`s. The same question from the same caller gets the same answer on every route.
 
     service = AnswerService(program, "my-rag", settings=ServiceSettings(max_in_flight=4))
     await service.start()                      # worker threads up, the program loading on one of them
@@ -36,7 +35,7 @@ from ..config import ProgramConfig
 from ..errors import DeclragError
 from ..inputs import InputError, turns, user_text
 from ..lm import Meter, metering, using_lm
-from ..payloads import PublicPaths, SearchHit, plain
+from ..payloads import PublicPaths, SearchHit
 from ..pipeline.explore import Explorer
 from ..pipeline.selection import DEFAULT_NAME
 from ..pipeline.streaming import Done, astream
@@ -46,7 +45,7 @@ from ..types import Hit
 from ..usage import Recorder, row_of
 from .metrics import Metrics
 from .program import Program
-from .requests import NO_USAGE, ApiError, Events, Request, failure
+from .requests import NO_USAGE, ApiError, Events, Request, answer_payload, failure, timed_out
 from .semantic_cache import SemanticCache
 from .settings import ServiceSettings
 
@@ -200,12 +199,7 @@ class AnswerService:
             a = prog(question=req.question, where=req.where, **({"history": req.history} if req.history else {}),
                      **explore)
             self.metrics.program.observe(time.perf_counter() - t0)
-        cites = [self.state.paths.rewrite(c) for c in a.citations]
-        payload = plain({"answer": a.answer, "abstained": bool(a.abstained), "citations": cites,
-                         "reason": a.reason, "dropped_sentences": a.dropped_sentences, "caught": a.caught,
-                         "judge": a.judge,
-                         "usage": a.usage,
-                         "latency_ms": a.latency_ms, "program": dict(self.info), "cache": {"hit": False}})
+        payload = answer_payload(a, self.state.paths, self.info)
         if cache and vec is not None:  # with the documents it was made from, checked again on a hit
             cache.put(key, vec, {**payload, "_documents": sorted({h.doc_id for h in a.passages})})
         payload = {"id": req.id, **payload}  # each answer its own id (feedback names it), cached or not
@@ -289,9 +283,6 @@ class AnswerService:
             where = self.access.scope(where, req.principal)
         return replace(req, question=question, history=history, where=where)
 
-    def timed_out(self) -> ApiError:
-        return ApiError(504, f"no answer within {self.settings.request_timeout_s:g} s", kind="timeout")
-
     async def _run(self, req: Request, call: Callable[[], Any], count: Callable[[Any], None]) -> Any:
         """``call()`` on a worker thread for an admitted request, within the request's timeout; its result is
         counted by ``count`` when the thread ends."""
@@ -301,7 +292,7 @@ class AnswerService:
         try:
             return await asyncio.wait_for(asyncio.shield(fut), self.settings.request_timeout_s)
         except TimeoutError:
-            raise self.timed_out() from None
+            raise timed_out(self.settings.request_timeout_s) from None
         except Exception as e:
             raise failure(e, req.question) from None
 
@@ -422,7 +413,7 @@ class AnswerService:
                 async with asyncio.timeout_at(deadline):
                     item = await queue.get()
             except TimeoutError:
-                raise self.timed_out() from None
+                raise timed_out(self.settings.request_timeout_s) from None
             if isinstance(item, BaseException):
                 raise failure(item, req.question)
             return item

@@ -26,6 +26,7 @@ class HashEmbedder:
         self.dim, self.calls, self.key, self.name = dim, 0, f"hash-{dim}", f"hash-{dim}"
         self.tokens = WordTokens()
         self._cache: dict[str, np.ndarray] = {}
+        self.cache = None  # no embedding file (`declrag.embed.embedder.Embedder.cache`): nothing to measure
 
     def __deepcopy__(self, memo):
         return self
