@@ -41,14 +41,17 @@ def test_a_short_soak_writes_its_json_and_png_with_no_5xx(tmp_path, texts_store)
 
 def test_a_soak_of_two_server_processes_reports_each_process(tmp_path, texts_store):
     """``--serve-arg=--processes=2``: the server's memory is summed over its processes, and each server process that
-    lived through the run has its own start, after-warm-up and end RSS (the per-process bound)."""
+    lived through the run has its own start, after-warm-up and end RSS (the per-process bound). Served to three
+    callers (``callers=3``: every process checks their keys): no response names a document its caller may not
+    read."""
     from declrag_bench.soak import run, write
 
     questions = [f"Which place is question {i} about: {w}?" for i, w in enumerate(["Rome", "energy", "wind"] * 60)]
-    r = run(duration_s=12, clients=4, store=str(texts_store), questions=questions, progress=False,
-            serve_args=("--processes", "2"))
+    r = run(duration_s=12, clients=6, store=str(texts_store), questions=questions, progress=False,
+            serve_args=("--processes", "2"), callers=3)
     s = r["summary"]
-    assert s["errors"] == {"5xx": 0, "dropped": 0} and s["distinct_questions"] > 0
+    assert s["errors"] == {"5xx": 0, "dropped": 0} and s["distinct_questions"] > 0 and s["hostile_not_4xx"] == 0
+    assert r["callers"] == 3 and s["leaks"] == 0 and s["checked"] > 30
     # the server processes: not the supervisor (the server's own process), nor multiprocessing's resource tracker
     big = {pid: p for pid, p in s["processes"].items() if pid != str(r["server_pid"]) and p["rss_mb_end"] > 100}
     assert len(big) == 2, s["processes"]
@@ -58,3 +61,12 @@ def test_a_soak_of_two_server_processes_reports_each_process(tmp_path, texts_sto
     assert abs(last["rss_mb"] - sum(last["rss_mb_by_process"].values())) < 1
     js, png = write(r, tmp_path / "out")
     assert js.exists() and png.stat().st_size > 1000
+
+
+
+def test_the_leak_check_counts_a_document_its_caller_may_not_read():
+    from declrag_bench.soak_callers import Callers
+
+    c = Callers(["k0", "k1"], [frozenset({"a.txt"}), frozenset({"b.txt"})])
+    body = b'{"citations":[{"doc_id":"a.txt"},{"doc_id":"b.txt"}]}\n\nevent: answer\ndata: {"doc_id": "b.txt"}'
+    assert c.leaked(0, body) == 2 and c.leaked(1, body) == 1 and c.leaked(0, b'{"hits":[]}') == 0

@@ -231,18 +231,18 @@ def bench_soak(
              "loopback, so that the server is what is measured)")] = None,
     max_in_flight: Annotated[int, typer.Option(help="the server's --max-in-flight")] = 8,
     serve_arg: Annotated[list[str] | None, typer.Option(
-        "--serve-arg", help="an extra argument for `declrag serve`, e.g. --serve-arg=--lm-cache-entries=10; "
-                            "repeatable")] = None,
+        "--serve-arg", help="an extra argument for `declrag serve` (repeatable), e.g. --serve-arg=--processes=2")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="folder for soak-<time>.json and .png")] = Path("runs/bench"),
+    callers: Annotated[int, typer.Option(help="serve to N callers (--keys) and count leaks (0: one key)")] = 0,
 ):
     """`declrag serve` for a long time under distinct questions on every route (and hostile requests): RSS, file
     descriptors, threads and cache bytes every 10 s, growth per 10,000 questions, status counts."""
     from .soak import print_report, run, write
 
-    if duration <= 0 or clients < 1 or max_in_flight < 1:
-        raise DeclragError("--duration must be positive, --clients and --max-in-flight at least 1")
+    if duration <= 0 or clients < 1 or max_in_flight < 1 or callers < 0:
+        raise DeclragError("--duration must be positive, --clients and --max-in-flight at least 1, --callers >= 0")
     result = run(duration_s=duration, clients=clients, model=model, max_in_flight=max_in_flight,
-                 serve_args=tuple(serve_arg or ()))
+                 serve_args=tuple(serve_arg or ()), callers=callers)
     print_report(result, out)
     for path in write(result, out_dir):
         out.print(f"wrote {path}")

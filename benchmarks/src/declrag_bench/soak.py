@@ -15,6 +15,9 @@ of ``/metrics``, and the bytes of the usage store the server records to (``--rec
 folder, unless ``--serve-arg`` says ``--record`` or ``--no-record``). The server's cache folder (``DECLRAG_CACHE``)
 is a fresh one per run.
 
+``callers=N`` serves N callers (`declrag serve --keys`, `declrag_bench.soak_callers`), each client asking as one of
+them; every response is checked for a document its caller may not read (``leaks``, of ``checked`` responses).
+
 ``summary``: ``distinct_questions`` (answered with 200), ``rss_mb_start`` (ready, before load),
 ``rss_mb_after_warmup`` (at ``warmup_s``: minute 5, or a quarter of the run when it is shorter than 20 minutes),
 ``rss_mb_end``, ``growth_pct`` (end against after-warmup), ``processes`` (the same per process),
@@ -36,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .serve import _free_port, _stop
+from .soak_callers import Callers, labelled
 
 KEY = "soak-key"
 ROUTES = (("ask", 25), ("ask/stream", 20), ("chat", 15), ("chat/stream", 15), ("search", 15), ("hostile", 10))
@@ -79,9 +83,9 @@ def load_questions(datasets: tuple[str, ...] = ("squad-v1.1", "squad-v2.0", "sci
     return list(out)
 
 
-def _hostile(kind: str, question: str, model: str) -> tuple[str, bytes, dict[str, str]]:
+def _hostile(kind: str, question: str, model: str, key: str) -> tuple[str, bytes, dict[str, str]]:
     """(path, body, headers) of a hostile request of ``kind``."""
-    auth = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    auth = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     if kind == "broken-json":
         return "/v1/ask", b'{"question": "' + question.encode()[:40], auth
     if kind == "lone-surrogate":
@@ -96,8 +100,9 @@ def _hostile(kind: str, question: str, model: str) -> tuple[str, bytes, dict[str
     return "/v1/ask", json.dumps({"question": question, "where": {"year": {"$regex": "x"}}}).encode(), auth
 
 
-def _request(route: str, question: str, model: str, rng: random.Random) -> tuple[str, bytes, dict[str, str]]:
-    auth = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+def _request(route: str, question: str, model: str, rng: random.Random,
+             key: str = KEY) -> tuple[str, bytes, dict[str, str]]:
+    auth = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     stream = route.endswith("/stream")
     if route.startswith("ask"):
         return "/v1/ask", json.dumps({"question": question, "stream": stream}).encode(), auth
@@ -106,28 +111,31 @@ def _request(route: str, question: str, model: str, rng: random.Random) -> tuple
             {"role": "user", "content": question}]}).encode(), auth
     if route == "search":
         return "/v1/search", json.dumps({"query": question}).encode(), auth
-    return _hostile(rng.choice(HOSTILE), question, model)
+    return _hostile(rng.choice(HOSTILE), question, model, key)
 
 
-def _send(c: http.client.HTTPConnection, path: str, body: bytes, headers: dict[str, str]) -> int:
-    """One request on a keep-alive connection; the whole response read (a stream to its end). Its status."""
+def _send(c: http.client.HTTPConnection, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    """One request on a keep-alive connection; the whole response read (a stream to its end): status and body."""
     c.request("POST", path, body, headers)
     r = c.getresponse()
-    r.read()
+    data = r.read()
     if r.getheader("connection", "").lower() == "close":
         c.close()
-    return r.status
+    return r.status, data
 
 
 class Load:
     """``clients`` threads asking until ``stop`` is set; counts by route and status, distinct answered."""
 
-    def __init__(self, base: str, questions: Questions, clients: int, model: str, seed: int = 0):
+    def __init__(self, base: str, questions: Questions, clients: int, model: str, seed: int = 0,
+                 callers: Callers | None = None):
         self.host, port = base.removeprefix("http://").rsplit(":", 1)
         self.port, self.questions, self.clients, self.model = int(port), questions, clients, model
         self.status: Counter[str] = Counter()
         self.answered = self.requests = self.dropped = 0
-        self.hostile_not_4xx = 0
+        self.hostile_not_4xx = self.leaks = self.checked = 0
+        self.callers = callers
+        self.key = callers.keys[0] if callers is not None else KEY  # for the routes that answer no question
         self.lock, self.stop = threading.Lock(), threading.Event()
         self.seed = seed
         self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(clients)]
@@ -145,16 +153,21 @@ class Load:
         rng = random.Random(self.seed * 1000 + n)
         names, weights = zip(*ROUTES)
         c = http.client.HTTPConnection(self.host, self.port, timeout=300)
+        who = n % len(self.callers.keys) if self.callers is not None else 0
+        key = self.callers.keys[who] if self.callers is not None else KEY
         while not self.stop.is_set():
             route = rng.choices(names, weights)[0]
             q = self.questions.next()
-            path, body, headers = _request(route, q, self.model, rng)
+            path, body, headers = _request(route, q, self.model, rng, key)
             try:
-                status = _send(c, path, body, headers)
+                status, data = _send(c, path, body, headers)
             except (OSError, http.client.HTTPException):
-                status = 0
+                status, data = 0, b""
                 c.close()
+            leaked = self.callers.leaked(who, data) if self.callers is not None else 0
             with self.lock:
+                self.leaks += leaked
+                self.checked += self.callers is not None
                 self.requests += 1
                 self.status[f"{route} {status or 'dropped'}"] += 1
                 if status == 0:
@@ -201,11 +214,11 @@ def usage_rows(folder: Path) -> int | None:
         store.close()
 
 
-def _metrics_gauges(base: str) -> dict[str, float]:
+def _metrics_gauges(base: str, key: str = KEY) -> dict[str, float]:
     import httpx
 
     try:
-        text = httpx.get(base + "/metrics", headers={"Authorization": f"Bearer {KEY}"}, timeout=30).text
+        text = httpx.get(base + "/metrics", headers={"Authorization": f"Bearer {key}"}, timeout=30).text
     except httpx.HTTPError:
         return {}
     return {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
@@ -231,7 +244,7 @@ def sample(pid: int, cache: Path, base: str, load: Load, t0: float) -> dict[str,
     return {"t_s": round(time.monotonic() - t0, 1), **counts, "rss_mb": round(sum(rss.values()), 1),
             "rss_mb_by_process": rss, "fds": fds, "threads": threads, "cache_bytes": folder_bytes(cache),
             "usage_bytes": usage_bytes(cache.parent),
-            "gauges": _metrics_gauges(base)}
+            "gauges": _metrics_gauges(base, load.key)}
 
 
 def per_process(start: dict[str, Any], warm: dict[str, Any], end: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -253,8 +266,10 @@ def _program_file(folder: Path, lm_port: int) -> Path:
     return path
 
 
-def _serve(folder: Path, store: str, cfg: Path, model: str | None, max_in_flight: int, extra: list[str]):
-    """`declrag serve` in a subprocess with its own cache folder; (process, base URL) once ready."""
+def _serve(folder: Path, store: str, cfg: Path, model: str | None, max_in_flight: int, extra: list[str],
+           keys: Path | None = None):
+    """`declrag serve` in a subprocess with its own cache folder, behind the one key (or the callers of ``keys``);
+    (process, base URL) once ready."""
     import subprocess
     import sys
 
@@ -267,7 +282,8 @@ def _serve(folder: Path, store: str, cfg: Path, model: str | None, max_in_flight
     env = {**os.environ, "DECLRAG_CACHE": str(folder / "cache"), "OPENAI_API_KEY": "standin",
            "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "declrag.cli", "serve", "--config", str(cfg), "--store", store, "--port", str(port),
-           "--max-in-flight", str(max_in_flight), "--api-key-file", str(folder / "key"),
+           "--max-in-flight", str(max_in_flight),
+           *(["--keys", str(keys)] if keys is not None else ["--api-key-file", str(folder / "key")]),
            *(["--model", model] if model else []), *extra]
     log = (folder / "serve.log").open("w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -285,27 +301,29 @@ def _serve(folder: Path, store: str, cfg: Path, model: str | None, max_in_flight
     raise RuntimeError("declrag serve did not become ready within 600 s")
 
 
-def _served_model(base: str) -> str:
+def _served_model(base: str, key: str = KEY) -> str:
     import httpx
 
-    r = httpx.get(base + "/v1/models", headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+    r = httpx.get(base + "/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=30)
     return r.json()["data"][0]["id"]
 
 
-def _warm_up_question(base: str, model: str) -> None:
+def _warm_up_question(base: str, model: str, key: str = KEY) -> None:
     """One chat request before the clock starts: the program's lazy parts (the embedding model) are loaded."""
     host, port = base.removeprefix("http://").rsplit(":", 1)
     c = http.client.HTTPConnection(host, int(port), timeout=300)
     _send(c, "/v1/ask", json.dumps({"question": "What is this about?"}).encode(),
-          {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+          {"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
     c.close()
 
 
 def run(duration_s: float = 1200.0, clients: int = 16, model: str | None = None, n_docs: int = 200,
         max_in_flight: int = 8, seed: int = 0, serve_args: tuple[str, ...] = (),
-        questions: list[str] | None = None, store: str | None = None, progress: bool = True) -> dict[str, Any]:
+        questions: list[str] | None = None, store: str | None = None, progress: bool = True,
+        callers: int = 0) -> dict[str, Any]:
     """The soak (see the module docstring); ``store`` (default: SQuAD v2.0's first ``n_docs`` paragraphs, indexed
-    once) and ``questions`` (default: `load_questions`) are for tests."""
+    once) and ``questions`` (default: `load_questions`) are for tests; ``callers``: served to that many callers
+    (0: behind one key)."""
     from declrag.testing import standin
 
     if store is None:
@@ -320,14 +338,16 @@ def run(duration_s: float = 1200.0, clients: int = 16, model: str | None = None,
     with tempfile.TemporaryDirectory(prefix="declrag-soak-") as tmp:
         folder = Path(tmp)
         lm_port = _free_port()
+        store, keys, who = labelled(store, folder, callers) if callers else (store, None, None)
         lm = standin.start(lm_port)
         try:
             proc, base = _serve(folder, store, _program_file(folder, lm_port), model, max_in_flight,
-                                list(serve_args))
+                                list(serve_args), keys)
             try:
-                served = _served_model(base)
-                _warm_up_question(base, served)
-                samples, load = [], Load(base, qs, clients, served, seed)
+                key = who.keys[0] if who is not None else KEY
+                served = _served_model(base, key)
+                _warm_up_question(base, served, key)
+                samples, load = [], Load(base, qs, clients, served, seed, who)
                 t0 = time.monotonic()
                 samples.append(sample(proc.pid, folder / "cache", base, load, t0))
                 load.start()
@@ -351,7 +371,7 @@ def run(duration_s: float = 1200.0, clients: int = 16, model: str | None = None,
     return {"duration_s": duration_s, "clients": clients, "model": model or "instant stand-in (openai/standin)",
             "served_model": served, "server_pid": proc.pid, "documents": n_docs, "max_in_flight": max_in_flight,
             "warmup_s": warmup_s,
-            "serve_args": list(serve_args), "load_average": [round(x, 2) for x in os.getloadavg()],
+            "serve_args": list(serve_args), "callers": callers, "load_average": [round(x, 2) for x in os.getloadavg()],
             "summary": {**summarize(samples, load, warmup_s), "usage_rows_end": rows}, "samples": samples}
 
 
@@ -371,7 +391,8 @@ def summarize(samples: list[dict], load: Load, warmup_s: float) -> dict[str, Any
             "threads_end": end["threads"], "cache_bytes_end": end["cache_bytes"],
             "usage_bytes_end": end.get("usage_bytes"), "usage_bytes_max": max(s.get("usage_bytes", 0) for s in samples),
             "status_counts": dict(sorted(load.status.items())),
-            "errors": {"5xx": fivexx, "dropped": load.dropped}, "hostile_not_4xx": load.hostile_not_4xx}
+            "errors": {"5xx": fivexx, "dropped": load.dropped}, "hostile_not_4xx": load.hostile_not_4xx,
+            **({"leaks": load.leaks, "checked": load.checked} if load.callers is not None else {})}
 
 
 def write(result: dict[str, Any], out: Path) -> tuple[Path, Path]:
@@ -421,5 +442,8 @@ def print_report(r: dict[str, Any], console) -> None:
         console.print(f"usage store: {s['usage_rows_end']:,} answers kept at the end; {s['usage_bytes_end']:,} "
                       f"bytes at the end, {s['usage_bytes_max']:,} at most")
     console.print(f"errors {s['errors']}; hostile requests not answered 4xx: {s['hostile_not_4xx']}")
+    if "leaks" in s:
+        console.print(f"{r['callers']} callers: {s['leaks']} documents named to a caller who may not read them, in "
+                      f"{s['checked']:,} responses")
     console.print("status counts: " + ", ".join(f"{k}: {v}" for k, v in s["status_counts"].items()))
 

@@ -115,12 +115,14 @@ class AnswerService:
         """Wait for the calls in flight, then stop the worker threads."""
         await asyncio.to_thread(self.close)
 
-    def _load(self) -> Program:
+    def _load(self, stay_up: bool) -> Program:
         p = self._program
         prog = p if isinstance(p, Program) else p()
         try:  # ready means warmed up
             prog.warm_up(lms=self._lm_override is None)
-        except LocalModelCrash as e:  # the server stays up: search answers, questions get 503 with this
+        except LocalModelCrash as e:  # ``stay_up``: search answers, questions get 503 with this
+            if not stay_up:
+                raise
             log.error("the local model cannot run here; questions will get 503 until it is rebuilt: %s", e)
             prog.warm_up(lms=False)
         if (r := self.settings.record) is not None and r.explore:
@@ -128,18 +130,19 @@ class AnswerService:
             Explorer.of(prog, r.explore, r.explore_seed)
         return prog
 
-    def _ready(self) -> None:
-        """Load the program (on this thread), learn its files' public names and version; then admit requests."""
-        program = self._load()
+    def _ready(self, stay_up: bool = True) -> None:
+        """Load the program (on this thread), learn its files' public names and version; then admit requests.
+        ``stay_up``: a local model that cannot run here leaves the rest serving (else it is raised)."""
+        program = self._load(stay_up)
         self.state.paths = PublicPaths.of_store(program.store, self.settings.source_base)
         self.state.version = program.config.digest()
         self.state.program = program  # ready: from here on requests are admitted
 
     def open(self) -> AnswerService:
         """Load the program now, on this thread, and start the worker threads; then `answer` and `search` in an
-        event loop (MCP), or `answer_here` and `search_here` without one (the CLI). Raises what loading raises.
-        Returns the service; `close` stops it."""
-        self._ready()
+        event loop (MCP), or `answer_here` and `search_here` without one (the CLI). Raises what loading raises (a
+        local model that cannot run here too). Returns the service; `close` stops it."""
+        self._ready(stay_up=False)
         self.state.executor = ThreadPoolExecutor(max_workers=self.settings.worker_threads,
                                                  thread_name_prefix="declrag-answer")
         return self
