@@ -130,11 +130,16 @@ def corpus(tmp: Path, files: int) -> Path:
 
 
 def test_over_ray_into_weaviate_is_the_one_process_index(tmp_path, ray_cluster, weaviate_url):
+    """The same chunks, vectors and records, readers included (a rules file and the run's groups), as one process
+    writes; incremental runs and a relabelling run do the same on both."""
     docs = corpus(tmp_path, 12)
+    (tmp_path / "rules.yaml").write_text("corpus/benchmarks/*: [bench]\n")
+    labels = ["--readers-file", str(tmp_path / "rules.yaml"), "--readers", "staff"]
     one, over = (child_uri(weaviate_url, f"{k}{uuid.uuid4().hex[:8]}") for k in ("one", "ray"))
-    code, out, err = finished(declrag("index", str(docs), "--store", one, "-q"))
+    code, out, err = finished(declrag("index", str(docs), "--store", one, "-q", *labels))
     assert code == 0, err
-    code, out, err = finished(declrag("index", str(docs), "--store", over, "--ray", ray_cluster["address"], "-q"))
+    code, out, err = finished(declrag("index", str(docs), "--store", over, "--ray", ray_cluster["address"], "-q",
+                                      *labels))
     assert code == 0, err
     assert "12 documents indexed (12 new" in out and "0 skipped" in out
     n = same_index(one, over)
@@ -148,6 +153,16 @@ def test_over_ray_into_weaviate_is_the_one_process_index(tmp_path, ray_cluster, 
         assert code == 0 and "1 documents indexed (0 new, 1 changed" in out and "1 removed" in out, (out, err)
         assert "10 unchanged" in out
     same_index(one, over)
+    readers = {r[-1] for r in dump(over)[1].values()}
+    assert readers == {("bench",), ("staff",)}, readers  # the rules file's, the run's: written by the cluster
+    said = []
+    for uri, extra in ((one, []), (over, ["--ray", ray_cluster["address"]])):  # the rules dropped: relabelled only
+        code, out, err = finished(declrag("index", str(docs), "--store", uri, "--readers", "staff", "-q", *extra))
+        assert code == 0 and "0 documents indexed" in out, (out, err)
+        said.append(re.search(r"\d+ unchanged \((\d+) of them relabelled", out).group(1))  # type: ignore[union-attr]
+    assert said[0] == said[1] != "0", said
+    same_index(one, over)
+    assert {r[-1] for r in dump(over)[1].values()} == {("staff",)}
 
 
 def test_a_driver_killed_midway_and_run_again_embeds_nothing_twice(tmp_path, ray_cluster):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,13 @@ class Callers:
         if found is None:
             raise Refused(401, "unauthorized: unknown key")
         return found
+
+    async def aprincipal(self, authorization: bytes | str) -> Principal:
+        """`principal`, on an event loop: where tokens are verified against a JWKS URL, on a worker thread (fetching
+        the provider's keys blocks), so the loop never waits on the network."""
+        if self.tokens is not None and self.tokens.remote:
+            return await asyncio.to_thread(self.principal, authorization)
+        return self.principal(authorization)
 
 
 @dataclass

@@ -60,6 +60,12 @@ class TokenVerifier:
                 raise DeclragError(f"{self.jwks} is not a usable JWKS: {e}",
                                    hint="download it from the provider's jwks_uri") from None
 
+    @property
+    def remote(self) -> bool:
+        """Whether its keys come from a JWKS URL: verifying a token may then wait on the network (a first token,
+        an unknown key id, the key cache's 300 s lifespan past)."""
+        return self._client is not None
+
     def principal(self, token: str) -> Principal:
         """The caller a token names. Raises `Refused`: 401 for a token that is malformed, unsigned, signed by
         another key, expired, or for another issuer or audience; 403 for one without a list of groups."""

@@ -42,6 +42,7 @@ from ..stores import connect
 from ..types import Chunk, Document
 from .chunkers import Chunker
 from .loaders import LoadError, Skipped, read_file
+from .readers import Readers
 
 FILES_PER_TASK = 8  # files each read task loads
 # what each embed call gets (whole documents): large enough that the encoder's length-sorted batches pad little, as
@@ -53,14 +54,15 @@ PROBE_S = 60.0  # how long the checks of the nodes may take
 
 @dataclass
 class Plan:
-    """What the cluster is asked to do: files to read, each (path, (mtime_ns, size), {id: content hash} of the
-    documents the store holds from it); or documents already in memory (a golden-set corpus), each with whether it is
-    new to the store (the unchanged ones left out)."""
+    """What the cluster is asked to do: files to read, each (path, (mtime_ns, size), {id: (content hash, readers)} of
+    the documents the store holds from it); or documents already in memory (a golden-set corpus, labelled by the
+    driver), each with whether it is new to the store (the unchanged ones left out)."""
 
-    files: list[tuple[str, tuple[int, int], dict[str, str]]] = field(default_factory=list)
+    files: list[tuple[str, tuple[int, int], dict[str, tuple[str, tuple[str, ...]]]]] = field(default_factory=list)
     documents: list[tuple[Document, bool]] = field(default_factory=list)
     ocr: bool | None = None  # how the files are read (`declrag.ingest.loaders.read_file`)
     pdf_reader: str = "pdfium"
+    readers: Readers = field(default_factory=Readers)  # how the files' documents are labelled, as on the driver
 
 
 @dataclass
@@ -79,6 +81,7 @@ class Batch:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     parts: list[Skipped] = field(default_factory=list)  # records and pages skipped in files that were read
     found: dict[str, list[str]] = field(default_factory=dict)
+    relabel: dict[str, tuple[str, ...]] = field(default_factory=dict)  # unchanged documents, their new readers
     write: tuple[list[Document], list[Chunk], np.ndarray, dict[str, tuple[int, int]]] | None = None
 
 
@@ -193,13 +196,15 @@ def _item(path: str = "", stamp: tuple[int, int] = (0, -1), docs: list | None = 
     """What the embed stage gets for one file (or one document already in memory: no path, no stamp): its documents
     to index, each with whether it is new, and what the read found (documents unchanged, ids, a skip reason)."""
     return {"path": path, "stamp": stamp, "docs": docs or [], "unchanged": 0, "skipped": None, "parts": [],
-            "found": []}
+            "found": [], "relabel": {}}
 
 
-def _read(batch: dict[str, np.ndarray], ocr: bool | None = None, pdf_reader: str = "pdfium"
-          ) -> dict[str, np.ndarray]:
+def _read(batch: dict[str, np.ndarray], ocr: bool | None = None, pdf_reader: str = "pdfium",
+          readers: Readers | None = None) -> dict[str, np.ndarray]:
     """Ray task: load each file of the batch (read as `declrag.ingest.loaders.read_file` reads with ``ocr`` and
-    ``pdf_reader``); one row per file with its documents that changed (pickled)."""
+    ``pdf_reader``), its documents labelled by ``readers`` as the driver labels them; one row per file with its
+    documents that changed, and the unchanged ones whose readers change (pickled)."""
+    readers = readers or Readers()
     rows: list[bytes] = []
     for path, stamp, known in zip(batch["path"], batch["stamp"], batch["known"]):
         item = _item(str(path), (int(stamp[0]), int(stamp[1])))
@@ -212,10 +217,14 @@ def _read(batch: dict[str, np.ndarray], ocr: bool | None = None, pdf_reader: str
             docs = []
         for d in docs:
             item["found"].append(d.id)
-            if held.get(d.id) == d.hash:
+            before = held.get(d.id)  # (hash, readers) the store holds
+            d = readers.label(d, before[1] if before is not None else None)
+            if before is not None and before[0] == d.hash:
                 item["unchanged"] += 1
+                if before[1] != d.readers:
+                    item["relabel"][d.id] = d.readers
             else:
-                item["docs"].append((d, d.id not in held))
+                item["docs"].append((d, before is None))
         rows.append(pickle.dumps(item))
     return {"item": np.array(rows, dtype=object)}
 
@@ -246,7 +255,8 @@ class _Embed:
                     self.embedder.calls - before, sum(it["unchanged"] for it in items),
                     [(it["path"], it["skipped"]) for it in items if it["skipped"]],
                     [p for it in items for p in it.get("parts", [])],
-                    {it["path"]: it["found"] for it in items if it["path"] and not it["skipped"]})
+                    {it["path"]: it["found"] for it in items if it["path"] and not it["skipped"]},
+                    {d: r for it in items for d, r in it.get("relabel", {}).items()})
         documents = [d for d, _ in docs]
         if self.store is None:
             out.write = (documents, chunks, vectors, stats)
@@ -301,7 +311,7 @@ def run(plan: Plan, ingest: IngestConfig, store_uri: str | None, actors: int, cp
         rows = [{"path": p, "stamp": list(s), "known": pickle.dumps(k)} for p, s, k in plan.files]
         ds = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // FILES_PER_TASK)))
         ds = ds.map_batches(_read, batch_size=FILES_PER_TASK, batch_format="numpy", num_cpus=0,
-                            fn_kwargs={"ocr": plan.ocr, "pdf_reader": plan.pdf_reader})
+                            fn_kwargs={"ocr": plan.ocr, "pdf_reader": plan.pdf_reader, "readers": plan.readers})
         per_batch = FILES_PER_BATCH
     else:
         rows = [{"item": pickle.dumps(_item(docs=[(d, new)]))} for d, new in plan.documents]

@@ -21,7 +21,6 @@ from tqdm.auto import tqdm
 
 from ..config import IngestConfig
 from ..embed.embedder import Embedder
-from ..errors import DeclragError
 from ..stores.base import DocRecord, Store, StoreCheck
 from ..text.languages import uncovered
 from ..types import Chunk, Document
@@ -133,7 +132,7 @@ class Indexer:
             by_source.setdefault(rec.source, []).append(rec)
         pending: list[tuple[Document, tuple[int, int]]] = []
         stale: list[str] = []
-        plan = self._plan(known)
+        plan = self._plan()
         t0 = time.perf_counter()
         files = list(iter_files(paths))
         self.readers.check(str(f.resolve()) for f in files if not isinstance(f, Skipped))
@@ -151,7 +150,7 @@ class Indexer:
                 report.unchanged += len(recs)
                 continue
             if plan is not None:  # read on the cluster
-                plan.files.append((src, stamp, {r.id: r.hash for r in recs}))
+                plan.files.append((src, stamp, {r.id: (r.hash, r.readers) for r in recs}))
                 continue
             try:
                 got = read_file(item, self.ocr, self.pdf_reader)
@@ -184,7 +183,7 @@ class Indexer:
         """Index documents from any source (a golden-set corpus, a Hugging Face dataset, your code)."""
         report = IndexReport(embedder=self.ingest.embedder.model)
         pending, known = [(d, (0, -1)) for d in documents], self.store.documents()
-        if (plan := self._plan(known)) is not None:
+        if (plan := self._plan()) is not None:
             plan.documents = [(doc, new) for doc, _, new in self._todo(pending, known, report)]
             self._remote(plan, {}, report)
         else:
@@ -265,17 +264,14 @@ class Indexer:
                 report.updated += 1
 
     # -- over a Ray cluster (`declrag.ingest.distributed`) ---------------------------------------------------------
-    def _plan(self, known: dict[str, DocRecord]) -> Plan | None:
-        """The work to send to the cluster, when there is one. Raises `DeclragError` where documents have readers:
-        the cluster's workers write documents without them (a changed document would lose its readers)."""
+    def _plan(self) -> Plan | None:
+        """The work to send to the cluster, when there is one: its workers label what they read as this run does
+        (`Readers`), so a document is never written without its readers."""
         from .distributed import Plan  # the Ray path's module: loaded when a cluster is given only
 
         if self.cluster is None:
             return None
-        if self.readers.given or self.readers.kept or any(r.readers for r in known.values()):
-            raise DeclragError("documents with readers cannot be indexed over Ray yet (its workers would write them "
-                               "without their readers)", hint="index without --ray")
-        return Plan(ocr=self.ocr, pdf_reader=self.pdf_reader)
+        return Plan(ocr=self.ocr, pdf_reader=self.pdf_reader, readers=self.readers)
 
     def _remote(self, plan: Plan, by_source: dict[str, list[DocRecord]], report: IndexReport) -> None:
         """Run ``plan`` on the cluster; write what comes back (an embedded store), count it, and remove the documents
@@ -296,6 +292,7 @@ class Indexer:
             report.added, report.updated = report.added + b.added, report.updated + b.updated
             report.chunks, report.embedded = report.chunks + b.chunks, report.embedded + b.embedded
             report.unchanged += b.unchanged
+            self._relabel.update(b.relabel)  # unchanged documents whose readers this run changes
             report.skipped += [Skipped(path, reason) for path, reason in b.skipped] + b.parts
             stale += [r.id for path, ids in b.found.items() for r in by_source.get(path, []) if r.id not in ids]
             bar.update(b.items)

@@ -92,7 +92,7 @@ class Guard:
                                             headers={"WWW-Authenticate": "Bearer"})(scope, receive, send_)
             if self.callers is not None and route not in OPEN_ROUTES:
                 try:
-                    scope.setdefault("state", {})["principal"] = self.callers.principal(auth)
+                    scope.setdefault("state", {})["principal"] = await self.callers.aprincipal(auth)
                 except Refused as r:
                     self.metrics.errors.labels(route, "unauthorized" if r.status == 401 else "forbidden").inc()
                     return await error_response(r.status, r.reason, headers={"WWW-Authenticate": "Bearer"} if

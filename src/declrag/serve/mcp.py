@@ -108,13 +108,16 @@ class CallLimits:
     max_in_flight: int = 8
 
 
-def _caller(access: Access | None, caller: Principal | None, ctx: Context) -> Principal | None:
-    """Who makes a tool call: ``caller`` (stdio: the one user), else the caller its HTTP request's
-    ``Authorization`` names (a tool error without one); None without ``access``."""
+async def _caller(access: Access | None, caller: Principal | None, ctx: Context) -> Principal | None:
+    """Who makes a tool call: ``caller`` (stdio: the one user), else the one `KeyGuard` told from its HTTP request,
+    else the one the request's ``Authorization`` names (a tool error without one); None without ``access``."""
     if access is None or caller is not None:
         return caller
+    request = ctx.request_context.request
+    if isinstance(told := getattr(request, "scope", {}).get("state", {}).get("principal"), Principal):
+        return told  # checked once, by the guard
     try:
-        return access.callers.principal((ctx.headers or {}).get("authorization", ""))
+        return await access.callers.aprincipal((ctx.headers or {}).get("authorization", ""))
     except Refused as r:
         raise ToolError(r.reason) from None
 
@@ -165,7 +168,7 @@ def build_server(program: Program | AnswerService, name: str = "declrag", limits
                                              f"{config.retrieve.alpha})")] = None,
         ctx: Context = None,  # type: ignore[assignment]  # the SDK passes the call's context
     ) -> SearchResult:
-        req = Request(query, where, history, "mcp search", SEARCH_FIELDS, principal=_caller(access, caller, ctx))
+        req = Request(query, where, history, "mcp search", SEARCH_FIELDS, principal=await _caller(access, caller, ctx))
         async with _tool_errors():
             found = await service.search(req, k, alpha)
         return SearchResult(hits=[SearchHit(**h) for h in found["hits"]])
@@ -176,7 +179,7 @@ def build_server(program: Program | AnswerService, name: str = "declrag", limits
         where: Where = None,
         ctx: Context = None,  # type: ignore[assignment]  # the SDK passes the call's context
     ) -> AskResult:
-        req = Request(question, where, history, "mcp ask", TOOL_FIELDS, principal=_caller(access, caller, ctx))
+        req = Request(question, where, history, "mcp ask", TOOL_FIELDS, principal=await _caller(access, caller, ctx))
         async with _tool_errors():
             a = await service.answer(req)
         return AskResult.model_validate({**{k: a[k] for k in AskResult.model_fields if k in a},
@@ -251,8 +254,8 @@ class KeyGuard:
             auth = next((v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"), b"")
             refused = None if self.key is None or bearer_ok(auth, self.key) else (401, self.BODY)
             if self.callers is not None:
-                try:
-                    self.callers.principal(auth)
+                try:  # the tools read the caller from here (`_caller`): one check per request
+                    scope.setdefault("state", {})["principal"] = await self.callers.aprincipal(auth)
                 except Refused as r:
                     refused = (r.status, json.dumps({"jsonrpc": "2.0", "id": None,
                                                      "error": {"code": -32001, "message": r.reason}}))

@@ -109,10 +109,31 @@ def test_bad_rules_are_one_clear_line_before_anything_is_written(tmp_path, folde
         assert store.count() == 0
 
 
-def test_readers_over_ray_are_refused_rather_than_lost(tmp_path, folder):
-    store, meta = open_store(tmp_path / "store", IngestConfig())
-    cluster = object()  # refused before the cluster is used: the check is the indexer's own
-    ix = Indexer(store, meta.ingest, HashEmbedder(), progress=False, cluster=cluster,  # type: ignore[arg-type]
-                 readers=Readers(default=("hr",)))
-    with pytest.raises(DeclragError, match="cannot be indexed over Ray yet"):
-        ix.index_paths([folder])
+def test_the_clusters_readers_label_documents_as_the_driver_does(tmp_path, folder):
+    """`declrag index --ray`'s read tasks (`declrag.ingest.distributed._read`, a plain function, run here) label each
+    document as the local path does: the run's groups first, else what the store holds; an unchanged document whose
+    readers change is sent back to be relabelled, not embedded again."""
+    import pickle
+
+    import numpy as np
+
+    from declrag.ingest.distributed import _read
+
+    files = sorted(str(p) for p in folder.rglob("*.md"))
+
+    def read(known: dict, readers: Readers) -> list[dict]:
+        batch = {"path": np.array(files, dtype=object), "stamp": np.array([[1, 1]] * len(files)),
+                 "known": np.array([pickle.dumps(known)] * len(files), dtype=object)}
+        return [pickle.loads(b) for b in _read(batch, readers=readers)["item"]]
+
+    first = read({}, Readers(default=("hr",)))
+    docs = [d for row in first for d, new in row["docs"] if new]
+    assert len(docs) == 3 and all(d.readers == ("hr",) for d in docs)
+    held = {d.id: (d.hash, d.readers) for d in docs}
+    again = read(held, Readers(default=("eng", "hr")))  # the text unchanged, the readers not
+    assert not any(row["docs"] for row in again) and sum(row["unchanged"] for row in again) == 3
+    assert {k: v for row in again for k, v in row["relabel"].items()} == {d.id: ("eng", "hr") for d in docs}
+    quiet = read(held, Readers())  # a run that says nothing of readers keeps the store's
+    assert not any(row["relabel"] or row["docs"] for row in quiet)
+
+
