@@ -140,7 +140,7 @@ class AnswerService:
 
     def open(self) -> AnswerService:
         """Load the program now, on this thread, and start the worker threads; then `answer` and `search` in an
-        event loop (MCP), or `answer_here` and `search_here` without one (the CLI). Raises what loading raises (a
+        event loop (MCP), or `answer_here` without one (the CLI). Raises what loading raises (a
         local model that cannot run here too). Returns the service; `close` stops it."""
         self._ready(stay_up=False)
         self.state.executor = ThreadPoolExecutor(max_workers=self.settings.worker_threads,
@@ -225,7 +225,7 @@ class AnswerService:
         with self._lm_scope(), metering(meter):
             t0 = time.perf_counter()
             hits = self._loaded().search(req.question, history=req.history or None, where=req.where, k=k,
-                                             alpha=alpha)
+                                         alpha=alpha)
             took = time.perf_counter() - t0
         self.metrics.search.observe(took)
         return hits, meter.to_dict(), took
@@ -357,12 +357,6 @@ class AnswerService:
         req = self.admit(req)
         payload, _ = self._here(req, partial(self.work, req), partial(self._answered, req))
         return payload
-
-    def search_here(self, req: Request, k: int | None = None, alpha: float | None = None) -> dict:
-        """`search` on the calling thread, after `open`: the same payload, or an `ApiError`."""
-        req, k, alpha = self._search_args(req, k, alpha)
-        hits, _, took = self._here(req, partial(self.searching, req, k, alpha), lambda res: self.metrics.usage(res[1]))
-        return self._searched(req, hits, k, alpha, took)
 
     # -- ratings ----------------------------------------------------------------------------------------------
     def rate(self, answer_id: str, helpful: bool, citation: int | None = None, correction: str | None = None,
