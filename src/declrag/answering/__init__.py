@@ -5,10 +5,10 @@ MCP (`declrag.serve.mcp`) and the CLI (`declrag ask`) are thin adapters over it;
 
 from .metrics import Metrics
 from .program import Program
-from .requests import CHAT_FIELDS, NO_USAGE, SEARCH_FIELDS, TOOL_FIELDS, ApiError, Fields, Request
+from .requests import CHAT_FIELDS, CLI_FIELDS, NO_USAGE, SEARCH_FIELDS, TOOL_FIELDS, ApiError, Fields, Request
 from .semantic_cache import SemanticCache
 from .service import AnswerService
 from .settings import ServiceSettings
 
-__all__ = ["CHAT_FIELDS", "NO_USAGE", "SEARCH_FIELDS", "TOOL_FIELDS", "AnswerService", "ApiError", "Fields", "Metrics",
-           "Program", "Request", "SemanticCache", "ServiceSettings"]
+__all__ = ["CHAT_FIELDS", "CLI_FIELDS", "NO_USAGE", "SEARCH_FIELDS", "TOOL_FIELDS", "AnswerService", "ApiError",
+           "Fields", "Metrics", "Program", "Request", "SemanticCache", "ServiceSettings"]

@@ -32,11 +32,14 @@ class ApiError(Exception):
         self.status, self.message, self.field, self.kind, self.headers = status, message, field, kind, headers
         self.hint = hint
 
-    def line(self) -> str:
-        """The error on one line: its field, where the message does not start with it, and the fix."""
-        named = f"{self.field}: {self.message}" if self.field and not self.message.startswith(self.field) \
+    def named(self) -> str:
+        """The message, after its field where it does not start with it."""
+        return f"{self.field}: {self.message}" if self.field and not self.message.startswith(self.field) \
             else self.message
-        return f"{named} (fix: {self.hint})" if self.hint else named
+
+    def line(self) -> str:
+        """The error on one line: `named`, and the fix."""
+        return f"{self.named()} (fix: {self.hint})" if self.hint else self.named()
 
 
 def failure(e: BaseException, question: str) -> ApiError:
@@ -88,6 +91,7 @@ class Fields:
 CHAT_FIELDS = Fields("messages", "options.where", "messages")  # the history is the earlier messages, same indexes
 SEARCH_FIELDS = Fields("query", "where", "history")
 TOOL_FIELDS = Fields("question", "where", "history")  # MCP's ask tool (its search tool: SEARCH_FIELDS)
+CLI_FIELDS = Fields("question", "--where", "--history")  # declrag ask
 
 
 @dataclass(frozen=True, slots=True)

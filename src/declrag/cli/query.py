@@ -100,7 +100,7 @@ def ask(
     """Answer a question with citations (the default program, a saved one, or a config), optionally as the next
     turn of a conversation (--history)."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
-    from ..answering import AnswerService, ApiError, Request, ServiceSettings
+    from ..answering import CLI_FIELDS, AnswerService, ApiError, Request, ServiceSettings
     from ..pipeline.selection import select_program
 
     question = user_text(question, "question")  # fails before any model loads; the service checks it again
@@ -112,9 +112,9 @@ def ask(
     service = AnswerService(choice.load(), choice.name, settings=ServiceSettings(max_in_flight=1),
                             access=access).open()
     try:
-        answer = service.answer_here(Request(question, filt, turns, route="cli ask", principal=principal))
+        answer = service.answer_here(Request(question, filt, turns, "cli ask", CLI_FIELDS, principal=principal))
     except ApiError as e:
-        raise DeclragError(e.message if e.field in (None, "question") else e.line(), hint=e.hint) from None
+        raise DeclragError(e.named(), hint=e.hint) from None
     finally:
         service.close()
     if as_json:  # what /v1/ask answers

@@ -80,6 +80,10 @@ def test_every_route_gives_a_caller_the_same_answer_and_citations(capsys, tmp_pa
                 cli = json.loads(capsys.readouterr().out)
                 assert cli["answer"] == http["answer"] and cited(cli["citations"]) == cited(http["citations"]), \
                     (who, q, cli["answer"], http["answer"])
+    # the service's checks name the CLI's own flags
+    assert main(["ask", "When?", "--store", store_path, "--answer-mode", "extractive", "--where", '{"page": "two"}']) == 2
+    err = capsys.readouterr().err
+    assert "--where: invalid filter" in err and "Traceback" not in err, err
     front_ends = {(call, module) for call, module in calls if module.startswith(("declrag.serve", "declrag.cli"))}
     assert not front_ends, f"front ends that call the program themselves: {front_ends}"
     assert {(call, m) for call, m in calls if m == "declrag.answering.service"} == {
