@@ -231,7 +231,7 @@ def bench_soak(
              "loopback, so that the server is what is measured)")] = None,
     max_in_flight: Annotated[int, typer.Option(help="the server's --max-in-flight")] = 8,
     serve_arg: Annotated[list[str] | None, typer.Option(
-        "--serve-arg", help="an extra argument for `declrag serve` (repeatable), e.g. --serve-arg=--processes=2")] = None,
+        "--serve-arg", help="an extra argument for `declrag serve` (repeatable): --serve-arg=--processes=2")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="folder for soak-<time>.json and .png")] = Path("runs/bench"),
     callers: Annotated[int, typer.Option(help="serve to N callers (--keys) and count leaks (0: one key)")] = 0,
 ):
