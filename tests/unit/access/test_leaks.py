@@ -1,5 +1,5 @@
 """The leak suite: callers with overlapping groups ask every HTTP route (/v1/ask whole and streamed, /v1/search,
-/v1/chat/completions whole and streamed) questions made of other groups' canary words, document names and authors,
+/v1/chat/completions whole and streamed) and the CLI (`declrag ask --as`) questions made of other groups' canary words, document names and authors,
 with filters that try to widen their scope; no byte of a document a caller may not read comes back, and a caller
 still gets ``k`` passages where their documents allow. Answers are extractive (the passages' own sentences), so a
 passage a caller should not see would show in the answer itself."""
@@ -53,7 +53,7 @@ DOCS = {
         "WOMBAT minutes were kept by the secretary."]),
 }
 CALLERS = {"alice": "hr", "bob": "eng,fin", "carol": "exec,fin", "dave": "ops"}  # bob and carol share fin
-ROUTES = ["ask", "ask-stream", "search", "chat", "chat-stream"]
+ROUTES = ["ask", "ask-stream", "search", "chat", "chat-stream", "cli"]  # cli: declrag ask --as CALLER
 
 
 def readable(caller: str, unlabelled: str) -> set[str]:
@@ -115,15 +115,40 @@ def served(request, tmp_path_factory):
             while client.get("/readyz").status_code != 200:
                 pass
             out[policy] = (client, tokens)
+            client.cli = (prog, folder / "keys.yaml", policy)  # type: ignore[attr-defined]  # `ask_as`'s
         yield out
     finally:
         for client, _ in out.values():
             client.__exit__(None, None, None)
 
 
-def call(client: TestClient, route: str, key: str, question: str, where: dict | None) -> str:
+def ask_as(client: TestClient, caller: str, question: str, where: dict | None) -> str:
+    """``declrag ask QUESTION --as CALLER --keys FILE --unlabelled POLICY --json`` (its own code, in this process) on
+    the server's program (the command's choice of program stood in for: the store's embedder is a test one); what it
+    printed, standard output and error."""
+    import contextlib
+    import io
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from declrag.cli import main
+
+    prog, keys, policy = client.cli  # type: ignore[attr-defined]
+    args = ["ask", question, "--as", caller, "--keys", str(keys), "--unlabelled", policy, "--json",
+            *(["--where", json.dumps(where)] if where else [])]
+    printed, said = io.StringIO(), io.StringIO()
+    with mock.patch("declrag.pipeline.selection.select_program", lambda *a, **k: SimpleNamespace(
+            load=lambda: prog, name="leaks")), contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):
+        code = main(args)
+    assert code in (0, 2), (code, said.getvalue()[-300:])
+    return printed.getvalue() + said.getvalue()
+
+
+def call(client: TestClient, route: str, key: str, question: str, where: dict | None, caller: str = "") -> str:
     """One request on ``route``; the whole response body as text (every streamed event included)."""
     h = {"Authorization": f"Bearer {key}"}
+    if route == "cli":
+        return ask_as(client, caller, question, where)
     if route.startswith("ask"):
         body = {"question": question, **({"options": {"where": where}} if where else {}),
                 **({"stream": True} if route == "ask-stream" else {})}
@@ -161,7 +186,8 @@ EXAMPLES = int(os.environ.get("DECLRAG_LEAK_EXAMPLES", "1000"))
        route=st.sampled_from(ROUTES), question=QUESTIONS, where=WIDEN)
 def test_no_byte_of_an_unreadable_document_reaches_a_caller(served, policy, caller, route, question, where):
     client, keys = served[policy]
-    text = call(client, route, keys[caller], question, where if route in ("ask", "ask-stream", "search") else None)
+    text = call(client, route, keys[caller], question,
+                where if route in ("ask", "ask-stream", "search", "cli") else None, caller)
     asked = question + json.dumps(where)  # what the caller sent may come back (the query, an error naming a field)
     leaked = [m for m in forbidden_marks(caller, policy) if m in text and m not in asked]
     assert not leaked, (policy, caller, route, question, where, leaked)
