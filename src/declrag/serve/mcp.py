@@ -182,8 +182,7 @@ def build_server(program: Program | AnswerService, name: str = "declrag", limits
         req = Request(question, where, history, "mcp ask", TOOL_FIELDS, principal=await _caller(access, caller, ctx))
         async with _tool_errors():
             a = await service.answer(req)
-        return AskResult.model_validate({**{k: a[k] for k in AskResult.model_fields if k in a},
-                                         "history_turns": len(history or [])})
+        return AskResult.model_validate({k: a[k] for k in AskResult.model_fields})
 
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
