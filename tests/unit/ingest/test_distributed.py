@@ -19,7 +19,7 @@ def test_the_read_stage_passes_on_what_changed_and_skips_what_it_cannot_load(tmp
     new.write_text("# New\n\nA new page about Ray.\n")
     same.write_text("# Same\n\nAn unchanged page.\n")
     bad.write_bytes(b"%PDF-1.4 not really a pdf")
-    held = {d.id: d.hash for d in load_file(same)}
+    held = {d.id: (d.hash, ()) for d in load_file(same)}  # each document the store holds: (hash, readers)
     batch = {"path": np.array([str(new), str(same), str(bad)], dtype=object),
              "stamp": np.array([[1, 10], [2, 20], [3, 30]]),
              "known": np.array([pickle.dumps({}), pickle.dumps(held), pickle.dumps({})], dtype=object)}
