@@ -308,34 +308,25 @@ class AnswerService:
             payload = {**payload, "latency_ms": {"total": round(1000 * (time.perf_counter() - t0), 3)}}
         return payload
 
-    def _search_args(self, req: Request, k: int | None, alpha: float | None) -> tuple[Request, int, float]:
-        """Admit a search: ``k`` within ``settings.max_search_k`` (a 422 naming ``k``), then `admit`; the request and
-        the ``k`` and ``alpha`` to use (by default the program's ``retrieve.k`` and ``.alpha``)."""
+    async def search(self, req: Request, k: int | None = None, alpha: float | None = None) -> dict:
+        """The passages the program would answer a request from (`RAGProgram.search`): ``{id, hits, query, k,
+        alpha, latency_ms: {total}}`` (the time in the program), ``k`` and ``alpha`` the ones used (by default
+        the program's ``retrieve.k`` and ``.alpha``), or an `ApiError`; a ``k`` above ``settings.max_search_k``
+        is a 422 naming ``k``."""
         if k is not None and k > self.settings.max_search_k:
             raise ApiError(422, f"k is {k}; the limit is {self.settings.max_search_k} (declrag serve "
                                 "--max-search-k)", "k")
         req = self.admit(req)
         r = self._loaded().config.retrieve
-        return req, k or r.k, r.alpha if alpha is None else alpha
-
-    def _searched(self, req: Request, hits: list[Hit], k: int, alpha: float, took: float) -> dict:
-        """A search's payload, recorded."""
+        k, alpha = k or r.k, r.alpha if alpha is None else alpha
+        hits, _, took = await self._run(req, partial(self.searching, req, k, alpha),
+                                        lambda res: self.metrics.usage(res[1]))
         paths = self.state.paths
         payload = {"id": req.id,
                    "hits": [paths.rewrite(SearchHit.payload(h, i)) for i, h in enumerate(hits, 1)],
                    "query": req.question, "k": k, "alpha": alpha, "latency_ms": {"total": round(1000 * took, 3)}}
         self._record(req, payload, hits, hits=True)
         return payload
-
-    async def search(self, req: Request, k: int | None = None, alpha: float | None = None) -> dict:
-        """The passages the program would answer a request from (`RAGProgram.search`): ``{id, hits, query, k,
-        alpha, latency_ms: {total}}`` (the time in the program), ``k`` and ``alpha`` the ones used (by default
-        the program's ``retrieve.k`` and ``.alpha``), or an `ApiError`; a ``k`` above ``settings.max_search_k``
-        is a 422 naming ``k``."""
-        req, k, alpha = self._search_args(req, k, alpha)
-        hits, _, took = await self._run(req, partial(self.searching, req, k, alpha),
-                                        lambda res: self.metrics.usage(res[1]))
-        return self._searched(req, hits, k, alpha, took)
 
     # -- on the calling thread (no event loop: the CLI) ----------------------------------------------------------
     def _here(self, req: Request, call: Callable[[], Any], count: Callable[[Any], None]) -> Any:

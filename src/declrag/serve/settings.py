@@ -20,7 +20,7 @@ class ServeSettings(ServiceSettings):
     api_key: SecretStr | None = None  # when set, every route but /, /healthz and /readyz needs "Bearer <key>"
     max_body_bytes: int = Field(64 * 1024, ge=1)
     cors_origins: list[str] = []
-    processes: int = Field(1, ge=1, le=64)  # server processes (`declrag.serve.processes`); the limits above: each
+    processes: int = Field(1, ge=1, le=64)  # server processes (`declrag.serve.processes`); the service's limits: each
     # the process-wide caches' bounds (declrag.runtime.cache_limits), applied by `declrag.serve.serve` before the
     # program loads;
     # None: left as the process has them (create_app never changes them)
