@@ -26,15 +26,28 @@ def _vec(i: int) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-@pytest.fixture
-def small_disk(tmp_path):
+def _tmpfs(tmp_path, size: str):
     where = tmp_path / "disk"
     where.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(where)], capture_output=True, text=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True,
+                       text=True)
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip()}): the disk-fault tests need one")
     yield where
     subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """160 kB: the cache's 400 vectors of 1.5 kB cannot fit."""
+    yield from _tmpfs(tmp_path, "160k")
+
+
+@pytest.fixture
+def run_disk(tmp_path):
+    """2 MB: a whole 12-trial run (about 170 kB in 4 kB pages, more while files are replaced) fits once the filler
+    is gone; the filler, not the disk's size, makes it full."""
+    yield from _tmpfs(tmp_path, "2m")
 
 
 @needs_root
@@ -208,7 +221,7 @@ def test_a_corrupt_lm_cache_file_is_a_miss_and_the_call_is_answered(tmp_path, lm
 # -- the run folder's disk full during a compile -------------------------------------------------------------
 @needs_root
 @pytest.mark.parametrize("free_kb", [40, 90], ids=["full-during-the-search", "full-while-writing-the-artifact"])
-def test_a_compile_stops_on_a_full_run_disk_and_resumes_once_space_is_freed(small_disk, tmp_path, free_kb):
+def test_a_compile_stops_on_a_full_run_disk_and_resumes_once_space_is_freed(run_disk, tmp_path, free_kb):
     import json
 
     from declrag.errors import DeclragError
@@ -219,8 +232,8 @@ def test_a_compile_stops_on_a_full_run_disk_and_resumes_once_space_is_freed(smal
 
     space = tmp_path / "space.yaml"
     space.write_text(SPACE)
-    runs, filler = small_disk / "runs", small_disk / "filler"
-    filler.write_bytes(b"x" * (os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize - free_kb * 1024))
+    runs, filler = run_disk / "runs", run_disk / "filler"
+    filler.write_bytes(b"x" * (os.statvfs(run_disk).f_bavail * os.statvfs(run_disk).f_frsize - free_kb * 1024))
     with using_lm(answers_by_prompt()), pytest.raises(DeclragError) as e:
         compile(CompileOptions(space, str(GOLD), "full", runs, Budget(max_trials=12), progress=False))
     run = runs / "full"
