@@ -326,3 +326,32 @@ def test_an_artifact_saved_before_the_house_was_layered_still_loads_and_answers(
     assert prog.generate.main.predict.demos[0]["answer"] == "c [1]"
     a = run(prog, [{"answer": "Rome is the capital of Italy [1]."}])
     assert "Rome" in a.answer and not a.abstained and a.passages
+
+
+def test_an_artifact_saved_before_the_pipeline_was_declared_answers_the_same(store):
+    """tests/data/artifact-47fb0d4 was saved at commit 47fb0d4, before issue 72 made the program a list of stages over
+    one state (history joined, multi-query rewrite, window, MMR, BM25 rerank, lost-in-the-middle, verified answers,
+    the grounding judge), with what it answered then (``answers.json``, the LM's outputs included): loaded now over
+    the same store, every answer, passage, citation, verdict and search result is the same."""
+    import warnings
+    from pathlib import Path
+
+    folder = Path(__file__).parents[2] / "data" / "artifact-47fb0d4"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = load(folder, store=store, embedder=HashEmbedder())
+    recorded = json.loads((folder / "answers.json").read_text())
+    assert len(recorded) == 4
+    for r in recorded:
+        queries, answer = r["lm"]
+        with using_lm(DummyLM([{"queries": queries}, {"answer": answer}], adapter=PlainTextAdapter())):
+            a = prog(question=r["question"], history=r["history"])
+        with using_lm(DummyLM([{"queries": queries}], adapter=PlainTextAdapter())):
+            s = prog.search(r["question"], history=r["history"])
+        got = {k: a[k] for k in ("answer", "abstained", "queries", "judge", "stages", "checked", "reason",
+                                 "removed_citations")}
+        got["passages"] = [h.chunk.id for h in a.passages]
+        got["citations"] = [[c["n"], c["chunk_id"], list(c["span"]), bool(c.get("nearest", False))]
+                            for c in a.citations]
+        got["search"] = [h.chunk.id for h in s]
+        assert json.loads(json.dumps(got, default=str)) == r["got"], r["question"]
