@@ -78,10 +78,11 @@ __all__ = ["ARTIFACT_FORMAT", "read_saved", "saved_config", "with_packed_embedde
 
 def write_artifact(folder: Path, config: ProgramConfig, embedder: dict[str, Any] | None, store_uri: str | None,
                    specs: dict[str, SignatureSpec], knn: dict[str, Any] | None,
-                   save_state: Callable[[str], Any]) -> Path:
+                   save_state: Callable[[str], Any], stages: list[str] | None = None) -> Path:
     """Write a program's artifact into ``folder``: ``program.json`` (config, signature specs, versions, store
-    reference; written last, so a folder holding it is complete) and ``dspy_state.json`` (``save_state``, DSPy's own
-    save). A fine-tuned embedding model travels with the artifact, as ``embedder/``."""
+    reference, the ``stages`` by name in order; written last, so a folder holding it is complete) and
+    ``dspy_state.json`` (``save_state``, DSPy's own save). A fine-tuned embedding model travels with the artifact, as
+    ``embedder/``."""
     folder.mkdir(parents=True, exist_ok=True)
     digest = config.ingest.digest()
     emb = config.ingest.embedder
@@ -97,6 +98,7 @@ def write_artifact(folder: Path, config: ProgramConfig, embedder: dict[str, Any]
         "versions": versions(), "config": config.model_dump(mode="json"), "embedder": embedder,
         "store": {"uri": store_uri, "ingest_digest": digest},
         "signatures": {k: v.model_dump(mode="json") for k, v in specs.items()}, "knn": knn,
+        "stages": stages,
     }
     tmp = folder / "program.json.tmp"
     tmp.write_text(json.dumps(meta, indent=2))

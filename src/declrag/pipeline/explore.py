@@ -23,8 +23,6 @@ import threading
 from typing import Any
 
 from ..types import Hit
-from .ranking import order
-from .searching import hand_over
 
 ALPHA_STEP = 0.25  # alpha's neighbours: this much lower and higher (within 0..1)
 
@@ -115,13 +113,12 @@ class Explorer:
         with self._lock:
             return self.share > 0 and self._rng.random() < self.share
 
-    def passages(self, text: str, queries, where: dict | None, served: list[Hit]) -> list[Hit]:
-        """The multileaved passages for one question (``text``: its search question, ``queries``: the rewrite's,
-        ``served``: the served program's own choice), ordered and merged as the served program's are."""
-        rankings = [served, *(r._chosen(queries, r.rerank(question=text, hits=r._retrieve(queries, where, None)))
-                              for r in self.rankers[1:])]
+    def passages(self, state: Any, served: list[Hit]) -> list[Hit]:
+        """The multileaved passages for one question (``state``: its `declrag.pipeline.stages.State`, queries made;
+        ``served``: the served program's own ranking), handed over and ordered as the served program's are. Each
+        neighbour ranks through its public `RAGProgram.rank`."""
+        rankings = [served, *(r.rank(state) for r in self.rankers[1:])]
         with self._lock:
             seed = self._rng.random()
-        r = self.program.config.retrieve
-        hits, _ = multileave(rankings, r.k, random.Random(seed))
-        return order(hand_over(self.program.store, hits, r.k, r.handover), r.order)
+        hits, _ = multileave(rankings, self.program.config.retrieve.k, random.Random(seed))
+        return self.program.select.hand_over(hits)

@@ -9,28 +9,28 @@ same program.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import dspy
-import numpy as np
-from opentelemetry import trace
 
 from ..config import (
     LOCAL_DEFAULT_MODE,
     ProgramConfig,
-    answer_mode,
     default_config,
     read_config,
     with_mode,
     with_model,
 )
 from ..embed.embedder import Embedder
+from ..errors import DeclragError
 from ..inputs import Turn, turns, user_text
 from ..lm import Meter, check_lm, metering, registry
 from ..payloads import Citation
@@ -42,28 +42,14 @@ from ..stores.base import Filter, Store
 from ..text.languages import load_identifier, not_theirs
 from ..types import Hit
 from .artifact import read_saved, saved_config, with_packed_embedder, write_artifact
-from .conversation import transcript, window
 from .explore import Explorer
-from .ranking import mmr, order
-from .searching import hand_over
 from .signatures import SignatureSpec, spec
 from .stage import since_ms, timed
-from .stages import (
-    Draft,
-    Generator,
-    HistoryQuery,
-    QueryRewriter,
-    Reranker,
-    Retriever,
-    SelfJudge,
-    embedding_time,
-    pool_size,
-    timing_embeddings,
-)
+from .stage_list import lm_stages, needed_specs, resolved
+from .stages import PHASES, Generator, Phase, PipelineStage, Retriever, Selector, State, timing_embeddings
 
 log = logging.getLogger(__name__)
 NEAREST_CITED = 3  # an abstention cites the passages nearest to the question, at most this many
-NEEDED_SPECS = ("generate", "rewrite", "multi_query", "hyde", "decompose", "step_back", "rerank", "judge", "condense")
 
 
 class Answer(dspy.Prediction):
@@ -83,39 +69,55 @@ class Answer(dspy.Prediction):
 
 
 class RAGProgram(dspy.Module):
-    """Rewrite -> retrieve -> rerank -> select and order -> generate with citations -> self-judge.
+    """The ordered list of its stages (`declrag.pipeline.stage_list.STAGES`: history, rewrite, retrieve, rerank,
+    select, generate with citations, self-judge) run over one `State` per question.
 
     The constructor is light: it checks the config, the LM routes (and their keys) and the store's metadata
     (so a wrong store fails at once), and loads no model. `warm_up()` loads what answering needs (the
     embedding model, the cross-encoder, in-process local LMs, the store's search snapshot); the first call
-    does it implicitly, `declrag serve` and the CLI call it up front and serve is ready only after it."""
+    does it implicitly, `declrag serve` and the CLI call it up front and serve is ready only after it.
+    ``stages``: the stage classes (or their names), default `STAGES` as it is when the program is made."""
+
+    retrieve: Retriever  # the stages that code outside the program reads by name (exploration, streaming, tests)
+    select: Selector
+    generate: Generator
 
     def __init__(self, config: ProgramConfig | None = None, store: Store | str | Path | None = None,
-                 embedder: Embedder | None = None, specs: dict[str, SignatureSpec] | None = None):
+                 embedder: Embedder | None = None, specs: dict[str, SignatureSpec] | None = None,
+                 stages: Sequence[type[PipelineStage] | str] | None = None):
         super().__init__()
         self.config = c = config or ProgramConfig()
-        for name in self._lm_stages():  # fail fast on unknown routes or missing keys
+        self.kinds = kinds = resolved(stages)
+        for name in lm_stages(c, kinds):  # fail fast on unknown routes or missing keys
             check_lm(c.stage_lm(name))
         if isinstance(store, Store):
             self.store = store
         else:
-            where = store or c.store
-            if where is None:
-                where = default_store()
-            self.store, _ = open_store(where, c.ingest, create=False)
+            self.store, _ = open_store(store or c.store or default_store(), c.ingest, create=False)
         self.store_uri = self.store.uri
         self.embedder = embedder or Embedder(c.ingest.embedder)
         given = specs or {}  # a program saved before a prompt existed gets today's file for it
-        self.specs = {**{k: spec(k) for k in NEEDED_SPECS if k not in given}, **given}
-        self.history_query = HistoryQuery(c.history, c.stage_lm("condense"), self.specs, self.embedder)
-        self.rewrite = QueryRewriter(c.rewrite, c.stage_lm("rewrite"), self.specs)
-        self.retrieve = Retriever(c.retrieve, self.store, self.embedder, pool_size(c))
-        self.rerank = Reranker(c.rerank, c.stage_lm("rerank"), self.specs)
-        self.generate = Generator(c.generate, c.stage_lm("generate"), self.specs)
-        self.generate.embedder = self.embedder
-        self.generate.document_texts = self.store.document_texts
-        self.judge = SelfJudge(c.judge, c.stage_lm("judge"), self.specs)
+        self.specs = {**{k: spec(k) for k in needed_specs(kinds) if k not in given}, **given}
+        self._held: list[str] = []  # the stages' attributes, in order (a plain list is not a DSPy parameter path)
+        for kind in kinds:
+            held = kind.attribute or kind.name
+            if hasattr(type(self), held):
+                raise ValueError(f"stage {kind.name!r} would hide RAGProgram.{held}: give it another name")
+            setattr(self, held, kind.build(self))
+            self._held.append(held)
         self.explorer: Explorer | None = None  # `declrag serve --explore`: its rankers (`Explorer.of`)
+
+    @property
+    def stage_list(self) -> list[PipelineStage]:
+        """The program's stages, in order."""
+        return [getattr(self, held) for held in self._held]
+
+    def stage(self, name: str) -> PipelineStage:
+        """The stage named ``name``; `KeyError` when the program has none."""
+        for s in self.stage_list:
+            if s.name == name:
+                return s
+        raise KeyError(f"this program has no stage {name!r} (it has: {', '.join(k.name for k in self.kinds)})")
 
     # -- running ------------------------------------------------------------------------------------------
     def warm_up(self, lms: bool = True) -> RAGProgram:
@@ -128,13 +130,11 @@ class RAGProgram(dspy.Module):
             return self
 
         getattr(self.embedder, "model", None)
-        if self.config.rerank.mode == "cross-encoder":
-            getattr(self.rerank, "cross_encoder", None)
-        for name in self._lm_stages() if lms else ():
+        for name in lm_stages(self.config, self.kinds) if lms else ():
             registry.warm_up(self.config.stage_lm(name))
         self.store.warm_up()  # the search snapshot and its indexes, or the server connection
-        if self.retrieve.documents is not None:
-            self.retrieve.documents.warm_up()  # the index over whole documents (retrieve.named, .documents)
+        for s in self.stage_list:  # each stage's own: the cross-encoder, the index over whole documents
+            s.warm_up()
         self.embedder.embed_query("warm-up")  # the query path of the embedding backend
         getattr(self.embedder, "calibrate", None)  # its cosines' mapping: measured once, now (embed.calibration)
         load_identifier()  # every question's language is told (keyword search, the extractive answer)
@@ -151,109 +151,53 @@ class RAGProgram(dspy.Module):
         Filter.of(where)  # an invalid filter fails before any LM call
         return question, history
 
-    def _queries(self, question: str, history: tuple[Turn, ...], ms: dict[str, float] | None = None):
-        """The search question of this turn (the history's, `HistoryQuery`) and the rewrite stage's queries;
-        their times go to ``ms`` as ``history`` and ``rewrite``."""
-        with timed(ms, "history", {"declrag.history.turns": len(history)}):
-            sq = self.history_query(question=question, history=history)
-        with timed(ms, "rewrite", {"declrag.rewrite.mode": self.config.rewrite.mode}) as s:
-            queries = self.rewrite(question=sq.text)
-            s.set_attribute("declrag.rewrite.queries", len(queries.texts))
-        if sq.vector is not None and queries.vector_text is None and queries.texts[0] == sq.text:
-            queries.vector = sq.vector
-        return sq, queries
+    def run_stages(self, state: State, until: Phase = "answer", since: Phase = "queries",
+                   ms: dict[str, float] | None = None) -> State:
+        """Run the stages whose phase lies from ``since`` to ``until`` (`PHASES`) over ``state``, each in its span,
+        its time into ``ms`` by its name. Returns ``state``."""
+        lo, hi = PHASES.index(since), PHASES.index(until)
+        for s in self.stage_list:
+            if lo <= PHASES.index(s.phase) <= hi:
+                with timed(ms, s.name, s.attributes(state), name=s.span_name()) as span:
+                    s.run(state, span)
+        return state
 
     def forward(self, question: str, where: dict | None = None, history: Any = None, explore: bool = False
                 ) -> Answer:
         """Answer ``question``; ``history``: the conversation before it (see `declrag.pipeline.conversation`);
         ``explore``: from the passages of this program's and its neighbours' rankings multileaved (with an
         ``explorer``: `declrag.pipeline.explore`; the answer's ``explored`` then says which rankers)."""
-        c = self.config
         question, history = self.check(question, history, where)
+        state = State(question, history, where, explorer=self.explorer if explore else None)
         meter, ms = Meter(), dict[str, float]()
         t_all = time.perf_counter()
         with metering(meter), timing_embeddings() as embed_ms, self._traced("answer", question, history):
-            sq, queries = self._queries(question, history, ms)
-            pool = self._retrieve(queries, where, ms)
-            with timed(ms, "rerank", {"declrag.rerank.mode": c.rerank.mode}):
-                pool = self.rerank(question=sq.text, hits=pool)
-            explorer = self.explorer if explore else None
-            explored = explorer.record if explorer is not None else None
-            with timed(ms, "select", {"declrag.retrieve.k": c.retrieve.k, "declrag.explored": bool(explored)}) as s:
-                passages = explorer.passages(sq.text, queries, where, self._chosen(queries, pool)) \
-                    if explorer is not None else self._select(queries, pool)
-                if s.is_recording():
-                    s.set_attribute("gen_ai.retrieval.documents", tracing.documents(passages))
-            gen_question = question if not queries.sub_questions else \
-                question + "\n(Sub-questions: " + "; ".join(queries.sub_questions) + ")"
-            said = self._said(history)
-            mode = self.generate.mode()
-            with timed(ms, "generate", {"declrag.generate.mode": mode}) as s:
-                below = self._below_threshold(queries, passages)
-                draft = Draft(c.generate.abstain_phrase, True, [], reason="no passage is close enough to the "
-                              "question") if below else \
-                    self.generate(question=gen_question, passages=passages, conversation=said)
-                s.set_attribute("declrag.abstained", draft.abstained)
-                if draft.widened:  # a quoted sentence ran past its passage: the passage grows to hold it
-                    passages = [draft.widened.get(n, h) for n, h in enumerate(passages, 1)]
-                if draft.caught:  # the LM's output echoed the prompt or copied the passages: what replaced it
-                    s.set_attribute("declrag.generate.caught", draft.caught["kind"])
-                    s.set_attribute("declrag.generate.replaced_by", draft.caught["replaced_by"])
-            with timed(ms, "judge", {"declrag.judge.mode": c.judge.mode, "declrag.judge.policy": c.judge.policy}):
-                draft, verdict = self._judged(question, gen_question, passages, draft, said)
-                if below:
-                    verdict["reason"] = f"best passage similarity below {c.retrieve.abstain_below}"
+            self.run_stages(state, ms=ms)
         ms["embed"] = round(embed_ms[0], 3)
         ms["total"] = since_ms(t_all)
+        return self._answer(state, meter, ms)
+
+    def _answer(self, state: State, meter: Meter, ms: dict[str, float]) -> Answer:
+        """The `Answer` of a state the stages have run over: its citations (the passages nearest to the question for
+        an abstention), what the checks did, the abstention's reason."""
+        draft, passages, question = state.draft, state.passages, state.question
+        assert draft is not None  # written by the generate stage
         cites = [Citation.payload(n, passages[n - 1], False, draft.quotes) for n in draft.used] + \
                 [Citation.payload(n, passages[n - 1], True, draft.quotes) for n in draft.attributed]
         if draft.abstained:  # the passages nearest to the question, for the reader to check
             cites = [Citation.payload(n, passages[n - 1], False, [], nearest=True)
                      for n in range(1, min(NEAREST_CITED, len(passages)) + 1)]
-        checked = draft.checked or {"mode": mode}
+        checked = draft.checked or {"mode": self.answer_mode}
+        explorer = state.explorer
         return Answer(
             question=question, answer=draft.text, abstained=draft.abstained, citations=cites,
             removed_citations=draft.removed, dropped_sentences=int(checked.get("dropped", 0)), checked=checked,
             caught=draft.caught, reason=(draft.reason + not_theirs(question, (h.chunk.language for h in passages))
                                          or None) if draft.abstained else None,
-            passages=passages, judge=verdict, usage=meter.to_dict(),
-            latency_ms=ms, queries=queries.texts, raw_answer=draft.raw, stages=self.stages(),
-            history_turns=len(history), explored=explored)
-
-    def _judged(self, question: str, gen_question: str, passages: list[Hit], draft: Draft,
-                said: str | None) -> tuple[Draft, dict[str, Any]]:
-        """The self-judge's verdict on ``draft``, and the draft its policy leaves (regenerated, abstained, kept)."""
-        c = self.config
-        context = self.generate.context(passages)
-        verdict = self.judge(question=question, passages=passages, draft=draft, context=context)
-        verdict["action"] = "none" if c.judge.mode == "off" else "passed"
-        if verdict.get("supported") is False and c.judge.policy == "regenerate":
-            draft = self.generate(question=gen_question, passages=passages, strict=True, conversation=said)
-            again = self.judge(question=question, passages=passages, draft=draft, context=context)
-            verdict = {**again, "action": "regenerated", "first": verdict}
-        elif verdict.get("supported") is False and c.judge.policy == "abstain":
-            draft = Draft(c.generate.abstain_phrase, True, [], raw=draft.raw,
-                          reason="the self-judge found the answer unsupported by its passages")
-            verdict["action"] = "abstained"
-        elif verdict.get("supported") is False:
-            verdict["action"] = "flagged"
-        if c.judge.mode != "off":
-            supported = verdict.get("supported")
-            tracing.evaluation(trace.get_current_span(), f"declrag.judge.{c.judge.mode}",
-                               label=None if supported is None else "supported" if supported else "unsupported",
-                               score=verdict.get("score"), explanation=verdict.get("reason"))
-        return draft, verdict
-
-    def _retrieve(self, queries, where: dict | None, ms: dict[str, float] | None, depth: int | None = None
-                  ) -> list[Hit]:
-        attributes = {"declrag.stage": "retrieve", "gen_ai.operation.name": "retrieval",
-                      "gen_ai.data_source.id": self.store_uri, "gen_ai.retrieval.top_k": self.retrieve.pool,
-                      "declrag.retrieve.alpha": self.config.retrieve.alpha}
-        with timed(ms, "retrieve", attributes, name=f"retrieval {self.store_uri}") as s:
-            pool = self.retrieve(queries=queries, where=where, depth=depth)
-            if s.is_recording():
-                s.set_attribute("gen_ai.retrieval.documents", tracing.documents(pool))
-            return pool
+            passages=passages, judge=state.verdict, usage=meter.to_dict(), latency_ms=ms,
+            queries=state.queries.texts if state.queries is not None else [question], raw_answer=draft.raw,
+            stages=self.stages(), history_turns=len(state.history),
+            explored=explorer.record if explorer is not None else None)
 
     @contextmanager
     def _traced(self, name: str, question: str, history: tuple[Turn, ...]) -> Iterator[Any]:
@@ -265,19 +209,18 @@ class RAGProgram(dspy.Module):
 
     def retrieve_only(self, question: str, where: dict | None = None, depth: int = 100,
                       history: Any = None) -> list[Hit]:
-        """The ranked candidates (history, rewrite, retrieve at least ``depth`` chunks, rerank) without
-        generating: what retrieval metrics such as nDCG@10 over documents, and compile's retrieval-first scoring,
-        read."""
+        """The ranked candidates (the stages up to the ``candidates`` phase: history, rewrite, retrieve at least
+        ``depth`` chunks, rerank) without generating: what retrieval metrics such as nDCG@10 over documents, and
+        compile's retrieval-first scoring, read."""
         question, history = self.check(question, history, where)
-        sq, queries = self._queries(question, history)
-        return self.rerank(question=sq.text, hits=self._retrieve(queries, where, None, depth))
+        return self.run_stages(State(question, history, where, depth=depth), until="candidates").pool
 
     def search(self, question: str, history: Any = None, where: dict | None = None, k: int | None = None,
                alpha: float | None = None) -> list[Hit]:
-        """The passages this program would answer ``question`` from, without generating: its compiled retrieval
-        (history, rewrite, hybrid search and fusion, autocut, window, rerank, MMR and order), ``k`` of them
-        (default ``retrieve.k``) with ``alpha`` (default ``retrieve.alpha``). What ``POST /v1/search`` and the
-        MCP ``search`` tool serve."""
+        """The passages this program would answer ``question`` from, without generating: the stages up to the
+        ``passages`` phase (history, rewrite, hybrid search and fusion, autocut, window, rerank, MMR and order), ``k``
+        of them (default ``retrieve.k``) with ``alpha`` (default ``retrieve.alpha``). What ``POST /v1/search`` and
+        the MCP ``search`` tool serve."""
         prog = self
         r = self.config.retrieve
         if (k is not None and k != r.k) or (alpha is not None and alpha != r.alpha):
@@ -285,11 +228,15 @@ class RAGProgram(dspy.Module):
                                        if v is not None})
         question, history = prog.check(question, history, where)
         with timing_embeddings(), self._traced("search", question, history):
-            sq, queries = prog._queries(question, history)
-            pool = prog._retrieve(queries, where, None)
-            with timed(None, "rerank", {"declrag.rerank.mode": prog.config.rerank.mode}):
-                pool = prog.rerank(question=sq.text, hits=pool)
-            return prog._select(queries, pool)
+            return prog.run_stages(State(question, history, where), until="passages").passages
+
+    def rank(self, state: State) -> list[Hit]:
+        """This program's ranking for ``state``'s queries (made already, by another program's stages): its
+        ``candidates`` stages run over a copy of ``state``, in the order its select stage hands passages over from
+        (`Selector.chosen`). What exploration multileaves (`declrag.pipeline.explore`)."""
+        own = self.run_stages(replace(state, pool=[], passages=[], explorer=None), "candidates", "candidates")
+        assert own.queries is not None  # made by the queries phase, before
+        return self.select.chosen(own.queries, own.pool)
 
     def learned_from(self, other: RAGProgram) -> RAGProgram:
         """Take ``other``'s learned state (instructions, demos, the kNN demo pool, the embedder's provenance): the
@@ -305,13 +252,12 @@ class RAGProgram(dspy.Module):
         and embedder, its learned state kept: what `declrag eval --modes` compares."""
         config = with_mode(self.config, mode)
         return RAGProgram(ProgramConfig.model_validate(config.model_dump()), store=self.store, embedder=self.embedder,
-                          specs=self.specs).learned_from(self)
+                          specs=self.specs, stages=self.kinds).learned_from(self)
 
     def with_settings(self, changes: dict[str, Any]) -> RAGProgram:
         """A shallow copy of this program whose ``retrieve`` and ``rerank`` settings take ``changes`` (dotted paths:
-        ``{"retrieve.alpha": 0.75}``); the rest (store, embedder, LMs, learned state) shared."""
-        import copy  # imported here, not at the top: only searches with their own k or alpha, and exploring, copy
-
+        ``{"retrieve.alpha": 0.75}``); the rest (store, embedder, LMs, learned state) shared. The stages built from a
+        changed section are built again (`PipelineStage.reads`), their learned state kept."""
         c = self.config
         sections = {"retrieve": c.retrieve.model_dump(), "rerank": c.rerank.model_dump()}
         for path, value in changes.items():
@@ -321,83 +267,41 @@ class RAGProgram(dspy.Module):
             sections[section][key] = value
         cfg = c.model_copy(update={"retrieve": type(c.retrieve).model_validate(sections["retrieve"]),
                                    "rerank": type(c.rerank).model_validate(sections["rerank"])})
-        r = cfg.retrieve
+        changed = {name for name in sections if cfg.section(name) != c.section(name)}
         other = copy.copy(self)
         other.config, other.explorer = cfg, None
-        other.retrieve = Retriever(r, self.store, self.embedder, pool_size(cfg))
-        if cfg.rerank != c.rerank:
-            other.rerank = Reranker(cfg.rerank, cfg.stage_lm("rerank"), self.specs)
+        for held, kind in zip(self._held, self.kinds):
+            if changed & set(kind.reads or (kind.section,)):
+                before = getattr(self, held)
+                setattr(other, held, rebuilt := kind.build(other))
+                if rebuilt.named_parameters():
+                    rebuilt.load_state(before.dump_state())
+                if isinstance(before, Generator) and before.knn_pool:
+                    rebuilt.set_knn_pool(before.knn_pool, before.knn_k)  # type: ignore[attr-defined]
         return other
-
-    def _select(self, queries, pool: list[Hit]) -> list[Hit]:
-        """The passages handed over: the ``retrieve.k`` best of the chosen (`_chosen`) as ``retrieve.handover`` says
-        (`hand_over`: best-first by default, no character of a document twice), then ordered."""
-        c = self.config.retrieve
-        return order(hand_over(self.store, self._chosen(queries, pool), c.k, c.handover), c.order)
-
-    def _chosen(self, queries, pool: list[Hit]) -> list[Hit]:
-        """The (reranked) pool in its order, for ``retrieve.k`` passages to be handed over from it: MMR's pick of k
-        first (the ranking kept among them), when it is on, then the rest (best-first takes its stand-ins from them)."""
-        c = self.config.retrieve
-        if c.mmr and len(pool) > c.k:
-            with embedding_time():
-                vecs = self.embedder.embed_documents([h.text for h in pool])
-                qv = self.embedder.embed_query(queries.vector_text or queries.texts[0])
-            picked = {h.chunk.id for h in mmr(pool, np.asarray(vecs), np.asarray(qv), c.k, c.mmr_lambda)}
-            return [h for h in pool if h.chunk.id in picked] + [h for h in pool if h.chunk.id not in picked]
-        return pool
-
-    def _below_threshold(self, queries, passages: list[Hit]) -> bool:
-        """The deterministic abstention: the best passage's cosine similarity to the question (chunk
-        embeddings, from the cache; on the default model's scale) is below ``retrieve.abstain_below``."""
-        thr = self.config.retrieve.abstain_below
-        if thr is None:
-            return False
-        if not passages:
-            return True
-        with embedding_time():
-            sims = (self.embedder.embed_documents([h.chunk.text for h in passages])
-                    @ self.embedder.embed_query(queries.texts[0]))
-        return float(np.max(self.embedder.calibrate(sims))) < thr  # on the default model's scale (embed.calibration)
-
-    def _said(self, history: tuple[Turn, ...]) -> str | None:
-        """What the generate stage reads of the conversation: every system turn (an instruction that stays in
-        force however long the conversation grows), then the most recent user and assistant turns, within
-        ``history.generate_turns`` turns and ``history.generate_chars`` characters for each of the two parts."""
-        h = self.config.history
-        system = window([t for t in history if t.role == "system"], 1_000, h.generate_chars)
-        recent = window(history, h.generate_turns, h.generate_chars, roles=("user", "assistant"))
-        return transcript([*system, *recent]) or None
 
     @property
     def answer_mode(self) -> str:
         """The generate mode this program answers in (``auto`` resolved: `declrag.config.answer_mode`)."""
         return self.generate.mode()
 
-    def _lm_stages(self) -> list[str]:
-        c = self.config
-        return [n for n, on in (("rewrite", c.rewrite.mode != "off"), ("rerank", c.rerank.mode == "llm"),
-                                ("generate", answer_mode(c) != "extractive"), ("judge", c.judge.mode == "llm"))
-                if on]
+    def lm_stages(self) -> list[str]:
+        """The LM stages this program has on (their routes: `ProgramConfig.stage_lm`), in stage order."""
+        return lm_stages(self.config, self.kinds)
 
     def stages(self) -> dict[str, Any]:
-        c, mode = self.config, self.generate.mode()
-        return {"rewrite": c.rewrite.mode, "retrieve": {"k": c.retrieve.k, "alpha": c.retrieve.alpha,
-                "fusion": c.retrieve.fusion, "autocut": c.retrieve.autocut, "window": c.retrieve.window,
-                "mmr": c.retrieve.mmr, "order": c.retrieve.order, "abstain_below": c.retrieve.abstain_below},
-                "rerank": c.rerank.mode,
-                "generate": c.generate.variant if mode == "lm" else
-                mode if mode == "extractive" else f"verified/{c.generate.variant}",
-                "judge": "off" if c.judge.mode == "off" else f"{c.judge.mode}/{c.judge.policy}"}
+        """Each stage as an answer shows it (`PipelineStage.describe`), by name; stages that show nothing left out."""
+        return {s.name: d for s in self.stage_list if (d := s.describe()) is not None}
 
     # -- the artifact -------------------------------------------------------------------------------------
     def save(self, path: str | Path, **_: Any) -> Path:
         """Write the artifact (`declrag.pipeline.artifact.write_artifact`): ``program.json`` and ``dspy_state.json``
-        (each predictor's instructions and demos, as DSPy saves them; no pickle)."""
+        (each predictor's instructions and demos, as DSPy saves them; no pickle). The artifact names its stages, in
+        order: it loads with them whatever the default list has become."""
         g = self.generate
         return write_artifact(Path(path), self.config, getattr(self, "embedder_provenance", None), self.store_uri,
                               self.specs, {"k": g.knn_k, "pool": g.knn_pool} if g.knn_pool else None,
-                              lambda where: super(RAGProgram, self).save(where))
+                              lambda where: super(RAGProgram, self).save(where), [k.name for k in self.kinds])
 
 
 def load(path: str | Path, store: Store | str | Path | None = None, model: str | None = None,
@@ -405,7 +309,9 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
     """The program saved at ``path``: a program folder (with program.json) or a run folder that `declrag compile`
     wrote (``runs/NAME``: its ``best`` program), as the CLI accepts them. Warns when library versions differ from
     the ones it was saved with; refuses a store whose ingest settings differ. ``model`` reroutes every LM call
-    (like --model); ``mode`` sets ``generate.mode`` (like --answer-mode)."""
+    (like --model); ``mode`` sets ``generate.mode`` (like --answer-mode). The program has the stages it was saved
+    with (the artifact's ``stages``; one saved before stages were recorded: today's `STAGES`); a stage whose module
+    is not imported is a `DeclragError` saying so."""
     folder, meta, config, specs = read_saved(path)
     now = versions()
     drift = {k: (v, now.get(k)) for k, v in meta.get("versions", {}).items() if now.get(k) != v and k != "python"}
@@ -418,8 +324,14 @@ def load(path: str | Path, store: Store | str | Path | None = None, model: str |
         config = with_mode(config, mode)
     config = with_packed_embedder(config, folder)
     saved = meta.get("store") or {}
+    try:
+        kinds = resolved(meta.get("stages"))
+    except (KeyError, ValueError) as e:
+        raise DeclragError(f"{folder}: its stages cannot be made: {str(e).strip(chr(34) + chr(39))}",
+                           hint="import the module that defines the stage before loading, or re-create the "
+                                "program with declrag compile") from None
     prog = RAGProgram(config, store=store if store is not None else saved.get("uri", saved.get("path")),
-                      embedder=embedder, specs=specs)
+                      embedder=embedder, specs=specs, stages=kinds)
     prog.load(str(folder / "dspy_state.json"))
     if meta.get("knn"):
         prog.generate.set_knn_pool(meta["knn"]["pool"], meta["knn"]["k"])

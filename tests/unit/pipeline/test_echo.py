@@ -187,7 +187,7 @@ def test_a_program_saved_without_a_model_answers_as_ask_does_and_takes_one_at_se
     RAGProgram(ProgramConfig(), store=store, embedder=HashEmbedder()).save(tmp_path / "p")
     assert json.loads((tmp_path / "p" / "program.json").read_text())["config"]["generate"]["mode"] == "auto"
     prog = load(tmp_path / "p", store=store, embedder=HashEmbedder())
-    assert prog.answer_mode == "extractive" and "generate" not in prog._lm_stages()
+    assert prog.answer_mode == "extractive" and "generate" not in prog.lm_stages()
     assert load(tmp_path / "p", store=store, model="openai/gpt-4o-mini").answer_mode == "lm"
     choice = select_program(tmp_path / "p", store=store)
     assert choice.answers.startswith("answers: extractive")

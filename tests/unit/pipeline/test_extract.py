@@ -203,7 +203,7 @@ def test_check_flags_invented_details_wrong_citations_and_unsupported_sentences(
 # ------------------------------------------------------------------------------------------- the program
 def test_extractive_answers_without_an_lm_with_exact_quotes(store):
     prog = make(store, "extractive", extract=LOW)
-    assert "generate" not in prog._lm_stages()
+    assert "generate" not in prog.lm_stages()
     a = ask(prog)
     assert not a.abstained and a.usage["total"]["calls"] == 0 and a.checked["mode"] == "extractive"
     assert a.stages["generate"] == "extractive"

@@ -5,23 +5,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import dspy
 import numpy as np
 
-from ...config import GenerateConfig, LMConfig, resolve_mode
+from ...config import GenerateConfig, LMConfig, answer_mode, resolve_mode
 from ...embed.embedder import Embedder
 from ...ingest.headers import heading_names, identity, shown_header
 from ...lm import override_lm
 from ...types import Hit
+from ..conversation import transcript, window
 from ..echo import Prompt
 from ..extract import Extract, Piece, check, extract, shown
 from ..names import whole, whole_document
 from ..postprocess import attribute, is_abstention, resolve_citations
 from ..signatures import SignatureSpec
 from ..stage import Stage
-from .base import PipelineStage, embedding_time
+from .base import PipelineStage, State, embedding_time
+
+if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
+    from ...config import ProgramConfig
+    from ..program import RAGProgram
 
 VETTED = "declrag.answer"  # the stream's name for an answer the program made (extractive) or checked (verified)
 
@@ -49,7 +54,75 @@ class Generator(PipelineStage):
     """Answers from numbered passages with [n] citations; the strict prompt is used to regenerate. An LM output that
     echoes the prompt or copies the passages is replaced as ``generate.caught`` says (`declrag.pipeline.echo`)."""
 
-    name = "generate"
+    name, phase, section = "generate", "answer", "generate"
+    reads: ClassVar[tuple[str, ...]] = ("generate", "retrieve", "history")
+    prompts: ClassVar[tuple[str, ...]] = ("generate",)
+    variants: ClassVar[dict[str, tuple[str, ...]]] = {"generate.variant": ("generate",)}
+    # the deterministic abstention (``retrieve.abstain_below``) and what is read of the conversation
+    # (``history.generate_turns``, ``generate_chars``): set by `build`
+    abstain_below: float | None = None
+    conversation_limits: tuple[int, int] = (4, 1500)
+
+    @classmethod
+    def build(cls, program: RAGProgram) -> Generator:
+        c = program.config
+        g = cls(c.generate, c.stage_lm("generate"), program.specs)
+        g.embedder, g.document_texts = program.embedder, program.store.document_texts
+        g.abstain_below, g.conversation_limits = c.retrieve.abstain_below, (c.history.generate_turns, c.history.generate_chars)
+        return g
+
+    @classmethod
+    def lm_stages(cls, config: ProgramConfig) -> list[str]:
+        return ["generate"] if answer_mode(config) != "extractive" else []
+
+    def describe(self) -> Any:
+        mode, variant = self.mode(), self.cfg.variant
+        return variant if mode == "lm" else mode if mode == "extractive" else f"verified/{variant}"
+
+    def attributes(self, state: State) -> dict[str, Any]:
+        return {"declrag.generate.mode": self.mode()}
+
+    def run(self, state: State, span: Any) -> None:
+        """The draft answer from ``state.passages`` (the abstention, with no LM call, when none is close enough:
+        `below`); a quoted sentence that ran past its passage widens it. Leaves the judge what it reads."""
+        q = state.queries
+        subs = q.sub_questions if q is not None else []
+        question = state.question if not subs else state.question + "\n(Sub-questions: " + "; ".join(subs) + ")"
+        state.said, passages = self.said(state.history), state.passages
+        if self.below(q.texts[0] if q is not None else state.question, passages):
+            state.below_reason = f"best passage similarity below {self.abstain_below}"
+            draft = Draft(self.cfg.abstain_phrase, True, [], reason="no passage is close enough to the question")
+        else:
+            draft = self(question=question, passages=passages, conversation=state.said)
+        span.set_attribute("declrag.abstained", draft.abstained)
+        if draft.widened:  # a quoted sentence ran past its passage: the passage grows to hold it
+            state.passages = passages = [draft.widened.get(n, h) for n, h in enumerate(passages, 1)]
+        if draft.caught:  # the LM's output echoed the prompt or copied the passages: what replaced it
+            span.set_attribute("declrag.generate.caught", draft.caught["kind"])
+            span.set_attribute("declrag.generate.replaced_by", draft.caught["replaced_by"])
+        state.draft, state.context = draft, self.context(passages)
+        state.rewrite = lambda: self(question=question, passages=passages, strict=True, conversation=state.said)
+
+    def below(self, query: str, passages: list[Hit]) -> bool:
+        """The deterministic abstention: the best passage's cosine similarity to ``query`` (chunk embeddings, from the
+        cache; on the default model's scale) is below ``retrieve.abstain_below``."""
+        if self.abstain_below is None:
+            return False
+        if not passages:
+            return True
+        assert self.embedder is not None  # set by `build`
+        with embedding_time():
+            sims = self.embedder.embed_documents([h.chunk.text for h in passages]) @ self.embedder.embed_query(query)
+        return float(np.max(self.embedder.calibrate(sims))) < self.abstain_below  # `declrag.embed.calibration`
+
+    def said(self, history: tuple[Any, ...]) -> str | None:
+        """What this stage reads of the conversation: every system turn (an instruction that stays in force however
+        long the conversation grows), then the most recent user and assistant turns, within ``history.generate_turns``
+        turns and ``history.generate_chars`` characters for each of the two parts."""
+        turns, chars = self.conversation_limits
+        system = window([t for t in history if t.role == "system"], 1_000, chars)
+        recent = window(history, turns, chars, roles=("user", "assistant"))
+        return transcript([*system, *recent]) or None
 
     def __init__(self, cfg: GenerateConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
         super().__init__()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -13,7 +14,11 @@ from ...config import (
 from ...embed.embedder import Embedder
 from .. import conversation as conv
 from ..signatures import SignatureSpec
-from .base import PipelineStage, embedding_time
+from .base import PipelineStage, State, embedding_time
+
+if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
+    from ...config import ProgramConfig
+    from ..program import RAGProgram
 
 
 @dataclass
@@ -29,7 +34,27 @@ class SearchQuestion:
 class HistoryQuery(PipelineStage):
     """The search question of a conversation's last turn, by ``history.query`` (see `declrag.pipeline.conversation`)."""
 
-    name = "history"
+    name, phase, section, attribute = "history", "queries", "history", "history_query"
+    prompts: ClassVar[tuple[str, ...]] = ("condense",)
+    variants: ClassVar[dict[str, tuple[str, ...]]] = {"history.variant": ("condense",)}
+
+    @classmethod
+    def build(cls, program: RAGProgram) -> HistoryQuery:
+        c = program.config
+        return cls(c.history, c.stage_lm("condense"), program.specs, program.embedder)
+
+    @classmethod
+    def lm_stages(cls, config: ProgramConfig) -> list[str]:
+        return ["condense"] if config.history.query == "condense" else []
+
+    def describe(self) -> Any:
+        return None  # not shown in an answer's stages (as before stages were declared)
+
+    def attributes(self, state: State) -> dict[str, Any]:
+        return {"declrag.history.turns": len(state.history)}
+
+    def run(self, state: State, span: Any) -> None:
+        state.search = self(question=state.question, history=state.history)
 
     def __init__(self, cfg: HistoryConfig, lm: LMConfig, specs: dict[str, SignatureSpec], embedder: Embedder):
         super().__init__()

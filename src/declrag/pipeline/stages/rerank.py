@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...config import (
     LMConfig,
@@ -13,13 +14,37 @@ from ...runtime import device
 from ...stores.bm25 import KeywordIndex
 from ...types import Hit
 from ..signatures import SignatureSpec
-from .base import PipelineStage
+from .base import PipelineStage, State
+
+if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
+    from ...config import ProgramConfig
+    from ..program import RAGProgram
 
 
 class Reranker(PipelineStage):
     """Reorders the candidate pool: none, BM25 over the candidates, a cross-encoder, or an LLM judge."""
 
-    name = "rerank"
+    name, phase, section = "rerank", "candidates", "rerank"
+    prompts: ClassVar[tuple[str, ...]] = ("rerank",)
+    variants: ClassVar[dict[str, tuple[str, ...]]] = {"rerank.variant": ("rerank",)}
+
+    @classmethod
+    def build(cls, program: RAGProgram) -> Reranker:
+        return cls(program.config.rerank, program.config.stage_lm("rerank"), program.specs)
+
+    @classmethod
+    def lm_stages(cls, config: ProgramConfig) -> list[str]:
+        return ["rerank"] if config.rerank.mode == "llm" else []
+
+    def warm_up(self) -> None:
+        if self.cfg.mode == "cross-encoder":
+            getattr(self, "cross_encoder", None)  # the model, loaded now
+
+    def attributes(self, state: State) -> dict[str, Any]:
+        return {"declrag.rerank.mode": self.cfg.mode}
+
+    def run(self, state: State, span: Any) -> None:
+        state.pool = self(question=state.search_text, hits=state.pool)
 
     def __init__(self, cfg: RerankConfig, lm: LMConfig | None = None, specs: dict[str, SignatureSpec] | None = None):
         """``lm`` and ``specs`` (the prompt) are needed by the LLM judge only; the other modes have no prompt."""

@@ -3,7 +3,7 @@ expansion (`Retriever`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...config import ProgramConfig, RetrieveConfig
 from ...embed.embedder import Embedder
@@ -14,8 +14,11 @@ from ..documents import POOL as DOCUMENT_POOL
 from ..documents import DocumentIndex, boost
 from ..ranking import cut, rrf
 from ..searching import FILLS, expand
-from .base import PipelineStage, embedding_time
+from .base import PipelineStage, State, embedding_time
 from .rewrite import Queries
+
+if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
+    from ..program import RAGProgram
 
 
 def pool_size(config: ProgramConfig) -> int:
@@ -30,12 +33,39 @@ def pool_size(config: ProgramConfig) -> int:
 class Retriever(PipelineStage):
     """Hybrid search for every query, fused; autocut; context expansion. Returns a candidate pool."""
 
-    name = "retrieve"
+    name, phase, section = "retrieve", "candidates", "retrieve"
+    reads: ClassVar[tuple[str, ...]] = ("retrieve", "rerank")  # the rerank's candidates size the pool
 
     def __init__(self, cfg: RetrieveConfig, store: Store, embedder: Embedder, pool: int):
         super().__init__()
         self.cfg, self.store, self.embedder, self.pool = cfg, store, embedder, pool
         self.documents = DocumentIndex(store) if cfg.documents > 0 or cfg.named else None
+
+    @classmethod
+    def build(cls, program: RAGProgram) -> Retriever:
+        return cls(program.config.retrieve, program.store, program.embedder, pool_size(program.config))
+
+    def describe(self) -> Any:
+        c = self.cfg
+        return {"k": c.k, "alpha": c.alpha, "fusion": c.fusion, "autocut": c.autocut, "window": c.window,
+                "mmr": c.mmr, "order": c.order, "abstain_below": c.abstain_below}
+
+    def warm_up(self) -> None:
+        if self.documents is not None:
+            self.documents.warm_up()  # the index over whole documents (retrieve.named, .documents)
+
+    def span_name(self) -> str:
+        return f"retrieval {self.store.uri}"
+
+    def attributes(self, state: State) -> dict[str, Any]:
+        return {"gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": self.store.uri,
+                "gen_ai.retrieval.top_k": self.pool, "declrag.retrieve.alpha": self.cfg.alpha}
+
+    def run(self, state: State, span: Any) -> None:
+        assert state.queries is not None  # made by the queries phase
+        state.pool = self(queries=state.queries, where=state.where, depth=state.depth)
+        if span.is_recording():
+            span.set_attribute("gen_ai.retrieval.documents", tracing.documents(state.pool))
 
     def _embed(self, texts: list[str]):
         with embedding_time():

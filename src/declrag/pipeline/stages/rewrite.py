@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -11,7 +12,11 @@ from ...config import (
     RewriteConfig,
 )
 from ..signatures import SignatureSpec
-from .base import PipelineStage
+from .base import PipelineStage, State
+
+if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
+    from ...config import ProgramConfig
+    from ..program import RAGProgram
 
 
 @dataclass
@@ -23,10 +28,34 @@ class Queries:
 
 
 class QueryRewriter(PipelineStage):
+    """The search's queries from the search question (``rewrite.mode``): the question alone (off), rewritten,
+    several variants (multi-query), a hypothetical passage for the vector leg (HyDE), sub-questions (decompose) or a
+    more general question beside it (step-back)."""
 
-    name = "rewrite"
     SPECS = {"rewrite": "rewrite", "multi-query": "multi_query", "hyde": "hyde", "decompose": "decompose",
              "step-back": "step_back"}
+    name, phase, section = "rewrite", "queries", "rewrite"
+    prompts: ClassVar[tuple[str, ...]] = tuple(SPECS.values())
+    variants: ClassVar[dict[str, tuple[str, ...]]] = {"rewrite.variant": tuple(SPECS.values())}
+
+    @classmethod
+    def build(cls, program: RAGProgram) -> QueryRewriter:
+        return cls(program.config.rewrite, program.config.stage_lm("rewrite"), program.specs)
+
+    @classmethod
+    def lm_stages(cls, config: ProgramConfig) -> list[str]:
+        return ["rewrite"] if config.rewrite.mode != "off" else []
+
+    def attributes(self, state: State) -> dict[str, Any]:
+        return {"declrag.rewrite.mode": self.cfg.mode}
+
+    def run(self, state: State, span: Any) -> None:
+        sq = state.search
+        queries = self(question=state.search_text)
+        span.set_attribute("declrag.rewrite.queries", len(queries.texts))
+        if sq is not None and sq.vector is not None and queries.vector_text is None and queries.texts[0] == sq.text:
+            queries.vector = sq.vector  # a conversation's mixed vector searches for the question it was made for
+        state.queries = queries
 
     def __init__(self, cfg: RewriteConfig, lm: LMConfig, specs: dict[str, SignatureSpec]):
         super().__init__()

@@ -1,0 +1,53 @@
+"""The program's stages, in the order a question runs through them (`STAGES`): the one list `RAGProgram` is made of.
+
+Everything that depends on which stages there are is derived from it: the prompts a program loads (`needed_specs`),
+the config paths that name a prompt variant for compile's space (`variant_specs`), the LM routes checked and warmed up
+(`lm_stages`), an answer's ``stages`` and ``latency_ms``, and the names a saved program records (its artifact's
+``stages``). A new stage is one file (a `PipelineStage` subclass; its settings a `declrag.config.Strict` section
+registered with `declrag.config.register_section`) and one entry here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..config import ProgramConfig
+from .stages.base import PHASES, PipelineStage, stage_class
+from .stages.generate import Generator
+from .stages.history import HistoryQuery
+from .stages.judge import SelfJudge
+from .stages.rerank import Reranker
+from .stages.retrieve import Retriever
+from .stages.rewrite import QueryRewriter
+from .stages.select import Selector
+
+#: The stages of a program, in order; each phase's stages before the next phase's (`declrag.pipeline.stages.PHASES`).
+STAGES: list[type[PipelineStage]] = [HistoryQuery, QueryRewriter, Retriever, Reranker, Selector, Generator, SelfJudge]
+
+
+def resolved(stages: Sequence[type[PipelineStage] | str] | None = None) -> tuple[type[PipelineStage], ...]:
+    """``stages`` (classes, or names as an artifact records them; default `STAGES` as it is now) as classes, checked:
+    unique names, phases in order. `ValueError` (or `KeyError` for an unknown name) says what is wrong."""
+    kinds = tuple(stage_class(s) if isinstance(s, str) else s for s in (STAGES if stages is None else stages))
+    names = [k.name for k in kinds]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a stage is listed twice: {names}")
+    ranks = [PHASES.index(k.phase) for k in kinds]
+    if ranks != sorted(ranks):
+        raise ValueError(f"stages out of phase order {PHASES}: " + ", ".join(f"{k.name} ({k.phase})" for k in kinds))
+    return kinds
+
+
+def needed_specs(stages: Sequence[type[PipelineStage]] | None = None) -> tuple[str, ...]:
+    """The signature specs (``signatures/*.yaml``) the stages may read, each once, in stage order."""
+    return tuple(dict.fromkeys(p for k in resolved(stages) for p in k.prompts))
+
+
+def variant_specs(stages: Sequence[type[PipelineStage]] | None = None) -> dict[str, tuple[str, ...]]:
+    """Config path -> the signature specs whose variants it may name (``generate.variant`` -> ``generate``): what
+    compile checks a space's prompt-variant parameters against."""
+    return {path: specs for k in resolved(stages) for path, specs in k.variants.items()}
+
+
+def lm_stages(config: ProgramConfig, stages: Sequence[type[PipelineStage]] | None = None) -> list[str]:
+    """The LM stages ``config`` has on (routes by `ProgramConfig.stage_lm`), in stage order."""
+    return [name for k in resolved(stages) for name in k.lm_stages(config)]
