@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..config import ProgramConfig, answer_mode, with_model
 from ..errors import DeclragError
 from ..pipeline.signatures import load_specs
+from ..pipeline.stage_list import variant_specs
 from ..runtime.resources import find
 from .samplers import SamplerSpec
 
@@ -183,6 +184,9 @@ class Space(Strict):
         for name, p in self.params.items():
             if p.when and not _holds(p.when, values):
                 continue
+            top = p.path.split(".")[0]
+            if top not in cfg and (section := base.section(top)) is not None:  # a registered stage's, unset
+                cfg[top] = section.model_dump(mode="json")
             node: Any = cfg
             for k in p.path.split("."):
                 node = node.get(k) if isinstance(node, dict) else None
@@ -244,17 +248,13 @@ def read_space(path: str | Path) -> Space:
     return space
 
 
-VARIANT_SPECS = {"generate.variant": ["generate"], "rerank.variant": ["rerank"], "judge.variant": ["judge"],
-                 "judge.regenerate_variant": ["generate"],
-                 "rewrite.variant": ["rewrite", "multi_query", "hyde", "decompose", "step_back"]}
-
-
 def _check_variants(path: Path, space: Space) -> None:
-    """Prompt-variant parameters may only name variants declared in signatures/."""
-    specs = load_specs()
+    """Prompt-variant parameters may only name variants declared in signatures/ (which paths name one: the stages'
+    own declarations, `declrag.pipeline.stage_list.variant_specs`)."""
+    specs, named = load_specs(), variant_specs()
     for name, p in space.params.items():
-        if p.path in VARIANT_SPECS and p.choices:
-            known = {"default"} | {v for s in VARIANT_SPECS[p.path] if s in specs for v in specs[s].variants}
+        if p.path in named and p.choices:
+            known = {"default"} | {v for s in named[p.path] if s in specs for v in specs[s].variants}
             if bad := [c for c in p.choices if c not in known]:
                 raise DeclragError(f"{path}: params.{name}: unknown prompt variant {bad[0]!r}",
                                    hint=f"variants in signatures/: {', '.join(sorted(known))}")

@@ -1,5 +1,5 @@
-"""The contract of the program's stages (`PipelineStage`), the one state they run over (`State`), and the
-embedding time a question spends across them.
+"""The contract of the program's stages (`PipelineStage`; they run over one `declrag.pipeline.stages.state.State`),
+what a stage is built from (`Building`), and the embedding time a question spends across them.
 
 A stage declares what the program needs to know of it: its ``name`` (its span, its time in ``latency_ms``, its LM
 calls' meter), its ``phase`` (how far `RAGProgram.search` and `retrieve_only` run), its config ``section``, its
@@ -12,26 +12,19 @@ which is how a saved program names its stages."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import dspy
 
 from ...config import LMConfig, ProgramConfig
-from ...inputs import Turn
-from ...types import Hit
+from ...embed.embedder import Embedder
+from ...stores.base import Store
 from ..signatures import SignatureSpec
 from ..stage import Stage
-
-if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
-    from ..explore import Explorer
-    from ..program import RAGProgram
-    from .generate import Draft
-    from .history import SearchQuestion
-    from .rewrite import Queries
+from .state import State
 
 _EMBED_MS: ContextVar[list[float] | None] = ContextVar("declrag_embed_ms", default=None)
 
@@ -44,37 +37,14 @@ PHASES: tuple[Phase, ...] = ("queries", "candidates", "passages", "answer")
 _CLASSES: dict[str, type[PipelineStage]] = {}
 
 
-@dataclass
-class State:
-    """What one question's stages read and write, in the order they fill it: the ``question`` and ``history`` (as
-    checked), ``where`` (the filter), the search question (``search``: the history stage's), ``queries`` (the
-    rewrite's), the candidate ``pool`` (retrieve, rerank), the ``passages`` handed over (select), the ``draft``
-    answer (generate) and the self-judge's ``verdict``. ``depth``: the candidates asked for beyond the program's
-    own (retrieval metrics); ``explorer``: the rankers to multileave from (`declrag.pipeline.explore`). What the
-    generate stage leaves for the judge: ``said`` (the conversation as it read it), ``context`` (the passages as its
-    prompt showed them), ``rewrite`` (the draft written again with the strict prompt) and ``below_reason`` (why it
-    abstained without asking: no passage close enough)."""
+class Building(Protocol):
+    """What a stage is built from (`PipelineStage.build`): the program being made, with its settings, store, embedder
+    and prompt specs set (a `declrag.pipeline.program.RAGProgram`)."""
 
-    question: str
-    history: tuple[Turn, ...] = ()
-    where: dict | None = None
-    depth: int | None = None
-    explorer: Explorer | None = None
-    search: SearchQuestion | None = None
-    queries: Queries | None = None
-    pool: list[Hit] = field(default_factory=list)
-    passages: list[Hit] = field(default_factory=list)
-    draft: Draft | None = None
-    verdict: dict[str, Any] = field(default_factory=dict)
-    said: str | None = None
-    context: str | None = None
-    rewrite: Callable[[], Draft] | None = None
-    below_reason: str | None = None
-
-    @property
-    def search_text(self) -> str:
-        """What the stages after the history's search: its search question, else the question."""
-        return self.search.text if self.search is not None else self.question
+    config: ProgramConfig
+    store: Store
+    embedder: Embedder
+    specs: dict[str, SignatureSpec]
 
 
 class PipelineStage(dspy.Module):
@@ -103,7 +73,7 @@ class PipelineStage(dspy.Module):
             _CLASSES[cls.name] = cls
 
     @classmethod
-    def build(cls, program: RAGProgram) -> PipelineStage:
+    def build(cls, program: Building) -> PipelineStage:
         """This stage for ``program`` (its config, store, embedder and prompt specs, all set when stages are built).
         The default: the stage's constructor with its config section (kept as ``cfg``), or with nothing."""
         return cls(program.config.section(cls.section)) if cls.section else cls()

@@ -4,13 +4,13 @@ passages, or the LM's checked against them (``generate.mode``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import replace
+from typing import Any, ClassVar
 
 import dspy
 import numpy as np
 
-from ...config import GenerateConfig, LMConfig, answer_mode, resolve_mode
+from ...config import GenerateConfig, LMConfig, ProgramConfig, answer_mode, resolve_mode
 from ...embed.embedder import Embedder
 from ...ingest.headers import heading_names, identity, shown_header
 from ...lm import override_lm
@@ -22,29 +22,10 @@ from ..names import whole, whole_document
 from ..postprocess import attribute, is_abstention, resolve_citations
 from ..signatures import SignatureSpec
 from ..stage import Stage
-from .base import PipelineStage, State, embedding_time
-
-if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
-    from ...config import ProgramConfig
-    from ..program import RAGProgram
+from .base import Building, PipelineStage, embedding_time
+from .state import Draft, State
 
 VETTED = "declrag.answer"  # the stream's name for an answer the program made (extractive) or checked (verified)
-
-
-@dataclass
-class Draft:
-    text: str
-    abstained: bool
-    used: list[int]  # passage numbers cited
-    attributed: list[int] = field(default_factory=list)  # passage numbers attributed after the fact
-    removed: int = 0
-    raw: str = ""
-    quotes: list[tuple[int, int, int]] = field(default_factory=list)  # (passage, start, end): the words taken from it
-    checked: dict[str, Any] | None = None  # extractive / verified: what was dropped, replaced, re-cited, and why
-    # lm / verified: the LM's output was an echo or a copy (`declrag.pipeline.echo`): its kind, why, what replaced it
-    caught: dict[str, str] | None = None
-    reason: str = ""  # an abstention's, for people: "the passages never mention X"
-    widened: dict[int, Hit] = field(default_factory=dict)  # passages grown to hold a whole quoted sentence, by number
 
 
 NO_PASSAGES = "no passage was found"
@@ -64,11 +45,12 @@ class Generator(PipelineStage):
     conversation_limits: tuple[int, int] = (4, 1500)
 
     @classmethod
-    def build(cls, program: RAGProgram) -> Generator:
+    def build(cls, program: Building) -> Generator:
         c = program.config
         g = cls(c.generate, c.stage_lm("generate"), program.specs)
         g.embedder, g.document_texts = program.embedder, program.store.document_texts
-        g.abstain_below, g.conversation_limits = c.retrieve.abstain_below, (c.history.generate_turns, c.history.generate_chars)
+        g.abstain_below = c.retrieve.abstain_below
+        g.conversation_limits = (c.history.generate_turns, c.history.generate_chars)
         return g
 
     @classmethod

@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
-
-import numpy as np
+from typing import Any, ClassVar
 
 from ...config import (
     HistoryConfig,
     LMConfig,
+    ProgramConfig,
 )
 from ...embed.embedder import Embedder
 from .. import conversation as conv
 from ..signatures import SignatureSpec
-from .base import PipelineStage, State, embedding_time
-
-if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
-    from ...config import ProgramConfig
-    from ..program import RAGProgram
-
-
-@dataclass
-class SearchQuestion:
-    """What a conversation's last turn is searched as (`HistoryQuery`): ``text`` (what the rewrite modes, the
-    keyword leg and the reranker read) and ``vector`` (the vector leg's query, when it is not ``text``'s)."""
-
-    text: str
-    vector: np.ndarray | None = None
-    earlier: int = 0  # earlier user turns used
+from .base import Building, PipelineStage, embedding_time
+from .state import SearchQuestion, State
 
 
 class HistoryQuery(PipelineStage):
@@ -39,7 +24,7 @@ class HistoryQuery(PipelineStage):
     variants: ClassVar[dict[str, tuple[str, ...]]] = {"history.variant": ("condense",)}
 
     @classmethod
-    def build(cls, program: RAGProgram) -> HistoryQuery:
+    def build(cls, program: Building) -> HistoryQuery:
         c = program.config
         return cls(c.history, c.stage_lm("condense"), program.specs, program.embedder)
 

@@ -3,21 +3,17 @@ and what its policy does with an unsupported answer (pass, regenerate, abstain).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from opentelemetry import trace
 
-from ...config import JudgeConfig, LMConfig
+from ...config import JudgeConfig, LMConfig, ProgramConfig
 from ...runtime import tracing
 from ...types import Hit
 from ..postprocess import grounding
 from ..signatures import SignatureSpec
-from .base import PipelineStage, State
-from .generate import Draft
-
-if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
-    from ...config import ProgramConfig
-    from ..program import RAGProgram
+from .base import Building, PipelineStage
+from .state import Draft, State
 
 
 class SelfJudge(PipelineStage):
@@ -38,7 +34,7 @@ class SelfJudge(PipelineStage):
         self.stage = self.stage_for(specs["judge"], cfg.variant, lm) if cfg.mode == "llm" else None
 
     @classmethod
-    def build(cls, program: RAGProgram) -> SelfJudge:
+    def build(cls, program: Building) -> SelfJudge:
         c = program.config
         return cls(c.judge, c.stage_lm("judge"), program.specs, c.generate.abstain_phrase)
 

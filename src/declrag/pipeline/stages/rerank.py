@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ...config import (
     LMConfig,
+    ProgramConfig,
     RerankConfig,
 )
 from ...embed.embedder import resolve_model
@@ -14,11 +15,8 @@ from ...runtime import device
 from ...stores.bm25 import KeywordIndex
 from ...types import Hit
 from ..signatures import SignatureSpec
-from .base import PipelineStage, State
-
-if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
-    from ...config import ProgramConfig
-    from ..program import RAGProgram
+from .base import Building, PipelineStage
+from .state import State
 
 
 class Reranker(PipelineStage):
@@ -29,7 +27,7 @@ class Reranker(PipelineStage):
     variants: ClassVar[dict[str, tuple[str, ...]]] = {"rerank.variant": ("rerank",)}
 
     @classmethod
-    def build(cls, program: RAGProgram) -> Reranker:
+    def build(cls, program: Building) -> Reranker:
         return cls(program.config.rerank, program.config.stage_lm("rerank"), program.specs)
 
     @classmethod

@@ -3,7 +3,7 @@ expansion (`Retriever`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ...config import ProgramConfig, RetrieveConfig
 from ...embed.embedder import Embedder
@@ -14,11 +14,8 @@ from ..documents import POOL as DOCUMENT_POOL
 from ..documents import DocumentIndex, boost
 from ..ranking import cut, rrf
 from ..searching import FILLS, expand
-from .base import PipelineStage, State, embedding_time
-from .rewrite import Queries
-
-if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
-    from ..program import RAGProgram
+from .base import Building, PipelineStage, embedding_time
+from .state import Queries, State
 
 
 def pool_size(config: ProgramConfig) -> int:
@@ -42,7 +39,7 @@ class Retriever(PipelineStage):
         self.documents = DocumentIndex(store) if cfg.documents > 0 or cfg.named else None
 
     @classmethod
-    def build(cls, program: RAGProgram) -> Retriever:
+    def build(cls, program: Building) -> Retriever:
         return cls(program.config.retrieve, program.store, program.embedder, pool_size(program.config))
 
     def describe(self) -> Any:

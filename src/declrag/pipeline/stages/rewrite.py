@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
-
-import numpy as np
+from typing import Any, ClassVar
 
 from ...config import (
     LMConfig,
+    ProgramConfig,
     RewriteConfig,
 )
 from ..signatures import SignatureSpec
-from .base import PipelineStage, State
-
-if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
-    from ...config import ProgramConfig
-    from ..program import RAGProgram
-
-
-@dataclass
-class Queries:
-    texts: list[str]  # searched, results fused by reciprocal rank
-    vector_text: str | None = None  # HyDE: the text whose embedding replaces the question's
-    sub_questions: list[str] = field(default_factory=list)
-    vector: np.ndarray | None = None  # a conversation's mixed query vector: replaces the first text's embedding
+from .base import Building, PipelineStage
+from .state import Queries, State
 
 
 class QueryRewriter(PipelineStage):
@@ -39,7 +26,7 @@ class QueryRewriter(PipelineStage):
     variants: ClassVar[dict[str, tuple[str, ...]]] = {"rewrite.variant": tuple(SPECS.values())}
 
     @classmethod
-    def build(cls, program: RAGProgram) -> QueryRewriter:
+    def build(cls, program: Building) -> QueryRewriter:
         return cls(program.config.rewrite, program.config.stage_lm("rewrite"), program.specs)
 
     @classmethod

@@ -4,7 +4,7 @@ multileaved (`declrag.pipeline.explore`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -15,11 +15,8 @@ from ...stores.base import Store
 from ...types import Hit
 from ..ranking import mmr, order
 from ..searching import hand_over
-from .base import PipelineStage, State, embedding_time
-from .rewrite import Queries
-
-if TYPE_CHECKING:  # types only: the program builds its stages, they never import it
-    from ..program import RAGProgram
+from .base import Building, PipelineStage, embedding_time
+from .state import Queries, State
 
 
 class Selector(PipelineStage):
@@ -33,7 +30,7 @@ class Selector(PipelineStage):
         self.cfg, self.store, self.embedder = cfg, store, embedder
 
     @classmethod
-    def build(cls, program: RAGProgram) -> Selector:
+    def build(cls, program: Building) -> Selector:
         return cls(program.config.retrieve, program.store, program.embedder)
 
     def describe(self) -> Any:
