@@ -64,7 +64,7 @@ def test_the_ceiling_scores_each_ranker_the_server_explored_with(tmp_path):
     from types import SimpleNamespace
 
     from declrag.optimize.space import apply, read_space
-    from declrag.pipeline.explore import settings
+    from declrag.pipeline.stages.select._explore import settings
     from declrag_bench.usage import _ceiling
 
     (tmp_path / "s.yaml").write_text(

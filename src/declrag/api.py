@@ -17,7 +17,7 @@ from .ingest.indexer import Indexer, IndexReport
 from .ingest.loaders import PDF_READERS, load_paths
 from .ingest.readers import Readers
 from .inputs import user_text
-from .pipeline.searching import search as _search
+from .pipeline.stages.retrieve import search as _search
 from .runtime.folders import default_store
 from .stores import connect, local_folder, open_store, read_meta
 from .types import Document, Hit

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from declrag.pipeline.echo import caught
+from declrag.pipeline.stages.generate._echo import caught
 from tests.conftest import ROOT, free_port
 
 QUICKSTART = ROOT / "docs" / "quickstart.md"

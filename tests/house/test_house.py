@@ -224,14 +224,14 @@ SEARCHERS = {"service", "api"}  # the answering service; `declrag.api.search` se
 
 
 def front_ends_past_the_service(root: Path = SRC) -> list[str]:
-    """Where a front end reaches the program other than through the answering service: an import of
-    `declrag.pipeline` other than `pipeline.selection` (which program to run, handed to the service as a loader),
+    """Where a front end reaches the program other than through the answering service: any import of
+    `declrag.pipeline` (which program to run is `declrag.answering.selection`'s, handed to the service as a loader),
     or a call of a program's method (on anything but the service, or `declrag.api` for ``search``)."""
     bad = []
     for mod, targets in sorted(import_graph(root).items()):
         if mod.startswith(FRONT_ENDS):
             bad += [f"{mod} imports {t} at {', '.join(w)}" for t, w in sorted(targets.items())
-                    if t.startswith("declrag.pipeline") and t != "declrag.pipeline.selection"]
+                    if t.startswith("declrag.pipeline")]
     for mod, (path, _) in sorted(modules(root).items()):
         if not mod.startswith(FRONT_ENDS):
             continue
@@ -250,16 +250,16 @@ def test_the_front_ends_reach_the_program_only_through_the_answering_service():
 
 def test_the_front_end_check_sees_a_program_called_directly(tmp_path):
     pkg = tmp_path / "declrag"
-    for sub in ("serve", "pipeline", "cli"):
+    for sub in ("serve", "pipeline", "cli", "answering"):
         (pkg / sub).mkdir(parents=True)
         (pkg / sub / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
     (pkg / "pipeline" / "program.py").write_text("class RAGProgram: ...\n")
-    (pkg / "pipeline" / "selection.py").write_text("def select_program(): ...\n")
+    (pkg / "answering" / "selection.py").write_text("def select_program(): ...\n")
     (pkg / "serve" / "mcp.py").write_text("from ..pipeline.program import RAGProgram\n"
                                           "def tool(program, service):\n    service.search('q')\n"
                                           "    return program.search('q')\n")
-    (pkg / "cli" / "query.py").write_text("from ..pipeline.selection import select_program\n"
+    (pkg / "cli" / "query.py").write_text("from ..answering.selection import select_program\n"
                                           "def ask():\n    select_program().load().warm_up()\n")
     bad = front_ends_past_the_service(tmp_path)
     assert len(bad) == 3, bad

@@ -13,7 +13,7 @@ from declrag.cli import main
 from declrag.errors import DeclragError
 from declrag.golden import find_spec, known_datasets, load_golden
 from declrag.optimize.space import read_space
-from declrag.pipeline.signatures import spec
+from declrag.lm.prompts._signatures import spec
 
 ROOT = Path(__file__).resolve().parents[2]
 # one shipped file per kind, and what a copy of it may change without breaking it

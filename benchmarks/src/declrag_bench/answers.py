@@ -5,7 +5,8 @@ model), ``extractive`` (the passages' own sentences, no LM call, as it was befor
 no headers, two sentences at most)
 and ``verified`` (the LM writes; each sentence is checked against its passages and an unsupported one is
 dropped or replaced); and two extractive arms that add one thing each: ``typed`` (sentences holding what the question
-asks for score more: `declrag.pipeline.extract.answer_kind`) and ``headers`` (typed, over an index whose chunks carry
+asks for score more: `declrag.pipeline.stages.generate.answer_kind`) and ``headers`` (typed, over an index whose chunks
+carry
 their document's title and section: ingest ``context: title+section``, `declrag.ingest.headers`); these three as they
 were before answers read their documents' names (`BEFORE_NAMES`); ``names``, the default now: ``headers`` with
 the detail rule reading each passage's whole document and quotes widened to whole sentences
@@ -24,7 +25,7 @@ question is the positive), the abstention rate on answerable questions (MTRAG-UN
 ``on_underspecified``: their reference is a clarifying question, so neither an answer nor an abstention is right
 there), and latency: to the first token of the
 answer after retrieval, and to the end. Each question runs through the serving path's stream
-(`declrag.pipeline.streaming.astream`). Every arm is compared with the first one run on the same questions (paired
+(`declrag.pipeline.stages.generate.astream`). Every arm is compared with the first one run on the same questions (paired
 bootstrap 95% intervals).
 
 The ``verified`` arm runs after ``lm`` and its LM call is answered by DSPy's cache with the very same completion,
@@ -50,7 +51,7 @@ from declrag.metrics.base import to_case
 from declrag.metrics.catalog import get_metrics
 from declrag.metrics.stats import mean_of, paired_difference, percentiles
 from declrag.pipeline.program import RAGProgram
-from declrag.pipeline.streaming import Done, astream
+from declrag.pipeline.stages.generate._streaming import Done, astream
 
 SETS = ("squad-v2.0", "mtrag-un", "cmu-qa", "nq-long")
 TYPE_WEIGHT = ExtractConfig().type_weight or 0.2  # the typed arms' weight: the default's, or this were it off
@@ -162,7 +163,7 @@ def summary(rows: list[dict[str, Any]], first: list[dict[str, Any]] | None) -> d
     out["dropped_per_answer"] = mean_of([float(r["dropped"]) for r in rows])
     out["lm_calls_per_answer"] = mean_of([float(r["lm_calls"]) for r in rows])
     # the LM's raw outputs caught as an echo of the prompt or a copy of the passages, and what replaced them
-    # (`declrag.pipeline.echo`): none of them reached the answer
+    # (`declrag.pipeline.stages.generate`): none of them reached the answer
     out["caught"] = {"share": mean_of([float(r.get("caught") is not None) for r in rows]),
                      **{k: sum(r.get("caught") == k for r in rows) for k in ("echo", "copy", "empty")},
                      "replaced_by": {k: sum(r.get("replaced_by") == k for r in rows)

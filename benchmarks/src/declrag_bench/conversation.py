@@ -2,8 +2,8 @@
 turns before it are used?
 
 Retrieval, on the answerable and partial tasks with gold passages: recall@5 and nDCG@10 of the program's
-retrieval for each way of making the search query from the conversation (`declrag.pipeline.conversation`): ``last`` (the
-last user turn alone: ``history.query: off``), ``joined`` (every user turn in the window joined),
+retrieval for each way of making the search query from the conversation (`declrag.pipeline.stages.history`): ``last``
+(the last user turn alone: ``history.query: off``), ``joined`` (every user turn in the window joined),
 ``deterministic`` and ``condense`` (the LM, here the local model), by multi-turn label (Follow-up, Clarification,
 N/A, all), each with a paired bootstrap interval against ``last``; and what each mode costs: the extra latency
 per turn against ``last`` (the median of the per-turn differences, every text's embedding cached first, as the

@@ -45,7 +45,7 @@ DATA = ROOT / "benchmarks" / "data"
 SETS = (DATA / "docs-questions.jsonl", DATA / "docs-questions-heldout.jsonl")
 FILES = ROOT / "docs" / "guides"
 ORDER = ("extractive", "typed", "headers", "default", "documents", "named")
-DOCUMENTS = 0.3  # the documents arm's weight of the document-level signal (`declrag.pipeline.documents`)
+DOCUMENTS = 0.3  # the documents arm's weight of the document-level signal (`declrag.pipeline.stages.retrieve`)
 RETRIEVAL_ARMS: dict[str, dict[str, Any]] = {  # the default program, these retrieve settings over its own
     "default": {}, "documents": {"documents": DOCUMENTS}, "named": {"named": True}}
 SCORES = ("contains", "abstained", "retrieved")

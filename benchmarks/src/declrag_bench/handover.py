@@ -2,7 +2,8 @@
 
 For each golden set, the corpus is indexed once with the default settings, and the default program's retrieval
 (`RAGProgram.search`: what an answer is made from) answers the same seeded questions with each way of handing the
-passages over (`declrag.pipeline.searching.hand_over`): ``best-first`` (each passage what matched; a lower one gives up
+passages over (`declrag.pipeline.stages.retrieve.hand_over`): ``best-first`` (each passage what matched; a lower one
+gives up
 what a higher one holds), ``merge`` (a document's passages that overlap or meet made one, at the best one's rank) and
 ``none`` (as found, overlaps repeated). Scored over passages (`declrag.metrics.passages`): hit@1 and hit@5; at a budget
 (`declrag.metrics.budget`): hit and nDCG within the first 1,500 characters handed over; and the characters handed over.

@@ -9,8 +9,8 @@ local model writing (``--model local/smollm2``: what the compiled program served
 now with its echoes caught). Beside them, ``declrag ask`` on the same store (the default program, in process).
 
 Per question: the reference in the answer (normalised as SQuAD does), an abstention, an answer that repeats the
-prompt (`declrag.pipeline.echo.caught` on what was served), the LM output caught and what replaced it, latency.
-Each served arm is compared with ``ask``, paired, with a 95% interval.
+prompt (`declrag.pipeline.stages.generate.caught` on what was served), the LM output caught and what replaced it,
+latency. Each served arm is compared with ``ask``, paired, with a 95% interval.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from rich.table import Table
 
 from declrag.errors import DeclragError
 from declrag.metrics.stats import mean_of, paired_difference
-from declrag.pipeline.echo import caught
+from declrag.pipeline.stages.generate._echo import caught
 from declrag.text.normalize import squad_normalize, strip_citations
 
 from .files import FILES, SETS, questions
@@ -96,7 +96,7 @@ def _row(q: dict[str, Any], answer: str, abstained: bool, got: dict | None, seco
 
 
 def run(n: int = 40, arms: list[str] | None = None, seed: int = 0, progress: bool = True) -> dict[str, Any]:
-    from declrag.pipeline.selection import select_program
+    from declrag.answering.selection import select_program
 
     arms = arms or list(SERVE_ARMS)
     pool = [q for path in SETS for q in questions(path)]

@@ -39,7 +39,7 @@ class Metrics:
                                          "verified generate mode: their passages did not support them", registry=r)
         self.caught = Counter("declrag_lm_answers_caught", "LM outputs not passed on as answers: they echoed the "
                               "prompt (kind echo), copied the passages (copy) or had no words (empty); "
-                              "replaced_by: extractive, retry or abstention (declrag.pipeline.echo)",
+                              "replaced_by: extractive, retry or abstention (declrag.pipeline.stages.generate)",
                               ["kind", "replaced_by"], registry=r)
         self.errors = Counter("declrag_errors", "error responses by route and kind", ["route", "kind"], registry=r)
         self.cache_hits = Counter("declrag_cache_hits", "answers served from the semantic cache", registry=r)

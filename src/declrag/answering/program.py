@@ -6,9 +6,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..config import ProgramConfig
 from ..embed.embedder import Embedder
-from ..pipeline.explore import Explorer
 from ..pipeline.program import Answer
 from ..pipeline.stages.generate import Generator
+from ..pipeline.stages.select import Explorer
 from ..stores.base import Store
 from ..types import Hit
 

@@ -36,9 +36,8 @@ from ..errors import DeclragError
 from ..inputs import InputError, turns, user_text
 from ..lm import Meter, metering, using_lm
 from ..payloads import PublicPaths, SearchHit
-from ..pipeline.explore import Explorer
-from ..pipeline.selection import DEFAULT_NAME
-from ..pipeline.streaming import Done, astream
+from ..pipeline.stages.generate import Done, astream
+from ..pipeline.stages.select import Explorer
 from ..runtime.gguf import LocalModelCrash
 from ..stores.base import Filter
 from ..types import Hit
@@ -46,6 +45,7 @@ from ..usage import Recorder, row_of
 from .metrics import Metrics
 from .program import Program
 from .requests import NO_USAGE, ApiError, Events, Request, answer_payload, failure, timed_out
+from .selection import DEFAULT_NAME
 from .semantic_cache import SemanticCache
 from .settings import ServiceSettings
 
@@ -369,7 +369,8 @@ class AnswerService:
 
     async def answer_stream(self, req: Request) -> Events:
         """The answer as events: ``("delta", text)`` as the generate stage's LM produces it (see
-        `declrag.pipeline.streaming`), then ``("done", (payload, replaced))``, or ``("error", ApiError)`` once events
+        `declrag.pipeline.stages.generate`), then ``("done", (payload, replaced))``, or ``("error", ApiError)`` once
+        events
         have begun; anything that fails before the first event raises an ordinary `ApiError`. When the final answer
         only extends the streamed text, the rest comes as one more delta (a cache hit's whole answer is one).
         ``request_timeout_s`` bounds the whole stream; a stream cut off is cancelled, and its slot freed when the

@@ -162,8 +162,8 @@ def synth(
 ):
     """Make a golden set from your own documents: questions, reference answers, gold documents, train/dev/test."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
+    from ..answering.selection import model_route
     from ..config import DEFAULT_ROUTE
-    from ..pipeline.selection import model_route
     from ..synth import GENERATORS, from_sources
 
     route = model_route(model)

@@ -76,8 +76,8 @@ def eval_(
         raise DeclragError("--dataset is required", hint="e.g. declrag eval --dataset squad-v2.0 --limit 50")
     chosen = _modes(modes)
     # imported here, not at the top: `declrag` starts without loading what other commands need
+    from ..answering.selection import select_program
     from ..golden import load_golden
-    from ..pipeline.selection import select_program
 
     golden = load_golden(dataset)
     split = split or next((s for s in ("dev", "test") if s in golden.splits), next(iter(golden.splits)))
@@ -234,8 +234,8 @@ def compile_(
     """Search the declared space for the best program on a golden set; write runs/NAME/best. With --storage,
     workers on other machines join the same study with --join NAME."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
+    from ..answering.selection import model_route
     from ..optimize import Budget, CompileOptions, compile
-    from ..pipeline.selection import model_route
 
     apply_cache_limits(lm_cache_entries, lm_cache_disk_mb, lm_history, embedding_rows)
     budget = Budget(max_trials=max_trials, timeout_s=timeout, max_cost_usd=max_cost_usd, max_lm_calls=max_lm_calls)

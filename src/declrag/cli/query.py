@@ -101,7 +101,7 @@ def ask(
     turn of a conversation (--history)."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
     from ..answering import CLI_FIELDS, AnswerService, ApiError, Request, ServiceSettings
-    from ..pipeline.selection import select_program
+    from ..answering.selection import select_program
 
     question = user_text(question, "question")  # fails before any model loads; the service checks it again
     filt = json_option(where, "--where")

@@ -22,7 +22,7 @@ CHUNKING_VERSION = 5
 
 ChunkerName = Literal["fixed", "recursive", "sentence", "semantic", "parent-child"]
 Fusion = Literal["relative", "ranked"]
-#: How a search's passages are handed over (`declrag.pipeline.searching.hand_over`).
+#: How a search's passages are handed over (`declrag.pipeline.stages.retrieve.hand_over`).
 Handover = Literal["best-first", "joined", "merge", "none"]
 Metric = Literal["cosine", "dot", "l2"]
 

@@ -172,7 +172,7 @@ class SearchParams(Strict):
     window: int = Field(0, ge=0, le=20)  # context-window expansion: neighbours on each side
     where: dict[str, Any] | None = None  # metadata filter, see declrag.stores.base.Filter
     ann: AnnConfig = AnnConfig()
-    handover: Handover = "best-first"  # `declrag.pipeline.searching.hand_over`
+    handover: Handover = "best-first"  # `declrag.pipeline.stages.retrieve.hand_over`
 
 
 # ----------------------------------------------------------------------------------------------- program

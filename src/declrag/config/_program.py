@@ -83,7 +83,7 @@ class RetrieveConfig(Strict):
     # guide", `pipeline.documents.DocumentIndex.named`) when the search over all found none of their passages, fused
     # with it; off by default (it cost SciFact .007 nDCG@10), in compile's retrieval space
     named: bool = False
-    # how the passages are handed over (`declrag.pipeline.searching.hand_over`): ``best-first``, each passage what
+    # how the passages are handed over (`declrag.pipeline.stages.retrieve.hand_over`): ``best-first``, each passage what
     # matched, a lower one that overlaps a higher one giving up the shared characters; ``merge``, a document's passages
     # that overlap or meet made one (artifacts of format 3 and earlier); ``none``, as found
     handover: Handover = "best-first"
@@ -141,8 +141,8 @@ class GenerateConfig(Strict):
     `LOCAL_DEFAULT_MODE`; see `answer_mode`).
 
     An LM's output that repeats the prompt (its labels, the question, a numbered passage) or is mostly the passages
-    copied (`declrag.pipeline.echo`) is never passed on as the answer: ``caught`` says what takes its place, the
-    extractive answer (``extract``), one more try with the strict prompt and then the extractive answer
+    copied (`declrag.pipeline.stages.generate`) is never passed on as the answer: ``caught`` says what takes its place,
+    the extractive answer (``extract``), one more try with the strict prompt and then the extractive answer
     (``retry``), or the abstention (``abstain``)."""
 
     mode: Literal["auto", "lm", "extractive", "verified"] = "auto"

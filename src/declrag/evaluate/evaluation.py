@@ -30,16 +30,15 @@ from tqdm.auto import tqdm
 from ..errors import DeclragError
 from ..golden import LABELS, Example, GoldenSet, labels_of
 from ..lm import Meter, metering
+from ..lm.prompts import LMPrompt, spec
 from ..metrics.answer import f1
 from ..metrics.base import Case, Metric, Passage, to_case
 from ..metrics.catalog import get_metrics
 from ..metrics.context import passage_is_gold
 from ..metrics.passages import unit_of
 from ..metrics.stats import by_label, confusion, mean_ci, paired_difference, percentiles
-from ..pipeline.postprocess import is_abstention
 from ..pipeline.program import RAGProgram
-from ..pipeline.signatures import spec
-from ..pipeline.stage import Stage
+from ..pipeline.stages.generate import is_abstention
 from ..runtime import tracing
 from ..types import Chunk, GoldSpan, Hit
 from .report import write_report
@@ -253,7 +252,7 @@ class Evaluation:
     def _closed_book(self, question: str) -> dict:
         if not hasattr(self, "_cb"):
             g = self.program.config.generate
-            self._cb = Stage("closed-book", spec("closed_book"), "default", self.program.config.stage_lm("generate"),
+            self._cb = LMPrompt("closed-book", spec("closed_book"), "default", self.program.config.stage_lm("generate"),
                              abstain=g.abstain_phrase)
         meter = Meter()
         with metering(meter):

@@ -25,7 +25,7 @@ class Example:
     answerable: bool = True
     answer_starts: tuple[int, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
-    history: tuple[Turn, ...] = ()  # the conversation before the question (declrag.pipeline.conversation)
+    history: tuple[Turn, ...] = ()  # the conversation before the question (declrag.pipeline.stages.history)
     spans: tuple[GoldSpan, ...] = ()  # gold spans given by the set (else derived from answer offsets: gold_spans)
 
     def gold_spans(self) -> tuple[GoldSpan, ...]:

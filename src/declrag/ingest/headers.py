@@ -163,7 +163,7 @@ def header(title: str, section: str, context: str) -> str:
 def heading_names(title: str, section: str) -> frozenset[str]:
     """A chunk's title (and each line of a title page's, `text_title`) and each heading of its section path, lower
     case, words only: the lines of its text that name it rather than say something
-    (`declrag.pipeline.pieces.candidates` quotes none of them)."""
+    (`declrag.pipeline.stages.generate.candidates` quotes none of them)."""
     return frozenset(k for k in (_name_key(x) for x in (title, *title.split(" · "), *section.split(SEP))) if k)
 
 

@@ -1,7 +1,7 @@
 """Running headers and footers: the lines that repeat at the top or bottom of a document's pages (a title, a
 library notice, a page number). They name the document, so they stay in its text (citations stay exact, and
-`declrag.pipeline.names` and the index over whole documents read them), but they are left out of what each chunk
-embeds and indexes for keywords: a notice repeated on every page would otherwise make every chunk look alike.
+`declrag.pipeline.stages.generate` and the index over whole documents read them), but they are left out of what each
+chunk embeds and indexes for keywords: a notice repeated on every page would otherwise make every chunk look alike.
 
 Pages are a text's form feeds: what ``pdftotext`` writes between pages, and how `declrag.ingest.pdf` joins a PDF's
 pages into one document (`page_starts` says where each begins; a chunk's page is the one it starts on). A line is

@@ -1,7 +1,7 @@
 """GEPA's feedback text: what was wrong with one answer, in plain English, from the deterministic grounding tier.
 
 A bare score tells GEPA's reflection model that an answer was bad, not why. `findings` tells it why, with no LM
-call, by the rules of the grounding metrics (`declrag.pipeline.extract.check`): a wrong abstention, the names,
+call, by the rules of the grounding metrics (`declrag.pipeline.stages.generate.check`): a wrong abstention, the names,
 numbers and dates no passage mentions, unsupported sentences, citations that point at the wrong passage, and a
 missed reference answer. Most telling first, each line cut short and the text stopped at ``limit`` characters,
 so that a long, bad answer cannot crowd the reflection prompt.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..pipeline.extract import Finding, check, unsupported
+from ..pipeline.stages.generate import Finding, check, unsupported
 from ..text.normalize import squad_normalize, strip_citations, token_recall
 from .base import Case
 from .embedding import shared_embedder

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..pipeline import extract  # the verified mode's support rule, which faithfulness shares (extract.check)
+from ..pipeline.stages.generate import check  # the verified mode's support rule, which faithfulness shares
 from ..text.normalize import Detail, detail_supported, details, norm_phrase, numbers, squad_normalize
 from .base import Case, FnMetric, Score, register
 from .embedding import shared_embedder
@@ -22,9 +22,9 @@ from .embedding import shared_embedder
 
 def sentence_support(case: Case) -> list[tuple[str, bool, float, float]]:
     """(sentence, supported, lexical support, semantic support) for each sentence of the answer, by the one rule
-    the verified generate mode also applies (`pipeline.extract.check`): a sentence with a specific detail (number,
-    name, quote) that the passages lack is never supported."""
-    found = extract.check(case.answer, [p.text for p in case.passages], shared_embedder().embed_documents, case.context)
+    the verified generate mode also applies (`declrag.pipeline.stages.generate.check`): a sentence with a specific
+    detail (number, name, quote) that the passages lack is never supported."""
+    found = check(case.answer, [p.text for p in case.passages], shared_embedder().embed_documents, case.context)
     return [(f.sentence, f.supported, f.lexical, f.semantic) for f in found]
 
 

@@ -14,8 +14,7 @@ import numpy as np
 
 from ..config import LMConfig
 from ..lm import registry
-from ..pipeline.signatures import spec
-from ..pipeline.stage import Stage
+from ..lm.prompts import LMPrompt, spec
 from ..text.normalize import strip_citations
 from .base import Case, Metric, Score
 from .context import AGGREGATES
@@ -38,7 +37,7 @@ class Judge:
 
     def __init__(self, route: str):
         self.route = route
-        self._stages = {name: Stage("judge", spec(name), spec(name).default,
+        self._stages = {name: LMPrompt("judge", spec(name), spec(name).default,
                                     LMConfig(route=route, temperature=0.0, max_tokens=tokens, adapter="auto"))
                         for name, tokens in JUDGE_MAX_TOKENS.items()}
 

@@ -22,11 +22,10 @@ from ..errors import DeclragError
 from ..evaluate.evaluation import score_case
 from ..golden import Example
 from ..lm import Meter, metering
+from ..lm.prompts import adapter_for, get_lm
 from ..metrics.base import Case, Metric, to_case
 from ..metrics.catalog import get_metrics
 from ..metrics.feedback import findings
-from ..pipeline.adapters import adapter_for
-from ..pipeline.stage import get_lm
 from .budget import Spent
 from .objective import weighted
 from .space import Space

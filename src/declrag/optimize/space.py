@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..config import ProgramConfig, answer_mode, with_model
 from ..errors import DeclragError
-from ..pipeline.signatures import load_specs
+from ..lm.prompts import load_specs
 from ..pipeline.stage_list import variant_specs
 from ..runtime.resources import find
 from .samplers import SamplerSpec

@@ -7,8 +7,8 @@ JSONL file (or folder) that `declrag usage export` wrote. Its distinct questions
 - **gold** where a rating says where the answer is: a helpful rating's citation span, or a corrected answer found
   (whole words) in the corpus. They are real questions, asked before anyone saw the answer.
 - **fair** gold: the gold of an explored answer (its passages multileaved from the served program's ranking and its
-  neighbours', `declrag.pipeline.explore`), and a correction (found anywhere in the corpus). A helpful rating of the
-  served program's own passages names a passage that program found: it can check that another program finds it
+  neighbours', `declrag.pipeline.stages.select`), and a correction (found anywhere in the corpus). A helpful rating of
+  the served program's own passages names a passage that program found: it can check that another program finds it
   too, never show that the served program is better. With at least `DECIDES` fair questions, `select.by_usage`
   lets them choose among the rankers they were explored with (`rankers`), by the rule the held-out questions
   follow; with fewer, every gold question can only keep the baseline (the chosen program must not be worse on them
@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import DeclragError
 from ..golden import Example, load_golden
 from ..inputs import Turn
-from ..pipeline.explore import settings
+from ..pipeline.stages.select import settings
 from ..types import GoldSpan
 from .agreement import check_questions
 from .space import _cast, _holds, apply
@@ -190,7 +190,7 @@ def on_copy(doc, at: int) -> int:
 
 def rankers(space, base_values: dict[str, Any], fair: list[Example]) -> list[tuple[str, dict[str, Any]]]:
     """The distinct programs the ``fair`` questions were explored with, as (label, values of ``space``'s parameters):
-    each ranker's settings (`declrag.pipeline.explore.Explorer.record`) mapped onto the parameters by their paths
+    each ranker's settings (`declrag.pipeline.stages.select.Explorer.record`) mapped onto the parameters by their paths
     (the rest at ``base_values``). A ranker the space cannot express (a setting it has no parameter for, away from
     the baseline's) is left out; so is the baseline's own program."""
     wanted: dict[str, tuple[str, dict[str, Any]]] = {}  # each ranker once, however many questions it served

@@ -33,6 +33,7 @@ from ..embed.embedder import Embedder
 from ..errors import DeclragError
 from ..inputs import Turn, turns, user_text
 from ..lm import Meter, check_lm, metering, registry
+from ..lm.prompts import SignatureSpec, spec
 from ..payloads import Citation
 from ..runtime import tracing
 from ..runtime.about import versions
@@ -41,12 +42,21 @@ from ..stores import open_store, read_meta
 from ..stores.base import Filter, Store
 from ..text.languages import load_identifier, not_theirs
 from ..types import Hit
-from .artifact import read_saved, saved_config, with_packed_embedder, write_artifact
-from .explore import Explorer
-from .signatures import SignatureSpec, spec
-from .stage import since_ms, timed
+from .saved import read_saved, saved_config, with_packed_embedder, write_artifact
 from .stage_list import lm_stages, needed_specs, resolved
-from .stages import PHASES, Generator, Phase, PipelineStage, Retriever, Selector, State, timing_embeddings
+from .stages import (
+    PHASES,
+    Generator,
+    Phase,
+    PipelineStage,
+    Retriever,
+    Selector,
+    State,
+    since_ms,
+    timed,
+    timing_embeddings,
+)
+from .stages.select import Explorer
 
 log = logging.getLogger(__name__)
 NEAREST_CITED = 3  # an abstention cites the passages nearest to the question, at most this many
@@ -143,7 +153,7 @@ class RAGProgram(dspy.Module):
 
     def check(self, question: Any, history: Any = None, where: dict | None = None) -> tuple[str, tuple[Turn, ...]]:
         """The question and history as the program reads them, or `InputError` naming the field (the one check
-        every entry point shares; see `declrag.inputs` and `declrag.pipeline.conversation`)."""
+        every entry point shares; see `declrag.inputs` and `declrag.pipeline.stages.history`)."""
         c = self.config
         question = user_text(question, "question", c.max_question_chars,
                              hint="shorten it, or raise max_question_chars in the program config")
@@ -164,9 +174,9 @@ class RAGProgram(dspy.Module):
 
     def forward(self, question: str, where: dict | None = None, history: Any = None, explore: bool = False
                 ) -> Answer:
-        """Answer ``question``; ``history``: the conversation before it (see `declrag.pipeline.conversation`);
+        """Answer ``question``; ``history``: the conversation before it (see `declrag.pipeline.stages.history`);
         ``explore``: from the passages of this program's and its neighbours' rankings multileaved (with an
-        ``explorer``: `declrag.pipeline.explore`; the answer's ``explored`` then says which rankers)."""
+        ``explorer``: `declrag.pipeline.stages.select`; the answer's ``explored`` then says which rankers)."""
         question, history = self.check(question, history, where)
         state = State(question, history, where, explorer=self.explorer if explore else None)
         meter, ms = Meter(), dict[str, float]()
@@ -233,7 +243,7 @@ class RAGProgram(dspy.Module):
     def rank(self, state: State) -> list[Hit]:
         """This program's ranking for ``state``'s queries (made already, by another program's stages): its
         ``candidates`` stages run over a copy of ``state``, in the order its select stage hands passages over from
-        (`Selector.chosen`). What exploration multileaves (`declrag.pipeline.explore`)."""
+        (`Selector.chosen`). What exploration multileaves (`declrag.pipeline.stages.select`)."""
         own = self.run_stages(replace(state, pool=[], passages=[], explorer=None), "candidates", "candidates")
         assert own.queries is not None  # made by the queries phase, before
         return self.select.chosen(own.queries, own.pool)
@@ -295,7 +305,7 @@ class RAGProgram(dspy.Module):
 
     # -- the artifact -------------------------------------------------------------------------------------
     def save(self, path: str | Path, **_: Any) -> Path:
-        """Write the artifact (`declrag.pipeline.artifact.write_artifact`): ``program.json`` and ``dspy_state.json``
+        """Write the artifact (`declrag.pipeline.saved.write_artifact`): ``program.json`` and ``dspy_state.json``
         (each predictor's instructions and demos, as DSPy saves them; no pickle). The artifact names its stages, in
         order: it loads with them whatever the default list has become."""
         g = self.generate

@@ -11,13 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..config import ProgramConfig
-from .stages.base import PHASES, PipelineStage, stage_class
+from .stages import PHASES, PipelineStage, QueryRewriter, Reranker, SelfJudge, stage_class
 from .stages.generate import Generator
 from .stages.history import HistoryQuery
-from .stages.judge import SelfJudge
-from .stages.rerank import Reranker
 from .stages.retrieve import Retriever
-from .stages.rewrite import QueryRewriter
 from .stages.select import Selector
 
 #: The stages of a program, in order; each phase's stages before the next phase's (`declrag.pipeline.stages.PHASES`).

@@ -2,7 +2,7 @@
 builds the FastAPI app (`create_app`) over `service`, which answers each request; `settings` holds what can be
 set (`ServeSettings`)."""
 
-from ..pipeline.selection import DEFAULT_NAME
+from ..answering.selection import DEFAULT_NAME
 from .app import create_app
 from .server import record_beside, resolve, serve
 from .settings import ServeSettings

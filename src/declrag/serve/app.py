@@ -27,8 +27,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..access import Callers, Principal, Refused
 from ..answering import CHAT_FIELDS, AnswerService, ApiError, Metrics, Program, Request
+from ..answering.selection import DEFAULT_NAME
 from ..errors import DeclragError
-from ..pipeline.selection import DEFAULT_NAME
 from ..runtime import tracing
 from ..usage import Recorder
 from . import openai_compat as oai

@@ -26,9 +26,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ..access import Access, AccessSettings, Principal, Refused
 from ..answering import SEARCH_FIELDS, TOOL_FIELDS, AnswerService, ApiError, Program, Request, ServiceSettings
+from ..answering.selection import ProgramChoice, select_program
 from ..errors import DeclragError
 from ..payloads import Citation, SearchHit
-from ..pipeline.selection import ProgramChoice, select_program
 from ..runtime.about import package_version
 from ..stores.base import FILTER_FIELDS
 from ..usage import Recorder, RecordSettings

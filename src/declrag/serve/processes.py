@@ -21,8 +21,8 @@ from typing import Any
 
 import uvicorn
 
+from ..answering.selection import select_program
 from ..lm import use_cache_limits
-from ..pipeline.selection import select_program
 from ..runtime import tracing
 from ..runtime.process_memory import bound_allocator, trim_periodically
 from .app import ServeSettings, create_app

@@ -12,9 +12,9 @@ from pathlib import Path
 import uvicorn
 
 from ..access import Access
+from ..answering.selection import ProgramChoice, select_program
 from ..errors import DeclragError
 from ..lm import use_cache_limits
-from ..pipeline.selection import ProgramChoice, select_program
 from ..runtime import tracing
 from ..runtime.folders import default_store
 from ..runtime.process_memory import bound_allocator, trim_periodically
@@ -28,7 +28,7 @@ from .processes import run as run_processes
 def resolve(target: str | Path | None = None, config: str | Path | None = None, store: str | Path | None = None,
             model: str | None = None, answer_mode: str | None = None) -> ProgramChoice:
     """What to serve: ``(name, run, description, loader, answers)``, decided as `declrag ask` and `eval` decide it
-    (see `declrag.pipeline.selection.select_program`)."""
+    (see `declrag.pipeline.saved.select_program`)."""
     return select_program(target, config, store, model, answer_mode=answer_mode)
 
 

@@ -18,8 +18,7 @@ import numpy as np
 
 from ..config import LMConfig
 from ..lm import check_lm
-from ..pipeline.signatures import spec
-from ..pipeline.stage import Stage
+from ..lm.prompts import LMPrompt, spec
 from ..stores.base import Store
 from ..stores.bm25 import STOPWORDS_EN, tokenize
 from ..text.normalize import squad_normalize
@@ -207,7 +206,8 @@ class LMGrader:
     def __init__(self, route: str, passage_chars: int = 600):
         cfg = LMConfig(route=route, temperature=0.0, max_tokens=32)
         check_lm(cfg)
-        self.route, self.stage, self.chars = route, Stage("synth", spec("synth_grade"), "default", cfg), passage_chars
+        self.route, self.chars = route, passage_chars
+        self.stage = LMPrompt("synth", spec("synth_grade"), "default", cfg)
 
     def __call__(self, question: str, docs: list[str], text_of: Callable[[str], str]) -> list[str]:
         numbered = "\n".join(f"[{i}] {' '.join(text_of(d).split())[: self.chars]}" for i, d in enumerate(docs, 1))

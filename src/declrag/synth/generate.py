@@ -15,10 +15,9 @@ import regex
 
 from ..config import LMConfig
 from ..lm import check_lm, registry
+from ..lm.prompts import LMPrompt, spec
 from ..metrics.base import Case, Passage
 from ..metrics.grounding import faithfulness
-from ..pipeline.signatures import spec
-from ..pipeline.stage import Stage
 from ..stores.bm25 import STOPWORDS_EN
 from ..text.keywords import keyword_tokens, spaceless
 from ..text.normalize import squad_normalize
@@ -147,8 +146,9 @@ class LMWriter:
         attempts += [LMConfig(route=route, temperature=0.7, max_tokens=max_tokens, seed=i)
                      for i in range(1, RETRIES + 1)]
         a = spec("synth_answer")
-        self.questions = {k: [Stage("synth", spec(f"synth_{k}"), "default", cfg) for cfg in attempts] for k in LM_KINDS}
-        self.answers = {k: Stage("synth", a, k, attempts[0]) for k in a.variants}
+        self.questions = {k: [LMPrompt("synth", spec(f"synth_{k}"), "default", cfg) for cfg in attempts]
+                          for k in LM_KINDS}
+        self.answers = {k: LMPrompt("synth", a, k, attempts[0]) for k in a.variants}
         self.demo_text = {k: " ".join(str(v) for d in spec(f"synth_{k}").demos for v in d.values()) for k in LM_KINDS}
 
     def question(self, kind: str, passage: str) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..lm import RoutedLM, meter_call, setup
-from ..pipeline.adapters import PlainTextAdapter
+from ..lm.prompts import PlainTextAdapter
 from ..stores.bm25 import tokenize
 from ..text.tokens import WordTokens
 

@@ -1,6 +1,6 @@
 """Text as a reader sees it: the one form of a passage that is searched, embedded and shown in an answer, while what is
 cited stays the file's own characters with exact spans (`declrag.types.searched_text` applies it to every chunk of
-every store; `declrag.pipeline.extract.shown` to the extractive answer).
+every store; `declrag.pipeline.stages.generate.shown` to the extractive answer).
 
 `reading` makes three changes, and only these:
 

@@ -1,5 +1,5 @@
 """Function words ("the", "der", "и", "का") of each language, as the keyword tokens that write them
-(`declrag.text.keywords`), for the rules that weigh a question's content words (`declrag.pipeline.extract`).
+(`declrag.text.keywords`), for the rules that weigh a question's content words (`declrag.pipeline.stages.generate`).
 
 The lists are the stop-words package's (python-stop-words, BSD-3-Clause: 33 languages, from the Snowball, Ranks NL
 and stopwords-iso collections); a language it lacks has none. English keeps declrag's own list

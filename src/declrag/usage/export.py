@@ -9,7 +9,7 @@ ratings say.
   part of it (`declrag bench usage` measured a window of 1 gaining +.15 on such gold and losing .021 on real
   questions).
   An explored answer's row keeps the rankers its passages were multileaved from (``metadata.explored``): its gold
-  is fair evidence between them (`declrag.pipeline.explore`).
+  is fair evidence between them (`declrag.pipeline.stages.select`).
 - A question rated **not helpful** keeps its passages as hard negatives (``metadata.negatives``: chunk ids) and no
   gold; a corrected answer becomes its reference answer (``answers``), to be found in the corpus by eval.
 - An **unrated** question stays a real question without labels (``metadata.unrated``): what people ask and how.

@@ -32,7 +32,7 @@ def row_of(payload: dict[str, Any], passages: Sequence[Any], *, route: str, prog
            explored: dict[str, Any] | None = None, principal: Any = None) -> dict[str, Any]:
     """The `declrag.usage.store.ANSWERS` row of one response ``payload`` (an answer's, or a search's with
     ``searched``), from the passages (`declrag.types.Hit`) it was made from and the request's turns; ``explored``:
-    the rankers an explored answer's passages were multileaved from (`declrag.pipeline.explore.Explorer.record`);
+    the rankers an explored answer's passages were multileaved from (`declrag.pipeline.stages.select.Explorer.record`);
     ``principal``: who asked (a `declrag.access.Principal`; None: a server without callers). Each passage and
     citation keeps its document's readers where it has any, so that a golden set made of them knows who may read
     its gold."""
@@ -63,7 +63,7 @@ class RecordSettings(BaseModel):
     target: str | None = None  # a SQLite file or a postgresql+psycopg:// URI; None: `declrag.serve.serve` decides
     max_rows: int | None = Field(100_000, ge=1)  # the newest answers kept (None: no bound by count)
     max_days: float | None = Field(90.0, gt=0)  # answers older than this are deleted (None: no bound by age)
-    explore: float = Field(0.0, ge=0.0, le=1.0)  # the share of questions explored (`declrag.pipeline.explore`)
+    explore: float = Field(0.0, ge=0.0, le=1.0)  # the share of questions explored (`declrag.pipeline.stages.select`)
     explore_seed: int | None = None  # the explorer's draws seeded (a replay explores alike); None: a new draw
 
 

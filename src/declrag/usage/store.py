@@ -7,7 +7,7 @@ replicas or machines writing to one store), through SQLAlchemy Core. Two tables:
   (``/v1/search``): its id (the one the response carries), when, the route, the program's name and run and version,
   the question and the conversation before it, the filter, the passages retrieved (chunk, document, span, score),
   the citations, the answer, whether it abstained and why, the latency, and for an explored answer the rankers its
-  passages were multileaved from (``explored``; `declrag.pipeline.explore`);
+  passages were multileaved from (``explored``; `declrag.pipeline.stages.select`);
 - ``feedback``: one row per answer rated (the last rating counts): helpful or not, the citation that answered, a
   corrected answer.
 

@@ -137,7 +137,7 @@ def ask_as(client: TestClient, caller: str, question: str, where: dict | None) -
     args = ["ask", question, "--as", caller, "--keys", str(keys), "--unlabelled", policy, "--json",
             *(["--where", json.dumps(where)] if where else [])]
     printed, said = io.StringIO(), io.StringIO()
-    with mock.patch("declrag.pipeline.selection.select_program", lambda *a, **k: SimpleNamespace(
+    with mock.patch("declrag.answering.selection.select_program", lambda *a, **k: SimpleNamespace(
             load=lambda: prog, name="leaks")), contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):
         code = main(args)
     assert code in (0, 2), (code, said.getvalue()[-300:])

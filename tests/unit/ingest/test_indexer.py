@@ -9,7 +9,7 @@ import pytest
 
 from declrag.config import ChunkerConfig, IngestConfig, SearchParams
 from declrag.ingest.indexer import Indexer
-from declrag.pipeline.searching import search
+from declrag.pipeline.stages.retrieve._searching import search
 from declrag.stores import open_store
 from declrag.testing import HashEmbedder
 

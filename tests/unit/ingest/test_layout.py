@@ -112,7 +112,7 @@ def test_the_body_is_the_prose_type_not_a_tables(tmp_path: Path):
 
 def test_a_quote_on_a_later_page_is_cited_to_its_page_and_never_widened_over_a_break():
     from declrag.payloads import Citation
-    from declrag.pipeline.names import whole
+    from declrag.pipeline.stages.generate._names import whole
     from declrag.types import Chunk, Hit
 
     text = "First page sentence one.\nThe sentence on page one\n\fNext page goes on here. Third page follows.\n"

@@ -10,7 +10,7 @@ import pytest
 from declrag.config import IngestConfig
 from declrag.ingest.indexer import Indexer
 from declrag.ingest.loaders import LoadError, load_file
-from declrag.pipeline.extract import shown
+from declrag.pipeline.stages.generate._extract import shown
 from declrag.stores import open_store
 from declrag.stores.bm25 import query_terms
 from declrag.testing import HashEmbedder

@@ -9,7 +9,7 @@ from dspy.utils.dummies import DummyLM
 from declrag.config import LMConfig
 from declrag.errors import DeclragError
 from declrag.lm import Meter, make_lm, metering, resolve_local, stage
-from declrag.pipeline.adapters import PlainTextAdapter, adapter_for, coerce
+from declrag.lm.prompts._adapters import PlainTextAdapter, adapter_for, coerce
 
 
 def test_priced_routes_record_litellms_cost_and_tokens(monkeypatch):

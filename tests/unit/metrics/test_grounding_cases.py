@@ -14,7 +14,7 @@ from pathlib import Path
 
 from declrag.metrics.base import Case, Passage
 from declrag.metrics.grounding import faithfulness, sia
-from declrag.pipeline.postprocess import is_abstention
+from declrag.pipeline.stages.generate._postprocess import is_abstention
 
 CASES = [json.loads(line) for line in (Path(__file__).parents[2] / "data" / "grounding_cases.jsonl").read_text().splitlines()]
 

@@ -19,7 +19,7 @@ from declrag.optimize import Budget, CompileOptions, compile
 from declrag.optimize.select import CHECK_MARGIN, DOCUMENT_MARGIN, select
 from declrag.optimize.space import apply, read_space
 from declrag.optimize.usage import DECIDES, usage_questions
-from declrag.pipeline.explore import settings
+from declrag.pipeline.stages.select._explore import settings
 from declrag.types import Document, GoldSpan
 from declrag.usage import UsageStore
 

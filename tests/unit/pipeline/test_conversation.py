@@ -19,8 +19,8 @@ from declrag.inputs import InputError, Turn, turns
 from declrag.lm import using_lm
 from declrag.optimize.space import Space
 from declrag.optimize.splits import split_examples
-from declrag.pipeline.adapters import PlainTextAdapter
-from declrag.pipeline.conversation import expanded_query, mixed_vector, window
+from declrag.lm.prompts._adapters import PlainTextAdapter
+from declrag.pipeline.stages.history._conversation import expanded_query, mixed_vector, window
 from declrag.pipeline.program import RAGProgram, load
 from declrag.testing import HashEmbedder, ScriptedLM
 

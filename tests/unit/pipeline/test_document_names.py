@@ -1,4 +1,4 @@
-"""Answers that know which document the user means (`declrag.pipeline.extract`): a name the document holds anywhere
+"""Answers that know which document the user means (`declrag.pipeline.stages.generate`): a name the document holds anywhere
 (its title page, a running footer) counts for its passages; a name only another document holds refuses a passage;
 a quote cut by its chunk's edge is taken whole from the document; an abstention says why and cites the passages
 nearest to the question."""
@@ -12,10 +12,10 @@ from declrag.config import ChunkerConfig, IngestConfig, ProgramConfig
 from declrag.text.sentences import sentence_spans
 from declrag.ingest.indexer import Indexer
 from declrag.lm import using_lm
-from declrag.pipeline.adapters import PlainTextAdapter
-from declrag.pipeline.documents import DocumentIndex
-from declrag.pipeline.extract import extract, missing_details
-from declrag.pipeline.names import whole
+from declrag.lm.prompts._adapters import PlainTextAdapter
+from declrag.pipeline.stages.retrieve._documents import DocumentIndex
+from declrag.pipeline.stages.generate._extract import extract, missing_details
+from declrag.pipeline.stages.generate._names import whole
 from declrag.pipeline.program import NEAREST_CITED, RAGProgram
 from declrag.serve.openai_compat import content
 from declrag.stores import open_store
@@ -212,7 +212,7 @@ def test_a_pdfs_title_page_names_the_passages_of_its_other_pages(tmp_path):
 
 
 def test_the_documents_a_question_names_are_found_by_the_names_only_they_hold(fixed_store, monkeypatch):
-    from declrag.pipeline import documents
+    from declrag.pipeline.stages.retrieve import _documents as documents
     index = DocumentIndex(fixed_store)
     source = {d: d for d in fixed_store.documents()}  # a document that is not a PDF's page: its own id
     assert index.named("How many passages in the Muenchen thesis?") == [source["tum"]]
@@ -242,7 +242,7 @@ def test_the_retriever_also_searches_the_documents_the_question_names(fixed_stor
 
 
 def test_beyond_its_bound_the_index_over_whole_documents_is_not_built_nor_read_again(fixed_store, monkeypatch, caplog):
-    from declrag.pipeline import documents
+    from declrag.pipeline.stages.retrieve import _documents as documents
 
     monkeypatch.setattr(documents, "MAX_DOCUMENTS", 2)  # the store holds three
     index = DocumentIndex(fixed_store)

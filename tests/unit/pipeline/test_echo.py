@@ -1,4 +1,4 @@
-"""An LM answer that is an answer (`declrag.pipeline.echo`): an output that echoes the prompt or copies the passages
+"""An LM answer that is an answer (`declrag.pipeline.stages.generate`): an output that echoes the prompt or copies the passages
 is caught and never passed on, whatever the mode (lm, verified), the path (the program, the stream, HTTP) or the
 check after it; and one default answer everywhere (``generate.mode: auto``)."""
 
@@ -14,11 +14,11 @@ from dspy.utils.dummies import DummyLM
 
 from declrag.config import ProgramConfig, answer_mode, default_config, with_model
 from declrag.lm import using_lm
-from declrag.pipeline.adapters import PlainTextAdapter
-from declrag.pipeline.echo import COPY_WORDS, EchoGate, Prompt, caught
+from declrag.lm.prompts._adapters import PlainTextAdapter
+from declrag.pipeline.stages.generate._echo import COPY_WORDS, EchoGate, Prompt, caught
 from declrag.pipeline.program import LOCAL_DEFAULT_MODE, RAGProgram, load
-from declrag.pipeline.selection import answers_line, select_program
-from declrag.pipeline.streaming import Done, astream
+from declrag.answering.selection import answers_line, select_program
+from declrag.pipeline.stages.generate._streaming import Done, astream
 from declrag.testing import HashEmbedder, StreamingLM
 from tests.conftest import asked_plain_and_streamed
 

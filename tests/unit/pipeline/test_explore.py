@@ -1,4 +1,4 @@
-"""Exploration (`declrag.pipeline.explore`): the served program's neighbours, team-draft multileaving, and an
+"""Exploration (`declrag.pipeline.stages.select`): the served program's neighbours, team-draft multileaving, and an
 explored answer's passages and record."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from declrag.config import ProgramConfig
 from declrag.lm import using_lm
-from declrag.pipeline.explore import Explorer, multileave, neighbours, settings
+from declrag.pipeline.stages.select._explore import Explorer, multileave, neighbours, settings
 from declrag.pipeline.program import RAGProgram
 from declrag.testing import HashEmbedder, ScriptedLM
 from declrag.types import Chunk, Hit

@@ -1,4 +1,4 @@
-"""The deterministic generate modes (`declrag.pipeline.extract`): ``extractive`` answers in the passages' own words with exact
+"""The deterministic generate modes (`declrag.pipeline.stages.generate`): ``extractive`` answers in the passages' own words with exact
 spans and abstains by a threshold and by the question's details; ``verified`` checks each sentence an LM wrote and
 drops or replaces what its passages do not support. Through the program, the stream, HTTP and MCP."""
 
@@ -13,8 +13,8 @@ from mcp import Client
 
 from declrag.config import ProgramConfig, answer_mode
 from declrag.lm import using_lm
-from declrag.pipeline.adapters import PlainTextAdapter
-from declrag.pipeline.extract import (
+from declrag.lm.prompts._adapters import PlainTextAdapter
+from declrag.pipeline.stages.generate._extract import (
     candidates,
     check,
     cited_sentences,
@@ -23,9 +23,9 @@ from declrag.pipeline.extract import (
     shown,
     spans,
 )
-from declrag.pipeline.kinds import answer_kind, holds_kind
+from declrag.pipeline.stages.generate._kinds import answer_kind, holds_kind
 from declrag.pipeline.program import LOCAL_DEFAULT_MODE, RAGProgram, default_config
-from declrag.pipeline.streaming import Done, astream
+from declrag.pipeline.stages.generate._streaming import Done, astream
 from declrag.stores.lancedb import LanceStore
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import corpus

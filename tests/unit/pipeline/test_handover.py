@@ -6,7 +6,7 @@ from pathlib import Path
 
 from declrag.config import IngestConfig, SearchParams
 from declrag.ingest.indexer import Indexer
-from declrag.pipeline.searching import LEFT_AT_LEAST, best_first, hand_over, search
+from declrag.pipeline.stages.retrieve._searching import LEFT_AT_LEAST, best_first, hand_over, search
 from declrag.stores import open_store
 from declrag.testing import HashEmbedder
 from declrag.types import Chunk, Hit
@@ -68,7 +68,7 @@ def test_a_title_or_heading_line_is_never_quoted_as_an_answer(tmp_path: Path):
     """Small files whose first line is a title ("Pool Rules [1] The pool ..."): the answer quotes sentences only."""
     from declrag.config import ProgramConfig, default_config
     from declrag.ingest.headers import heading_names
-    from declrag.pipeline.pieces import candidates
+    from declrag.pipeline.stages.generate._pieces import candidates
     from declrag.pipeline.program import RAGProgram
 
     files = {"pool.txt": "Pool Rules\n\nThe pool opens at seven and closes at nine every day.\n",

@@ -1,12 +1,12 @@
-"""What a question asks for, in the languages declrag reads question words of (declrag.pipeline.kinds)."""
+"""What a question asks for, in the languages declrag reads question words of (declrag.pipeline.stages.generate)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from declrag.pipeline.extract import extract
-from declrag.pipeline.kinds import answer_kind, holds_kind
+from declrag.pipeline.stages.generate._extract import extract
+from declrag.pipeline.stages.generate._kinds import answer_kind, holds_kind
 
 
 @pytest.mark.parametrize(("question", "kind"), [
@@ -65,8 +65,8 @@ def test_a_russian_how_many_question_prefers_the_sentence_holding_a_number():
 
 
 def test_the_shortlist_counts_a_russian_question_s_words_by_their_stems():
-    from declrag.pipeline.extract import shortlist
-    from declrag.pipeline.pieces import candidates
+    from declrag.pipeline.stages.generate._extract import shortlist
+    from declrag.pipeline.stages.generate._pieces import candidates
     from declrag.text.stems import stemmer
 
     passages = ["Город славится парками и музеями.",

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from declrag.pipeline.postprocess import attribute, grounding, is_abstention, resolve_citations, support
-from declrag.pipeline.ranking import autocut, lost_in_the_middle, mmr, rrf
+from declrag.pipeline.stages.generate._postprocess import attribute, grounding, is_abstention, resolve_citations, support
+from declrag.pipeline.stages.retrieve._ranking import autocut, lost_in_the_middle, mmr, rrf
 from declrag.types import Chunk, Hit
 
 

@@ -12,7 +12,7 @@ from dspy.utils.dummies import DummyLM
 from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
 from declrag.lm import using_lm
-from declrag.pipeline.adapters import PlainTextAdapter
+from declrag.lm.prompts._adapters import PlainTextAdapter
 from declrag.pipeline.program import RAGProgram, load
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import corpus

@@ -3,7 +3,7 @@
 import pytest
 
 from declrag.errors import DeclragError
-from declrag.pipeline.signatures import load_specs, read_spec
+from declrag.lm.prompts._signatures import load_specs, read_spec
 
 GOOD = """
 stage: generate

@@ -14,7 +14,7 @@ from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
 from declrag.lm import using_lm
 from declrag.pipeline import stage_list
-from declrag.pipeline.adapters import PlainTextAdapter
+from declrag.lm.prompts._adapters import PlainTextAdapter
 from declrag.pipeline.program import RAGProgram, load
 from declrag.pipeline.stages import PipelineStage
 from declrag.testing import HashEmbedder

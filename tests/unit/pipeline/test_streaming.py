@@ -13,8 +13,8 @@ import litellm
 import pytest
 
 from declrag.lm import _cut_at_stop, setup
-from declrag.pipeline.postprocess import resolve_citations
-from declrag.pipeline.streaming import CitationStream
+from declrag.pipeline.stages.generate._postprocess import resolve_citations
+from declrag.pipeline.stages.generate._streaming import CitationStream
 
 MESSAGES = [{"role": "user", "content": "Name three colours, separated by commas."}]
 

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
 from declrag.pipeline.program import RAGProgram
-from declrag.pipeline.selection import ProgramChoice
+from declrag.answering.selection import ProgramChoice
 from declrag.serve import DEFAULT_NAME, ServeSettings, create_app, resolve
 from declrag.testing import HashEmbedder, ScriptedLM, StreamingLM
 

@@ -128,7 +128,7 @@ def test_synthetic_writers_find_words_and_sentences_in_chinese_and_hindi():
 
 
 def test_a_model_s_question_in_chinese_is_kept_and_its_writers_ask_for_the_passage_s_language():
-    from declrag.pipeline.signatures import spec
+    from declrag.lm.prompts._signatures import spec
     from declrag.synth.generate import clean_question
 
     assert clean_question("Question: 游泳馆要求游客佩戴什么？") == "游泳馆要求游客佩戴什么？"  # a full-width mark

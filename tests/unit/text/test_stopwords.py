@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from declrag.pipeline.extract import extract, missing_details
+from declrag.pipeline.stages.generate._extract import extract, missing_details
 from declrag.text.stopwords import question_language, stopwords
 
 

@@ -2,16 +2,26 @@
 (`history`), rewrite, retrieve, rerank, select, generate with citations, and the self-judge. Their order is
 `declrag.pipeline.stage_list.STAGES`."""
 
-from .base import PHASES, Building, Phase, PipelineStage, embedding_time, stage_class, timing_embeddings
+from ._base import (
+           PHASES,
+           Building,
+           Phase,
+           PipelineStage,
+           embedding_time,
+           since_ms,
+           stage_class,
+           timed,
+           timing_embeddings,
+)
+from ._judge import SelfJudge
+from ._rerank import Reranker
+from ._rewrite import QueryRewriter
+from ._state import Draft, Queries, SearchQuestion, State
 from .generate import Generator
 from .history import HistoryQuery
-from .judge import SelfJudge
-from .rerank import Reranker
 from .retrieve import Retriever, pool_size
-from .rewrite import QueryRewriter
 from .select import Selector
-from .state import Draft, Queries, SearchQuestion, State
 
 __all__ = ["PHASES", "Building", "Draft", "Generator", "HistoryQuery", "Phase", "PipelineStage", "Queries",
            "QueryRewriter", "Reranker", "Retriever", "SearchQuestion", "Selector", "SelfJudge", "State",
-           "embedding_time", "pool_size", "stage_class", "timing_embeddings"]
+           "embedding_time", "pool_size", "since_ms", "stage_class", "timed", "timing_embeddings"]

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ...config import (
-    HistoryConfig,
-    LMConfig,
-    ProgramConfig,
-)
-from ...embed.embedder import Embedder
-from .. import conversation as conv
-from ..signatures import SignatureSpec
-from .base import Building, PipelineStage, embedding_time
-from .state import SearchQuestion, State
+from ....config import HistoryConfig, LMConfig, ProgramConfig
+from ....embed.embedder import Embedder
+from ....lm.prompts import SignatureSpec
+from .._base import Building, PipelineStage, embedding_time
+from .._state import SearchQuestion, State
+from . import _conversation as conv
 
 
 class HistoryQuery(PipelineStage):
-    """The search question of a conversation's last turn, by ``history.query`` (see `declrag.pipeline.conversation`)."""
+    """The search question of a conversation's last turn, by ``history.query`` (see
+    `declrag.pipeline.stages.history`)."""
 
     name, phase, section, attribute = "history", "queries", "history", "history_query"
     prompts: ClassVar[tuple[str, ...]] = ("condense",)

@@ -10,20 +10,19 @@ from typing import Any, ClassVar
 import dspy
 import numpy as np
 
-from ...config import GenerateConfig, LMConfig, ProgramConfig, answer_mode, resolve_mode
-from ...embed.embedder import Embedder
-from ...ingest.headers import heading_names, identity, shown_header
-from ...lm import override_lm
-from ...types import Hit
-from ..conversation import transcript, window
-from ..echo import Prompt
-from ..extract import Extract, Piece, check, extract, shown
-from ..names import whole, whole_document
-from ..postprocess import attribute, is_abstention, resolve_citations
-from ..signatures import SignatureSpec
-from ..stage import Stage
-from .base import Building, PipelineStage, embedding_time
-from .state import Draft, State
+from ....config import GenerateConfig, LMConfig, ProgramConfig, answer_mode, resolve_mode
+from ....embed.embedder import Embedder
+from ....ingest.headers import heading_names, identity, shown_header
+from ....lm import override_lm
+from ....lm.prompts import LMPrompt, SignatureSpec
+from ....types import Hit
+from .._base import Building, PipelineStage, embedding_time
+from .._state import Draft, State
+from ..history import transcript, window
+from ._echo import Prompt
+from ._extract import Extract, Piece, check, extract, shown
+from ._names import whole, whole_document
+from ._postprocess import attribute, is_abstention, resolve_citations
 
 VETTED = "declrag.answer"  # the stream's name for an answer the program made (extractive) or checked (verified)
 
@@ -33,7 +32,8 @@ NO_PASSAGES = "no passage was found"
 
 class Generator(PipelineStage):
     """Answers from numbered passages with [n] citations; the strict prompt is used to regenerate. An LM output that
-    echoes the prompt or copies the passages is replaced as ``generate.caught`` says (`declrag.pipeline.echo`)."""
+    echoes the prompt or copies the passages is replaced as ``generate.caught`` says
+    (`declrag.pipeline.stages.generate`)."""
 
     name, phase, section = "generate", "answer", "generate"
     reads: ClassVar[tuple[str, ...]] = ("generate", "retrieve", "history")
@@ -110,8 +110,8 @@ class Generator(PipelineStage):
         super().__init__()
         self.cfg = cfg
         spec = specs["generate"].model_copy(update={"demos": specs["generate"].demos[: cfg.demos]})
-        self.main = Stage("generate", spec, cfg.variant, lm, abstain=cfg.abstain_phrase)
-        self.strict = Stage("generate", spec, "strict" if "strict" in spec.variants else cfg.variant, lm,
+        self.main = LMPrompt("generate", spec, cfg.variant, lm, abstain=cfg.abstain_phrase)
+        self.strict = LMPrompt("generate", spec, "strict" if "strict" in spec.variants else cfg.variant, lm,
                             abstain=cfg.abstain_phrase)
         self.embedder: Embedder | None = None
         # the store's `document_texts` (set by RAGProgram): a passage's whole document, for the detail rule
@@ -147,7 +147,8 @@ class Generator(PipelineStage):
                              for i, (h, text) in enumerate(zip(passages, self.shown(passages)), 1))
 
     def prompt(self, question: str, passages: list[Hit], strict: bool = False) -> Prompt:
-        """What the LM is asked, for telling an echo of it (`declrag.pipeline.echo`): the question, the passages as
+        """What the LM is asked, for telling an echo of it (`declrag.pipeline.stages.generate`): the question, the
+        passages as
         shown, each with its label (its document's title and section), the instructions of the prompt used."""
         instructions = (self.strict if strict else self.main).predict.signature.instructions or ""
         return Prompt(question, self.shown(passages), instructions, [shown_header(h.chunk) for h in passages])
@@ -223,7 +224,8 @@ class Generator(PipelineStage):
         checked = {**(draft.checked or {}), "mode": self.mode(), "caught": got["kind"], "replaced_by": by}
         return replace(draft, raw=raw, caught={**got, "replaced_by": by}, checked=checked)
 
-    # -- the deterministic modes (`declrag.pipeline.extract`) ----------------------------------------------------------
+    # -- the deterministic modes (`declrag.pipeline.stages.generate`)
+    # ----------------------------------------------------------
     def _texts(self, passages: list[Hit]) -> list[str]:
         return [h.text[: self.cfg.max_passage_chars] for h in passages]
 
@@ -282,7 +284,7 @@ class Generator(PipelineStage):
 
     def _extractive(self, question: str, passages: list[Hit], conversation: str | None) -> Draft:
         """The answer in the passages' own words; streamed (as one piece) through the LM's path when a stream
-        listens (`declrag.pipeline.streaming`)."""
+        listens (`declrag.pipeline.stages.generate`)."""
         got = self._extract(question, passages, conversation)
         checked = {"mode": "extractive", "best_score": got.best, **({"reason": got.reason} if got.reason else {})}
         if not got.pieces:

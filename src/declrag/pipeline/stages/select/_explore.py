@@ -22,7 +22,7 @@ import random
 import threading
 from typing import Any
 
-from ..types import Hit
+from ....types import Hit
 
 ALPHA_STEP = 0.25  # alpha's neighbours: this much lower and higher (within 0..1)
 

@@ -1,6 +1,6 @@
 """What a whole document tells an answer: the names and numbers it holds anywhere (`known`: its title page, author
-line, running headers and footers, for the detail rule of `declrag.pipeline.extract`), and the whole sentence around
-a quote that its passage's edge cut (`whole`)."""
+line, running headers and footers, for the detail rule of `declrag.pipeline.stages.generate`), and the whole sentence
+around a quote that its passage's edge cut (`whole`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..text.normalize import Detail, detail_supported, norm_phrase, numbers
-from ..text.sentences import sentence_spans
-from ..types import Hit
+from ....text.normalize import Detail, detail_supported, norm_phrase, numbers
+from ....text.sentences import sentence_spans
+from ....types import Hit
 
 DOCUMENTS_KNOWN = 32  # whole documents whose names and numbers are kept, found once (an LRU: docs/guides/serve.md)
 PAGES_AT_MOST = 1000  # a PDF's pages read as its whole document (a store of a document a page)

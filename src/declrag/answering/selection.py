@@ -13,10 +13,10 @@ from ..config import ProgramConfig, answer_mode, with_mode
 from ..errors import DeclragError
 from ..ingest.corpus import corpus_store
 from ..lm import is_small_local
+from ..pipeline.program import RAGProgram, default_config, load, read_config, saved_config, with_model
 from ..runtime.folders import default_store
 from ..stores import read_meta
 from ..stores.base import Store
-from .program import RAGProgram, default_config, load, read_config, saved_config, with_model
 
 DEFAULT_NAME = "declrag-default"
 MLFLOW_SCHEMES = ("runs:/", "models:/", "mlflow-artifacts:/")  # a program logged by `declrag compile --mlflow`

@@ -15,8 +15,8 @@ from typing import Any
 import dspy
 from dspy.adapters.base import Adapter
 
-from ..config import LMConfig
-from ..lm import is_small_local
+from ...config import LMConfig
+from .. import is_small_local
 
 _BULLET = re.compile(r"^\s*(?:[-*•]+|\(?\d+[.)]|[a-z][.)])\s*")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")

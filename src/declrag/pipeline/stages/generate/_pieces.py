@@ -8,9 +8,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..text.reading import shown as reading_shown
-from ..text.sentences import sentence_spans
-from .postprocess import content_words
+from ....text.reading import shown as reading_shown
+from ....text.sentences import sentence_spans
+from ._postprocess import content_words
 
 _CLAUSE = re.compile(r"(?<=[;:,)\]])\s+|\s+(?=\()|\s+[-–—]\s+")
 CITE = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")  # a [n] citation, or a passage's own footnote mark

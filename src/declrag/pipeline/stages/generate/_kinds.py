@@ -1,5 +1,5 @@
 """What a question asks for (`answer_kind`: a date, a number, a name, a country, a command, ...) and whether a
-sentence holds it (`holds_kind`): the extractive answer's typed answers (`declrag.pipeline.extract`).
+sentence holds it (`holds_kind`): the extractive answer's typed answers (`declrag.pipeline.stages.generate`).
 
 The question words are read in the question's language (`declrag.text.stopwords.question_language`): English's, and
 German's, Spanish's, Russian's, Arabic's, Hindi's and Chinese's (`_KIND_BY_LANGUAGE`). A name is a capitalised word
@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from ..text.normalize import MONTHS, details, norm_phrase
-from ..text.stopwords import question_language, stopwords
+from ....text.normalize import MONTHS, details, norm_phrase
+from ....text.stopwords import question_language, stopwords
 
 _KIND_OF = [  # (pattern on the question's start, lower case, after any leading clause) -> what the answer holds
     (re.compile(r"^(?:in |from |to |of |for |by |with )?(?:what|which) (?:[a-z0-9-]+ ){0,2}commands?\b|"

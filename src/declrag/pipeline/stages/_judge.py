@@ -8,12 +8,12 @@ from typing import Any, ClassVar
 from opentelemetry import trace
 
 from ...config import JudgeConfig, LMConfig, ProgramConfig
+from ...lm.prompts import SignatureSpec
 from ...runtime import tracing
 from ...types import Hit
-from ..postprocess import grounding
-from ..signatures import SignatureSpec
-from .base import Building, PipelineStage
-from .state import Draft, State
+from ._base import Building, PipelineStage
+from ._state import Draft, State
+from .generate import grounding
 
 
 class SelfJudge(PipelineStage):

@@ -5,23 +5,23 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ...config import ProgramConfig, RetrieveConfig
-from ...embed.embedder import Embedder
-from ...runtime import tracing
-from ...stores.base import Filter, Store
-from ...types import Hit
-from ..documents import POOL as DOCUMENT_POOL
-from ..documents import DocumentIndex, boost
-from ..ranking import cut, rrf
-from ..searching import FILLS, expand
-from .base import Building, PipelineStage, embedding_time
-from .state import Queries, State
+from ....config import ProgramConfig, RetrieveConfig
+from ....embed.embedder import Embedder
+from ....runtime import tracing
+from ....stores.base import Filter, Store
+from ....types import Hit
+from .._base import Building, PipelineStage, embedding_time
+from .._state import Queries, State
+from ._documents import POOL as DOCUMENT_POOL
+from ._documents import DocumentIndex, boost
+from ._ranking import cut, rrf
+from ._searching import FILLS, expand
 
 
 def pool_size(config: ProgramConfig) -> int:
     """The candidates a program's `Retriever` gives: at least ``retrieve.k``; the reranker's candidates when it
     reranks; three times k for MMR to choose among; twice k for best-first hand-over's stand-ins
-    (`declrag.pipeline.searching.hand_over`)."""
+    (`declrag.pipeline.stages.retrieve.hand_over`)."""
     r, rerank = config.retrieve, config.rerank
     return max(r.k, rerank.candidates if rerank.mode != "none" else 0, 3 * r.k if r.mmr else 0,
                2 * r.k if r.handover in FILLS else 0)

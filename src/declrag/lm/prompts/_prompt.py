@@ -1,23 +1,18 @@
-"""`Stage`, the building block of every LM call declrag makes: one prompt (a `dspy.Predict` built from a
+"""`LMPrompt`, the building block of every LM call declrag makes: one prompt (a `dspy.Predict` built from a
 signature spec) run under its stage's LM route and adapter, metered under the stage's name. The pipeline's
-stages (`declrag.pipeline.stages`), the LM judges, evaluation and synth are made of it. And `timed`: one stage of a
-question, its span and its time."""
+stages (`declrag.pipeline.stages`), the LM judges, evaluation and synth are made of it."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import dspy
 from dspy.utils import exceptions as dspy_errors
 
-from ..config import LMConfig
-from ..lm import lm_error, override_lm, registry, stage
-from ..runtime import tracing
-from .adapters import adapter_for
-from .signatures import SignatureSpec
+from ...config import LMConfig
+from .. import lm_error, override_lm, registry, stage
+from ._adapters import adapter_for
+from ._signatures import SignatureSpec
 
 
 def get_lm(cfg: LMConfig) -> dspy.LM:
@@ -25,7 +20,7 @@ def get_lm(cfg: LMConfig) -> dspy.LM:
     return registry.lm(cfg)
 
 
-class Stage(dspy.Module):
+class LMPrompt(dspy.Module):
     """One prompt of one stage: a `dspy.Predict` run under the stage's LM and adapter, metered."""
 
     def __init__(self, name: str, spec: SignatureSpec, variant: str, lm: LMConfig, **params: str):
@@ -43,19 +38,3 @@ class Stage(dspy.Module):
                 return dspy.Prediction(**{k: None for k in self.spec.outputs}, parse_error=True)
             except dspy_errors.LMError as e:
                 raise lm_error(e, self.lm_config) from e
-
-
-def since_ms(t: float) -> float:
-    return round(1000 * (time.perf_counter() - t), 3)
-
-
-@contextmanager
-def timed(ms: dict[str, float] | None, stage: str, attributes: dict[str, Any] | None = None,
-          name: str | None = None) -> Iterator[Any]:
-    """One stage of a question: its span (named ``name``, by default the stage), and its time into ``ms``."""
-    t = time.perf_counter()
-    merged = {"declrag.stage": stage, **(attributes or {})} if tracing.enabled() else None  # off: nothing built
-    with tracing.span(name or stage, merged) as s:
-        yield s
-    if ms is not None:
-        ms[stage] = since_ms(t)

@@ -16,8 +16,8 @@ import dspy
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from ..errors import DeclragError
-from ..runtime.resources import search_dirs
+from ...errors import DeclragError
+from ...runtime.resources import search_dirs
 
 TYPES: dict[str, Any] = {"str": str, "list[str]": list[str], "bool": bool, "float": float, "int": int}
 

@@ -21,10 +21,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..stores.base import Store
-from ..stores.bm25 import KeywordIndex, query_terms
-from ..text.normalize import details
-from ..types import Hit
+from ....stores.base import Store
+from ....stores.bm25 import KeywordIndex, query_terms
+from ....text.normalize import details
+from ....types import Hit
 
 log = logging.getLogger(__name__)
 POOL = 50  # chunk-level hits re-scored with their document's score

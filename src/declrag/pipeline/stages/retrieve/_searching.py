@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..config import Handover, SearchParams
-from ..embed.embedder import Embedder
-from ..stores.base import Filter, Store
-from ..text.sentences import strip_span
-from ..types import Hit, chunk_id
+from ....config import Handover, SearchParams
+from ....embed.embedder import Embedder
+from ....stores.base import Filter, Store
+from ....text.sentences import strip_span
+from ....types import Hit, chunk_id
 
 
 def search(store: Store, embedder: Embedder | None, query: str, params: SearchParams | None = None) -> list[Hit]:

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..stores.fusion import RANK_CONSTANT
-from ..types import Hit
+from ....stores.fusion import RANK_CONSTANT
+from ....types import Hit
 
 
 def rrf(lists: Sequence[Sequence[Hit]]) -> list[Hit]:

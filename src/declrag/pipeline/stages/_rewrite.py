@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ...config import (
-    LMConfig,
-    ProgramConfig,
-    RewriteConfig,
-)
-from ..signatures import SignatureSpec
-from .base import Building, PipelineStage
-from .state import Queries, State
+from ...config import LMConfig, ProgramConfig, RewriteConfig
+from ...lm.prompts import SignatureSpec
+from ._base import Building, PipelineStage
+from ._state import Queries, State
 
 
 class QueryRewriter(PipelineStage):

@@ -5,7 +5,7 @@ it (LiteLLM's ``stream=True``; the local model through the ``local`` provider's 
 `AnswerListener` on the generate stage's main predictor picks out the ``answer`` field: the other stages' chunks are
 dropped, and a response from DSPy's cache streams nothing (the answer then arrives whole with the result).
 `CitationStream` keeps what is sent a prefix of the post-processed answer, and sends nothing of an output that echoes
-the prompt or copies the passages (`declrag.pipeline.echo.EchoGate`). The extractive and verified modes send
+the prompt or copies the passages (`declrag.pipeline.stages.generate.EchoGate`). The extractive and verified modes send
 their answer as one piece once it is made (verified: once checked, so no word the check drops is ever sent).
 Post-processing that replaces the text (an abstention recognised, markers attributed, the self-judge abstaining or
 regenerating) cannot be streamed: `Done.streamed` says what was sent, for the caller to compare.
@@ -23,10 +23,10 @@ import anyio
 import dspy
 from dspy.streaming import StatusMessageProvider, StreamListener, StreamResponse
 
-from .adapters import PlainTextAdapter, adapter_for
-from .echo import EchoGate
-from .postprocess import resolve_citations
-from .stages.generate import VETTED
+from ....lm.prompts import PlainTextAdapter, adapter_for
+from ._echo import EchoGate
+from ._postprocess import resolve_citations
+from ._stage import VETTED
 
 _OPEN_MARKER = re.compile(r"\[[\s\d,;]*$")  # the start of what may still become a [n] marker
 

@@ -1,4 +1,4 @@
-"""The contract of the program's stages (`PipelineStage`; they run over one `declrag.pipeline.stages.state.State`),
+"""The contract of the program's stages (`PipelineStage`; they run over one `declrag.pipeline.stages.State`),
 what a stage is built from (`Building`), and the embedding time a question spends across them.
 
 A stage declares what the program needs to know of it: its ``name`` (its span, its time in ``latency_ms``, its LM
@@ -21,10 +21,10 @@ import dspy
 
 from ...config import LMConfig, ProgramConfig
 from ...embed.embedder import Embedder
+from ...lm.prompts import LMPrompt, SignatureSpec
+from ...runtime import tracing
 from ...stores.base import Store
-from ..signatures import SignatureSpec
-from ..stage import Stage
-from .state import State
+from ._state import State
 
 _EMBED_MS: ContextVar[list[float] | None] = ContextVar("declrag_embed_ms", default=None)
 
@@ -109,9 +109,9 @@ class PipelineStage(dspy.Module):
         raise NotImplementedError(f"stage {self.name} does not run")
 
     def stage_for(self, spec: SignatureSpec, variant: str, lm: LMConfig, name: str | None = None,
-                  **params: str) -> Stage:
+                  **params: str) -> LMPrompt:
         """A prompt on ``spec``'s ``variant`` ("default": the spec's own default), run under ``lm``."""
-        return Stage(name or self.name, spec, spec.default if variant == "default" else variant, lm, **params)
+        return LMPrompt(name or self.name, spec, spec.default if variant == "default" else variant, lm, **params)
 
 
 def stage_class(name: str) -> type[PipelineStage]:
@@ -144,3 +144,19 @@ def timing_embeddings() -> Iterator[list[float]]:
         yield box
     finally:
         _EMBED_MS.reset(token)
+
+
+def since_ms(t: float) -> float:
+    return round(1000 * (time.perf_counter() - t), 3)
+
+
+@contextmanager
+def timed(ms: dict[str, float] | None, stage: str, attributes: dict[str, Any] | None = None,
+          name: str | None = None) -> Iterator[Any]:
+    """One stage of a question: its span (named ``name``, by default the stage), and its time into ``ms``."""
+    t = time.perf_counter()
+    merged = {"declrag.stage": stage, **(attributes or {})} if tracing.enabled() else None  # off: nothing built
+    with tracing.span(name or stage, merged) as s:
+        yield s
+    if ms is not None:
+        ms[stage] = since_ms(t)

@@ -5,18 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from ...config import (
-    LMConfig,
-    ProgramConfig,
-    RerankConfig,
-)
+from ...config import LMConfig, ProgramConfig, RerankConfig
 from ...embed.embedder import resolve_model
+from ...lm.prompts import SignatureSpec
 from ...runtime import device
 from ...stores.bm25 import KeywordIndex
 from ...types import Hit
-from ..signatures import SignatureSpec
-from .base import Building, PipelineStage
-from .state import State
+from ._base import Building, PipelineStage
+from ._state import State
 
 
 class Reranker(PipelineStage):

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ...inputs import Turn
 from ...types import Hit
 
-if TYPE_CHECKING:  # a type only: exploration's rankers are programs, which import the stages
-    from ..explore import Explorer
+
+class Rankers(Protocol):
+    """Rankers whose choices an explored question's passages are multileaved from (`declrag.pipeline.stages.select.
+    Explorer`): ``record`` says which, ``passages`` hands them over for a state whose queries are made."""
+
+    record: dict[str, Any]
+
+    def passages(self, state: State, served: list[Hit]) -> list[Hit]: ...
 
 
 @dataclass
@@ -44,7 +50,8 @@ class Draft:
     raw: str = ""
     quotes: list[tuple[int, int, int]] = field(default_factory=list)  # (passage, start, end): the words taken from it
     checked: dict[str, Any] | None = None  # extractive / verified: what was dropped, replaced, re-cited, and why
-    # lm / verified: the LM's output was an echo or a copy (`declrag.pipeline.echo`): its kind, why, what replaced it
+    # lm / verified: the LM's output was an echo or a copy (`declrag.pipeline.stages.generate`): its kind, why, what
+    # replaced it
     caught: dict[str, str] | None = None
     reason: str = ""  # an abstention's, for people: "the passages never mention X"
     widened: dict[int, Hit] = field(default_factory=dict)  # passages grown to hold a whole quoted sentence, by number
@@ -56,7 +63,7 @@ class State:
     checked), ``where`` (the filter), the search question (``search``: the history stage's), ``queries`` (the
     rewrite's), the candidate ``pool`` (retrieve, rerank), the ``passages`` handed over (select), the ``draft``
     answer (generate) and the self-judge's ``verdict``. ``depth``: the candidates asked for beyond the program's
-    own (retrieval metrics); ``explorer``: the rankers to multileave from (`declrag.pipeline.explore`). What the
+    own (retrieval metrics); ``explorer``: the rankers to multileave from (`declrag.pipeline.stages.select`). What the
     generate stage leaves for the judge: ``said`` (the conversation as it read it), ``context`` (the passages as its
     prompt showed them), ``rewrite`` (the draft written again with the strict prompt) and ``below_reason`` (why it
     abstained without asking: no passage close enough)."""
@@ -65,7 +72,7 @@ class State:
     history: tuple[Turn, ...] = ()
     where: dict | None = None
     depth: int | None = None
-    explorer: Explorer | None = None
+    explorer: Rankers | None = None
     search: SearchQuestion | None = None
     queries: Queries | None = None
     pool: list[Hit] = field(default_factory=list)

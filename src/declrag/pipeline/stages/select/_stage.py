@@ -1,6 +1,6 @@
 """The passages handed over from the candidate pool (`Selector`): MMR's pick, best-first hand-over (no character of a
 document twice), the order the generate stage reads them in; or, for an explored question, the rankers' choices
-multileaved (`declrag.pipeline.explore`)."""
+multileaved (`declrag.pipeline.stages.select`)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from ...config import RetrieveConfig
-from ...embed.embedder import Embedder
-from ...runtime import tracing
-from ...stores.base import Store
-from ...types import Hit
-from ..ranking import mmr, order
-from ..searching import hand_over
-from .base import Building, PipelineStage, embedding_time
-from .state import Queries, State
+from ....config import RetrieveConfig
+from ....embed.embedder import Embedder
+from ....runtime import tracing
+from ....stores.base import Store
+from ....types import Hit
+from .._base import Building, PipelineStage, embedding_time
+from .._state import Queries, State
+from ..retrieve import hand_over, mmr, order
 
 
 class Selector(PipelineStage):

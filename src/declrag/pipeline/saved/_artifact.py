@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..config import ProgramConfig, written_before_auto, written_before_handover, written_before_typed
-from ..embed.embedder import folder_sha256
-from ..errors import DeclragError
-from ..runtime.about import versions
-from .signatures import SignatureSpec
+from ...config import ProgramConfig, written_before_auto, written_before_handover, written_before_typed
+from ...embed.embedder import folder_sha256
+from ...errors import DeclragError
+from ...lm.prompts import SignatureSpec
+from ...runtime.about import versions
 
 # 2: ingest ``context`` and extract ``type_weight`` (format 1: before them, read as none and 0); 3: ``generate.mode``
 # ``auto`` (format 2 and earlier: a config without a mode wrote with its LM, read as ``lm``); 4: ``retrieve.handover``

@@ -1,6 +1,6 @@
 """What an LM's output must not be to pass as an answer: the prompt handed back, or the passages copied wholesale.
 
-Small models do both. Asked through the plain-text prompt (`declrag.pipeline.adapters.PlainTextAdapter`), SmolLM2
+Small models do both. Asked through the plain-text prompt (`declrag.lm.prompts.PlainTextAdapter`), SmolLM2
 often answers ``"Question:\\nWhat baselines do they compare to?\\n\\nContext:\\n[1] we use hand-crafted ..."``: every
 sentence is copied from the context, so a support check passes it, and the user reads their own question and the raw
 passages. `caught` finds such an output before it is passed on; `declrag.pipeline.stages.generate.Generator` puts the
@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..text.normalize import strip_citations
+from ....text.normalize import strip_citations
 
 RUN = 8  # words in a row that count as copied
 COPY_SHARE = 0.8  # of the output's words, copied, for a copy ...

@@ -28,17 +28,17 @@ from functools import cache
 import numpy as np
 from rapidfuzz.distance import Levenshtein
 
-from ..stores.bm25 import KeywordIndex
-from ..text.keywords import keyword_tokens
-from ..text.normalize import Detail, detail_supported, details, norm_phrase, numbers
-from ..text.reading import reading
-from ..text.sentences import sentence_spans
-from ..text.stems import stemmer, stems
-from ..text.stopwords import NOUNS_CAPITALISED, question_language, stopwords
-from .kinds import answer_kind, holds_kind
-from .names import known
-from .pieces import CITE, Piece, candidates, shown, spans
-from .postprocess import content_words, support
+from ....stores.bm25 import KeywordIndex
+from ....text.keywords import keyword_tokens
+from ....text.normalize import Detail, detail_supported, details, norm_phrase, numbers
+from ....text.reading import reading
+from ....text.sentences import sentence_spans
+from ....text.stems import stemmer, stems
+from ....text.stopwords import NOUNS_CAPITALISED, question_language, stopwords
+from ._kinds import answer_kind, holds_kind
+from ._names import known
+from ._pieces import CITE, Piece, candidates, shown, spans
+from ._postprocess import content_words, support
 
 # Calibrated on tests/data/grounding_cases.jsonl (85 hand-labelled SQuAD v2.0 cases; see its test)
 LEXICAL = 0.6  # share of a sentence's content words that must occur in one passage
@@ -178,7 +178,8 @@ def extract(question: str, passages: Sequence[str], embed: Embed, query_vector: 
     the embedding model's cosines onto the default model's scale, which ``min_score`` was calibrated on
     (`declrag.embed.embedder.Embedder.calibrate`). ``languages``: each passage's language ("" not known), which
     tells the language of a question too short to tell alone (`declrag.text.stopwords.question_language`): its
-    question words (`declrag.pipeline.kinds`), function words and stems (`declrag.text.stems`) are that language's."""
+    question words (`declrag.pipeline.stages.generate`), function words and stems (`declrag.text.stems`) are that
+    language's."""
     if documents is not None:  # read once a passage: the naming words and the detail rule both ask
         documents = cache(documents)
     language = question_language(question, frozenset(languages))  # the passages' languages tell a short one
