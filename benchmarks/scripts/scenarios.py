@@ -356,7 +356,7 @@ ASKING = {"what", "when", "where", "who", "whom", "whose", "which", "why", "how"
 def overlap_stats(examples: list[Any], texts: dict[str, str]) -> dict[str, Any]:
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    from declrag.stores.bm25 import STOPWORDS_EN, tokenize
+    from declrag.text.keywords import STOPWORDS_EN, tokenize
     from declrag.synth.generate import content_words
 
     full_stop = STOPWORDS_EN | ENGLISH_STOP_WORDS

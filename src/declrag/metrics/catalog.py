@@ -8,6 +8,7 @@ from . import answer, context, grounding  # noqa: F401  (they register the deter
 from .base import REGISTRY, FnMetric, Metric, Score
 from .budget import budget_scores, is_budget_metric
 from .judges import JUDGE_METRICS, make_judge_metric
+from .retrieval import is_retrieval
 
 
 def get_metrics(names: list[str] | None, judges: list[str] | None = None) -> list[Metric]:
@@ -22,6 +23,8 @@ def get_metrics(names: list[str] | None, judges: list[str] | None = None) -> lis
             out.append(REGISTRY[n]())
         elif is_budget_metric(n):
             out.append(budget_metric(n))
+        elif is_retrieval(n) and n.partition("@")[2].isdigit():  # a registered kind at a depth of its own
+            out.append(context.passages_metric(n))
         elif n in JUDGE_METRICS:
             if not judges:
                 raise DeclragError(f"metric {n!r} needs an LLM judge",

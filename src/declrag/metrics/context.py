@@ -116,7 +116,12 @@ for agg in AGGREGATES:
     register(f"triad{suffix}",
              lambda a=agg, s=suffix: FnMetric(f"triad{s}", triad(a),
                                               f"mean of context relevance ({a}), faithfulness, answer relevancy"))
+def passages_metric(name: str) -> FnMetric:
+    """The retrieval metric ``name`` (``kind@k``) of the passages: over gold spans, short answers or gold documents."""
+    return FnMetric(name, retrieval(name), f"{name} of the passages: over gold spans, short answers or gold documents "
+                                           "(declrag.metrics.passages)")
+
+
 for name in RETRIEVAL_METRICS:
-    register(name, lambda n=name: FnMetric(n, retrieval(n), f"{n} of the passages: over gold spans, short answers "
-                                                                 "or gold documents (declrag.metrics.passages)"))
+    register(name, lambda n=name: passages_metric(n))
 register("abstained", lambda: FnMetric("abstained", lambda c: Score(float(c.abstained)), "the program abstained"))

@@ -9,7 +9,7 @@ documents scores 0 everywhere (callers should not include such queries).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 
 
@@ -45,7 +45,27 @@ def ndcg_at_k(ranked: Sequence[str], gold: Mapping[str, int], k: int) -> float:
     return dcg / idcg if idcg else 0.0
 
 
-AT_K = {"hit": hit_at_k, "recall": recall_at_k, "precision": precision_at_k, "mrr": mrr_at_k, "ndcg": ndcg_at_k}
+AtK = Callable[[Sequence[str], Mapping[str, int], int], float]
+#: The kinds of retrieval metric, each ``kind@k`` for any depth k: ``fn(ranked, gold, k) -> float`` (`register_at_k`).
+AT_K: dict[str, AtK] = {"hit": hit_at_k, "recall": recall_at_k, "precision": precision_at_k, "mrr": mrr_at_k,
+                        "ndcg": ndcg_at_k}
+
+
+def register_at_k(kind: str, fn: AtK) -> None:
+    """Make ``kind@k`` a retrieval metric at every depth k, registered once and known everywhere a metric is named:
+    `declrag eval --metrics`, compile's objectives, retrieval-first scoring (`is_retrieval`) and the passages'
+    scoring over gold spans (`declrag.metrics.passages`). ``fn(ranked document ids, gold grades by id, k)``.
+    `ValueError` when ``kind`` is not a plain name or is taken."""
+    if not kind.isidentifier() or kind in AT_K:
+        raise ValueError(f"{kind!r} is not a free retrieval metric name (taken: {', '.join(AT_K)})")
+    AT_K[kind] = fn
+
+
+def is_retrieval(name: str) -> bool:
+    """Whether the metric ``name`` scores retrieval alone (``kind@k`` of a kind in `AT_K`, at a depth or a context
+    budget: ``ndcg@10``, ``ndcg@5000c``): what compile's retrieval-first scoring runs without the LM."""
+    kind, at, _ = name.partition("@")
+    return bool(at) and kind in AT_K
 
 
 def split_at(name: str) -> tuple[str, int]:

@@ -26,6 +26,7 @@ from ..lm import Meter, metering
 from ..metrics.base import to_case
 from ..metrics.budget import characters
 from ..metrics.catalog import get_metrics
+from ..metrics.retrieval import is_retrieval
 from ..metrics.stats import mean_of
 from ..pipeline.program import RAGProgram
 from ..runtime import tracing
@@ -33,7 +34,7 @@ from ..stores import Store, StoreCheck
 from ..types import content_hash
 from .budget import Account, BudgetReached, Spent
 from .context import at_budget
-from .space import RETRIEVAL_METRIC_PREFIXES, Space, apply, sample
+from .space import Space, apply, sample
 from .splits import split_examples, split_note
 from .trials import TrialLog
 
@@ -121,7 +122,7 @@ class Objective:
     def retrieval_scores(self, prog: RAGProgram, examples: list[Example]) -> dict[str, float | None]:
         """Retrieval metrics of the candidate pool on gold passages; no LM call unless the program rewrites
         queries or reranks with an LLM (those calls are counted)."""
-        names = [m.name for m in self.det if m.name.startswith(RETRIEVAL_METRIC_PREFIXES)] or ["ndcg@10", "hit@5"]
+        names = [m.name for m in self.det if is_retrieval(m.name)] or ["ndcg@10", "hit@5"]
         metrics = get_metrics(names)
         rows, meter, k = [], Meter(), prog.config.retrieve.k
         prog.embedder.embed_queries([ex.question for ex in examples if ex.gold])  # batched, then from the cache

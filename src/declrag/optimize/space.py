@@ -31,11 +31,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..config import ProgramConfig, answer_mode, with_model
 from ..errors import DeclragError
 from ..lm.prompts import load_specs
+from ..metrics.retrieval import is_retrieval
 from ..pipeline.stage_list import variant_specs
 from ..runtime.resources import find
 from .samplers import SamplerSpec
 
-RETRIEVAL_METRIC_PREFIXES = ("hit@", "ndcg@", "mrr@", "recall@", "precision@")
 _WHEN = re.compile(r"^\s*(\w+)\s*(==|!=|in)\s*(.+?)\s*$")
 
 
@@ -81,7 +81,7 @@ class Objective(Strict):
 
     @property
     def retrieval_only(self) -> bool:
-        return all(m.startswith(RETRIEVAL_METRIC_PREFIXES) for m in self.metrics)
+        return all(is_retrieval(m) for m in self.metrics)
 
     @model_validator(mode="after")
     def _check(self) -> Objective:

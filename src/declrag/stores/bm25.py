@@ -18,34 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..text.keywords import keyword_tokens
-from ..text.reading import reading
-from ..text.stopwords import question_language, stopwords
+from ..text.keywords import tokenize
+from ..text.stopwords import query_terms
 
 K1, B = 1.2, 0.75
-# Weaviate's "en" stopword preset
-STOPWORDS_EN = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there "
-    "these they this to was will with".split()
-)
+
 
 
 # what the tokens are: a keyword index saved by another version of `tokenize` is built again (`snapshot`)
 TOKENIZATION = 2  # 1: Weaviate's ``word`` tokenisation; 2: `declrag.text.keywords`
-
-
-def tokenize(text: str) -> list[str]:
-    """The keyword tokens of ``text`` (`declrag.text.keywords.keyword_tokens`)."""
-    return keyword_tokens(text)
-
-
-def query_terms(query: str) -> list[str]:
-    """The query's words as the index holds them: read as the searched text is (`declrag.text.reading`: a
-    full-width or ligatured query matches), tokenised, stopwords out: English's, and the function words of the
-    query's language where the identifier is sure of it (`declrag.text.stopwords`: "в", "каком", "der", "का")."""
-    words = tokenize(reading(query))
-    other = stopwords(question_language(query)) if words else frozenset()
-    return [t for t in words if t not in STOPWORDS_EN and t not in other]
 
 
 class KeywordIndex:

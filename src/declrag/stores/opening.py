@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..config import IngestConfig, Metric
 from ..errors import DeclragError
-from .base import BACKENDS, Store, StoreMeta
+from .base import BACKENDS, Store, StoreMeta, backends
 
 
 def store_uri(where: str | Path) -> str:
@@ -28,13 +28,19 @@ def _scheme(uri: str) -> str:
 
 
 def _backend(uri: str) -> type[Store]:
-    """The class of the backend ``uri``'s scheme names (`declrag.stores.base.BACKENDS`)."""
-    scheme = _scheme(uri)
-    if scheme not in BACKENDS:
+    """The class of the backend ``uri``'s scheme names (`declrag.stores.base.backends`: declrag's own, and those of
+    installed distributions)."""
+    scheme, known = _scheme(uri), backends()
+    if scheme not in known:
         raise DeclragError(f"unknown store {uri!r}: no backend for {scheme}://",
-                           hint="name a folder (the embedded store) or weaviate://host:port/Collection")
-    module, cls = BACKENDS[scheme][1].split(":")
-    return getattr(importlib.import_module(f"{__package__}.{module}"), cls)
+                           hint="name a folder (the embedded store) or weaviate://host:port/Collection"
+                                + (f"; installed: {', '.join(s + '://' for s in known if s)}" if known else ""))
+    module, cls = known[scheme][1].split(":")
+    try:
+        return getattr(importlib.import_module(f"{__package__}.{module}" if scheme in BACKENDS else module), cls)
+    except (ImportError, AttributeError) as e:
+        raise DeclragError(f"the store backend for {scheme}:// ({known[scheme][1]}) cannot be loaded: {e}",
+                           hint="reinstall the package that provides it, or name another store") from None
 
 
 def local_folder(where: str | Path) -> Path | None:
@@ -42,7 +48,7 @@ def local_folder(where: str | Path) -> Path | None:
     file://...); None for a server."""
     uri = store_uri(where)
     scheme = _scheme(uri)
-    if scheme not in BACKENDS or "local_folder" not in _backend(uri).capabilities:
+    if scheme not in backends() or "local_folder" not in _backend(uri).capabilities:
         return None
     return Path(uri.split("://", 1)[1] if scheme else uri)
 

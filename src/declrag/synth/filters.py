@@ -20,7 +20,7 @@ from ..config import LMConfig
 from ..lm import check_lm
 from ..lm.prompts import LMPrompt, spec
 from ..stores.base import Store
-from ..stores.bm25 import STOPWORDS_EN, tokenize
+from ..text.keywords import STOPWORDS_EN, tokenize
 from ..text.normalize import squad_normalize
 from .generate import Candidate
 

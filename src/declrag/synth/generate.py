@@ -18,8 +18,7 @@ from ..lm import check_lm, registry
 from ..lm.prompts import LMPrompt, spec
 from ..metrics.base import Case, Passage
 from ..metrics.grounding import faithfulness
-from ..stores.bm25 import STOPWORDS_EN
-from ..text.keywords import keyword_tokens, spaceless
+from ..text.keywords import STOPWORDS_EN, keyword_tokens, spaceless
 from ..text.normalize import squad_normalize
 from ..text.tokens import ScriptTokens
 

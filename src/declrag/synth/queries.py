@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..stores.bm25 import tokenize
+from ..text.keywords import tokenize
 from ..text.sentences import sentence_spans
 from ..types import Chunk, Document
 from .generate import Candidate, content_words

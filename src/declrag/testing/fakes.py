@@ -17,7 +17,7 @@ import numpy as np
 
 from ..lm import RoutedLM, meter_call, setup
 from ..lm.prompts import PlainTextAdapter
-from ..stores.bm25 import tokenize
+from ..text.keywords import tokenize
 from ..text.tokens import WordTokens
 
 

@@ -16,8 +16,9 @@ import pytest
 from ..config import IngestConfig
 from ..errors import DeclragError
 from ..stores.base import Filter, Store, StoreMeta
-from ..stores.bm25 import STOPWORDS_EN, query_terms, tokenize
 from ..stores.fusion import fuse, object_uuid
+from ..text.keywords import STOPWORDS_EN, tokenize
+from ..text.stopwords import query_terms
 from ..types import Chunk, Document
 from .fakes import HashEmbedder
 

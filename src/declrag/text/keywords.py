@@ -59,3 +59,15 @@ def keyword_tokens(text: str) -> list[str]:
 def spaceless(text: str) -> bool:
     """Whether ``text`` has any character of a script written without spaces between words."""
     return _SPACELESS.search(text) is not None
+
+
+# Weaviate's "en" stopword preset
+STOPWORDS_EN = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there "
+    "these they this to was will with".split()
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """The keyword tokens of ``text`` (`keyword_tokens`): what both stores index."""
+    return keyword_tokens(text)

@@ -3,15 +3,17 @@
 
 The lists are the stop-words package's (python-stop-words, BSD-3-Clause: 33 languages, from the Snowball, Ranks NL
 and stopwords-iso collections); a language it lacks has none. English keeps declrag's own list
-(`declrag.stores.bm25.STOPWORDS_EN`, Weaviate's), which the English rules were calibrated with.
+(`declrag.text.keywords.STOPWORDS_EN`, Weaviate's), which the English rules were calibrated with. And a keyword query's
+words without them (`query_terms`), the one place both stores' keyword queries are made.
 """
 
 from __future__ import annotations
 
 from functools import cache, lru_cache
 
-from .keywords import keyword_tokens
+from .keywords import STOPWORDS_EN, keyword_tokens, tokenize
 from .languages import QUESTION_CONFIDENCE, QUESTION_LETTERS, identify
+from .reading import reading
 
 # languages that write every noun with a capital letter: a capitalised word there is no sign of a name
 NOUNS_CAPITALISED = frozenset({"de", "lb"})
@@ -59,3 +61,12 @@ def question_language(question: str, among: frozenset[str] = frozenset()) -> str
         return told
     among = frozenset(lang for lang in among if lang) | {"en"}
     return identify(question, 1, QUESTION_CONFIDENCE, among) if len(among) > 1 else ""
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's words as the index holds them: read as the searched text is (`declrag.text.reading`: a
+    full-width or ligatured query matches), tokenised, stopwords out: English's, and the function words of the
+    query's language where the identifier is sure of it (`declrag.text.stopwords`: "в", "каком", "der", "का")."""
+    words = tokenize(reading(query))
+    other = stopwords(question_language(query)) if words else frozenset()
+    return [t for t in words if t not in STOPWORDS_EN and t not in other]

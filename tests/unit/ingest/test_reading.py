@@ -12,7 +12,7 @@ from declrag.ingest.indexer import Indexer
 from declrag.ingest.loaders import LoadError, load_file
 from declrag.pipeline.stages.generate._extract import shown
 from declrag.stores import open_store
-from declrag.stores.bm25 import query_terms
+from declrag.text.stopwords import query_terms
 from declrag.testing import HashEmbedder
 from declrag.text.reading import is_break, reading, visible
 from declrag.types import searched_text

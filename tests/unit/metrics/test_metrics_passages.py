@@ -172,3 +172,22 @@ def test_compile_with_no_scorable_test_question_says_so(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "test gain: none (no test question could be scored" in out and "Traceback" not in err
+
+
+def test_a_retrieval_metric_registered_once_is_known_to_eval_compile_and_retrieval_first_scoring(monkeypatch):
+    """`register_at_k`: one kind, and ``kind@k`` at any depth is a metric `get_metrics` makes (eval, compile's
+    objective), scored over the passages, and counts as retrieval for compile's retrieval-first scoring."""
+    from declrag.metrics import retrieval
+    from declrag.metrics.catalog import get_metrics
+    from declrag.optimize.space import Objective
+
+    monkeypatch.setattr(retrieval, "AT_K", dict(retrieval.AT_K))  # registered into a copy, put back after
+    retrieval.register_at_k("first", lambda ranked, gold, k: float(bool(ranked[:k]) and gold.get(ranked[0], 0) > 0))
+    with pytest.raises(ValueError, match="not a free retrieval metric name"):
+        retrieval.register_at_k("ndcg", retrieval.ndcg_at_k)
+    [m] = get_metrics(["first@3"])
+    assert m.name == "first@3" and retrieval.is_retrieval("first@3") and not retrieval.is_retrieval("sia")
+    assert Objective(metrics={"first@3": 1.0}).retrieval_only and not Objective(metrics={"first@3": 1, "sia": 1}
+                                                                                 ).retrieval_only
+    ranked = ["a", "b", "c"]
+    assert retrieval.at_k("first@3", ranked, {"a": 1}) == 1.0 and retrieval.at_k("first@3", ranked, {"b": 1}) == 0.0

@@ -156,7 +156,7 @@ def _scripted(fail_every: int = 5, interrupt_after: int | None = None):
     ones its first sentence. ``interrupt_after`` calls, it raises KeyboardInterrupt (a killed run)."""
     import re as _re
 
-    from declrag.stores.bm25 import STOPWORDS_EN
+    from declrag.text.keywords import STOPWORDS_EN
     from declrag.testing.fakes import StreamingLM
 
     calls = {"n": 0}

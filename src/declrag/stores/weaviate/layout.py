@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...text.keywords import tokenize
 from ...text.reading import reading
+from ...text.stopwords import query_terms
 from ..base import StoreMeta
-from ..bm25 import query_terms, tokenize
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class Layout:
       ``context`` not ``none``) or of format 3 or later (running lines left out);
     - ``tokens`` (format 5 and later): the property holds declrag's keyword tokens joined by spaces
       (`declrag.text.keywords`), whitespace-tokenized, and queries are sent as their tokens with the English stop words
-      taken out (`declrag.stores.bm25.query_terms`), so Weaviate indexes and looks up exactly the tokens the embedded
+      taken out (`declrag.text.stopwords.query_terms`), so Weaviate indexes and looks up exactly the tokens the embedded
       store does, in every script. Before, Weaviate word-tokenized the text itself (no word in a script without
       spaces; Devanagari cut at its vowel signs);
     - ``language`` (format 5 and later): each chunk's language, filterable (`Chunk.language`);

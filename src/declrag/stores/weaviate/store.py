@@ -16,9 +16,9 @@ import numpy as np
 
 from ...config import AnnConfig, Fusion, Metric
 from ...errors import DeclragError
+from ...text.stopwords import query_terms
 from ...types import Chunk, Document, Hit
 from ..base import DocRecord, Filter, Store, StoreCheck, StoreMeta, Where, check_upsert
-from ..bm25 import query_terms
 from ..fusion import object_uuid
 from . import labels, replicas, schema, wire
 from .layout import Layout

@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ....stores.bm25 import STOPWORDS_EN, tokenize
-from ....text.keywords import spaceless
+from ....text.keywords import STOPWORDS_EN, spaceless, tokenize
 from ....text.sentences import sentence_spans
 
 _CITE = re.compile(r"\[(\s*\d+(?:\s*[,;]\s*\d+)*\s*)\]")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ....inputs import ROLES, Turn
-from ....stores.bm25 import tokenize
+from ....text.keywords import tokenize
 
 # words that carry no subject in a follow-up: Weaviate's stop words, pronouns, question and filler words
 CHAT_STOPWORDS = frozenset("""

@@ -22,8 +22,9 @@ from dataclasses import replace
 import numpy as np
 
 from ....stores.base import Store
-from ....stores.bm25 import KeywordIndex, query_terms
+from ....stores.bm25 import KeywordIndex
 from ....text.normalize import details
+from ....text.stopwords import query_terms
 from ....types import Hit
 
 log = logging.getLogger(__name__)
