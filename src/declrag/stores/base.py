@@ -10,11 +10,9 @@ A store is named by a URI (`declrag.stores.open_store`): a plain path is the emb
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -24,6 +22,7 @@ from ..config import AnnConfig, Fusion, IngestConfig, Metric, Strict, written_be
 from ..errors import DeclragError
 from ..inputs import lone_surrogate
 from ..types import Chunk, Document, Hit, stored_readers
+from .backends import backends
 
 # fields a filter may name; all of them are stored on every chunk (page may be null)
 FILTER_FIELDS = {"id": str, "doc_id": str, "source": str, "title": str, "page": int, "position": int, "language": str,
@@ -35,32 +34,6 @@ LIST_FIELDS = {"readers"}
 INT_MIN, INT_MAX = -(2 ** 31), 2 ** 31 - 1
 MAX_DEPTH = 32  # how deep $and / $or may nest
 _OPS = {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin"}
-
-
-#: One row per URI scheme: the backend's name (as `StoreMeta.backend` records it) and its class, as
-#: ``module:Class`` under ``declrag.stores`` (imported when a store of that scheme is first opened). Adding a
-#: backend is one row here and a class that implements `Store` and passes `declrag.testing.StoreContract`; a backend
-#: that lives outside declrag registers an entry point instead (`ENTRY_POINTS`, read by `backends`).
-BACKENDS: dict[str, tuple[str, str]] = {
-    "": ("lancedb", "lancedb:LanceStore"),  # a plain path
-    "file": ("lancedb", "lancedb:LanceStore"),
-    "weaviate": ("weaviate", "weaviate:WeaviateStore"),
-    "weaviates": ("weaviate", "weaviate:WeaviateStore"),  # TLS
-}
-#: The entry-point group of store backends other distributions provide: ``scheme = "package.module:Class"`` (in a
-#: pyproject.toml: ``[project.entry-points."declrag.stores"]``), the class a `Store` with ``from_uri(uri)``.
-ENTRY_POINTS = "declrag.stores"
-
-
-@cache
-def backends() -> dict[str, tuple[str, str]]:
-    """Every backend, by URI scheme: `BACKENDS` (``module:Class`` under ``declrag.stores``) and those registered
-    under `ENTRY_POINTS` by installed distributions (``package.module:Class``, their backend named by the scheme; a
-    built-in scheme is never taken over). Read once per process (``backends.cache_clear()`` reads them again)."""
-    out = dict(BACKENDS)
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINTS):
-        out.setdefault(ep.name.lower(), (ep.name.lower(), ep.value))
-    return out
 
 
 class StoreMeta(Strict):

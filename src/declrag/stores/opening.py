@@ -1,6 +1,6 @@
 """Stores: where chunks live and how they are searched. `open_store` is the one way in.
 
-A store is named by a URI, and the scheme picks the backend (`declrag.stores.base.BACKENDS`): a plain path (or
+A store is named by a URI, and the scheme picks the backend (`declrag.stores.backends.BACKENDS`): a plain path (or
 ``file://``) is the embedded LanceDB store in that folder, ``weaviate://host:port/Collection`` a Weaviate
 collection. Each backend keeps its `StoreMeta` (ingest settings, metric) inside the store, so every backend checks
 ingest settings the same way, here.
@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ..config import IngestConfig, Metric
 from ..errors import DeclragError
-from .base import BACKENDS, Store, StoreMeta, backends
+from .backends import BACKENDS, backends
+from .base import Store, StoreMeta
 
 
 def store_uri(where: str | Path) -> str:

@@ -7,7 +7,8 @@ import pytest
 
 from declrag.errors import DeclragError
 from declrag.stores import open_store
-from declrag.stores.base import StoreMeta, backends
+from declrag.stores.backends import backends
+from declrag.stores.base import StoreMeta
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import corpus
 

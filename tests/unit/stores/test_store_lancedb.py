@@ -198,7 +198,8 @@ def test_a_store_of_another_embedder_backend_is_refused_and_the_message_says_whi
 def test_backends_come_from_one_table_and_local_folders_are_a_capability(tmp_path):
     from declrag.stores import local_folder
     from declrag.stores.opening import _backend
-    from declrag.stores.base import BACKENDS, StoreMeta
+    from declrag.stores.backends import BACKENDS
+    from declrag.stores.base import StoreMeta
     from declrag.stores.weaviate import WeaviateStore
 
     assert _backend(str(tmp_path)) is LanceStore and _backend("file:///x") is LanceStore
