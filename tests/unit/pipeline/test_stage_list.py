@@ -158,3 +158,17 @@ def test_a_compile_searches_the_new_stages_setting_and_ships_it(toy, tmp_path):
     assert trials[0]["params"] == {"drop": 0.0} and {t["params"]["drop"] for t in trials} > {0.0}
     best = json.loads((run / "best" / "program.json").read_text())
     assert "drop" in best["stages"] and "min_score" in best["config"]["drop"]
+
+
+def test_a_copy_with_other_retrieve_settings_builds_again_only_the_stages_that_read_them(tmp_path):
+    """`RAGProgram.with_settings` (a search with its own k, exploration's neighbours): the stages built from the changed
+    sections are new, the others (the generate stage and its learned demos, a loaded cross-encoder) shared."""
+    store = filled_store(tmp_path / "store")
+    prog = RAGProgram(ProgramConfig.model_validate({"retrieve": {"abstain_below": 0.2}}), store=store,
+                      embedder=HashEmbedder())
+    other = prog.with_settings({"retrieve.k": 2})
+    assert other.retrieve is not prog.retrieve and other.select is not prog.select
+    assert other.generate is prog.generate and other.rerank is prog.rerank and other.judge is prog.judge
+    assert len(other.search(Q)) == 2 and len(prog.search(Q)) == 5
+    again = prog.with_settings({"rerank.mode": "bm25", "rerank.candidates": 10})
+    assert again.rerank is not prog.rerank and again.retrieve.pool == 10  # the rerank's candidates size the pool

@@ -66,7 +66,8 @@ class State:
     own (retrieval metrics); ``explorer``: the rankers to multileave from (`declrag.pipeline.stages.select`). What the
     generate stage leaves for the judge: ``said`` (the conversation as it read it), ``context`` (the passages as its
     prompt showed them), ``rewrite`` (the draft written again with the strict prompt) and ``below_reason`` (why it
-    abstained without asking: no passage close enough)."""
+    abstained without asking: no passage close enough). ``abstain_below``: the similarity to the question the best
+    passage must reach for the generate stage to answer (``retrieve.abstain_below``, set by the select stage)."""
 
     question: str
     history: tuple[Turn, ...] = ()
@@ -83,6 +84,7 @@ class State:
     context: str | None = None
     rewrite: Callable[[], Draft] | None = None
     below_reason: str | None = None
+    abstain_below: float | None = None
 
     @property
     def search_text(self) -> str:

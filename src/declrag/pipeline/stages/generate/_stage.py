@@ -36,12 +36,10 @@ class Generator(PipelineStage):
     (`declrag.pipeline.stages.generate`)."""
 
     name, phase, section = "generate", "answer", "generate"
-    reads: ClassVar[tuple[str, ...]] = ("generate", "retrieve", "history")
+    reads: ClassVar[tuple[str, ...]] = ("generate", "history")
     prompts: ClassVar[tuple[str, ...]] = ("generate",)
     variants: ClassVar[dict[str, tuple[str, ...]]] = {"generate.variant": ("generate",)}
-    # the deterministic abstention (``retrieve.abstain_below``) and what is read of the conversation
-    # (``history.generate_turns``, ``generate_chars``): set by `build`
-    abstain_below: float | None = None
+    # what is read of the conversation (``history.generate_turns``, ``generate_chars``): set by `build`
     conversation_limits: tuple[int, int] = (4, 1500)
 
     @classmethod
@@ -49,7 +47,6 @@ class Generator(PipelineStage):
         c = program.config
         g = cls(c.generate, c.stage_lm("generate"), program.specs)
         g.embedder, g.document_texts = program.embedder, program.store.document_texts
-        g.abstain_below = c.retrieve.abstain_below
         g.conversation_limits = (c.history.generate_turns, c.history.generate_chars)
         return g
 
@@ -65,14 +62,15 @@ class Generator(PipelineStage):
         return {"declrag.generate.mode": self.mode()}
 
     def run(self, state: State, span: Any) -> None:
-        """The draft answer from ``state.passages`` (the abstention, with no LM call, when none is close enough:
-        `below`); a quoted sentence that ran past its passage widens it. Leaves the judge what it reads."""
+        """The draft answer from ``state.passages``: the abstention, with no LM call, when none is close enough
+        (``state.abstain_below``: `below`); a quoted sentence that ran past its passage widens it. Leaves the judge
+        what it reads."""
         q = state.queries
         subs = q.sub_questions if q is not None else []
         question = state.question if not subs else state.question + "\n(Sub-questions: " + "; ".join(subs) + ")"
         state.said, passages = self.said(state.history), state.passages
-        if self.below(q.texts[0] if q is not None else state.question, passages):
-            state.below_reason = f"best passage similarity below {self.abstain_below}"
+        if self.below(q.texts[0] if q is not None else state.question, passages, state.abstain_below):
+            state.below_reason = f"best passage similarity below {state.abstain_below}"
             draft = Draft(self.cfg.abstain_phrase, True, [], reason="no passage is close enough to the question")
         else:
             draft = self(question=question, passages=passages, conversation=state.said)
@@ -85,17 +83,17 @@ class Generator(PipelineStage):
         state.draft, state.context = draft, self.context(passages)
         state.rewrite = lambda: self(question=question, passages=passages, strict=True, conversation=state.said)
 
-    def below(self, query: str, passages: list[Hit]) -> bool:
+    def below(self, query: str, passages: list[Hit], threshold: float | None) -> bool:
         """The deterministic abstention: the best passage's cosine similarity to ``query`` (chunk embeddings, from the
-        cache; on the default model's scale) is below ``retrieve.abstain_below``."""
-        if self.abstain_below is None:
+        cache; on the default model's scale) is below ``threshold`` (``retrieve.abstain_below``; None: never)."""
+        if threshold is None:
             return False
         if not passages:
             return True
         assert self.embedder is not None  # set by `build`
         with embedding_time():
             sims = self.embedder.embed_documents([h.chunk.text for h in passages]) @ self.embedder.embed_query(query)
-        return float(np.max(self.embedder.calibrate(sims))) < self.abstain_below  # `declrag.embed.calibration`
+        return float(np.max(self.embedder.calibrate(sims))) < threshold  # `declrag.embed.calibration`
 
     def said(self, history: tuple[Any, ...]) -> str | None:
         """What this stage reads of the conversation: every system turn (an instruction that stays in force however

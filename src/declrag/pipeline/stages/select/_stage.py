@@ -40,6 +40,7 @@ class Selector(PipelineStage):
 
     def run(self, state: State, span: Any) -> None:
         assert state.queries is not None  # made by the queries phase
+        state.abstain_below = self.cfg.abstain_below  # the similarity the passages handed over must reach
         chosen = self.chosen(state.queries, state.pool)
         state.passages = state.explorer.passages(state, chosen) if state.explorer is not None else \
             self.hand_over(chosen)
