@@ -41,16 +41,35 @@ def index(
 ) -> IndexReport:
     """Index files/folders and golden-set corpora (by name or path) into ``store``.
 
-    ``ingest`` defaults to the store's own settings (or the defaults for a new store). ``rebuild`` builds
-    the store anew from these sources: a folder is built beside the old one and swapped in only when
-    complete; a Weaviate collection (which cannot be renamed) is emptied and refilled. ``ray``: read, chunk and
-    embed over the Ray cluster at this address (``auto``: ``$RAY_ADDRESS``, else this machine's) with
-    ``ray_actors`` embedders (`declrag.ingest.distributed`); the result is the index one process builds. ``ocr``:
-    read PDF pages without a text layer by OCR (None: where Tesseract is installed; `declrag.ingest.ocr`);
-    ``pdf_reader``: the library that reads PDFs' text (`declrag.ingest.loaders.PDF_READERS`). ``readers``: who may
-    read the documents (`declrag.ingest.readers`; None: each keeps what the store holds, a new one is unlabelled; a
-    rebuild keeps the readers of the store it replaces).
-    A rebuild that could index nothing leaves the store as it was (`IndexReport.nothing`).
+    Args:
+        paths: files and folders (read recursively); a path that does not exist stops the run before anything is
+            written.
+        datasets: golden sets whose corpora are indexed too, by name (``scifact``) or path.
+        store: a folder (the embedded store) or a URI (``weaviate://host:port/Collection``); None: the default store.
+        ingest: how documents become chunks and vectors; None: the store's own settings, or the defaults for a new
+            store.
+        metric: the vector metric of a new store (``cosine``, ``dot``, ``l2``); None: cosine.
+        prune: remove from the store the documents of these sources that are gone.
+        rebuild: build the store anew from these sources: a folder is built beside the old one and swapped in only
+            when complete; a Weaviate collection (which cannot be renamed) is emptied and refilled. A rebuild that
+            could index nothing leaves the store as it was (`IndexReport.nothing`).
+        progress: show progress bars on stderr.
+        embedder: the embedding model to use; None: the one ``ingest`` names.
+        ray: read, chunk and embed over the Ray cluster at this address (``auto``: ``$RAY_ADDRESS``, else this
+            machine's; `declrag.ingest.distributed`); the result is the index one process builds.
+        ray_actors: the embedders on the cluster, sharing its CPUs; None: one per GPU, else one per node-sized share
+            of the CPUs (`declrag.ingest.distributed.sizes`).
+        ocr: read PDF pages without a text layer by OCR; None: where Tesseract is installed (`declrag.ingest.ocr`).
+        pdf_reader: the library that reads PDFs' text (`declrag.ingest.loaders.PDF_READERS`).
+        readers: who may read the documents (`declrag.ingest.readers`); None: each keeps what the store holds, a new
+            one is unlabelled; a rebuild keeps the readers of the store it replaces.
+
+    Returns:
+        What was indexed, kept, relabelled, skipped (each file with its reason) and removed, with the times.
+
+    Raises:
+        DeclragError: nothing to index, a path that does not exist, an unknown PDF reader, a store built with other
+            ingest settings, an unreachable store or cluster (each one line, with the fix).
     """
     if not paths and not datasets:
         raise DeclragError("nothing to index", hint="give file or folder paths, or --dataset NAME")
@@ -114,8 +133,18 @@ def _cluster(address: str | None, actors: int | None, paths: Sequence[str | Path
 
 
 def load_documents(paths: Sequence[str | Path] = (), datasets: Sequence[str] = ()) -> tuple[list[Document], list]:
-    """The documents `index` would index from these files, folders and golden-set corpora, under the same ids,
-    and the files skipped (with reasons)."""
+    """The documents `index` would index, without indexing them.
+
+    Args:
+        paths: files and folders, as `index` takes them.
+        datasets: golden sets whose corpora are read too, by name or path.
+
+    Returns:
+        The documents (as `index` would store them, under the same ids) and the files skipped, each with its reason.
+
+    Raises:
+        DeclragError: a path that does not exist, or a golden set that cannot be found.
+    """
     _check_paths(paths)
     docs, skipped = load_paths(paths)
     if datasets:
@@ -145,7 +174,21 @@ def _check_paths(paths: Sequence[str | Path]) -> None:
 
 def search(query: str, store: str | Path | None = None, params: SearchParams | None = None,
            embedder: Embedder | None = None) -> list[Hit]:
-    """Search an existing store with its own embedding model."""
+    """Search an existing store with its own embedding model.
+
+    Args:
+        query: the text searched (a non-empty string).
+        store: a folder or a URI, as `index` takes it; None: the default store.
+        params: how to search (`SearchParams`: mode, limit, alpha, fusion, filter, window, hand-over); None: the
+            defaults (hybrid, 10 passages).
+        embedder: the embedding model; None: the store's own (no model is loaded for a keyword search).
+
+    Returns:
+        Up to ``params.limit`` passages, best first, each with its chunk, score, text and span in its document.
+
+    Raises:
+        DeclragError: an empty or invalid query, a store that does not exist or is empty, an invalid filter.
+    """
     query = user_text(query, "query")
     st, meta = open_store(store or default_store(), create=False)
     if st.count() == 0:

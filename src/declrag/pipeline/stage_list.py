@@ -22,8 +22,18 @@ STAGES: list[type[PipelineStage]] = [HistoryQuery, QueryRewriter, Retriever, Rer
 
 
 def resolved(stages: Sequence[type[PipelineStage] | str] | None = None) -> tuple[type[PipelineStage], ...]:
-    """``stages`` (classes, or names as an artifact records them; default `STAGES` as it is now) as classes, checked:
-    unique names, phases in order. `ValueError` (or `KeyError` for an unknown name) says what is wrong."""
+    """A program's stages as classes, checked.
+
+    Args:
+        stages: stage classes, or their names as an artifact records them; None: `STAGES` as it is now.
+
+    Returns:
+        The classes, in order.
+
+    Raises:
+        KeyError: a name no imported stage has (the message names those known).
+        ValueError: a stage listed twice, or the phases out of order (`declrag.pipeline.stages.PHASES`).
+    """
     kinds = tuple(stage_class(s) if isinstance(s, str) else s for s in (STAGES if stages is None else stages))
     names = [k.name for k in kinds]
     if len(set(names)) != len(names):
@@ -35,16 +45,37 @@ def resolved(stages: Sequence[type[PipelineStage] | str] | None = None) -> tuple
 
 
 def needed_specs(stages: Sequence[type[PipelineStage]] | None = None) -> tuple[str, ...]:
-    """The signature specs (``signatures/*.yaml``) the stages may read, each once, in stage order."""
+    """The signature specs (``signatures/*.yaml``) the stages may read.
+
+    Args:
+        stages: the stages; None: `STAGES`.
+
+    Returns:
+        Their names, each once, in stage order.
+    """
     return tuple(dict.fromkeys(p for k in resolved(stages) for p in k.prompts))
 
 
 def variant_specs(stages: Sequence[type[PipelineStage]] | None = None) -> dict[str, tuple[str, ...]]:
-    """Config path -> the signature specs whose variants it may name (``generate.variant`` -> ``generate``): what
-    compile checks a space's prompt-variant parameters against."""
+    """The config paths that name a prompt variant: what compile checks a space's prompt-variant parameters against.
+
+    Args:
+        stages: the stages; None: `STAGES`.
+
+    Returns:
+        Config path -> the signature specs whose variants it may name (``generate.variant`` -> ``("generate",)``).
+    """
     return {path: specs for k in resolved(stages) for path, specs in k.variants.items()}
 
 
 def lm_stages(config: ProgramConfig, stages: Sequence[type[PipelineStage]] | None = None) -> list[str]:
-    """The LM stages ``config`` has on (routes by `ProgramConfig.stage_lm`), in stage order."""
+    """The LM stages a config has on.
+
+    Args:
+        config: the program's settings.
+        stages: the stages; None: `STAGES`.
+
+    Returns:
+        The LM stages' names (routes by `ProgramConfig.stage_lm`), in stage order.
+    """
     return [name for k in resolved(stages) for name in k.lm_stages(config)]

@@ -147,6 +147,7 @@ def timing_embeddings() -> Iterator[list[float]]:
 
 
 def since_ms(t: float) -> float:
+    """Milliseconds since ``t`` (a `time.perf_counter` reading), to the microsecond."""
     return round(1000 * (time.perf_counter() - t), 3)
 
 

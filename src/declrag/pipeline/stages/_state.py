@@ -34,6 +34,9 @@ class SearchQuestion:
 
 @dataclass
 class Queries:
+    """What the rewrite stage searches with: ``texts`` (each searched, their results fused), the text whose embedding
+    replaces the question's (HyDE), the sub-questions (decompose) and a conversation's mixed query vector."""
+
     texts: list[str]  # searched, results fused by reciprocal rank
     vector_text: str | None = None  # HyDE: the text whose embedding replaces the question's
     sub_questions: list[str] = field(default_factory=list)
@@ -42,6 +45,11 @@ class Queries:
 
 @dataclass
 class Draft:
+    """The generate stage's answer before the self-judge: its ``text``, whether it ``abstained``, the passages it cites
+    (``used``, by number from 1) or was attributed to after the fact, what it quotes (``quotes``: passage, start, end),
+    what the deterministic checks did (``checked``), an echo or a copy caught (``caught``) and an abstention's
+    ``reason``."""
+
     text: str
     abstained: bool
     used: list[int]  # passage numbers cited
@@ -88,5 +96,5 @@ class State:
 
     @property
     def search_text(self) -> str:
-        """What the stages after the history's search: its search question, else the question."""
+        """The text the stages after the history stage search with: its search question, else the question."""
         return self.search.text if self.search is not None else self.question

@@ -1,18 +1,10 @@
-"""`RAGProgram`: the whole pipeline as one `dspy.Module`, composed from a `ProgramConfig`; and its
-artifact: one versioned folder that `declrag.load` (and later `declrag serve`) turns back into the very
-same program.
-
-    prog = RAGProgram(ProgramConfig(), store="my-store")
-    answer = prog(question="...")          # an Answer (a dspy.Prediction)
-    prog.save("runs/x/best"); same = declrag.load("runs/x/best")
-"""
+"""`RAGProgram`, the ordered list of its stages run over one state per question, and its `Answer`."""
 
 from __future__ import annotations
 
 import copy
 import logging
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -21,30 +13,24 @@ from typing import Any
 
 import dspy
 
-from ..config import (
-    LOCAL_DEFAULT_MODE,
+from ...config import (
     ProgramConfig,
-    default_config,
-    read_config,
     with_mode,
-    with_model,
 )
-from ..embed.embedder import Embedder
-from ..errors import DeclragError
-from ..inputs import Turn, turns, user_text
-from ..lm import Meter, check_lm, metering, registry
-from ..lm.prompts import SignatureSpec, spec
-from ..payloads import Citation
-from ..runtime import tracing
-from ..runtime.about import versions
-from ..runtime.folders import default_store
-from ..stores import open_store, read_meta
-from ..stores.base import Filter, Store
-from ..text.languages import load_identifier, not_theirs
-from ..types import Hit
-from .saved import read_saved, saved_config, with_packed_embedder, write_artifact
-from .stage_list import lm_stages, needed_specs, resolved
-from .stages import (
+from ...embed.embedder import Embedder
+from ...inputs import Turn, turns, user_text
+from ...lm import Meter, check_lm, metering, registry
+from ...lm.prompts import SignatureSpec, spec
+from ...payloads import Citation
+from ...runtime import tracing
+from ...runtime.folders import default_store
+from ...stores import open_store
+from ...stores.base import Filter, Store
+from ...text.languages import load_identifier, not_theirs
+from ...types import Hit
+from ..saved import write_artifact
+from ..stage_list import lm_stages, needed_specs, resolved
+from ..stages import (
     PHASES,
     Generator,
     Phase,
@@ -56,7 +42,7 @@ from .stages import (
     timed,
     timing_embeddings,
 )
-from .stages.select import Explorer
+from ..stages.select import Explorer
 
 log = logging.getLogger(__name__)
 NEAREST_CITED = 3  # an abstention cites the passages nearest to the question, at most this many
@@ -82,11 +68,24 @@ class RAGProgram(dspy.Module):
     """The ordered list of its stages (`declrag.pipeline.stage_list.STAGES`: history, rewrite, retrieve, rerank,
     select, generate with citations, self-judge) run over one `State` per question.
 
-    The constructor is light: it checks the config, the LM routes (and their keys) and the store's metadata
-    (so a wrong store fails at once), and loads no model. `warm_up()` loads what answering needs (the
-    embedding model, the cross-encoder, in-process local LMs, the store's search snapshot); the first call
-    does it implicitly, `declrag serve` and the CLI call it up front and serve is ready only after it.
-    ``stages``: the stage classes (or their names), default `STAGES` as it is when the program is made."""
+    The constructor is light: it checks the config, the LM routes (and their keys) and the store's metadata (so a
+    wrong store fails at once), and loads no model. `warm_up()` loads what answering needs (the embedding model, the
+    cross-encoder, in-process local LMs, the store's search snapshot); the first call does it implicitly, `declrag
+    serve` and the CLI call it up front and serve is ready only after it.
+
+    Args:
+        config: the program's settings; None: the defaults.
+        store: the store searched (an open `Store`, a folder or a URI); None: ``config.store``, else the default
+            store.
+        embedder: the embedding model; None: the one the config's ingest settings name (loaded by `warm_up`).
+        specs: the prompts by name (a saved program's); a prompt not given is read from ``signatures/``.
+        stages: the stage classes, or their names as an artifact records them; None: `STAGES` as it is now.
+
+    Raises:
+        DeclragError: an unknown LM route or a missing key, a store that does not exist or was built with other
+            ingest settings.
+        ValueError: stages out of phase order or named twice, or a stage whose name would hide a method.
+    """
 
     retrieve: Retriever  # the stages that code outside the program reads by name (exploration, streaming, tests)
     select: Selector
@@ -123,7 +122,17 @@ class RAGProgram(dspy.Module):
         return [getattr(self, held) for held in self._held]
 
     def stage(self, name: str) -> PipelineStage:
-        """The stage named ``name``; `KeyError` when the program has none."""
+        """The stage named ``name``.
+
+        Args:
+            name: a stage's name (``retrieve``, ``generate``, ...).
+
+        Returns:
+            The stage.
+
+        Raises:
+            KeyError: the program has no stage of that name (the message names those it has).
+        """
         for s in self.stage_list:
             if s.name == name:
                 return s
@@ -131,10 +140,17 @@ class RAGProgram(dspy.Module):
 
     # -- running ------------------------------------------------------------------------------------------
     def warm_up(self, lms: bool = True) -> RAGProgram:
-        """Load the models and open the store's search snapshot now, not on the first question. Idempotent;
-        returns the program. LMs and local models are held by `declrag.registry`; the embedder and the
-        cross-encoder by this program. ``lms=False`` leaves the LMs alone (an LM set with
-        `declrag.lm.using_lm` stands in for the routes)."""
+        """Load the models and open the store's search snapshot now, not on the first question. Idempotent.
+
+        LMs and local models are held by `declrag.registry`; the embedder and the cross-encoder by this program.
+
+        Args:
+            lms: warm the LM routes too; False leaves them alone (an LM set with `declrag.lm.using_lm` stands in for
+                them).
+
+        Returns:
+            The program.
+        """
         warm = getattr(self, "_warm", None)  # None: cold; False: all but the LMs; True: everything
         if warm is True or (warm is False and not lms):
             return self
@@ -152,8 +168,19 @@ class RAGProgram(dspy.Module):
         return self
 
     def check(self, question: Any, history: Any = None, where: dict | None = None) -> tuple[str, tuple[Turn, ...]]:
-        """The question and history as the program reads them, or `InputError` naming the field (the one check
-        every entry point shares; see `declrag.inputs` and `declrag.pipeline.stages.history`)."""
+        """The question and history as the program reads them: the one check every entry point shares.
+
+        Args:
+            question: the question (a string within ``max_question_chars``).
+            history: the conversation before it (`declrag.inputs.turns`: a list of ``{"role", "content"}``), or None.
+            where: a metadata filter (`declrag.stores.base.Filter`), or None.
+
+        Returns:
+            The question, normalized, and the history as turns.
+
+        Raises:
+            InputError: the field that is wrong (a `DeclragError`), before any LM call.
+        """
         c = self.config
         question = user_text(question, "question", c.max_question_chars,
                              hint="shorten it, or raise max_question_chars in the program config")
@@ -163,8 +190,17 @@ class RAGProgram(dspy.Module):
 
     def run_stages(self, state: State, until: Phase = "answer", since: Phase = "queries",
                    ms: dict[str, float] | None = None) -> State:
-        """Run the stages whose phase lies from ``since`` to ``until`` (`PHASES`) over ``state``, each in its span,
-        its time into ``ms`` by its name. Returns ``state``."""
+        """Run the stages whose phase lies from ``since`` to ``until`` over ``state``, each in its span.
+
+        Args:
+            state: the question's state; the stages read it and write their parts.
+            until: the last phase run (`PHASES`).
+            since: the first phase run.
+            ms: where each stage's time goes, in milliseconds by its name; None: not kept.
+
+        Returns:
+            ``state``.
+        """
         lo, hi = PHASES.index(since), PHASES.index(until)
         for s in self.stage_list:
             if lo <= PHASES.index(s.phase) <= hi:
@@ -174,9 +210,21 @@ class RAGProgram(dspy.Module):
 
     def forward(self, question: str, where: dict | None = None, history: Any = None, explore: bool = False
                 ) -> Answer:
-        """Answer ``question``; ``history``: the conversation before it (see `declrag.pipeline.stages.history`);
-        ``explore``: from the passages of this program's and its neighbours' rankings multileaved (with an
-        ``explorer``: `declrag.pipeline.stages.select`; the answer's ``explored`` then says which rankers)."""
+        """Answer a question: every stage, in order.
+
+        Args:
+            question: the question.
+            where: a metadata filter the search keeps to (`declrag.stores.base.Filter`), or None.
+            history: the conversation before it (see `declrag.pipeline.stages.history`), or None.
+            explore: answer from this program's and its neighbours' rankings multileaved (needs an ``explorer``:
+                `declrag.pipeline.stages.select.Explorer`; the answer's ``explored`` then says which rankers).
+
+        Returns:
+            The `Answer`: its text, citations, passages, the judge's verdict, usage and latency (ms) by stage.
+
+        Raises:
+            DeclragError: a bad question, history or filter (`check`), an LM that cannot be reached.
+        """
         question, history = self.check(question, history, where)
         state = State(question, history, where, explorer=self.explorer if explore else None)
         meter, ms = Meter(), dict[str, float]()
@@ -219,18 +267,44 @@ class RAGProgram(dspy.Module):
 
     def retrieve_only(self, question: str, where: dict | None = None, depth: int = 100,
                       history: Any = None) -> list[Hit]:
-        """The ranked candidates (the stages up to the ``candidates`` phase: history, rewrite, retrieve at least
-        ``depth`` chunks, rerank) without generating: what retrieval metrics such as nDCG@10 over documents, and
-        compile's retrieval-first scoring, read."""
+        """The ranked candidates without generating: the stages up to the ``candidates`` phase (history, rewrite,
+        retrieve, rerank). What retrieval metrics such as nDCG@10 over documents, and compile's retrieval-first
+        scoring, read.
+
+        Args:
+            question: the question.
+            where: a metadata filter, or None.
+            depth: the candidates retrieved at least (more than the program's own pool, for metrics at depth).
+            history: the conversation before it, or None.
+
+        Returns:
+            The candidate pool, best first.
+
+        Raises:
+            DeclragError: a bad question, history or filter.
+        """
         question, history = self.check(question, history, where)
         return self.run_stages(State(question, history, where, depth=depth), until="candidates").pool
 
     def search(self, question: str, history: Any = None, where: dict | None = None, k: int | None = None,
                alpha: float | None = None) -> list[Hit]:
-        """The passages this program would answer ``question`` from, without generating: the stages up to the
-        ``passages`` phase (history, rewrite, hybrid search and fusion, autocut, window, rerank, MMR and order), ``k``
-        of them (default ``retrieve.k``) with ``alpha`` (default ``retrieve.alpha``). What ``POST /v1/search`` and
-        the MCP ``search`` tool serve."""
+        """The passages this program would answer a question from, without generating: the stages up to the
+        ``passages`` phase (history, rewrite, hybrid search and fusion, autocut, window, rerank, MMR and order). What
+        ``POST /v1/search`` and the MCP ``search`` tool serve.
+
+        Args:
+            question: the question.
+            history: the conversation before it, or None.
+            where: a metadata filter, or None.
+            k: the passages handed over; None: ``retrieve.k``.
+            alpha: the vector leg's weight in the fusion (0 keyword only, 1 vector only); None: ``retrieve.alpha``.
+
+        Returns:
+            Up to ``k`` passages, in the order the program hands them over.
+
+        Raises:
+            DeclragError: a bad question, history or filter.
+        """
         prog = self
         r = self.config.retrieve
         if (k is not None and k != r.k) or (alpha is not None and alpha != r.alpha):
@@ -243,14 +317,27 @@ class RAGProgram(dspy.Module):
     def rank(self, state: State) -> list[Hit]:
         """This program's ranking for ``state``'s queries (made already, by another program's stages): its
         ``candidates`` stages run over a copy of ``state``, in the order its select stage hands passages over from
-        (`Selector.chosen`). What exploration multileaves (`declrag.pipeline.stages.select`)."""
+        (`Selector.chosen`). What exploration multileaves (`declrag.pipeline.stages.select`).
+
+        Args:
+            state: a question's state, its queries made.
+
+        Returns:
+            The candidates, in this program's order.
+        """
         own = self.run_stages(replace(state, pool=[], passages=[], explorer=None), "candidates", "candidates")
         assert own.queries is not None  # made by the queries phase, before
         return self.select.chosen(own.queries, own.pool)
 
     def learned_from(self, other: RAGProgram) -> RAGProgram:
-        """Take ``other``'s learned state (instructions, demos, the kNN demo pool, the embedder's provenance): the
-        same program over another store or embedder. Returns self."""
+        """Take another program's learned state: the same program over another store or embedder.
+
+        Args:
+            other: the program whose instructions, demos, kNN demo pool and embedder provenance are taken.
+
+        Returns:
+            This program.
+        """
         self.load_state(other.dump_state())
         if other.generate.knn_pool:
             self.generate.set_knn_pool(other.generate.knn_pool, other.generate.knn_k)
@@ -258,16 +345,33 @@ class RAGProgram(dspy.Module):
         return self
 
     def generating(self, mode: str) -> RAGProgram:
-        """This program with ``generate.mode`` = ``mode`` (``lm``, ``extractive``, ``verified``), over the same store
-        and embedder, its learned state kept: what `declrag eval --modes` compares."""
+        """This program answering in another generate mode, over the same store and embedder, its learned state kept:
+        what `declrag eval --modes` compares.
+
+        Args:
+            mode: ``lm``, ``extractive`` or ``verified`` (``generate.mode``).
+
+        Returns:
+            A new program.
+        """
         config = with_mode(self.config, mode)
         return RAGProgram(ProgramConfig.model_validate(config.model_dump()), store=self.store, embedder=self.embedder,
                           specs=self.specs, stages=self.kinds).learned_from(self)
 
     def with_settings(self, changes: dict[str, Any]) -> RAGProgram:
-        """A shallow copy of this program whose ``retrieve`` and ``rerank`` settings take ``changes`` (dotted paths:
-        ``{"retrieve.alpha": 0.75}``); the rest (store, embedder, LMs, learned state) shared. The stages built from a
-        changed section are built again (`PipelineStage.reads`), their learned state kept."""
+        """A shallow copy of this program with other ``retrieve`` and ``rerank`` settings; the rest (store, embedder,
+        LMs, learned state) shared. The stages built from a changed section are built again (`PipelineStage.reads`),
+        their learned state kept.
+
+        Args:
+            changes: dotted paths and their values (``{"retrieve.alpha": 0.75}``).
+
+        Returns:
+            The copy.
+
+        Raises:
+            ValueError: a path that is not a retrieve or rerank setting, or a value it does not take.
+        """
         c = self.config
         sections = {"retrieve": c.retrieve.model_dump(), "rerank": c.rerank.model_dump()}
         for path, value in changes.items():
@@ -296,65 +400,35 @@ class RAGProgram(dspy.Module):
         return self.generate.mode()
 
     def lm_stages(self) -> list[str]:
-        """The LM stages this program has on (their routes: `ProgramConfig.stage_lm`), in stage order."""
+        """The LM stages this program has on, in stage order.
+
+        Returns:
+            Their names (routes by `ProgramConfig.stage_lm`): ``condense``, ``rewrite``, ``rerank``, ``generate``,
+            ``judge``.
+        """
         return lm_stages(self.config, self.kinds)
 
     def stages(self) -> dict[str, Any]:
-        """Each stage as an answer shows it (`PipelineStage.describe`), by name; stages that show nothing left out."""
+        """Each stage as an answer shows it (`PipelineStage.describe`); stages that show nothing left out.
+
+        Returns:
+            The stages' descriptions, by name, in stage order.
+        """
         return {s.name: d for s in self.stage_list if (d := s.describe()) is not None}
 
     # -- the artifact -------------------------------------------------------------------------------------
     def save(self, path: str | Path, **_: Any) -> Path:
-        """Write the artifact (`declrag.pipeline.saved.write_artifact`): ``program.json`` and ``dspy_state.json``
-        (each predictor's instructions and demos, as DSPy saves them; no pickle). The artifact names its stages, in
-        order: it loads with them whatever the default list has become."""
+        """Write the artifact (`declrag.pipeline.saved.write_artifact`): ``program.json`` (settings, prompts, versions,
+        store reference, stages by name) and ``dspy_state.json`` (each predictor's instructions and demos, as DSPy saves
+        them; no pickle). It loads with its stages whatever the default list has become.
+
+        Args:
+            path: the folder, made if needed.
+
+        Returns:
+            The folder.
+        """
         g = self.generate
         return write_artifact(Path(path), self.config, getattr(self, "embedder_provenance", None), self.store_uri,
                               self.specs, {"k": g.knn_k, "pool": g.knn_pool} if g.knn_pool else None,
                               lambda where: super(RAGProgram, self).save(where), [k.name for k in self.kinds])
-
-
-def load(path: str | Path, store: Store | str | Path | None = None, model: str | None = None,
-         embedder: Embedder | None = None, mode: str | None = None) -> RAGProgram:
-    """The program saved at ``path``: a program folder (with program.json) or a run folder that `declrag compile`
-    wrote (``runs/NAME``: its ``best`` program), as the CLI accepts them. Warns when library versions differ from
-    the ones it was saved with; refuses a store whose ingest settings differ. ``model`` reroutes every LM call
-    (like --model); ``mode`` sets ``generate.mode`` (like --answer-mode). The program has the stages it was saved
-    with (the artifact's ``stages``; one saved before stages were recorded: today's `STAGES`); a stage whose module
-    is not imported is a `DeclragError` saying so."""
-    folder, meta, config, specs = read_saved(path)
-    now = versions()
-    drift = {k: (v, now.get(k)) for k, v in meta.get("versions", {}).items() if now.get(k) != v and k != "python"}
-    if drift:
-        warnings.warn(f"{folder} was saved with other library versions: " + ", ".join(
-            f"{k} {a} (now {b})" for k, (a, b) in sorted(drift.items())), stacklevel=2)
-    if model:
-        config = with_model(config, model)
-    if mode:
-        config = with_mode(config, mode)
-    config = with_packed_embedder(config, folder)
-    saved = meta.get("store") or {}
-    try:
-        kinds = resolved(meta.get("stages"))
-    except (KeyError, ValueError) as e:
-        raise DeclragError(f"{folder}: its stages cannot be made: {str(e).strip(chr(34) + chr(39))}",
-                           hint="import the module that defines the stage before loading, or re-create the "
-                                "program with declrag compile") from None
-    prog = RAGProgram(config, store=store if store is not None else saved.get("uri", saved.get("path")),
-                      embedder=embedder, specs=specs, stages=kinds)
-    prog.load(str(folder / "dspy_state.json"))
-    if meta.get("knn"):
-        prog.generate.set_knn_pool(meta["knn"]["pool"], meta["knn"]["k"])
-    return prog
-
-
-def default_program(store: Store | str | Path | None = None, model: str | None = None) -> RAGProgram:
-    """The naive baseline: fixed chunks, hybrid alpha 0.5, k 5, no rewrite, no rerank, the plain prompt,
-    self-judge off, on the local model (or ``model``), over the store's own ingest settings; on the local model it
-    answers in `LOCAL_DEFAULT_MODE` (`default_config`)."""
-    meta = read_meta(store) if isinstance(store, (str, Path)) else None
-    return RAGProgram(default_config(ProgramConfig(ingest=meta.ingest) if meta else None, model), store=store)
-
-
-__all__ = ["LOCAL_DEFAULT_MODE", "Answer", "RAGProgram", "default_config", "default_program", "load", "read_config",
-           "saved_config", "with_model"]
