@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,12 +42,10 @@ def index(
     """Index files/folders and golden-set corpora (by name or path) into ``store``.
 
     Args:
-        paths: files and folders (read recursively); a path that does not exist stops the run before anything is
-            written.
+        paths: files and folders (read recursively); a missing one stops the run before anything is written.
         datasets: golden sets whose corpora are indexed too, by name (``scifact``) or path.
         store: a folder (the embedded store) or a URI (``weaviate://host:port/Collection``); None: the default store.
-        ingest: how documents become chunks and vectors; None: the store's own settings, or the defaults for a new
-            store.
+        ingest: how documents become chunks and vectors; None: the store's own, or the defaults for a new store.
         metric: the vector metric of a new store (``cosine``, ``dot``, ``l2``); None: cosine.
         prune: remove from the store the documents of these sources that are gone.
         rebuild: build the store anew from these sources: a folder is built beside the old one and swapped in only
@@ -85,19 +83,9 @@ def index(
             readers = replace(readers, kept={**{d: r.readers for d, r in st.documents().items() if r.readers},
                                              **readers.kept})
     if old_meta is not None and (folder := local_folder(target)) is not None:  # built beside it, then swapped in
-        tmp = folder.with_name(folder.name + ".rebuild")
-        shutil.rmtree(tmp, ignore_errors=True)
-        report = index(paths, datasets, tmp, ingest or old_meta.ingest, metric, prune, False, progress, embedder,
-                       ray, ray_actors, ocr, pdf_reader, readers)
-        if report.nothing:  # every source skipped: the store is kept, not replaced by an empty one
-            shutil.rmtree(tmp, ignore_errors=True)
-            return report
-        old = folder.with_name(folder.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(folder, old)
-        os.replace(tmp, folder)
-        shutil.rmtree(old, ignore_errors=True)
-        return report
+        return _swapped_in(folder, lambda tmp: index(paths, datasets, tmp, ingest or old_meta.ingest, metric, prune,
+                                                     False, progress, embedder, ray, ray_actors, ocr, pdf_reader,
+                                                     readers))
     if old_meta is not None:  # a server's collection cannot be renamed: emptied and refilled
         with connect(target) as st:
             st.drop()
@@ -114,6 +102,23 @@ def index(
                 report.add(indexer.index_documents(load_golden(name).documents))
         if report.indexed or report.deleted:
             st.optimize()
+    return report
+
+
+def _swapped_in(folder: Path, build: Callable[[Path], IndexReport]) -> IndexReport:
+    """A store rebuilt beside ``folder`` (``build`` indexes into the folder it is given), then swapped in; when every
+    source was skipped the store is kept, not replaced by an empty one."""
+    tmp = folder.with_name(folder.name + ".rebuild")
+    shutil.rmtree(tmp, ignore_errors=True)
+    report = build(tmp)
+    if report.nothing:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return report
+    old = folder.with_name(folder.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    os.replace(folder, old)
+    os.replace(tmp, folder)
+    shutil.rmtree(old, ignore_errors=True)
     return report
 
 
