@@ -20,8 +20,11 @@ CHECKED = {
     "declrag.api": ["index", "load_documents", "search"],
     "declrag.pipeline.program": ["RAGProgram", "load", "default_program"],
     "declrag.pipeline.stage_list": ["resolved", "needed_specs", "variant_specs", "lm_stages"],
+    "declrag.stores.opening": ["connect", "read_meta", "open_store"],
+    "declrag.golden.loading": ["load_golden"],
+    "declrag.metrics.retrieval": ["register_at_k", "is_retrieval"],
+    "declrag.config._program": ["register_section"],
 }
-SKIPPED_PARAMS = {"self", "cls"}
 
 
 def _functions() -> list[tuple[str, griffe.Function]]:
@@ -48,8 +51,8 @@ def _sections(obj) -> dict[str, list]:
 
 def _params(obj) -> list[str]:
     fn = obj.members["__init__"] if obj.is_class else obj
-    return [p.name for p in fn.parameters if p.name not in SKIPPED_PARAMS and p.kind.value not in
-            ("variadic positional", "variadic keyword")]
+    params = list(fn.parameters)[1:] if fn.parent is not None and fn.parent.is_class else list(fn.parameters)
+    return [p.name for p in params if p.kind.value not in ("variadic positional", "variadic keyword")]
 
 
 def _raises_declrag(obj) -> bool:

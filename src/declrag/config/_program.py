@@ -171,8 +171,15 @@ SECTIONS: dict[str, type[Strict]] = {}
 
 
 def register_section(name: str, cls: type[Strict]) -> None:
-    """Let `ProgramConfig` read the section ``name`` as ``cls`` (a stage's own settings); `ValueError` when a field
-    of the program already has that name."""
+    """Let `ProgramConfig` read a section of a stage's own settings (`declrag.pipeline.stage_list`).
+
+    Args:
+        name: the section's key in a program config (``drop``: ``{drop: {min_score: 0.2}}``).
+        cls: the settings' class (a `Strict` model; its defaults are the section's when a config leaves it out).
+
+    Raises:
+        ValueError: a field of the program already has that name.
+    """
     if name in ProgramConfig.model_fields:
         raise ValueError(f"{name!r} is already a section of ProgramConfig")
     SECTIONS[name] = cls

@@ -130,8 +130,21 @@ def find_spec(name: str) -> DatasetSpec:
 
 
 def load_golden(name_or_path: str | os.PathLike[str], *, split: str | None = None) -> GoldenSet:
-    """Load a golden set by registered name, YAML declaration, path or ``hf:<id>`` (format detected for
-    paths). ``split`` limits the examples; documents are always the full corpus."""
+    """A golden set: its corpus and its questions with their gold answers and judgements.
+
+    Args:
+        name_or_path: a registered name (``scifact``: ``datasets/*.yaml``), a YAML declaration, a file or folder in a
+            known format (detected: SQuAD JSON, BEIR, JSONL, MTRAG, CMU QA, a saved Hugging Face dataset), or
+            ``hf:<id>``.
+        split: keep the examples of this split only; the documents are always the whole corpus.
+
+    Returns:
+        The set.
+
+    Raises:
+        DeclragError: an unknown name, a path that does not exist, a format that cannot be told, a file that cannot be
+            read.
+    """
     name_or_path = os.fspath(name_or_path)
     if name_or_path.startswith("hf:"):
         return _load(DatasetSpec(name=name_or_path[3:], format="hf", hf=HFSpec(id=name_or_path[3:])), split)

@@ -53,17 +53,30 @@ AT_K: dict[str, AtK] = {"hit": hit_at_k, "recall": recall_at_k, "precision": pre
 
 def register_at_k(kind: str, fn: AtK) -> None:
     """Make ``kind@k`` a retrieval metric at every depth k, registered once and known everywhere a metric is named:
-    `declrag eval --metrics`, compile's objectives, retrieval-first scoring (`is_retrieval`) and the passages'
-    scoring over gold spans (`declrag.metrics.passages`). ``fn(ranked document ids, gold grades by id, k)``.
-    `ValueError` when ``kind`` is not a plain name or is taken."""
+    `declrag eval --metrics`, compile's objectives, retrieval-first scoring (`is_retrieval`) and the passages' scoring
+    over gold spans (`declrag.metrics.passages`).
+
+    Args:
+        kind: the metric's name before ``@`` (a plain name, not taken).
+        fn: ``fn(ranked document ids, gold grades by id, k) -> float``.
+
+    Raises:
+        ValueError: ``kind`` is not a plain name, or is taken.
+    """
     if not kind.isidentifier() or kind in AT_K:
         raise ValueError(f"{kind!r} is not a free retrieval metric name (taken: {', '.join(AT_K)})")
     AT_K[kind] = fn
 
 
 def is_retrieval(name: str) -> bool:
-    """Whether the metric ``name`` scores retrieval alone (``kind@k`` of a kind in `AT_K`, at a depth or a context
-    budget: ``ndcg@10``, ``ndcg@5000c``): what compile's retrieval-first scoring runs without the LM."""
+    """Whether a metric scores retrieval alone: what compile's retrieval-first scoring runs without the LM.
+
+    Args:
+        name: a metric's name (``ndcg@10``, ``ndcg@5000c``, ``sia``).
+
+    Returns:
+        True for ``kind@...`` of a kind in `AT_K`, at a depth or a context budget.
+    """
     kind, at, _ = name.partition("@")
     return bool(at) and kind in AT_K
 

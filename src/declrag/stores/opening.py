@@ -55,21 +55,54 @@ def local_folder(where: str | Path) -> Path | None:
 
 
 def connect(where: str | Path) -> Store:
-    """The store named by ``where``, connected but not created or checked (see `open_store`)."""
+    """The store named by ``where``, connected but not created or checked (see `open_store`).
+
+    Args:
+        where: a folder (the embedded store) or a URI whose scheme names a backend (`declrag.stores.backends.backends`).
+
+    Returns:
+        The store handle (close it, or use it as a context manager).
+
+    Raises:
+        DeclragError: no backend for the URI's scheme, or one that cannot be loaded.
+    """
     uri = store_uri(where)
     return _backend(uri).from_uri(uri)
 
 
 def read_meta(where: str | Path) -> StoreMeta | None:
-    """What the store at ``where`` was built with; None when there is no store there."""
+    """What the store at ``where`` was built with.
+
+    Args:
+        where: a folder or a URI, as `connect` takes it.
+
+    Returns:
+        Its settings (ingest, metric, backend, format); None when there is no store there.
+
+    Raises:
+        DeclragError: no backend for the URI, or a server that cannot be reached.
+    """
     with connect(where) as store:
         return store.read_meta()
 
 
 def open_store(where: str | Path, ingest: IngestConfig | None = None, metric: Metric | None = None,
                create: bool = True) -> tuple[Store, StoreMeta]:
-    """Open the store named by ``where`` (creating it when ``create``), checking that ``ingest`` matches what
-    it was built with. Returns the store and its metadata."""
+    """Open the store named by ``where``, checking that it was built with ``ingest``.
+
+    Args:
+        where: a folder or a URI, as `connect` takes it.
+        ingest: the ingest settings the caller searches with; None: whatever the store was built with.
+        metric: the vector metric; None: the store's (a new store: cosine).
+        create: make the store when there is none (with ``ingest`` and ``metric``).
+
+    Returns:
+        The store and its settings.
+
+    Raises:
+        DeclragError: no store there (and ``create`` false), a store built with other ingest settings or another metric,
+            a server that cannot be reached.
+    """
     uri = store_uri(where)
     store = connect(uri)
     try:
