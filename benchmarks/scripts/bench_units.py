@@ -8,7 +8,7 @@ import argparse
 
 import numpy as np
 
-from declrag.api import corpus_store
+from declrag.ingest.corpus import corpus_store
 from declrag.config import ChunkerConfig, IngestConfig
 from declrag.embed.embedder import Embedder
 from declrag.golden import load_golden

@@ -134,7 +134,8 @@ def test_a_document_with_no_title_no_headings_and_a_telling_nothing_name_gets_an
 
 
 def test_the_context_setting_is_part_of_an_index_address_and_none_keeps_the_address_it_had():
-    from declrag.config import CHUNKING_VERSION, content_hash
+    from declrag.config import CHUNKING_VERSION
+    from declrag.types import content_hash
 
     before = content_hash(json.dumps({"chunker": ChunkerConfig().model_dump(), "chunking_version": CHUNKING_VERSION,
                                       "embedder": IngestConfig().embedder.identity()}, sort_keys=True))
