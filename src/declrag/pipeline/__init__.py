@@ -1,1 +1,2 @@
-"""The RAG program and its stages."""
+"""The RAG program (`program`), the ordered list of its stages (`stage_list`), the stages (`stages`) and a saved
+program's artifact (`saved`)."""

@@ -1,17 +1,17 @@
-"""The RAG program's stages, one to a file, each a `PipelineStage` over one `State`: the history's search question
-(`history`), rewrite, retrieve, rerank, select, generate with citations, and the self-judge. Their order is
-`declrag.pipeline.stage_list.STAGES`."""
+"""The RAG program's stages, each a `PipelineStage` over one `State` (a module, or a package when its code is more
+than one file): the history's search question (`history`), rewrite, retrieve, rerank, select, generate with
+citations, and the self-judge. Their order is `declrag.pipeline.stage_list.STAGES`."""
 
 from ._base import (
-           PHASES,
-           Building,
-           Phase,
-           PipelineStage,
-           embedding_time,
-           since_ms,
-           stage_class,
-           timed,
-           timing_embeddings,
+    PHASES,
+    Building,
+    Phase,
+    PipelineStage,
+    embedding_time,
+    since_ms,
+    stage_class,
+    timed,
+    timing_embeddings,
 )
 from ._judge import SelfJudge
 from ._rerank import Reranker
