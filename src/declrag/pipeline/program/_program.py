@@ -107,19 +107,16 @@ class RAGProgram(dspy.Module):
         self.embedder = embedder or Embedder(c.ingest.embedder)
         given = specs or {}  # a program saved before a prompt existed gets today's file for it
         self.specs = {**{k: spec(k) for k in needed_specs(kinds) if k not in given}, **given}
-        self._held: list[str] = []  # the stages' attributes, in order (a plain list is not a DSPy parameter path)
-        for kind in kinds:
-            held = kind.attribute or kind.name
-            if hasattr(type(self), held):
-                raise ValueError(f"stage {kind.name!r} would hide RAGProgram.{held}: give it another name")
-            setattr(self, held, kind.build(self))
-            self._held.append(held)
+        for kind in kinds:  # each stage an attribute (its predictors' keys in dspy_state.json), in `kinds`' order
+            if hasattr(type(self), _held(kind)):
+                raise ValueError(f"stage {kind.name!r} would hide RAGProgram.{_held(kind)}: give it another name")
+            setattr(self, _held(kind), kind.build(self))
         self.explorer: Explorer | None = None  # `declrag serve --explore`: its rankers (`Explorer.of`)
 
     @property
     def stage_list(self) -> list[PipelineStage]:
         """The program's stages, in order."""
-        return [getattr(self, held) for held in self._held]
+        return [getattr(self, _held(kind)) for kind in self.kinds]
 
     def stage(self, name: str) -> PipelineStage:
         """The stage named ``name``.
@@ -384,14 +381,11 @@ class RAGProgram(dspy.Module):
         changed = {name for name in sections if cfg.section(name) != c.section(name)}
         other = copy.copy(self)
         other.config, other.explorer = cfg, None
-        for held, kind in zip(self._held, self.kinds):
+        for kind in self.kinds:
             if changed & set(kind.reads or (kind.section,)):
-                before = getattr(self, held)
-                setattr(other, held, rebuilt := kind.build(other))
-                if rebuilt.named_parameters():
-                    rebuilt.load_state(before.dump_state())
-                if isinstance(before, Generator) and before.knn_pool:
-                    rebuilt.set_knn_pool(before.knn_pool, before.knn_k)  # type: ignore[attr-defined]
+                setattr(other, _held(kind), rebuilt := kind.build(other))
+                if rebuilt.named_parameters():  # an LM stage's learned prompt (an LLM reranker's) kept
+                    rebuilt.load_state(getattr(self, _held(kind)).dump_state())
         return other
 
     @property
@@ -432,3 +426,8 @@ class RAGProgram(dspy.Module):
         return write_artifact(Path(path), self.config, getattr(self, "embedder_provenance", None), self.store_uri,
                               self.specs, {"k": g.knn_k, "pool": g.knn_pool} if g.knn_pool else None,
                               lambda where: super(RAGProgram, self).save(where), [k.name for k in self.kinds])
+
+
+def _held(kind: type[PipelineStage]) -> str:
+    """The program's attribute that holds a stage of ``kind`` (``kind.attribute``, else its name)."""
+    return kind.attribute or kind.name
