@@ -40,7 +40,7 @@ def filled_store(folder: Path, created: bool = False):
     at ``folder``: what most unit tests search. ``created``: with its metadata written, so the CLI can open it."""
     # imported here, not at the top: every test session loads this file, most never open a store
     from declrag.stores.base import StoreMeta
-    from declrag.stores.lancedb import LanceStore
+    from declrag.stores._lancedb import LanceStore
     from declrag.testing import HashEmbedder
     from declrag.testing.store_contract import corpus
 

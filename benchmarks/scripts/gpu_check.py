@@ -9,7 +9,7 @@ the 2-core CPU figures of the benchmark pages.
 2. Vectors: a seeded sample of the same chunks (``--sample``, 256) embedded on the device and on the CPU; the
    tolerance is a minimum cosine of 0.999. The index address: the ingest digest of a device config and of a CPU
    config are equal, and ``corpus_store`` with the CPU config finds the index the device built, embedding nothing.
-3. Fine-tuning: ``declrag.optimize.finetune.finetune_model`` on SciFact's train qrels (question -> the gold
+3. Fine-tuning: ``declrag.optimize._finetune.finetune_model`` on SciFact's train qrels (question -> the gold
    passage, one hard negative from the store's own candidates, as compile's fine-tune stage mines them; the CPU
    figure's setting), 40 steps of 32 at learning rate 5e-5, mini-batches of 4, seed 13, on the device: its time.
 
@@ -173,10 +173,10 @@ def address(docs: list, ingest, home: Path, built_uri: str) -> dict[str, Any]:
 
 
 def finetune(gs, store, emb, ingest, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """Rows from the train qrels (`declrag.optimize.finetune.training_rows` over a program on the device's store),
+    """Rows from the train qrels (`declrag.optimize._finetune.training_rows` over a program on the device's store),
     then `finetune_model` on the device, timed by it."""
     from declrag.config import ProgramConfig
-    from declrag.optimize.finetune import finetune_model, training_rows
+    from declrag.optimize._finetune import finetune_model, training_rows
     from declrag.pipeline.program import RAGProgram
 
     train = [e for e in gs.split("train") if e.gold][: args.questions]

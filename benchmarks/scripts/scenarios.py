@@ -357,7 +357,7 @@ def overlap_stats(examples: list[Any], texts: dict[str, str]) -> dict[str, Any]:
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     from declrag.text.keywords import STOPWORDS_EN, tokenize
-    from declrag.synth.generate import content_words
+    from declrag.synth._generate import content_words
 
     full_stop = STOPWORDS_EN | ENGLISH_STOP_WORDS
     a, b, c, words = [], [], [], []

@@ -40,7 +40,7 @@ def test_each_check_is_read_off_the_compiles_selection():
 
 
 def test_transfer_tries_each_single_change_and_says_which_writer_predicts_the_real_sign():
-    from declrag.optimize.space import read_space
+    from declrag.optimize._space import read_space
     from declrag_bench.transfer import _predicts, one_changes
 
     space = read_space("retrieval")

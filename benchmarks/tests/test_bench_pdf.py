@@ -10,7 +10,7 @@ import pytest
 from declrag_bench import pdf, typeset
 
 from declrag.ingest.loaders import read_file
-from declrag.ingest.running import page_starts
+from declrag.ingest._running import page_starts
 from declrag.text.reading import reading
 
 needs_latex = pytest.mark.skipif(

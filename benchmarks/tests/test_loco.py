@@ -63,7 +63,7 @@ def test_the_ceiling_scores_each_ranker_the_server_explored_with(tmp_path):
     compiles can ship more than the best of them."""
     from types import SimpleNamespace
 
-    from declrag.optimize.space import apply, read_space
+    from declrag.optimize._space import apply, read_space
     from declrag.pipeline.stages.select._explore import settings
     from declrag_bench.usage import _ceiling
 

@@ -82,7 +82,7 @@ class Chunk:
     parent_end: int | None = None
     section: str = ""
     header: str = ""
-    running: str = ""  # its running headers and footers, "start:end,..." in its text (`declrag.ingest.running`)
+    running: str = ""  # its running headers and footers, "start:end,..." in its text (`declrag.ingest._running`)
     language: str = ""  # its document's language, an ISO 639 code ("" not known: `declrag.text.languages.identify`)
     readers: tuple[str, ...] = ()  # the groups that may read its document (`check_readers`); () not labelled
 

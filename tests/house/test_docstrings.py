@@ -20,8 +20,8 @@ CHECKED = {
     "declrag.api": ["index", "load_documents", "search"],
     "declrag.pipeline.program": ["RAGProgram", "load", "default_program"],
     "declrag.pipeline.stage_list": ["resolved", "needed_specs", "variant_specs", "lm_stages"],
-    "declrag.stores.opening": ["connect", "read_meta", "open_store"],
-    "declrag.golden.loading": ["load_golden"],
+    "declrag.stores._opening": ["connect", "read_meta", "open_store"],
+    "declrag.golden._loading": ["load_golden"],
     "declrag.metrics.retrieval": ["register_at_k", "is_retrieval"],
     "declrag.config._program": ["register_section"],
 }

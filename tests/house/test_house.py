@@ -217,7 +217,7 @@ def test_the_layer_check_sees_an_upward_import(tmp_path):
 
 
 # the front ends that answer questions: every module of serve (HTTP, MCP) and the CLI's ask and serving commands
-FRONT_ENDS = ("declrag.serve", "declrag.cli.query", "declrag.cli.serving", "declrag.cli.mcp_serving")
+FRONT_ENDS = ("declrag.serve", "declrag.cli._query", "declrag.cli._serving", "declrag.cli._mcp_serving")
 # a program's calls (`declrag.answering.Program`, `RAGProgram`'s public methods); ``search`` only on these receivers
 PROGRAM_CALLS = {"warm_up", "search", "forward", "retrieve_only", "with_settings", "generating", "learned_from"}
 SEARCHERS = {"service", "api"}  # the answering service; `declrag.api.search` searches a store, not a program
@@ -259,12 +259,12 @@ def test_the_front_end_check_sees_a_program_called_directly(tmp_path):
     (pkg / "serve" / "mcp.py").write_text("from ..pipeline.program import RAGProgram\n"
                                           "def tool(program, service):\n    service.search('q')\n"
                                           "    return program.search('q')\n")
-    (pkg / "cli" / "query.py").write_text("from ..answering.selection import select_program\n"
+    (pkg / "cli" / "_query.py").write_text("from ..answering.selection import select_program\n"
                                           "def ask():\n    select_program().load().warm_up()\n")
     bad = front_ends_past_the_service(tmp_path)
     assert len(bad) == 3, bad
     assert bad[0].startswith("declrag.serve.mcp imports declrag.pipeline.program at ") and "serve/mcp.py:1" in bad[0]
-    assert "declrag.cli.query calls select_program().load().warm_up()" in bad[1]
+    assert "declrag.cli._query calls select_program().load().warm_up()" in bad[1]
     assert "declrag.serve.mcp calls program.search() at " in bad[2] and "serve/mcp.py:4" in bad[2]
 
 

@@ -41,7 +41,7 @@ os.environ["MY_APP_SETTING"] = "kept"
 USE = """
 from declrag.config import ProgramConfig
 from declrag.pipeline.program import RAGProgram
-from declrag.stores.lancedb import LanceStore
+from declrag.stores._lancedb import LanceStore
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import corpus
 
@@ -130,6 +130,6 @@ def test_importing_every_module_leaves_optuna_and_transformers_logging_as_the_ca
     r = subprocess.run([sys.executable, "-c", LEVELS], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads(r.stdout.strip().splitlines()[-1])
-    assert {"declrag.optimize.objective", "declrag.optimize.workers", "declrag.optimize.run"} <= set(s["imported"])
+    assert {"declrag.optimize._objective", "declrag.optimize._workers", "declrag.optimize._run"} <= set(s["imported"])
     assert s["first"]["optuna"] == 10 and s["first"]["transformers"] == 20  # DEBUG, INFO: the probe set them
     assert s["after"] == s["first"]

@@ -118,7 +118,7 @@ def test_losing_the_connected_node_fails_over_with_the_same_results(tmp_path, mo
         # answers as before (once its keyword index has taken what was written again: settle)
         back, _ = open_store(uri.replace("consistency=QUORUM", "consistency=ALL"), create=False)
         assert back.node == first
-        with caplog.at_level(logging.WARNING, logger="declrag.stores.weaviate.replicas"):
+        with caplog.at_level(logging.WARNING, logger="declrag.stores.weaviate._replicas"):
             check = back.verify()
         assert check.ok and check.expected == 35 and check.copies == {f"{h}:{p}": 35 for h, p, _ in t.nodes}, check
         # the new five came by replication (before verify looked, or while it waited: check.replicated), and
@@ -139,7 +139,7 @@ def test_only_a_node_that_does_not_answer_counts_as_down():
     import grpc
 
     from declrag.stores.weaviate.target import Unreachable
-    from declrag.stores.weaviate.wire import node_down
+    from declrag.stores.weaviate._wire import node_down
 
     class Rpc(grpc.RpcError):
         def __init__(self, code):

@@ -14,7 +14,7 @@ import pytest
 from declrag.errors import DeclragError
 from declrag.stores import Filter, child_uri, open_store
 from declrag.stores.weaviate import WeaviateStore
-from declrag.stores.weaviate.wire import filter_pb, translate
+from declrag.stores.weaviate._wire import filter_pb, translate
 from declrag.stores.weaviate.target import Target
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import corpus

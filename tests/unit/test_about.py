@@ -7,7 +7,7 @@ import importlib.metadata as md
 from typer.testing import CliRunner
 
 from declrag.runtime import about
-from declrag.cli.app import app
+from declrag.cli._app import app
 
 REQUIRES = ["dspy-ai>=3.0,<3.5", "litellm>=1.50,<1.111", 'uvicorn>=0.30; extra == "serve"', "numpy>=1.26",
             "pyyaml", 'uvloop>=0.19; sys_platform == "nosuchplatform"']

@@ -19,7 +19,7 @@ from declrag.config import LMConfig
 from declrag.embed.embedder import EmbeddingCache
 from declrag.lm import Meter, cache_sizes, make_lm, metering, use_cache_limits
 from declrag.lm.registry import LM_DISK_PAGE_CACHE
-from declrag.testing import standin
+from declrag.testing import _standin as standin
 
 
 @pytest.fixture
@@ -132,7 +132,7 @@ def test_metrics_report_every_cache_with_its_bound(limited, tmp_path):
     from declrag.config import ProgramConfig
     from declrag.pipeline.program import RAGProgram
     from declrag.serve import ServeSettings, create_app
-    from declrag.stores.lancedb import LanceStore
+    from declrag.stores._lancedb import LanceStore
     from declrag.testing import HashEmbedder, ScriptedLM
     from declrag.testing.store_contract import corpus
 

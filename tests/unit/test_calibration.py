@@ -1,4 +1,4 @@
-"""Cosines of any embedding model on the default model's scale (declrag.embed.calibration)."""
+"""Cosines of any embedding model on the default model's scale (declrag.embed._calibration)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from declrag.config import EmbedderConfig
-from declrag.embed.calibration import REFERENCE_ANCHORS, Calibration, identity, measure
+from declrag.embed._calibration import REFERENCE_ANCHORS, Calibration, identity, measure
 from declrag.embed.embedder import Embedder, EmbeddingCache
 
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from declrag.runtime import device
 from declrag.config import EmbedderConfig, IngestConfig
 from declrag.errors import DeclragError
-from declrag.optimize.finetune import mixed_precision
+from declrag.optimize._finetune import mixed_precision
 
 
 def expected_auto() -> str:

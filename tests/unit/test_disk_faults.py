@@ -164,7 +164,7 @@ def answer(monkeypatch):
 
     from declrag.config import LMConfig
     from declrag.lm import make_lm
-    from declrag.testing import standin
+    from declrag.testing import _standin as standin
 
     monkeypatch.setenv("OPENAI_API_KEY", "standin")
     server = ThreadingHTTPServer(("127.0.0.1", 0), standin.Handler)
@@ -180,7 +180,7 @@ def test_a_read_only_lm_cache_folder_leaves_the_memory_cache(tmp_path, lm_cache_
     import dspy
 
     from declrag.lm.registry import LM_DISK_FAULT
-    from declrag.testing import standin
+    from declrag.testing import _standin as standin
 
     src, view = tmp_path / "src", tmp_path / "view"
     src.mkdir()
@@ -201,7 +201,7 @@ def test_a_corrupt_lm_cache_file_is_a_miss_and_the_call_is_answered(tmp_path, lm
     import dspy
 
     from declrag.lm.registry import LM_DISK_FAULT
-    from declrag.testing import standin
+    from declrag.testing import _standin as standin
 
     lm_cache_at(tmp_path / "dspy")
     assert answer("first question") == [standin.ANSWER] and dspy.cache.enable_disk_cache

@@ -13,7 +13,7 @@ from declrag.evaluate.evaluation import EvalSpec, Evaluation, compare
 from declrag.golden import Example, GoldenSet, load_golden
 from declrag.lm import using_lm
 from declrag.pipeline.program import RAGProgram
-from declrag.stores.lancedb import LanceStore
+from declrag.stores._lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM
 from declrag.testing.store_contract import corpus
 

@@ -43,7 +43,7 @@ from declrag.lm import using_lm
 from declrag.pipeline.program import Answer, RAGProgram
 from declrag.serve import ServeSettings, create_app
 from declrag.stores.base import FILTER_FIELDS, INT_MAX, INT_MIN, LIST_FIELDS, Filter, StoreMeta
-from declrag.stores.lancedb import LanceStore
+from declrag.stores._lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM
 from declrag.testing.store_contract import corpus
 from declrag.types import Chunk, Document

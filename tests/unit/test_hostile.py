@@ -18,9 +18,9 @@ from declrag.errors import DeclragError
 from declrag.inputs import InputError, api_key_problem, user_text
 from declrag.pipeline.program import RAGProgram, read_config
 from declrag.serve import ServeSettings
-from declrag.serve.app import error_response
+from declrag.serve._app import error_response
 from declrag.stores.base import MAX_DEPTH, Filter
-from declrag.stores.snapshot import filter_arrow
+from declrag.stores._snapshot import filter_arrow
 from declrag.testing import HashEmbedder, ScriptedLM
 from declrag.testing.store_contract import corpus
 
@@ -76,7 +76,7 @@ def test_empty_in_and_nin_mean_nothing_and_everything_on_every_kind_of_read(stor
 
 
 def test_empty_lists_mean_the_same_on_weaviate():
-    from declrag.stores.weaviate.wire import translate
+    from declrag.stores.weaviate._wire import translate
 
     assert translate(Filter({"source": {"$in": []}})) is False and translate(Filter({"page": {"$nin": []}})) is True
     assert translate(Filter({"$or": [{"doc_id": {"$in": []}}, {"page": {"$nin": []}}]})) is True

@@ -12,7 +12,7 @@ from declrag.runtime import resources
 from declrag.cli import main
 from declrag.errors import DeclragError
 from declrag.golden import find_spec, known_datasets, load_golden
-from declrag.optimize.space import read_space
+from declrag.optimize._space import read_space
 from declrag.lm.prompts._signatures import spec
 
 ROOT = Path(__file__).resolve().parents[2]

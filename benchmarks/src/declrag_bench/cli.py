@@ -7,7 +7,7 @@ from typing import Annotated, get_args
 
 import typer
 
-from declrag.cli.common import config_from, out
+from declrag.cli._common import config_from, out
 from declrag.config import EmbedBackend
 from declrag.errors import DeclragError
 
@@ -52,7 +52,7 @@ def bench_embed(
     as_json: Annotated[Path | None, typer.Option("--json", help="also write the results as JSON here")] = None,
 ):
     """Chunks/s of each embedder backend (torch, onnx, onnx-int8) and the retrieval quality of each, in one run."""
-    from declrag.embed.onnx_backend import BACKENDS
+    from declrag.embed._onnx_backend import BACKENDS
 
     from .embed import print_report, run
 
@@ -276,7 +276,7 @@ def bench_answers(
     check_sets(dataset)
     if mode and "verified" in mode and "lm" not in mode:
         mode = ["lm", *mode]  # verified is measured against the lm arm's completions
-    from declrag.cli.common import config_from
+    from declrag.cli._common import config_from
     from declrag.config import EmbedderConfig
     embedding = config_from(EmbedderConfig, model=embedding_model, backend=embedding_backend)
     bench_out(run(dataset, n, model, mode, seed, embedding=embedding), print_report,

@@ -67,7 +67,7 @@ def _capped(space: str, max_dev: int, folder: Path) -> Path:
     through the cluster), written beside the runs."""
     import yaml
 
-    from declrag.optimize.space import read_space
+    from declrag.optimize._space import read_space
 
     sp = read_space(space).model_dump(mode="json", exclude_none=True)
     sp["split"]["max_dev"] = min(max_dev, sp["split"].get("max_dev") or max_dev)
@@ -138,7 +138,7 @@ class _Repairs(logging.Handler):
     """Keeps what the store checks said: `declrag.ingest.corpus.checked` and `corpus_store` (nodes that did not answer,
     chunks written again, stores built again) and `verify` (repairs, waits for replication)."""
 
-    SOURCES = ("declrag.ingest.corpus", "declrag.stores.weaviate.replicas")
+    SOURCES = ("declrag.ingest.corpus", "declrag.stores.weaviate._replicas")
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from declrag.cli.common import out
+from declrag.cli._common import out
 from declrag.errors import DeclragError
 
 # the `declrag bench` group: `cli`, `rayindex_cli` and `usage_cli` register their commands on it

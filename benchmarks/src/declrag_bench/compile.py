@@ -17,11 +17,11 @@ from rich.table import Table
 
 from declrag.golden import load_golden
 from declrag.lm import use_lm_cache
-from declrag.optimize.budget import Budget, trial_counts
-from declrag.optimize.objective import Objective
-from declrag.optimize.space import grid, read_space
-from declrag.optimize.study import place
-from declrag.optimize.workers import Workers
+from declrag.optimize._budget import Budget, trial_counts
+from declrag.optimize._objective import Objective
+from declrag.optimize._space import grid, read_space
+from declrag.optimize._study import place
+from declrag.optimize._workers import Workers
 from declrag.runtime.process_memory import MemoryTracker, describe
 
 SPACE = "bench"  # optimizers/bench.yaml, found like every space (declrag.runtime.resources)
@@ -66,7 +66,7 @@ def run(dataset: str = "squad-v2.0", space: str | Path = SPACE, share: float = 0
         complete = [(t.value, t) for t in trials if t.state.name == "COMPLETE" and t.value is not None]
         best_value, best_search = max(complete, key=lambda vt: vt[0]) if complete else (None, None)
         if sp.finetune.enabled and best_search is not None:  # compile's last stage, on the search's best program
-            from declrag.optimize.finetune import finetune_stage
+            from declrag.optimize._finetune import finetune_stage
 
             with mem.stage("finetune"):
                 _, info = finetune_stage(s, s.program(best_search.params), tmp / "search", progress, mem)

@@ -24,8 +24,8 @@ from rich.table import Table
 from tqdm.auto import tqdm
 
 from declrag.config import ChunkerConfig, EmbedderConfig, IngestConfig
+from declrag.embed._onnx_backend import BACKENDS
 from declrag.embed.embedder import Embedder, EmbeddingCache
-from declrag.embed.onnx_backend import BACKENDS
 from declrag.golden import load_golden
 from declrag.ingest.chunkers import Chunker
 from declrag.metrics.stats import latency_ms

@@ -34,8 +34,8 @@ from declrag.ingest.indexer import Indexer
 from declrag.metrics.stats import mean_of, paired_difference
 from declrag.pipeline.program import RAGProgram
 from declrag.runtime.folders import cache_dir
+from declrag.stores._lancedb import LanceStore
 from declrag.stores.base import StoreMeta
-from declrag.stores.lancedb import LanceStore
 from declrag.text.normalize import squad_normalize, strip_citations
 
 from .answers import ARMS

@@ -32,9 +32,9 @@ from declrag.golden import Example, GoldenSet, load_golden
 from declrag.ingest.corpus import corpus_store
 from declrag.metrics.base import to_case
 from declrag.metrics.stats import mean_of, paired_difference
-from declrag.optimize.objective import weighted
-from declrag.optimize.prompts import Scorer, optimize_prompts
-from declrag.optimize.space import PromptOptimizer, Space
+from declrag.optimize._objective import weighted
+from declrag.optimize._prompts import Scorer, optimize_prompts
+from declrag.optimize._space import PromptOptimizer, Space
 from declrag.pipeline.program import RAGProgram
 from declrag.types import Document
 

@@ -32,7 +32,7 @@ from declrag.errors import DeclragError
 from declrag.metrics.stats import mean_of, paired_difference
 from declrag.pipeline.program import RAGProgram
 from declrag.runtime.folders import cache_dir
-from declrag.stores.lancedb import LanceStore
+from declrag.stores._lancedb import LanceStore
 
 from .rows import SCORES, answer_row, fresh_index
 

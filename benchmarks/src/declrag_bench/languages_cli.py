@@ -36,7 +36,7 @@ def bench_languages(
             raise DeclragError(f"unknown --language {lang!r}", hint=f"one of: {', '.join(LANGUAGES)}")
     if limit < 1:
         raise DeclragError(f"--limit {limit}: at least 1 question", hint="e.g. --limit 300")
-    from declrag.cli.common import config_from
+    from declrag.cli._common import config_from
     from declrag.config import EmbedderConfig
 
     embedding = config_from(EmbedderConfig, **({"model": model} if model else {}),

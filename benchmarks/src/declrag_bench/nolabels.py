@@ -2,7 +2,7 @@
 
 Per corpus (a golden set with real questions), as a new user would: `declrag synth` on the corpus alone (the default
 offline writer and size), `declrag compile --space retrieval` on that set (its shipped program chosen by
-`declrag.optimize.select`), and the same compile on the real questions' own train/dev cut. Then, on the real
+`declrag.optimize._select`), and the same compile on the real questions' own train/dev cut. Then, on the real
 questions:
 
 - the default program (the space's baseline), what the synthetic compile ships, and what the real compile ships,
@@ -37,7 +37,7 @@ from declrag.golden import Example, GoldenSet, load_golden
 from declrag.metrics.stats import paired_difference
 from declrag.runtime.folders import cache_dir
 from declrag.synth import synthesize
-from declrag.synth.generate import content_words
+from declrag.synth._generate import content_words
 
 from . import transfer
 from .synth import _capped, _ci, _real_test
@@ -90,8 +90,8 @@ def corpus(dataset: str, n: int, seed: int, trials: int, real_limit: int, space:
            ) -> dict[str, Any]:
     """The measurements above on one corpus."""
     from declrag.optimize import Budget, CompileOptions, compile, score
-    from declrag.optimize.objective import Objective
-    from declrag.optimize.space import read_space
+    from declrag.optimize._objective import Objective
+    from declrag.optimize._space import read_space
 
     t0 = time.perf_counter()
     gs: GoldenSet = load_golden(dataset)

@@ -38,7 +38,7 @@ from declrag.ingest.loaders import read_file
 from declrag.metrics.stats import mean_of, paired_difference
 from declrag.pipeline.program import RAGProgram
 from declrag.runtime.folders import cache_dir
-from declrag.stores.lancedb import LanceStore
+from declrag.stores._lancedb import LanceStore
 
 from . import typeset
 from .rows import SCORES, answer_row, flat, fresh_index

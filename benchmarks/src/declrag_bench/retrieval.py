@@ -420,7 +420,7 @@ def _client_search(st, mode: str, query: str, vector, k: int, alpha: float, fusi
     arm of the breakdown."""
     from weaviate.classes.query import HybridFusion, MetadataQuery
 
-    from declrag.stores.weaviate.wire import chunk_of, chunk_properties
+    from declrag.stores.weaviate._wire import chunk_of, chunk_properties
 
     coll, props = st.collection(st.name), chunk_properties(st.layout)
     query, field = st.layout.query(query), st.layout.keyword  # sent as the store sends it

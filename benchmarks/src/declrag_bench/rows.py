@@ -13,8 +13,8 @@ from declrag.config import IngestConfig
 from declrag.embed.embedder import Embedder
 from declrag.ingest.indexer import Indexer, IndexReport
 from declrag.pipeline.program import RAGProgram
+from declrag.stores._lancedb import LanceStore
 from declrag.stores.base import StoreMeta
-from declrag.stores.lancedb import LanceStore
 from declrag.text.normalize import squad_normalize, strip_citations
 from declrag.text.reading import reading
 

@@ -12,7 +12,7 @@ says how well the real documents still surface among a million topical look-alik
 would score. The real questions (SciFact test claims, and SQuAD v1.1 questions) keep their real gold documents.
 
 Each store is written once per size (and reused by later runs): reported are the write time, the first search's
-time (building, or loading when saved before, the BM25 index and, from `declrag.stores.ann.ANN_ROWS` chunks up,
+time (building, or loading when saved before, the BM25 index and, from `declrag.stores._ann.ANN_ROWS` chunks up,
 the vector index) and the peak memory of each; then
 p50/p95 of keyword, vector and hybrid search with the query vectors computed beforehand (the query embedding's
 own latency is reported beside), recall@10 of the vector leg against the exact scan, and nDCG@10 of the real

@@ -18,7 +18,7 @@ def _serve_main(argv: list[str] | None = None) -> None:
     import uvicorn
 
     from declrag.serve import ServeSettings
-    from declrag.serve.processes import run as run_processes
+    from declrag.serve._processes import run as run_processes
     from declrag.usage import RecordSettings
 
     p = argparse.ArgumentParser()
@@ -45,7 +45,7 @@ def _serve_main(argv: list[str] | None = None) -> None:
 def _process_app() -> Any:
     """One server process of the benchmark's ``--processes`` server."""
     from declrag.serve import ServeSettings
-    from declrag.serve.processes import spec
+    from declrag.serve._processes import spec
 
     s = spec()
     return _bench_app(s, ServeSettings.model_validate(s["settings"]))

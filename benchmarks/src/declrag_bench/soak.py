@@ -1,6 +1,6 @@
 """`declrag bench soak`: does a server that runs for weeks stay within its memory and disk? A real `declrag
 serve` subprocess on loopback (the program over SQuAD v2.0's first paragraphs, real MiniLM query embeddings,
-its LM an instant OpenAI-compatible stand-in, `declrag.testing.standin`, so that the server is what is
+its LM an instant OpenAI-compatible stand-in, `declrag.testing._standin`, so that the server is what is
 measured; ``model="local/smollm2"`` runs the local model at its own pace instead) under ``clients`` keep-alive
 clients for ``duration_s`` seconds, with questions that never repeat: every question of SQuAD v1.1, v2.0 and
 SciFact (about 23,000), then seeded recombinations of two of them.
@@ -324,7 +324,7 @@ def run(duration_s: float = 1200.0, clients: int = 16, model: str | None = None,
     """The soak (see the module docstring); ``store`` (default: SQuAD v2.0's first ``n_docs`` paragraphs, indexed
     once) and ``questions`` (default: `load_questions`) are for tests; ``callers``: served to that many callers
     (0: behind one key)."""
-    from declrag.testing import standin
+    from declrag.testing import _standin as standin
 
     if store is None:
         from declrag.config import IngestConfig

@@ -15,7 +15,7 @@ asked for (``ict``, ``cloze``, ``keywords``, and ``inpars`` / ``lm`` on an LM ro
   matters (tau 0.157 seed-only vs 0.82-0.86 judged, Rahmani et al., SIGIR 2024); with the ``ablations`` arm, again
   with each filter switched off in turn. Per generator: questions kept, LM calls, usable questions per call,
   seconds per question.
-- **compile**: `optimizers/retrieval.yaml` is compiled on each synthetic set (`declrag.optimize.select` decides
+- **compile**: `optimizers/retrieval.yaml` is compiled on each synthetic set (`declrag.optimize._select` decides
   what ships) and once on the real set (same trial budget); the shipped programs and the default program
   are scored on the real held-out test split, with paired intervals.
 - **fine-tune**: `optimizers/retrieval-finetune.yaml` is compiled on the first generator's set alone (its train
@@ -48,7 +48,7 @@ from declrag.metrics.stats import paired_difference, tau_with_interval
 from declrag.pipeline.stages import Reranker
 from declrag.runtime.folders import cache_dir
 from declrag.synth import synthesize
-from declrag.synth.filters import FILTERS, QueryVectors, duplicate_share, grader_agreement, reason_filter
+from declrag.synth._filters import FILTERS, QueryVectors, duplicate_share, grader_agreement, reason_filter
 from declrag.types import content_hash
 
 CHUNK_SIZES = (256, 512)
@@ -226,7 +226,7 @@ def _capped(space: str, runs: Path, max_dev: int) -> str:
     that a large real set (SQuAD: 7,399 dev questions) costs each trial what the synthetic set's does."""
     import yaml
 
-    from declrag.optimize.space import read_space
+    from declrag.optimize._space import read_space
 
     sp = read_space(space)
     if sp.split.max_dev is not None and sp.split.max_dev <= max_dev:
@@ -240,8 +240,8 @@ def _capped(space: str, runs: Path, max_dev: int) -> str:
 def _real_test(golden: GoldenSet, space: str, runs: Path, progress: bool):
     """A compiler over the real set, for scoring programs on its held-out test split (the split its own compile
     holds out: the same seeded cut)."""
-    from declrag.optimize.objective import Objective
-    from declrag.optimize.space import read_space
+    from declrag.optimize._objective import Objective
+    from declrag.optimize._space import read_space
 
     comp = Objective(read_space(space), golden, runs / "scoring", progress=progress)
     return comp, comp.splits["test"]

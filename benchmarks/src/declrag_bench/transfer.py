@@ -16,8 +16,8 @@ import numpy as np
 
 from declrag.golden import Example
 from declrag.metrics.stats import paired_difference
-from declrag.optimize.select import ALPHA, held_out, lower_bound, writers_of
-from declrag.optimize.space import Param
+from declrag.optimize._select import ALPHA, held_out, lower_bound, writers_of
+from declrag.optimize._space import Param
 
 from .probes import STYLES as PROBES  # the style probes' writer names: not writers of the set
 from .probes import probe

@@ -205,7 +205,7 @@ def _ceiling(comp, base: dict[str, Any], records: list[dict[str, Any]], scored, 
              ) -> list[dict[str, Any]]:
     """Each ranker the server explored with, scored on the real test: what compile from usage can ship at best
     (it chooses among them), whatever its users rate."""
-    from declrag.optimize.usage import rankers
+    from declrag.optimize._usage import rankers
 
     record = next((r["explored"] for r in records if r.get("explored")), None)
     if record is None:

@@ -21,8 +21,8 @@ from typing import Any
 
 from declrag.errors import DeclragError
 from declrag.golden import load_golden
-from declrag.optimize.objective import Objective
-from declrag.optimize.space import grid, read_space
+from declrag.optimize._objective import Objective
+from declrag.optimize._space import grid, read_space
 
 from .servers import run_script
 

@@ -7,9 +7,9 @@ under the ``everyone`` policy, the unlabelled ones: `Access.scope` makes that a 
 store returns the caller's best passages, never someone else's.
 """
 
-from .callers import Access, AccessSettings, Callers
-from .keys import KeysFile
-from .principals import Principal, Unlabelled
-from .tokens import Refused, TokenVerifier
+from ._callers import Access, AccessSettings, Callers
+from ._keys import KeysFile
+from ._principals import Principal, Unlabelled
+from ._tokens import Refused, TokenVerifier
 
 __all__ = ["Access", "AccessSettings", "Callers", "KeysFile", "Principal", "Refused", "TokenVerifier", "Unlabelled"]

@@ -2,6 +2,6 @@
 errors; each command lives in the module named after its group of work (`access`, `data`, `query`, `quality`,
 `serving`, `mcp_serving`, `usage`), on the one Typer `app` (`app`)."""
 
-from .entry import app, main, usage_line
+from ._entry import app, main, usage_line
 
 __all__ = ["app", "main", "usage_line"]

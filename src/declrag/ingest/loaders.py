@@ -17,13 +17,13 @@ from typing import Any
 from declrag.types import Document
 
 from ..text.reading import visible
-from .files import LoadError, Read, Skipped, decode, short
+from ._files import LoadError, Read, Skipped, decode, short
+from ._html import load_html
+from ._pdf import PDF_READERS, PdfReaderName, load_pdf
+from ._records import load_jsonl
+from ._running import paged_spans
+from ._units import markdown_units
 from .headers import helpful_name, text_title
-from .html import load_html
-from .pdf import PDF_READERS, PdfReaderName, load_pdf
-from .records import load_jsonl
-from .running import paged_spans
-from .units import markdown_units
 
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".txt", ".md", ".markdown", ".pdf", ".html", ".htm", ".jsonl"})
 

@@ -1,6 +1,6 @@
 """Who may read each document, set when it is indexed (docs/guides/access.md).
 
-Three sources, the most specific first: a JSONL record's own ``readers`` field (`declrag.ingest.records`); the first
+Three sources, the most specific first: a JSONL record's own ``readers`` field (`declrag.ingest._records`); the first
 rule of a rules file (``declrag index DIR --readers-file rules.yaml``) whose pattern matches the document's file; the
 run's groups (``--readers hr,finance``). A document that none of them labels keeps the readers the store holds for it,
 so re-indexing a changed file never widens who may read it; a new one is unlabelled (the serving policy says who reads

@@ -13,10 +13,10 @@
 """
 
 from ..runtime.gguf import LOCAL_MODELS, LocalModelCrash, resolve_local
-from .local import LocalModels, LocalProvider, _cut_at_stop, local_backend, setup
+from ._local import LocalModels, LocalProvider, _cut_at_stop, local_backend, setup
+from ._routing import check_lm, is_small_local, lm_error, make_lm, provider_of
 from .metering import Meter, RoutedLM, StageUsage, meter_call, metering, override_lm, stage, using_lm
 from .registry import Registry, cache_sizes, registry, use_cache_limits, use_lm_cache
-from .routing import check_lm, is_small_local, lm_error, make_lm, provider_of
 
 __all__ = ["LOCAL_MODELS", "LocalModelCrash", "LocalModels", "LocalProvider", "Meter", "Registry", "RoutedLM",
            "StageUsage", "_cut_at_stop", "cache_sizes", "check_lm", "is_small_local", "local_backend", "lm_error",

@@ -15,9 +15,9 @@ import dspy
 from ..config import LMConfig
 from ..runtime.cache_limits import CacheLimits, current, set_current
 from ..runtime.folders import cache_dir
-from .local import local_models
+from ._local import local_models
+from ._routing import make_lm
 from .metering import RoutedLM
-from .routing import make_lm
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class Registry:
     embedder and cross-encoder are not here: they belong to the program (or indexer) that uses them."""
 
     def __init__(self) -> None:
-        self.local_models = local_models  # the models the ``local`` provider runs (`declrag.lm.local`)
+        self.local_models = local_models  # the models the ``local`` provider runs (`declrag.lm._local`)
         self._lms: dict[str, RoutedLM] = {}
         self._shared: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()

@@ -13,8 +13,8 @@ from functools import lru_cache
 import numpy as np
 
 from ..text.normalize import squad_normalize, strip_citations, token_f1, token_recall
+from ._embedding import shared_embedder
 from .base import Case, FnMetric, Score, register
-from .embedding import shared_embedder
 
 MATCH_THRESHOLD = 0.8  # token_match: the answer holds at least 80% of a reference's tokens
 

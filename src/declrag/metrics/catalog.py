@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from ..errors import DeclragError
 from . import answer, context, grounding  # noqa: F401  (they register the deterministic metrics)
+from ._judges import JUDGE_METRICS, make_judge_metric
 from .base import REGISTRY, FnMetric, Metric, Score
 from .budget import budget_scores, is_budget_metric
-from .judges import JUDGE_METRICS, make_judge_metric
 from .retrieval import is_retrieval
 
 

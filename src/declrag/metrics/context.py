@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from ..text.normalize import squad_normalize, squad_tokens, strip_citations
+from ._embedding import shared_embedder
 from .base import Case, FnMetric, Score, register
-from .embedding import shared_embedder
 from .grounding import faithfulness
 from .passages import answer_coverage, coverage, passage_scores, unit_of
 from .retrieval import RETRIEVAL_METRICS

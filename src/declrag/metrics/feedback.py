@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from ..pipeline.stages.generate import Finding, check, unsupported
 from ..text.normalize import squad_normalize, strip_citations, token_recall
+from ._embedding import shared_embedder
 from .base import Case
-from .embedding import shared_embedder
 
 LIMIT = 800  # characters of feedback at most
 QUOTE = 110  # characters of an answer sentence quoted at most

@@ -16,8 +16,8 @@ from functools import lru_cache
 
 from ..pipeline.stages.generate import check  # the verified mode's support rule, which faithfulness shares
 from ..text.normalize import Detail, detail_supported, details, norm_phrase, numbers, squad_normalize
+from ._embedding import shared_embedder
 from .base import Case, FnMetric, Score, register
-from .embedding import shared_embedder
 
 
 def sentence_support(case: Case) -> list[tuple[str, bool, float, float]]:

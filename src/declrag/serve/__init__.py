@@ -3,8 +3,8 @@ builds the FastAPI app (`create_app`) over `service`, which answers each request
 set (`ServeSettings`)."""
 
 from ..answering.selection import DEFAULT_NAME
-from .app import create_app
-from .server import record_beside, resolve, serve
-from .settings import ServeSettings
+from ._app import create_app
+from ._server import record_beside, resolve, serve
+from ._settings import ServeSettings
 
 __all__ = ["DEFAULT_NAME", "ServeSettings", "create_app", "record_beside", "resolve", "serve"]

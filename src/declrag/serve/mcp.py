@@ -33,8 +33,8 @@ from ..runtime.about import package_version
 from ..stores.base import FILTER_FIELDS
 from ..usage import Recorder, RecordSettings
 from ..usage.recorder import said
-from .http_server import Server, bearer_ok
-from .server import record_beside
+from ._http_server import Server, bearer_ok
+from ._server import record_beside
 
 MAX_K = 50
 Transport = Literal["stdio", "http"]

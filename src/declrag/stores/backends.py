@@ -11,8 +11,8 @@ from functools import cache
 #: backend is one row here and a class that implements `Store` and passes `declrag.testing.StoreContract`; a backend
 #: that lives outside declrag registers an entry point instead (`ENTRY_POINTS`, read by `backends`).
 BACKENDS: dict[str, tuple[str, str]] = {
-    "": ("lancedb", "lancedb:LanceStore"),  # a plain path
-    "file": ("lancedb", "lancedb:LanceStore"),
+    "": ("lancedb", "_lancedb:LanceStore"),  # a plain path
+    "file": ("lancedb", "_lancedb:LanceStore"),
     "weaviate": ("weaviate", "weaviate:WeaviateStore"),
     "weaviates": ("weaviate", "weaviate:WeaviateStore"),  # TLS
 }

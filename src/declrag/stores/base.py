@@ -40,7 +40,7 @@ class StoreMeta(Strict):
     """What a store was built with; written once, when the store is created, inside the store itself."""
 
     # 2: ingest has ``context`` (a store of format 1 was built without headers); 3: chunks leave their running headers
-    # and footers out of what is searched (`declrag.ingest.running`; Weaviate then BM25-searches ``searched`` always);
+    # and footers out of what is searched (`declrag.ingest._running`; Weaviate then BM25-searches ``searched`` always);
     # 4: what is searched and embedded is the text as a reader sees it (`declrag.text.reading`: hyphenation joined,
     # ligatures folded); a store of format 3 keeps the vectors it was embedded with, embeds its new chunks in the new
     # form, and its keyword index is built in the new form when the store next changes (an embedded store's);
@@ -408,7 +408,7 @@ class Store(Protocol):
         """The ``limit`` chunks nearest to ``vector`` among those that pass ``where``, best first, scored
         ``1 - distance`` under the store's metric (cosine: the cosine similarity). Exact, unless the store
         was created with an approximate index (Weaviate's ``?index=hnsw``) or ``ann`` asks for one (the
-        embedded store; by default from `declrag.stores.ann.ANN_ROWS` chunks up): then which chunks are found
+        embedded store; by default from `declrag.stores._ann.ANN_ROWS` chunks up): then which chunks are found
         is approximate, but every chunk found passes ``where`` and its score is exact. ``vector`` is one
         query embedding of the store's dimension; another dimension raises `DeclragError`."""
 

@@ -1,5 +1,5 @@
 """Test helpers shipped with declrag: a deterministic embedder and the store contract suite."""
 
-from .fakes import HashEmbedder, ScriptedLM, StreamingLM
+from ._fakes import HashEmbedder, ScriptedLM, StreamingLM
 
 __all__ = ["HashEmbedder", "ScriptedLM", "StreamingLM"]

@@ -20,7 +20,7 @@ from ..stores.fusion import fuse, object_uuid
 from ..text.keywords import STOPWORDS_EN, tokenize
 from ..text.stopwords import query_terms
 from ..types import Chunk, Document
-from .fakes import HashEmbedder
+from ._fakes import HashEmbedder
 
 TEXTS = {
     "paris": ["Paris is the capital of France.", "The Eiffel Tower stands in Paris.", "France borders Spain."],

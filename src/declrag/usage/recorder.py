@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .store import UsageStore, encode, shown
+from ._store import UsageStore, encode, shown
 
 log = logging.getLogger("declrag.usage")
 FLUSH_S = 1.0
@@ -30,7 +30,7 @@ RETAIN_EVERY_S = 60.0
 def row_of(payload: dict[str, Any], passages: Sequence[Any], *, route: str, program: str, version: str,
            question: str, where: dict | None, history: Sequence[Any], searched: bool = False,
            explored: dict[str, Any] | None = None, principal: Any = None) -> dict[str, Any]:
-    """The `declrag.usage.store.ANSWERS` row of one response ``payload`` (an answer's, or a search's with
+    """The `declrag.usage._store.ANSWERS` row of one response ``payload`` (an answer's, or a search's with
     ``searched``), from the passages (`declrag.types.Hit`) it was made from and the request's turns; ``explored``:
     the rankers an explored answer's passages were multileaved from (`declrag.pipeline.stages.select.Explorer.record`);
     ``principal``: who asked (a `declrag.access.Principal`; None: a server without callers). Each passage and
@@ -100,8 +100,8 @@ class Recorder:
         return shown(self.settings.target or "")
 
     def record(self, row: dict[str, Any]) -> None:
-        """Queue one answer's row (`declrag.usage.store.ANSWERS`'s fields); never blocks. It waits encoded
-        (`declrag.usage.store.encode`): up to a second of rows in the queue, as nested dicts and lists, made every
+        """Queue one answer's row (`declrag.usage._store.ANSWERS`'s fields); never blocks. It waits encoded
+        (`declrag.usage._store.encode`): up to a second of rows in the queue, as nested dicts and lists, made every
         garbage collection of the request threads look at them (-6% to -9% requests/s on JSON requests in `declrag
         bench serve --record off,on --rounds 8`, +0.4 ms of CPU a request)."""
         self._put(("answer", encode(row)))

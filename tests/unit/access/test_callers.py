@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
 
 from declrag.access import AccessSettings, Callers, KeysFile, Principal, Refused, TokenVerifier
-from declrag.access.keys import key_hash
-from declrag.access.principals import scope_filter
+from declrag.access._keys import key_hash
+from declrag.access._principals import scope_filter
 from declrag.config import ProgramConfig
 from declrag.errors import DeclragError
 from declrag.pipeline.program import RAGProgram

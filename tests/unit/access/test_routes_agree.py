@@ -86,6 +86,6 @@ def test_every_route_gives_a_caller_the_same_answer_and_citations(capsys, tmp_pa
     assert "--where: invalid filter" in err and "Traceback" not in err, err
     front_ends = {(call, module) for call, module in calls if module.startswith(("declrag.serve", "declrag.cli"))}
     assert not front_ends, f"front ends that call the program themselves: {front_ends}"
-    assert {(call, m) for call, m in calls if m == "declrag.answering.service"} == {
-        ("__call__", "declrag.answering.service"), ("search", "declrag.answering.service"),
-        ("warm_up", "declrag.answering.service")}, calls
+    assert {(call, m) for call, m in calls if m == "declrag.answering._service"} == {
+        ("__call__", "declrag.answering._service"), ("search", "declrag.answering._service"),
+        ("warm_up", "declrag.answering._service")}, calls

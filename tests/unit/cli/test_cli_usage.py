@@ -248,7 +248,7 @@ def test_flags_show_no_value_type_in_help():
 def test_a_table_printed_to_a_pipe_is_whole():
     """A log keeps every header and number: Rich lays tables out for 80 columns when there is no terminal, which cut
     `bench conversation`'s headers to "Follow-…"; printed to a pipe (no $COLUMNS) they are whole."""
-    code = ("from rich.table import Table\nfrom declrag.cli.common import out\n"
+    code = ("from rich.table import Table\nfrom declrag.cli._common import out\n"
             "t = Table()\n"
             "for i in range(8):\n    t.add_column(f'Follow-up turns, deterministic history query {i}')\n"
             "t.add_row(*[f'{0.123456 * i:.6f}' for i in range(8)])\nout.print(t)\n")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from declrag.golden import loading as golden
+from declrag.golden import _loading as golden
 from declrag.errors import DeclragError
 from declrag.golden import find_spec, known_datasets, load_golden
 

@@ -187,7 +187,7 @@ def test_records_jsonl_skips_records_not_the_file(tmp_path: Path):
 # ------------------------------------------------------------------------------------------ bad input
 def test_a_text_layer_of_unmapped_glyphs_is_read_as_a_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A PDF whose fonts have no Unicode map extracts replacement and private-use characters: not text."""
-    import declrag.ingest.pdf as pdf_module
+    import declrag.ingest._pdf as pdf_module
 
     assert pdf_module._garbled("\ufffd\ue001\ue002 " * 10) and not pdf_module._garbled("Plain words, and one \ufffd.")
     pdf = tmp_path / "odd.pdf"

@@ -8,7 +8,7 @@ from reportlab.pdfgen import canvas
 
 from declrag.config import ChunkerConfig
 from declrag.ingest.chunkers import Chunker
-from declrag.ingest.layout import headings, paragraphs, title_of
+from declrag.ingest._layout import headings, paragraphs, title_of
 from declrag.ingest.loaders import read_file
 from declrag.text.tokens import WordTokens
 

@@ -283,7 +283,7 @@ def test_unreadable_file_simulated(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_parser_crash_becomes_load_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    import declrag.ingest.records as records
+    import declrag.ingest._records as records
 
     p = tmp_path / "x.jsonl"
     p.write_text('{"text": "fine"}\n')

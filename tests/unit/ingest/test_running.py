@@ -10,7 +10,7 @@ from reportlab.pdfgen import canvas
 from declrag.config import IngestConfig
 from declrag.ingest.indexer import Indexer
 from declrag.ingest.loaders import load_file
-from declrag.ingest.running import page_starts, paged_spans, running_spans, spans_of, within
+from declrag.ingest._running import page_starts, paged_spans, running_spans, spans_of, within
 from declrag.stores import open_store
 from declrag.testing import HashEmbedder
 from declrag.types import Chunk, searched_text

@@ -84,8 +84,8 @@ def test_local_model_names_resolve_to_files():
 
 def test_the_registry_owns_the_process_wide_caches_and_clear_releases_them():
     from declrag.lm import registry
-    from declrag.metrics.embedding import shared_embedder
-    from declrag.metrics.judges import make_judge_metric
+    from declrag.metrics._embedding import shared_embedder
+    from declrag.metrics._judges import make_judge_metric
 
     registry.clear()
     emb = shared_embedder()

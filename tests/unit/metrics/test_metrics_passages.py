@@ -179,7 +179,7 @@ def test_a_retrieval_metric_registered_once_is_known_to_eval_compile_and_retriev
     objective), scored over the passages, and counts as retrieval for compile's retrieval-first scoring."""
     from declrag.metrics import retrieval
     from declrag.metrics.catalog import get_metrics
-    from declrag.optimize.space import Objective
+    from declrag.optimize._space import Objective
 
     monkeypatch.setattr(retrieval, "AT_K", dict(retrieval.AT_K))  # registered into a copy, put back after
     retrieval.register_at_k("first", lambda ranked, gold, k: float(bool(ranked[:k]) and gold.get(ranked[0], 0) > 0))

@@ -18,7 +18,7 @@ import pytest
 from declrag.errors import DeclragError
 from declrag.lm import using_lm
 from declrag.optimize import Budget, CompileOptions, compile
-from declrag.optimize.space import grid, read_space, sample
+from declrag.optimize._space import grid, read_space, sample
 from declrag.pipeline.program import load
 from declrag.testing import ScriptedLM
 
@@ -222,8 +222,8 @@ def test_resume_keeps_the_budgets_the_study_started_with(space, tmp_path):
 def test_a_trial_killed_in_flight_is_queued_again_once(space, tmp_path):
     from declrag.golden import load_golden
     from declrag.optimize import Objective, Workers
-    from declrag.optimize.study import retry_killed
-    from declrag.optimize.study import place
+    from declrag.optimize._study import retry_killed
+    from declrag.optimize._study import place
 
     workers = Workers(Objective(read_space(space), load_golden(str(GOLD)), tmp_path, progress=False), Budget())
 
@@ -295,7 +295,7 @@ def test_a_killed_compile_resumes_without_losing_or_rerunning_trials(space, tmp_
 
 
 def test_importances_count_each_program_once():
-    from declrag.optimize.report import importances
+    from declrag.optimize._report import importances
 
     def study(repeats: int) -> optuna.Study:
         st = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=1))
@@ -314,7 +314,7 @@ def test_importances_count_each_program_once():
 
 
 def test_a_good_retrieval_score_does_not_shield_a_weak_slice():
-    from declrag.optimize.budget import StepMedianPruner
+    from declrag.optimize._budget import StepMedianPruner
 
     st = optuna.create_study(direction="maximize", pruner=StepMedianPruner(n_startup_trials=2))
     st.add_trial(optuna.trial.create_trial(value=0.3))  # a repeat: complete, no intermediate values
@@ -367,7 +367,7 @@ def test_questions_without_answers_compile_on_the_shipped_triad_space(tmp_path):
     ("sampler: {name: grid}\nbase: {retrieve: {k: 2}}", 1, optuna.samplers.BruteForceSampler),
 ])
 def test_the_space_chooses_the_sampler_and_its_options(tmp_path, declared, objectives, expected):
-    from declrag.optimize.workers import sampler_and_pruner
+    from declrag.optimize._workers import sampler_and_pruner
 
     text = SPACE + declared + "\n"
     if objectives == 2:
@@ -417,7 +417,7 @@ def test_a_search_bounded_by_lm_calls_alone_ends_when_its_sampler_only_proposes_
     """Retrieval-first pruning costs no LM call, nor does a repeat: on a small space, a search that only an LM-call
     budget bounds sampled free trials for ever (the PostgreSQL two-worker test ran 1,480 of them; TPE found 44 of
     48 programs in 3,684 trials). It ends after `KNOWN_MAX` known programs in a row."""
-    from declrag.optimize.workers import KNOWN_MAX
+    from declrag.optimize._workers import KNOWN_MAX
 
     f = tmp_path / "space.yaml"
     f.write_text(SMALL_SPACE)
@@ -435,7 +435,7 @@ def test_retrieval_first_pruning_reads_retrieval_quality_not_the_characters_hand
     """The pruner's first step is the candidates' retrieval quality; the characters a program hands over are a
     cost beside it, and counted in the step they made the pruner keep the programs that hand over most."""
     from declrag.golden import load_golden
-    from declrag.optimize.objective import Objective
+    from declrag.optimize._objective import Objective
 
     comp = Objective(read_space(space), load_golden(str(GOLD)), tmp_path / "out", progress=False)
     reported: list[float] = []

@@ -15,11 +15,11 @@ from declrag.embed.embedder import folder_sha256
 from declrag.errors import DeclragError
 from declrag.golden import load_golden
 from declrag.ingest.corpus import corpus_store
-from declrag.optimize.budget import Budget
-from declrag.optimize.finetune import finetune_model, training_rows
+from declrag.optimize._budget import Budget
+from declrag.optimize._finetune import finetune_model, training_rows
 from declrag.optimize import CompileOptions, compile
-from declrag.optimize.space import Space, read_space
-from declrag.optimize.splits import split_examples, split_note
+from declrag.optimize._space import Space, read_space
+from declrag.optimize._splits import split_examples, split_note
 from declrag.pipeline.program import RAGProgram, load
 
 GOLD = Path(__file__).parents[2] / "data" / "tiny" / "gold.jsonl"
@@ -176,7 +176,7 @@ def test_a_set_without_gold_passages_skips_the_stage_and_says_why():
     from types import SimpleNamespace
 
     from declrag.golden import Example
-    from declrag.optimize.finetune import finetune_stage
+    from declrag.optimize._finetune import finetune_stage
 
     space = Space.model_validate({"name": "x", "params": {}, "finetune": {"enabled": True}})
     prog = SimpleNamespace(config=ProgramConfig())

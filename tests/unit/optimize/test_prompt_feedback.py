@@ -1,5 +1,5 @@
 """GEPA's feedback text (`declrag.metrics.feedback.findings`) and the GEPA metric of prompt optimization
-(`declrag.optimize.prompts.gepa_metric`): crafted answers whose faults the text must name."""
+(`declrag.optimize._prompts.gepa_metric`): crafted answers whose faults the text must name."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from declrag.errors import DeclragError
 from declrag.metrics.base import Case, Passage
 from declrag.metrics.feedback import LIMIT, NO_PROBLEMS, findings, lines
-from declrag.optimize import prompts
-from declrag.optimize.prompts import Scorer, gepa_metric, objective_metric
-from declrag.optimize.space import PromptOptimizer, Space
+from declrag.optimize import _prompts as prompts
+from declrag.optimize._prompts import Scorer, gepa_metric, objective_metric
+from declrag.optimize._space import PromptOptimizer, Space
 
 NORMANS = ("The Normans were the people who in the 10th and 11th centuries gave their name to Normandy, a region in "
            "France. They were descended from Norse raiders and pirates led by their leader Rollo.")

@@ -1,4 +1,4 @@
-"""What a compile ships (`declrag.optimize.select`): the leading candidates re-scored on held-out questions, a
+"""What a compile ships (`declrag.optimize._select`): the leading candidates re-scored on held-out questions, a
 rule that pays for having tried many, the writers' agreement, and the user's own questions deciding last."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import optuna
 import pytest
 
 from declrag.golden import Example, GoldenSet
-from declrag.optimize.select import (
+from declrag.optimize._select import (
     CHECK_MARGIN,
     held_out,
     judge,
@@ -139,7 +139,7 @@ def test_the_leading_candidates_are_distinct_programs_other_than_the_baseline():
 def test_a_set_too_small_to_judge_ships_the_baseline_and_says_how_many_questions_it_needs():
     """The README's old example: 40 questions, 22 held out, fewer than 20 per writer; the per-writer check was
     skipped, not failed, and a change shipped on 22 questions. Now nothing is re-scored and the baseline ships."""
-    from declrag.optimize.select import select
+    from declrag.optimize._select import select
 
     golden = GoldenSet(name="syn", documents=[], splits={
         "train": [_ex(i, "train", "ict") for i in range(18)],

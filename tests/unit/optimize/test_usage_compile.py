@@ -1,4 +1,4 @@
-"""`declrag compile --usage SOURCE` (`declrag.optimize.usage`, `declrag.optimize.select.by_usage`): a served program's
+"""`declrag compile --usage SOURCE` (`declrag.optimize._usage`, `declrag.optimize._select.by_usage`): a served program's
 rated questions become real gold, and they have the last word on what ships; bad sources get one clear line."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from declrag.cli import main
 from declrag.errors import DeclragError
 from declrag.golden import Example, GoldenSet
 from declrag.optimize import Budget, CompileOptions, compile
-from declrag.optimize.select import CHECK_MARGIN, DOCUMENT_MARGIN, select
-from declrag.optimize.space import apply, read_space
-from declrag.optimize.usage import DECIDES, usage_questions
+from declrag.optimize._select import CHECK_MARGIN, DOCUMENT_MARGIN, select
+from declrag.optimize._space import apply, read_space
+from declrag.optimize._usage import DECIDES, usage_questions
 from declrag.pipeline.stages.select._explore import settings
 from declrag.types import Document, GoldSpan
 from declrag.usage import UsageStore

@@ -17,8 +17,8 @@ from declrag.evaluate.evaluation import EvalSpec, Evaluation
 from declrag.golden import Example, GoldenSet, load_golden
 from declrag.inputs import InputError, Turn, turns
 from declrag.lm import using_lm
-from declrag.optimize.space import Space
-from declrag.optimize.splits import split_examples
+from declrag.optimize._space import Space
+from declrag.optimize._splits import split_examples
 from declrag.lm.prompts._adapters import PlainTextAdapter
 from declrag.pipeline.stages.history._conversation import expanded_query, mixed_vector, window
 from declrag.pipeline.program import RAGProgram, load

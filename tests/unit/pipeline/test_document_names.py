@@ -17,7 +17,7 @@ from declrag.pipeline.stages.retrieve._documents import DocumentIndex
 from declrag.pipeline.stages.generate._extract import extract, missing_details
 from declrag.pipeline.stages.generate._names import whole
 from declrag.pipeline.program import NEAREST_CITED, RAGProgram
-from declrag.serve.openai_compat import content
+from declrag.serve._openai_compat import content
 from declrag.stores import open_store
 from declrag.testing import HashEmbedder
 from declrag.types import Document

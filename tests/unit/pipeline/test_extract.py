@@ -26,7 +26,7 @@ from declrag.pipeline.stages.generate._extract import (
 from declrag.pipeline.stages.generate._kinds import answer_kind, holds_kind
 from declrag.pipeline.program import LOCAL_DEFAULT_MODE, RAGProgram, default_config
 from declrag.pipeline.stages.generate._streaming import Done, astream
-from declrag.stores.lancedb import LanceStore
+from declrag.stores._lancedb import LanceStore
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import corpus
 from tests.conftest import asked_plain_and_streamed
@@ -334,7 +334,7 @@ def test_a_wrong_mode_in_a_config_names_the_field(tmp_path, capsys):
 def test_compile_searches_the_modes_with_their_own_settings():
     import optuna
 
-    from declrag.optimize.space import apply, read_space, sample
+    from declrag.optimize._space import apply, read_space, sample
 
     space = read_space("default")
     assert space.params["generate_mode"].choices == ["lm", "extractive", "verified"]

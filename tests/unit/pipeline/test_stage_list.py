@@ -91,7 +91,7 @@ def test_a_stage_written_in_one_file_and_listed_once_runs_in_the_program_and_its
 
 
 def test_compiles_space_and_the_artifact_know_the_new_stage(toy, tmp_path, monkeypatch):
-    from declrag.optimize.space import apply, read_space
+    from declrag.optimize._space import apply, read_space
 
     store, scores = _scores(tmp_path)
     space = tmp_path / "space.yaml"

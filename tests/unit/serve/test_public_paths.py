@@ -18,7 +18,7 @@ from declrag.serve.mcp import build_server
 from declrag.payloads import PublicPaths
 from declrag.pipeline.program import RAGProgram
 from declrag.serve import ServeSettings, create_app
-from declrag.stores.lancedb import LanceStore
+from declrag.stores._lancedb import LanceStore
 from declrag.testing import HashEmbedder, ScriptedLM
 from declrag.testing.store_contract import corpus
 from tests.unit.serve.test_serve import client

@@ -793,7 +793,7 @@ def test_serve_runs_the_default_program_and_drains_on_sigterm(serve_process):
 
 
 def test_serve_stops_and_raises_when_the_program_cannot_load(monkeypatch):
-    import declrag.serve.server as serve_mod
+    import declrag.serve._server as serve_mod
 
     def broken():
         raise DeclragError("store /x was built with other ingest settings")
@@ -865,7 +865,7 @@ def test_json_responses_say_what_the_standard_encoder_says():
     from fastapi.responses import JSONResponse
 
     from declrag.payloads import plain
-    from declrag.serve.jsonenc import FastJSONResponse
+    from declrag.serve._jsonenc import FastJSONResponse
 
     bodies = [{"answer": "Rome è la capitale [1].", "citations": [{"n": 1, "score": 0.8123, "span": [0, 12]}],
                "judge": None, "abstained": False, "usage": {"total": {"cost_usd": 1.5e-05, "tokens_in": 10}}},

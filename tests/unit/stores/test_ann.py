@@ -10,9 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from declrag.config import AnnConfig, RetrieveConfig
-from declrag.stores.ann import nlist_for
+from declrag.stores._ann import nlist_for
 from declrag.stores.base import Filter
-from declrag.stores.lancedb import LanceStore
+from declrag.stores._lancedb import LanceStore
 from declrag.types import Chunk, Document
 
 N, DIM, CLUSTERS = 6000, 64, 40
@@ -104,7 +104,7 @@ def test_ann_settings_out_of_range_are_refused_by_name():
 
 def test_compile_can_search_the_embedder_backend_and_the_ann_settings(tmp_path):
     from declrag.errors import DeclragError
-    from declrag.optimize.space import apply, read_space
+    from declrag.optimize._space import apply, read_space
 
     space = tmp_path / "scale.yaml"
     space.write_text("""

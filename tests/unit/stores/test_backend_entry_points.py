@@ -15,7 +15,7 @@ from declrag.testing.store_contract import corpus
 BACKEND = '''
 from pathlib import Path
 
-from declrag.stores.lancedb import LanceStore
+from declrag.stores._lancedb import LanceStore
 
 
 class ShelfStore(LanceStore):

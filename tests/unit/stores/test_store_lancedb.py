@@ -15,7 +15,7 @@ import pytest
 from declrag.config import IngestConfig
 from declrag.errors import DeclragError
 from declrag.stores import open_store
-from declrag.stores.lancedb import LanceStore, vector_scores
+from declrag.stores._lancedb import LanceStore, vector_scores
 from declrag.testing import HashEmbedder
 from declrag.testing.store_contract import StoreContract, corpus
 
@@ -161,7 +161,7 @@ def test_keyword_index_is_saved_and_reused(tmp_path):
 
 def test_large_store_vector_search_matches_exact_search(tmp_path, monkeypatch):
     """Above EXACT_ROWS the float16 pre-selection is used; results equal an exact float32 scan."""
-    import declrag.stores.snapshot as mod
+    import declrag.stores._snapshot as mod
 
     monkeypatch.setattr(mod, "EXACT_ROWS", 100)
     rng = np.random.default_rng(0)
@@ -197,7 +197,7 @@ def test_a_store_of_another_embedder_backend_is_refused_and_the_message_says_whi
 
 def test_backends_come_from_one_table_and_local_folders_are_a_capability(tmp_path):
     from declrag.stores import local_folder
-    from declrag.stores.opening import _backend
+    from declrag.stores._opening import _backend
     from declrag.stores.backends import BACKENDS
     from declrag.stores.base import StoreMeta
     from declrag.stores.weaviate import WeaviateStore

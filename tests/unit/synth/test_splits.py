@@ -1,4 +1,4 @@
-"""How `declrag synth` splits its questions (`declrag.synth.splits`): a few long files by regions of each file, so
+"""How `declrag synth` splits its questions (`declrag.synth._splits`): a few long files by regions of each file, so
 every file is in train, dev and test and no two splits share or neighbour text; many documents by document, as
 before; a set too small to split, or a one-file corpus too small, is one clear error and writes nothing."""
 
@@ -16,7 +16,7 @@ import pytest
 
 from declrag.cli import main
 from declrag.synth import Candidate, split_by_document
-from declrag.synth.splits import GAP, MIN_QUESTIONS, REGION_DROP, by_regions, region_count, split, split_by_regions
+from declrag.synth._splits import GAP, MIN_QUESTIONS, REGION_DROP, by_regions, region_count, split, split_by_regions
 
 from tests.conftest import shared
 

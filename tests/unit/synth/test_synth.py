@@ -157,7 +157,7 @@ def _scripted(fail_every: int = 5, interrupt_after: int | None = None):
     import re as _re
 
     from declrag.text.keywords import STOPWORDS_EN
-    from declrag.testing.fakes import StreamingLM
+    from declrag.testing._fakes import StreamingLM
 
     calls = {"n": 0}
 
@@ -252,7 +252,7 @@ def test_an_lm_writes_typed_questions_with_checked_answers_and_a_killed_run_resu
 
 
 def test_question_cleaning_keeps_questions_and_drops_the_rest():
-    from declrag.synth.generate import answer_problem, clean_question
+    from declrag.synth._generate import answer_problem, clean_question
 
     assert clean_question("1. Question: Who were the Normans?") == "Who were the Normans?"
     assert clean_question('A question for it: "When did the war end?"') == "When did the war end?"
@@ -322,7 +322,7 @@ def test_a_model_that_never_writes_a_question_is_one_clear_error(tmp_path, folde
     from declrag.errors import DeclragError
     from declrag.lm import using_lm
     from declrag.synth import synthesize
-    from declrag.testing.fakes import StreamingLM
+    from declrag.testing._fakes import StreamingLM
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     with using_lm(StreamingLM("Sure, happy to help with that.")), pytest.raises(DeclragError) as e:
@@ -332,7 +332,7 @@ def test_a_model_that_never_writes_a_question_is_one_clear_error(tmp_path, folde
 
 
 def test_a_question_not_in_its_passages_language_is_caught():
-    from declrag.synth.filters import language_problem, script
+    from declrag.synth._filters import language_problem, script
 
     de = "Die Normannen waren ein Volk, das im 10. und 11. Jahrhundert der Normandie ihren Namen gab."
     ru = "Норманны дали своё имя Нормандии, региону во Франции, в X и XI веках."
@@ -347,7 +347,7 @@ def test_a_question_not_in_its_passages_language_is_caught():
 def test_duplicates_left_in_a_set_are_measured_below_the_filters_threshold():
     import numpy as np
 
-    from declrag.synth.filters import duplicate_share
+    from declrag.synth._filters import duplicate_share
 
     class Fixed:  # three directions: the second question nearly repeats the first (cosine 0.92)
         def embed_queries(self, texts):
@@ -364,7 +364,7 @@ def test_duplicates_left_in_a_set_are_measured_below_the_filters_threshold():
 def test_a_filter_switched_off_removes_nothing_and_the_set_says_so(tmp_path, folder, minilm, monkeypatch):
     from declrag.api import load_documents
     from declrag.errors import DeclragError
-    from declrag.synth import filters, synthesize
+    from declrag.synth import _filters as filters, synthesize
 
     monkeypatch.setattr(filters, "ROUND_TRIP_K", 1)  # on 45 documents the top 20 finds every source
     docs = load_documents([folder])[0]

@@ -13,9 +13,9 @@ import pytest
 from declrag.cli import main
 from declrag.golden import load_golden
 from declrag.text.sentences import sentence_spans
-from declrag.optimize.budget import Budget
-from declrag.synth.inpars import DEMOS, clean_query, prompt
-from declrag.synth.queries import GENERATORS, Salience, ict_queries, keyword_query
+from declrag.optimize._budget import Budget
+from declrag.synth._inpars import DEMOS, clean_query, prompt
+from declrag.synth._queries import GENERATORS, Salience, ict_queries, keyword_query
 from declrag.types import Chunk, Document
 
 from tests.conftest import shared
@@ -170,7 +170,7 @@ def test_inpars_on_a_base_model_writes_queries_from_its_passages(tmp_path, minil
 
 
 def test_a_mixed_set_is_half_inverse_cloze_half_keywords_over_one_copy():
-    from declrag.synth.queries import mixed_queries
+    from declrag.synth._queries import mixed_queries
 
     docs = _article(2)
     passages = _passages(docs)

@@ -118,8 +118,8 @@ def test_the_chinese_files_of_the_bug_report_are_found_and_answered(tmp_path: Pa
 
 
 def test_synthetic_writers_find_words_and_sentences_in_chinese_and_hindi():
-    from declrag.synth.generate import content_words
-    from declrag.synth.queries import _sentences
+    from declrag.synth._generate import content_words
+    from declrag.synth._queries import _sentences
 
     assert content_words("हिन्दी भारत की राजभाषा है") == ["हिन्दी", "भारत", "की", "राजभाषा", "है"]
     assert content_words("图书馆每天开门")[:2] == ["图书", "书馆"]  # a Chinese sentence has words to pick from
@@ -129,7 +129,7 @@ def test_synthetic_writers_find_words_and_sentences_in_chinese_and_hindi():
 
 def test_a_model_s_question_in_chinese_is_kept_and_its_writers_ask_for_the_passage_s_language():
     from declrag.lm.prompts._signatures import spec
-    from declrag.synth.generate import clean_question
+    from declrag.synth._generate import clean_question
 
     assert clean_question("Question: 游泳馆要求游客佩戴什么？") == "游泳馆要求游客佩戴什么？"  # a full-width mark
     assert clean_question("好吗？") is None  # too short, in any script

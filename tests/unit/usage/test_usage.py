@@ -329,7 +329,7 @@ def test_a_queued_row_waits_encoded_where_the_garbage_collector_stops_looking(tm
     store reads back what it was given."""
     import gc
 
-    from declrag.usage.store import encode
+    from declrag.usage._store import encode
 
     r = row(0, explored={"served": {"retrieve.alpha": 0.5}, "changes": []})
     waiting = ("answer", encode(r))

@@ -22,7 +22,7 @@ flushes its memtables (PERSISTENCE_MEMTABLES_FLUSH_DIRTY_AFTER_SECONDS, 60 s by 
 long after this handle's last write; compile, eval and the benchmarks call it before they measure.
 """
 
-from .store import WeaviateStore
+from ._store import WeaviateStore
 from .target import Target
 
 __all__ = ["Target", "WeaviateStore"]

@@ -93,7 +93,7 @@ class Generator(PipelineStage):
         assert self.embedder is not None  # set by `build`
         with embedding_time():
             sims = self.embedder.embed_documents([h.chunk.text for h in passages]) @ self.embedder.embed_query(query)
-        return float(np.max(self.embedder.calibrate(sims))) < threshold  # `declrag.embed.calibration`
+        return float(np.max(self.embedder.calibrate(sims))) < threshold  # `declrag.embed._calibration`
 
     def said(self, history: tuple[Any, ...]) -> str | None:
         """What this stage reads of the conversation: every system turn (an instruction that stays in force however
@@ -259,7 +259,7 @@ class Generator(PipelineStage):
         return v / (np.linalg.norm(v) or 1.0)
 
     def _calibrate(self) -> Any:
-        """The embedder's cosines onto the default model's scale (`declrag.embed.calibration`)."""
+        """The embedder's cosines onto the default model's scale (`declrag.embed._calibration`)."""
         assert self.embedder is not None  # set by RAGProgram
         return self.embedder.calibrate
 

@@ -10,7 +10,7 @@ that uses the same index (`neighbours`). Round after round, the rankers in a ran
 not yet taken, up to the served program's ``retrieve.k``; the passages are then ordered and merged as the program
 orders and merges its own. No ranker is favoured, so a passage a user rated helpful on such an answer is gold that
 every ranker had the same chance to find: `declrag compile --usage` scores the rankers on those questions
-(`declrag.optimize.select.by_usage`).
+(`declrag.optimize._select.by_usage`).
 
 What it costs: an explored question runs one retrieval per ranker (milliseconds each; no LM call more), and its
 users read a mix of the rankers' passages instead of the served program's own.
