@@ -124,7 +124,8 @@ def ask(
     if answer["abstained"] and (reason := answer["reason"]):
         out.print(reason[0].upper() + reason[1:] + ".", markup=False, highlight=False)
     for c in answer["citations"]:
-        where_ = (c["title"] or Path(c["source"]).name) + (f" p.{c['page']}" if c["page"] else "")
+        where_ = ((c["title"] or Path(c["source"]).name) + (f" p.{c['page']}" if c["page"] else "")
+                  + (f" › {c['section']}" if c.get("section") else ""))  # its sheet, slide, chapter or heading
         tag = " (attributed)" if c["attributed"] else " (nearest, for you to check)" if c.get("nearest") else ""
         quoted = " quotes " + ", ".join(f"{a}-{b}" for a, b in c["quotes"]) if c.get("quotes") else ""
         out.print(f"  [{c['n']}] {where_} {c['span'][0]}-{c['span'][1]}{tag}{quoted}: {c['snippet'][:160]}",

@@ -25,23 +25,26 @@ class LoadError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Skipped:
-    """A file (or path) that was not loaded, and why; or, with ``line`` or ``page``, one part of a file that was (a
-    JSONL record, a PDF page), the rest of the file read."""
+    """A file (or path) that was not loaded, and why; or, with ``line``, ``page`` or ``part``, one part of a file
+    that was (a JSONL record, a PDF page, a deck's hidden slide, a workbook's hidden sheet, an e-mail's attachment,
+    an archive's member), the rest of the file read."""
 
     path: str
     reason: str
     line: int | None = None  # a record: its line in the file (1-based)
-    page: int | None = None  # a page (1-based)
+    page: int | None = None  # a page or a slide (1-based)
+    part: str | None = None  # any other part, named: "sheet 'Q3'", "attachment 'a.bin'", "member 'b/c.docx'"
 
     @property
     def where(self) -> str:
-        """``path``, ``path:line`` or ``path page N``: what to print before the reason."""
-        return self.path + (f":{self.line}" if self.line else "") + (f" page {self.page}" if self.page else "")
+        """``path``, ``path:line``, ``path page N`` or ``path PART``: what to print before the reason."""
+        return (self.path + (f":{self.line}" if self.line else "") + (f" page {self.page}" if self.page else "")
+                + (f" {self.part}" if self.part else ""))
 
     @property
     def whole(self) -> bool:
-        """Whether the whole file was skipped (not one record or page of it)."""
-        return self.line is None and self.page is None
+        """Whether the whole file was skipped (not one record, page or part of it)."""
+        return self.line is None and self.page is None and self.part is None
 
 
 @dataclass(slots=True)

@@ -85,10 +85,11 @@ class _Frame:
     """An element being walked: its children left, whether it is inside ``<pre>``, how deep in tables, and (for a row
     or a table) the cells and rows that ended in it."""
 
-    __slots__ = ("children", "tag", "pre", "tables", "cells", "heads", "in_head", "rows", "at")
+    __slots__ = ("children", "tag", "pre", "tables", "cells", "heads", "in_head", "rows", "at", "cell")
 
-    def __init__(self, tag: Any, pre: bool, tables: int, in_head: bool, at: int = 0):
+    def __init__(self, tag: Any, pre: bool, tables: int, in_head: bool, at: int = 0, cell: bool = False):
         self.children, self.tag, self.pre, self.tables = iter(tag.children), tag, pre, tables
+        self.cell = cell  # inside a table's cell: its paragraphs (a word processor's <td><p>) are one line
         self.cells, self.heads, self.in_head, self.rows = 0, 0, in_head, 0
         self.at = at  # where its text starts in what is written (a heading's text is what it wrote)
 
@@ -113,10 +114,12 @@ class _Walk:
         nm = node.name
         if nm in _DROP or _hidden(node):
             return
-        if nm == "br":
-            self.put("\n")
-            return
-        if nm in _BLOCK or nm == "tr" and self.last != "\n":  # a row starts a line
+        in_cell = frame.cell and nm not in ("table", "tr", "td", "th")
+        if nm == "br" or in_cell and nm in _BLOCK:  # in a cell, a block or a break is a space
+            self.put("\n" if not frame.cell else "" if self.last in "\n |" else " ")
+            if nm == "br":
+                return
+        elif nm in _BLOCK or nm == "tr" and self.last != "\n":  # a row starts a line
             self.put("\n")
         tables = frame.tables + (nm == "table")
         if nm == "table" and tables == 1:
@@ -124,9 +127,9 @@ class _Walk:
         elif nm == "pre" and not frame.pre and not frame.tables:
             self.parts.append(_CODE_START)
         elif nm in ("td", "th"):
-            self.put(" | " if frame.cells else "" if self.last in "\n " else " ")
+            self.put(("| " if self.last == " " else " | ") if frame.cells else "" if self.last in "\n " else " ")
         self.stack.append(_Frame(node, frame.pre or nm == "pre", tables, frame.in_head or nm == "thead",
-                                 len(self.parts)))
+                                 len(self.parts), (frame.cell or nm in ("td", "th")) and nm != "table"))
 
     def close(self, frame: _Frame) -> None:
         tag = frame.tag
@@ -145,7 +148,7 @@ class _Walk:
             self.parts.append(_TABLE_END)
         elif tag.name == "pre" and not parent.pre and not frame.tables:
             self.parts.append(_CODE_END)
-        if tag.name in _BLOCK:
+        if tag.name in _BLOCK and not (frame.cell and tag.name != "table"):
             self.put("\n")
 
     def _row_ended(self, row: _Frame) -> None:

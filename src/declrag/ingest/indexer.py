@@ -76,7 +76,9 @@ class IndexReport:
         embed = f", {self.seconds['embed'] / total:.0%} of it embedding" if total and self.embedded else ""
         files = sum(s.whole for s in self.skipped)
         records, pages = sum(s.line is not None for s in self.skipped), sum(s.page is not None for s in self.skipped)
-        parts = ", ".join(f"{n} {what}{'s' * (n != 1)}" for n, what in ((records, "record"), (pages, "page")) if n)
+        others = sum(s.part is not None for s in self.skipped)
+        parts = ", ".join(f"{n} {what}{'s' * (n != 1)}" for n, what in ((records, "record"), (pages, "page"),
+                                                                        (others, "other part")) if n)
         gone = (f"; {len(self.gone)} file{'s' * (len(self.gone) != 1)} in the store no longer in the folder "
                 "(--prune removes them)") if self.gone else ""
         relabelled = f" ({self.relabelled} of them relabelled: new readers)" if self.relabelled else ""

@@ -1,34 +1,51 @@
-"""Turn files (text, markdown, PDF, HTML, JSONL) into ``Document``s.
+"""Turn files (text, Markdown, PDF, HTML, JSONL; Word, PowerPoint, Excel, OpenDocument, CSV/TSV; e-mail, EPUB and
+zip archives) into ``Document``s.
 
 ``iter_files`` expands files and folders into the files to load; ``read_file`` reads one file (its documents and the
 parts of it skipped), ``load_file`` its documents only; both raise ``LoadError`` (with a one-line ``reason``) for
-anything they cannot use, so callers can report and move on. Each format has its module: `pdf`, `html`, `records`
-(JSONL); plain text and Markdown are read here.
+anything they cannot use, so callers can report and move on. Each format has its module: `_pdf`, `_html`,
+`_records` (JSONL), `_office` (Word, PowerPoint, OpenDocument text), `_sheets` (workbooks, CSV), `_containers`
+(e-mail, EPUB, zip); plain text and Markdown are read here (`read_data` dispatches by suffix).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from declrag.types import Document
 
 from ..text.reading import visible
+from ._containers import load_eml, load_epub, load_zip, zip_container
 from ._files import LoadError, Read, Skipped, decode, short
 from ._html import load_html
+from ._odf import load_odp
+from ._office import load_docx, load_odt, load_pptx
 from ._pdf import PDF_READERS, PdfReaderName, load_pdf
 from ._records import load_jsonl
 from ._running import paged_spans
+from ._sheets import load_delimited, load_ods, load_xlsx
 from ._units import markdown_units
 from .headers import helpful_name, text_title
 
-SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".txt", ".md", ".markdown", ".pdf", ".html", ".htm", ".jsonl"})
+_OFFICE: dict[str, tuple[str, Callable[[bytes, str, str], Read]]] = {
+    ".docx": ("Word document", load_docx), ".pptx": ("PowerPoint deck", load_pptx),
+    ".xlsx": ("Excel workbook", load_xlsx), ".xlsm": ("Excel workbook", load_xlsx),
+    ".odt": ("OpenDocument text", load_odt), ".odp": ("OpenDocument presentation", load_odp),
+    ".ods": ("OpenDocument spreadsheet", load_ods), ".epub": ("EPUB book", load_epub),
+}
+_TABLES: dict[str, Callable[[bytes, str, str], Read]] = {".csv": load_delimited,
+                                                          ".tsv": partial(load_delimited, tab=True)}
+_CONTAINERS = frozenset({".zip", ".eml"})
+SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".txt", ".md", ".markdown", ".pdf", ".html", ".htm", ".jsonl",
+                                                *_OFFICE, *_TABLES, *_CONTAINERS})
 
 __all__ = ["PDF_READERS", "SUPPORTED_SUFFIXES", "LoadError", "PdfReaderName", "Read", "Skipped", "iter_files",
-           "load_file", "load_paths", "read_file"]
+           "load_file", "load_paths", "read_data", "read_file"]
 
 
 def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | Skipped]:
@@ -122,7 +139,8 @@ def load_file(path: str | Path, ocr: bool | None = None, pdf_reader: str = "pdfi
 
 def read_file(path: str | Path, ocr: bool | None = None, pdf_reader: str = "pdfium") -> Read:
     """Read one file: its documents, and the parts skipped (a malformed JSONL record, a PDF page without a text layer
-    that OCR did not read), each with a reason. Raises ``LoadError`` (and nothing else) when nothing in it can be used.
+    that OCR did not read, a hidden slide or sheet, an attachment too large), each with a reason. Raises ``LoadError``
+    (and nothing else) when nothing in it can be used.
 
     ``ocr``: read the pages of a PDF that have no text layer (scans) with Tesseract (`declrag.ingest.ocr`): None (the
     default) or True where Tesseract is installed (elsewhere each such page is skipped, saying how to install it;
@@ -139,34 +157,66 @@ def read_file(path: str | Path, ocr: bool | None = None, pdf_reader: str = "pdfi
             raise LoadError("not a regular file")
         if suffix not in SUPPORTED_SUFFIXES:
             raise LoadError(f"unsupported file type {suffix or '(no suffix)'}")
-        data = path.read_bytes()
-        if not data.strip():
-            raise LoadError("empty file")
         source = str(path.resolve())
-        if suffix == ".pdf":
-            return load_pdf(data, source, helpful_name(source), ocr, pdf_reader)
-        if suffix in (".html", ".htm"):
-            return Read(load_html(data, source, helpful_name(source)))
-        if suffix == ".jsonl":
-            return load_jsonl(data, source)
-        text = decode(data)
-        if not visible(text):
-            raise LoadError("empty file" if not text.strip() else "no visible text (only invisible characters)")
-        markdown = suffix in (".md", ".markdown")
-        title = _markdown_title(text) if markdown else text_title(text)
-        metadata: dict[str, Any] = {}
-        if running := paged_spans(text):  # a text with form feeds between its pages: their running lines
-            metadata["running"] = [list(s) for s in running]
-        if markdown and (found := markdown_units(text)):  # code blocks and tables: kept whole where they fit
-            metadata["units"] = [list(u) for u in found]
-        return Read([Document(id=source, text=text, source=source, title=title or helpful_name(source),
-                              metadata=metadata)])
+        return read_data(path.read_bytes(), suffix, source, helpful_name(source), ocr=ocr, pdf_reader=pdf_reader)
     except LoadError:
         raise
     except OSError as e:
         raise LoadError(_os_reason(e)) from e
+
+
+def read_data(data: bytes, suffix: str, source: str, name: str, depth: int = 0, *, ocr: bool | None = None,
+              pdf_reader: str = "pdfium") -> Read:
+    """Read the bytes of one file of kind ``suffix`` (``".docx"``), ``source`` its documents' id and source, ``name``
+    their title where the file gives none; ``depth``: the containers it is inside (an attachment, an archive's
+    member). Raises ``LoadError`` (and nothing else) when nothing in it can be used."""
+    try:
+        if suffix not in SUPPORTED_SUFFIXES:
+            raise LoadError(f"unsupported file type {suffix or '(no suffix)'}")
+        if not data.strip():
+            raise LoadError("empty file")
+        if suffix == ".pdf":
+            return load_pdf(data, source, name, ocr, pdf_reader)
+        if suffix in _CONTAINERS:
+            read = partial(_read_member, ocr=ocr, pdf_reader=pdf_reader)
+            if suffix == ".zip":
+                return load_zip(data, source, read, depth, SUPPORTED_SUFFIXES)
+            return load_eml(data, source, name, read, depth)
+        if suffix in _OFFICE:
+            kind, loader = _OFFICE[suffix]
+            zip_container(data, kind).close()  # encrypted, not a zip, or a zip bomb: one clear line
+            return loader(data, source, name)
+        if suffix in _TABLES:
+            return _TABLES[suffix](data, source, name)
+        if suffix in (".html", ".htm"):
+            return Read(load_html(data, source, name))
+        if suffix == ".jsonl":
+            return load_jsonl(data, source)
+        return Read([_text(data, suffix, source, name)])
+    except LoadError:
+        raise
     except Exception as e:  # a parser bug or an odd file must not stop a whole ingest
         raise LoadError(f"unexpected error: {type(e).__name__}: {short(e)}") from e
+
+
+def _read_member(data: bytes, suffix: str, source: str, name: str, depth: int, *, ocr: bool | None,
+                 pdf_reader: str) -> Read:
+    return read_data(data, suffix, source, name, depth, ocr=ocr, pdf_reader=pdf_reader)
+
+
+def _text(data: bytes, suffix: str, source: str, name: str) -> Document:
+    """A plain text or Markdown file."""
+    text = decode(data)
+    if not visible(text):
+        raise LoadError("empty file" if not text.strip() else "no visible text (only invisible characters)")
+    markdown = suffix in (".md", ".markdown")
+    title = _markdown_title(text) if markdown else text_title(text)
+    metadata: dict[str, Any] = {}
+    if running := paged_spans(text):  # a text with form feeds between its pages: their running lines
+        metadata["running"] = [list(s) for s in running]
+    if markdown and (found := markdown_units(text)):  # code blocks and tables: kept whole where they fit
+        metadata["units"] = [list(u) for u in found]
+    return Document(id=source, text=text, source=source, title=title or name, metadata=metadata)
 
 
 _ATX = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")

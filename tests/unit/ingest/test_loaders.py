@@ -39,7 +39,8 @@ def reason(path: Path) -> str:
 
 
 def test_supported_suffixes():
-    assert SUPPORTED_SUFFIXES == {".txt", ".md", ".markdown", ".pdf", ".html", ".htm", ".jsonl"}
+    assert SUPPORTED_SUFFIXES == {".txt", ".md", ".markdown", ".pdf", ".html", ".htm", ".jsonl", ".docx", ".pptx",
+                                  ".xlsx", ".xlsm", ".odt", ".ods", ".odp", ".epub", ".csv", ".tsv", ".eml", ".zip"}
 
 
 def test_txt(tmp_path: Path):

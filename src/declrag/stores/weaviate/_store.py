@@ -20,10 +20,7 @@ from ...text.stopwords import query_terms
 from ...types import Chunk, Document, Hit
 from ..base import DocRecord, Filter, Store, StoreCheck, StoreMeta, Where, check_upsert
 from ..fusion import object_uuid
-from . import _labels as labels
-from . import _replicas as replicas
-from . import _schema as schema
-from . import _wire as wire
+from . import _labels, _replicas, _schema, _wire
 from ._layout import Layout
 from .target import DEFAULT_COLLECTION, DOCS_SUFFIX, Target, auth_error, connect, connect_any, http_status
 
@@ -45,7 +42,7 @@ class WeaviateStore(Store):
         self.uri = self.target.uri()
         self.name, self.docs_name = self.target.collection, self.target.collection + DOCS_SUFFIX
         if len(self.target.nodes) > 1:
-            wire.one_try_when_failing_over()
+            _wire.one_try_when_failing_over()
         self._client_, self._node = connect_any(self.target)  # the first node of the URI's that answers
         self._gen = 0  # how many times this handle has failed over (see _call)
         self._retired: list[Any] = []  # clients and channels of nodes left behind, closed by close()
@@ -110,23 +107,23 @@ class WeaviateStore(Store):
         """Run one request, retrying transient failures (a node down, a timeout) with backoff. With several
         nodes in the URI, a failure of the node itself (refused, reset, unavailable, timed out) moves the
         handle to the next node, and the request is sent there at once while its timeout lasts."""
-        transient, nodes = wire.transient_errors(), len(self.target.nodes)
+        transient, nodes = _wire.transient_errors(), len(self.target.nodes)
         deadline = time.monotonic() + self.target.timeout
         attempt = switched = 0
         while True:
             gen = self._gen
-            token = wire.NO_CLIENT_RETRY.set(True) if nodes > 1 else None
+            token = _wire.NO_CLIENT_RETRY.set(True) if nodes > 1 else None
             try:
                 return fn()
             except transient as e:
                 status = http_status(e)
                 if status in (401, 403):
                     raise auth_error(self.target, e) from e
-                detail = wire.error_detail(e)
+                detail = _wire.error_detail(e)
                 if "vector lengths don't match" in detail or "dimension" in detail:  # no retry can help
                     raise DeclragError(f"Weaviate {what} on {self.uri} failed: {detail.splitlines()[0][:300]}",
                                        hint="search with a vector of the store's embedding model") from e
-                if nodes > 1 and wire.node_down(e):
+                if nodes > 1 and _wire.node_down(e):
                     self._failover(gen, type(e).__name__)
                     if switched < nodes - 1 and time.monotonic() < deadline:
                         switched += 1  # every other node once, without waiting
@@ -140,7 +137,7 @@ class WeaviateStore(Store):
                 attempt += 1
             finally:
                 if token is not None:
-                    wire.NO_CLIENT_RETRY.reset(token)
+                    _wire.NO_CLIENT_RETRY.reset(token)
 
     # -- the store itself -----------------------------------------------------------------------------
     def read_meta(self) -> StoreMeta | None:
@@ -170,17 +167,17 @@ class WeaviateStore(Store):
                                hint="name another collection in the store URI")
         if not self.call("schema read", lambda: self._client.collections.exists(self.docs_name)):
             self.call("collection create", lambda: self._client.collections.create(
-                **schema.documents_collection(self.target, self.docs_name, self.name)))
+                **_schema.documents_collection(self.target, self.docs_name, self.name)))
         self.call("collection create", lambda: self._client.collections.create(
-            **schema.chunks_collection(self.target, self.name, meta)))
+            **_schema.chunks_collection(self.target, self.name, meta)))
         self.metric, self._created = meta.metric, True
         self._layout = Layout.of(meta)
         self._checked = True
 
     def index_settings(self) -> dict[str, Any]:
-        """The vector index settings of the collection, as the server reports them (`schema.index_settings`)."""
+        """The vector index settings of the collection, as the server reports them (`_schema.index_settings`)."""
         cfg = self.call("schema read", lambda: self._client.collections.get(self.name).config.get())
-        return schema.index_settings(cfg)
+        return _schema.index_settings(cfg)
 
     def _check_index(self) -> None:
         """Once per handle, before its first search or write: the vector index settings the store URI names
@@ -250,7 +247,7 @@ class WeaviateStore(Store):
                                                                    "(or open_store in Python)")
             self._created = True
         self._check_index()
-        objs = [DataObject(properties=wire.chunk_props(c, self.layout), uuid=object_uuid(c.id), vector=v.tolist())
+        objs = [DataObject(properties=_wire.chunk_props(c, self.layout), uuid=object_uuid(c.id), vector=v.tolist())
                 for c, v in zip(chunks, vectors)]
         for i in range(0, len(objs), BATCH):
             self.insert(self.name, objs[i:i + BATCH])
@@ -264,7 +261,7 @@ class WeaviateStore(Store):
             if chunks:
                 stale = stale & W.by_id().contains_none([object_uuid(c.id) for c in chunks])
             self._delete_all(self.name, stale)
-        recs = wire.document_objects(documents, chunks, file_stats or {}, self.layout)
+        recs = _wire.document_objects(documents, chunks, file_stats or {}, self.layout)
         for i in range(0, len(recs), BATCH):
             self.insert(self.docs_name, recs[i:i + BATCH])
 
@@ -310,7 +307,7 @@ class WeaviateStore(Store):
                 return n
 
     def relabel(self, readers: Mapping[str, Sequence[str]]) -> int:
-        return labels.relabel(self, readers, PAGE)
+        return _labels.relabel(self, readers, PAGE)
 
     def delete(self, doc_ids: Sequence[str]) -> int:
         from weaviate.classes.query import Filter as W
@@ -337,12 +334,12 @@ class WeaviateStore(Store):
 
     def verify(self) -> StoreCheck:
         """Every node's copy checked, and what a node lost written again (see `replicas`)."""
-        return replicas.verify(self, type(self))
+        return _replicas.verify(self, type(self))
 
     # -- reads ----------------------------------------------------------------------------------------
     def count(self, where: Where = None) -> int:
-        labels.check_filter(self, where := Filter.of(where))
-        filt = wire.translate(where)
+        _labels.check_filter(self, where := Filter.of(where))
+        filt = _wire.translate(where)
         if filt is False:
             return 0
         res = self.call("count", lambda: self.collection(self.name).aggregate.over_all(
@@ -350,7 +347,7 @@ class WeaviateStore(Store):
         return int(res.total_count or 0)
 
     def get(self, ids: Sequence[str]) -> list[Chunk]:
-        found = {c.id: c for c in map(wire.chunk_of, self._by_keys(self.name, ids, wire.chunk_properties(self.layout)))}
+        found = {c.id: c for c in map(_wire.chunk_of, self._by_keys(self.name, ids, _wire.chunk_properties(self.layout)))}
         return [found[i] for i in ids if i in found]
 
     def documents(self) -> dict[str, DocRecord]:
@@ -363,7 +360,7 @@ class WeaviateStore(Store):
             docs = self.collection(self.docs_name)
             return [o.properties for o in docs.iterator(return_properties=props, cache_size=PAGE)]
 
-        return {p["doc_id"]: wire.doc_record(p) for p in self.call("read", read_all)}
+        return {p["doc_id"]: _wire.doc_record(p) for p in self.call("read", read_all)}
 
     def document_texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
         return {o.properties["doc_id"]: o.properties.get("text") or ""
@@ -373,7 +370,7 @@ class WeaviateStore(Store):
         req = self._request(where, limit, score=True)
         if req is None or not query_terms(query):
             return []
-        req.bm25_search.CopyFrom(wire.bm25(query, self.layout))
+        req.bm25_search.CopyFrom(_wire.bm25(query, self.layout))
         return [Hit.of(c, s, keyword=s) for c, s in self._search("keyword search", req, "score") if s > 0]
 
     def vector_search(self, vector: np.ndarray, limit: int = 10, where: Where = None,
@@ -381,7 +378,7 @@ class WeaviateStore(Store):
         req = self._request(where, limit, distance=True)
         if req is None:
             return []
-        req.near_vector.CopyFrom(wire.protos().base_search_pb2.NearVector(vector_bytes=wire.vector_bytes(vector)))
+        req.near_vector.CopyFrom(_wire.protos().base_search_pb2.NearVector(vector_bytes=_wire.vector_bytes(vector)))
         return [Hit.of(c, 1.0 - d, vector=1.0 - d) for c, d in self._search("vector search", req, "distance")]
 
     def hybrid_search(self, query: str, vector: np.ndarray | None, limit: int = 10, alpha: float = 0.5,
@@ -392,7 +389,7 @@ class WeaviateStore(Store):
         req = self._request(where, max(limit, candidates), score=True)
         if req is None:
             return []
-        req.hybrid_search.CopyFrom(wire.hybrid(query, self.layout, vector, alpha, fusion == "relative"))
+        req.hybrid_search.CopyFrom(_wire.hybrid(query, self.layout, vector, alpha, fusion == "relative"))
         return [Hit.of(c, s) for c, s in self._search("hybrid search", req, "score")[:limit]]
 
     # -- the query path: one gRPC Search per query, on a channel of this handle ------------------------------
@@ -401,10 +398,10 @@ class WeaviateStore(Store):
     # the server's own query time on a small collection; see `declrag bench retrieval --store weaviate://`).
     def _request(self, where: Where, limit: int, score: bool = False, distance: bool = False):
         """A Search request for the chunks that pass ``where``; None when the filter matches nothing."""
-        labels.check_filter(self, where := Filter.of(where))
-        filt = wire.filter_pb(where)
-        return None if filt is False else wire.search_request(
-            self.name, self.target.consistency, limit, filt, wire.chunk_properties(self.layout), score, distance)
+        _labels.check_filter(self, where := Filter.of(where))
+        filt = _wire.filter_pb(where)
+        return None if filt is False else _wire.search_request(
+            self.name, self.target.consistency, limit, filt, _wire.chunk_properties(self.layout), score, distance)
 
     def search_stub(self):
         """The gRPC stub searches go through: on a channel of this handle to its current node, opened on first use."""
@@ -412,7 +409,7 @@ class WeaviateStore(Store):
         if g is None:
             with self._lock:
                 if self._grpc is None:
-                    channel, stub, self._grpc_md = wire.search_channel(self.target, self._node)
+                    channel, stub, self._grpc_md = _wire.search_channel(self.target, self._node)
                     self._grpc = (channel, stub)
                 g = self._grpc
         return g[1]
@@ -425,7 +422,7 @@ class WeaviateStore(Store):
         def call():  # on the node current at each attempt, within what is left of the request's timeout
             return self.search_stub().Search(req, metadata=self._grpc_md, timeout=max(end - time.monotonic(), 0.5))
 
-        return wire.reply_chunks(self.call(what, call), key)
+        return _wire.reply_chunks(self.call(what, call), key)
 
     def warm_up(self) -> None:
         """The search channel opened and the URI's index settings checked against the collection's now."""

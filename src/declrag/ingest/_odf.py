@@ -1,0 +1,147 @@
+"""OpenDocument's XML, read with lxml: a presentation's slides (`load_odp`: as a PowerPoint deck is read, a page per
+slide), a spreadsheet's hidden sheets (`odf_hidden_sheets`) and a file's title (`odf_title`). ODF 1.2+, OASIS."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from typing import Any
+
+from ._files import LoadError, Read, Skipped
+from ._writer import Writer, cell_text, deck_read
+
+_NS = {
+    "office": "urn:oasis:names:tc:opendocument:xmlns:office:1.0",
+    "style": "urn:oasis:names:tc:opendocument:xmlns:style:1.0",
+    "text": "urn:oasis:names:tc:opendocument:xmlns:text:1.0",
+    "table": "urn:oasis:names:tc:opendocument:xmlns:table:1.0",
+    "draw": "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0",
+    "presentation": "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0",
+    "svg": "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0",
+    "dc": "http://purl.org/dc/elements/1.1/",
+}
+
+
+def _q(name: str) -> str:
+    prefix, local = name.split(":")
+    return f"{{{_NS[prefix]}}}{local}"
+
+
+def _part(data: bytes, name: str) -> Any:
+    from lxml import etree
+
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return etree.fromstring(z.read(name), etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True))
+
+
+def odf_title(data: bytes) -> str:
+    """The title in an OpenDocument file's meta.xml, or ''."""
+    try:
+        found = _part(data, "meta.xml").find(f".//{_q('dc:title')}")
+    except Exception:  # no meta.xml: the title comes from elsewhere
+        return ""
+    return " ".join((found.text or "").split()) if found is not None else ""
+
+
+def _styles_with(root: Any, family: str, props: str, attr: str, value: str) -> set[str]:
+    return {s.get(_q("style:name")) for s in root.iter(_q("style:style")) if s.get(_q("style:family")) == family
+            and any(p.get(_q(attr)) == value for p in s.iter(_q(props)))}
+
+
+def odf_hidden_sheets(data: bytes) -> set[str]:
+    """The names of a spreadsheet's hidden sheets (their table style's ``table:display="false"``)."""
+    root = _part(data, "content.xml")
+    hidden = _styles_with(root, "table", "style:table-properties", "table:display", "false")
+    return {t.get(_q("table:name")) for t in root.iter(_q("table:table")) if t.get(_q("table:style-name")) in hidden}
+
+
+def text_of(el: Any) -> str:
+    """An ODF element's text as shown: ``text:s`` its spaces, ``text:tab`` a tab, a line break a newline, each
+    paragraph a line."""
+    out: list[str] = []
+
+    def walk(node: Any) -> None:
+        if node.text:
+            out.append(node.text)
+        for child in node:
+            tag = child.tag
+            if tag == _q("text:s"):
+                out.append(" " * int(child.get(_q("text:c"), "1")))
+            elif tag == _q("text:tab"):
+                out.append("\t")
+            elif tag == _q("text:line-break"):
+                out.append("\n")
+            else:
+                walk(child)
+                if tag in (_q("text:p"), _q("text:h")):
+                    out.append("\n")
+            if child.tail:
+                out.append(child.tail)
+
+    walk(el)
+    return "".join(out).strip()
+
+
+def load_odp(data: bytes, source: str, name: str) -> Read:
+    """An OpenDocument presentation (.odp): a document per slide headed ``Slide N: its title``, its frames in reading
+    order, tables as units, speaker notes under ``Speaker notes``; a hidden slide left out, and said so."""
+    try:
+        root = _part(data, "content.xml")
+    except Exception as e:
+        raise LoadError(f"not a readable OpenDocument presentation ({type(e).__name__}): a corrupt file") from e
+    hidden = _styles_with(root, "drawing-page", "style:drawing-page-properties", "presentation:visibility", "hidden")
+    slides: list[tuple[int, Writer]] = []
+    skipped: list[Skipped] = []
+    first = ""
+    for n, page in enumerate(root.iter(_q("draw:page")), 1):
+        if page.get(_q("draw:style-name")) in hidden:
+            skipped.append(Skipped(source, "hidden slide: left out", page=n))
+            continue
+        writer = Writer()
+        frames = [f for f in page if f.tag == _q("draw:frame")]
+        titles = [f for f in frames if f.get(_q("presentation:class")) == "title"]
+        title = " ".join(text_of(titles[0]).split()) if titles else ""
+        first = first or title
+        writer.heading(1, f"Slide {n}: {title}" if title else f"Slide {n}")
+        for frame in sorted((f for f in frames if f not in titles), key=_position):
+            _write_frame(writer, frame)
+        notes = page.find(_q("presentation:notes"))
+        said = "\n".join(text_of(f) for f in notes.iter(_q("draw:frame"))
+                         if f.get(_q("presentation:class")) == "notes") if notes is not None else ""
+        if said.strip():
+            writer.heading(2, "Speaker notes")
+            writer.paragraph(said)
+        slides.append((n, writer))
+    return deck_read(slides, skipped, source, odf_title(data) or first or name)
+
+
+def _length(value: str | None) -> float:
+    """An ODF length (``2.5cm``, ``1in``...) in cm; 0 when absent."""
+    if not value:
+        return 0.0
+    for unit, cm in (("cm", 1.0), ("mm", 0.1), ("in", 2.54), ("pt", 2.54 / 72), ("pc", 2.54 / 6)):
+        if value.endswith(unit):
+            try:
+                return float(value[: -len(unit)]) * cm
+            except ValueError:
+                return 0.0
+    return 0.0
+
+
+def _position(frame: Any) -> tuple[float, float]:
+    return _length(frame.get(_q("svg:y"))), _length(frame.get(_q("svg:x")))
+
+
+def _write_frame(writer: Writer, frame: Any) -> None:
+    table = frame.find(_q("table:table"))
+    if table is not None:
+        rows = [[cell_text(text_of(c)) for c in r.iter(_q("table:table-cell"))]
+                for r in table.iter(_q("table:table-row"))]
+        if rows:
+            writer.table(rows[0], rows[1:])
+        return
+    if frame.get(_q("presentation:class")) in ("page-number", "footer", "date-time", "header"):
+        return  # a slide's running lines
+    said = text_of(frame)
+    if said:
+        writer.paragraph(said)

@@ -1,0 +1,139 @@
+"""Tables as documents: an Excel workbook (`load_xlsx`, by openpyxl), an OpenDocument spreadsheet (`load_ods`, by
+odfpy through pandas) and CSV/TSV (`load_delimited`, Python's csv).
+
+Each sheet is a document of its own (``book.xlsx#sheet-2``), headed ``Sheet: Budget`` (a passage's section names its
+sheet), over one table: its first
+non-empty row is the header row, and every row starts with its row number in the sheet (the column ``Row``), so that
+a passage cites the rows it holds, and a chunk cut from a long table carries the header row (`declrag.ingest._units`).
+Values are those the file stores (a formula's last computed value). Hidden sheets are left out, each said so; cell
+comments are not read. A file is read up to `MAX_ROWS` rows: the rows past it are named, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from ..types import Document
+from ._files import LoadError, Read, Skipped, decode
+from ._odf import odf_hidden_sheets, odf_title
+from ._writer import Writer, cell_text
+
+MAX_ROWS = 200_000  # rows read from one file, all its sheets together
+
+
+def _rows(values: Iterable[Sequence[Any]], first: int = 1) -> Iterator[tuple[int, list[str]]]:
+    """``(row number, cells)`` of each non-empty row, empty trailing cells cut."""
+    for n, row in enumerate(values, first):
+        cells = [cell_text(v) for v in row]
+        while cells and not cells[-1]:
+            cells.pop()
+        if cells:
+            yield n, cells
+
+
+def _header_row(rows: Sequence[tuple[int, list[str]]], look: int = 50) -> int:
+    """Which of the first rows is the header: the first with at least half the table's cells filled (a title or a
+    note above a table fills one); 0 for a table of one column."""
+    filled = [sum(1 for c in cells if c) for _, cells in rows[:look]]
+    width = max(filled)
+    return next((i for i, n in enumerate(filled) if n >= max(2, (width + 1) // 2)), 0) if width >= 2 else 0
+
+
+class _Book:
+    """The sheets of one file, a document each, under the file's row budget."""
+
+    def __init__(self, source: str, title: str) -> None:
+        self.source, self.title, self.left = source, title, MAX_ROWS
+        self.documents: list[Document] = []
+        self.skipped: list[Skipped] = []
+
+    def sheet(self, name: str | None, rows: Iterator[tuple[int, list[str]]], declared: int | None = None) -> None:
+        """One sheet: its heading (none for a CSV), then its table; ``declared``: the rows the file says it has."""
+        taken = list(itertools.islice(rows, self.left))
+        more = next(rows, None)
+        if more is not None:
+            last = f"of {declared:,}" if declared else "on"
+            self.skipped.append(Skipped(self.source, f"rows {more[0]:,} {last} left out: a file is read up to "
+                                        f"{MAX_ROWS:,} rows (split it, or keep the rows questions are about)",
+                                        part=f"sheet '{name}'" if name else "rows"))
+        self.left -= len(taken)
+        if not taken:
+            return
+        writer = Writer()
+        if name is not None:
+            writer.heading(1, f"Sheet: {name}")
+        at = _header_row(taken)
+        for _, cells in taken[:at]:  # a title above the table, as people write them: its caption
+            writer.paragraph(" ".join(c for c in cells if c))
+        (_, header), body = taken[at], taken[at + 1:]
+        width = max(len(cells) for _, cells in taken[at:])
+        writer.table(["Row", *header], [[str(n), *cells, *[""] * (width - len(cells))] for n, cells in body])
+        doc_id = self.source if name is None else f"{self.source}#sheet-{len(self.documents) + 1}"
+        self.documents.append(writer.document(self.source, self.title, doc_id=doc_id))
+
+    def read(self, what: str) -> Read:
+        if not self.documents:
+            raise LoadError(f"no cells with text in {what}" + (f" ({self.skipped[0].reason})" if self.skipped else ""))
+        return Read(self.documents, self.skipped)
+
+
+def load_xlsx(data: bytes, source: str, name: str) -> Read:
+    """An Excel workbook (.xlsx, .xlsm): its visible sheets, each a table."""
+    import openpyxl
+
+    try:
+        wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    except Exception as e:
+        raise LoadError(f"not a readable Excel workbook ({type(e).__name__}): a corrupt or unsupported file") from e
+    book = _Book(source, (wb.properties.title or "").strip() or name)
+    try:
+        for ws in wb.worksheets:
+            if ws.sheet_state != "visible":
+                book.skipped.append(Skipped(source, f"{ws.sheet_state} sheet: left out", part=f"sheet '{ws.title}'"))
+                continue
+            declared = ws.max_row if isinstance(ws.max_row, int) and ws.max_row > 1 else None
+            book.sheet(ws.title, _rows(ws.iter_rows(min_row=1, values_only=True)), declared)
+    finally:
+        wb.close()
+    return book.read("any visible sheet")
+
+
+def load_ods(data: bytes, source: str, name: str) -> Read:
+    """An OpenDocument spreadsheet (.ods): its visible sheets, each a table (pandas reads them with odfpy)."""
+    import pandas as pd
+
+    try:
+        sheets = pd.read_excel(io.BytesIO(data), sheet_name=None, header=None, engine="odf", dtype=object)
+    except Exception as e:
+        raise LoadError(f"not a readable OpenDocument spreadsheet ({type(e).__name__}): a corrupt file") from e
+    book = _Book(source, odf_title(data) or name)
+    hidden = odf_hidden_sheets(data)
+    for sheet, frame in sheets.items():
+        if str(sheet) in hidden:
+            book.skipped.append(Skipped(source, "hidden sheet: left out", part=f"sheet '{sheet}'"))
+            continue
+        values = frame.astype(object).where(frame.notna(), None).itertuples(index=False, name=None)
+        book.sheet(str(sheet), _rows(values))
+    return book.read("any visible sheet")
+
+
+def load_delimited(data: bytes, source: str, name: str, tab: bool = False) -> Read:
+    """A CSV (its delimiter sniffed among , ; | and tab) or TSV file: one table, each row with its line number."""
+    text = decode(data)
+    delimiter = "\t"
+    if not tab:
+        try:
+            delimiter = csv.Sniffer().sniff(text[:16384], delimiters=",;|\t").delimiter
+        except csv.Error:
+            delimiter = ","
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        book = _Book(source, name)
+        book.sheet(None, ((reader.line_num, cells) for _, cells in _rows(reader)))
+    except csv.Error as e:
+        raise LoadError(f"not valid {'TSV' if tab else 'CSV'} (line {reader.line_num}: {e})") from e
+    return book.read("the file")
