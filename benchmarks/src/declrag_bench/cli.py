@@ -447,4 +447,4 @@ def bench_gepa(
                as_json or Path("runs/bench/gepa.json"))
 
 
-from . import handover_cli, languages_cli, nolabels_cli, pdf_cli, rayindex_cli, usage_cli  # noqa: E402,F401  (their commands)
+from . import handover_cli, languages_cli, nolabels_cli, office_cli, pdf_cli, rayindex_cli, usage_cli  # noqa: E402,F401

@@ -290,7 +290,9 @@ def _print_compile(s: CompileResult) -> None:
         out.print(f"usage {u['source']}: {u['questions']} questions ({u['helpful']} rated helpful, "
                   f"{u['not_helpful']} not, {u['unrated']} unrated); {u['gold']} with gold in this corpus, "
                   f"{u.get('fair', 0)} of them fair (explored answers, corrections)"
-                  + (f", {u['stale']} whose spans it no longer holds" if u["stale"] else "")
+                  + (f"; {u['stale']} dropped: their answers' documents since "
+                     + " or ".join(f"{n} {why}" for why in ("deleted", "changed") if (n := u.get(why)))
+                     if u["stale"] else "")
                   + ("" if u["decides"] else f" (fewer than {u['need']} fair: they can only keep the default; "
                      "declrag serve --explore makes fair ones)"),
                   markup=False, highlight=False)

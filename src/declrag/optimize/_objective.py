@@ -267,7 +267,25 @@ def digest_of(obj: Any) -> str:
 
 
 def score(comp: Objective, prog, examples, desc: str) -> tuple[dict, list[float | None]]:
-    """Metrics on ``examples`` and the per-question objective (for paired intervals)."""
+    """Metrics on ``examples`` and the per-question objective (for paired intervals). Users' rated questions (kind
+    ``usage``) are asked of the program as it ships, over the documents they were asked of (`Objective.shipping`);
+    the set's own questions of ``prog``, over its copy. With both, the metrics are given per part."""
+    examples = list(examples)
+    theirs = [i for i, ex in enumerate(examples) if ex.metadata.get("kind") == "usage"]
+    if theirs and (served := comp.shipping(prog)) is not prog:
+        ours = [i for i in range(len(examples)) if i not in set(theirs)]
+        per: list[float | None] = [None] * len(examples)
+        parts = {}
+        for part, idx, program in (("golden", ours, prog), ("usage", theirs, served)):
+            if idx:
+                parts[part], got = _score(comp, program, [examples[i] for i in idx], desc)
+                for i, v in zip(idx, got):
+                    per[i] = v
+        return (parts["usage"] if not ours else {"parts": parts}), per
+    return _score(comp, prog, examples, desc)
+
+
+def _score(comp: Objective, prog, examples, desc: str) -> tuple[dict, list[float | None]]:
     if comp.space.objective.retrieval_only:
         prog.embedder.embed_queries([ex.question for ex in examples if ex.gold])  # batched, then from the cache
         rows = [comp.retrieval_scores(prog, [ex]) for ex in examples]

@@ -13,9 +13,11 @@ JSONL file (or folder) that `declrag usage export` wrote. Its distinct questions
   lets them choose among the rankers they were explored with (`rankers`), by the rule the held-out questions
   follow; with fewer, every gold question can only keep the baseline (the chosen program must not be worse on them
   by more than `select.CHECK_MARGIN`).
-- A span is trusted only where the compile's corpus still holds it (its document there and the span inside its
-  text): an answer rated under another corpus or program version says nothing certain about this one. Such rows are
-  counted (``stale``), never used.
+- They are judged on the corpus they were asked of: the served documents (a synthetic set's copy, with sentences
+  taken out for its inverse-cloze questions, has them put back for them), in the program that ships.
+- A span is trusted only where the compile's corpus still holds it: its document there (else ``deleted``), and the
+  text at the span the text cited (its fingerprint, recorded with the answer; else ``changed``). An answer rated
+  under another corpus says nothing certain about this one. Such rows are counted (``stale``), never used.
 - **unrated** questions and "not helpful" ratings without a correction carry no label: counted, and kept for
   `declrag bench usage` to measure their uses.
 """
@@ -105,14 +107,17 @@ def rows_of(source: str | Path) -> list[dict[str, Any]]:
 
 
 def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
-    """``source``'s rows as `UsageQuestions` over the compile's corpus (``documents``: the golden set's, which a
-    synthetic set may hold as a copy with sentences taken out; the served program answered over the documents with
-    them put back, `Document.original`, so its spans are moved onto the copy)."""
-    by_id = named(documents)
-    texts = {d.id: d.text for d in documents}  # where a correction is looked for
-    served = {d.id: len(d.original().text) for d in documents}  # the text the served program answered over
+    """``source``'s rows as `UsageQuestions` over the corpus the users asked them of: ``documents`` as served (a
+    synthetic set's copy with sentences taken out has them put back, `Document.original`; its own questions keep
+    the copy), so that no rated question loses its gold to how the set was made. A compile scores them over that
+    corpus (`declrag.optimize._objective.score`). Counts, besides the ratings: ``stale`` (a cited document no longer
+    in the corpus, ``deleted``; or its text there no longer the text cited, ``changed``) and ``fair``."""
+    served = [d.original() for d in documents]
+    by_id = named(served)
+    texts = {d.id: d.text for d in served}  # where a correction is looked for
     out = UsageQuestions(str(source))
-    counts = dict.fromkeys(("questions", "helpful", "not_helpful", "unrated", "stale", "fair"), 0)
+    counts = dict.fromkeys(("questions", "helpful", "not_helpful", "unrated", "stale", "deleted", "changed",
+                            "fair"), 0)
     for row in rows_of(source):
         meta = row.get("metadata") or {}
         counts["questions"] += 1
@@ -120,9 +125,10 @@ def usage_questions(source: str | Path, documents: list) -> UsageQuestions:
         counts[rating if rating in ("helpful", "not_helpful") else "unrated"] += 1
         if rating is None:
             continue
-        spans = _spans(row, by_id, texts, served)
-        if spans is None:
+        spans = _spans(row, by_id, texts)
+        if isinstance(spans, str):
             counts["stale"] += 1
+            counts[spans] += 1
             continue
         if spans:
             explored = meta.get("explored") if rating == "helpful" else None
@@ -156,36 +162,25 @@ def named(documents: list) -> dict[str, Any]:
     return {**out, **{d.id: d for d in documents}}
 
 
-def _spans(row: dict[str, Any], docs: dict[str, Any], texts: dict[str, str], served: dict[str, int]
-           ) -> tuple[GoldSpan, ...] | None:
-    """A rated row's gold spans in this corpus: its own (helpful), else its correction's occurrences; () when it
-    has none; None when a span it names is not in this corpus (stale), or lies wholly in text the set took out."""
+def _spans(row: dict[str, Any], docs: dict[str, Any], texts: dict[str, str]) -> tuple[GoldSpan, ...] | str:
+    """A rated row's gold spans in the served corpus: its own (helpful), else its correction's occurrences; () when it
+    has none; ``"deleted"`` when a document it cites is not in the corpus, ``"changed"`` when the text at a span is
+    no longer the text cited (its fingerprint, where recorded, differs; or the span runs past the document's end)."""
+    # imported here: the fingerprint is the recorder's, and the usage package loads only for a compile that reads one
+    from ..usage import span_hash
+
     spans = []
     for s in row.get("spans") or ():
         doc, start, end = docs.get(str(s["doc"])), int(s["start"]), int(s["end"])
-        if doc is None or not 0 <= start < end <= served[doc.id]:
-            return None
-        start, end = on_copy(doc, start), on_copy(doc, end)
-        if start >= end:
-            return None
+        if doc is None:
+            return "deleted"
+        text = texts[doc.id]
+        if not 0 <= start < end <= len(text) or (s.get("hash") and span_hash(text[start:end]) != s["hash"]):
+            return "changed"
         spans.append(GoldSpan(doc.id, start, end))
     if spans:
         return tuple(spans)
     return GoldSpan.occurrences(list(row.get("answers") or ()), texts) if row.get("answers") else ()
-
-
-def on_copy(doc, at: int) -> int:
-    """A position in ``doc.original()``'s text as a position in ``doc``'s (a copy with text taken out,
-    ``metadata["removed"]``: ``[position in the copy, text]``); a position inside taken-out text maps to where it
-    was taken out."""
-    shift = 0
-    for pos, text in doc.metadata.get("removed") or ():
-        if at <= pos + shift:
-            break
-        if at < pos + shift + len(text):
-            return pos
-        shift += len(text)
-    return at - shift
 
 
 def rankers(space, base_values: dict[str, Any], fair: list[Example]) -> list[tuple[str, dict[str, Any]]]:

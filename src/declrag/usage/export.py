@@ -3,7 +3,8 @@ ratings say.
 
 - A question rated **helpful** with the citation that answered becomes gold: the words the answer took from that
   passage (its ``quotes``, kept where the answer mode records them: extractive and verified), else the passage's
-  span in its document (``spans``); its document graded 1 (``gold``). Rated helpful without a citation: every cited
+  span in its document (``spans``, each with the fingerprint of its text where the record has it: ``hash``); its
+  document graded 1 (``gold``). Rated helpful without a citation: every cited
   passage is gold. The words, not the passage: a passage is as long as the program that found it made it (a
   window's neighbours, passages merged), and gold that long would credit a longer-passage program for handing over
   part of it (`declrag bench usage` measured a window of 1 gaining +.15 on such gold and losing .021 on real
@@ -73,8 +74,8 @@ def _labels(row: dict[str, Any], r: dict[str, Any], fb: dict[str, Any]) -> None:
         chosen = [c for c in cites if c["n"] == fb["citation"]] if fb["citation"] is not None else \
             [c for c in cites if not c.get("nearest")]
         if chosen:
-            row["spans"] = [{"doc": c["doc_id"], "start": s, "end": e} for c in chosen
-                            for s, e in (c.get("quotes") or [c["span"]])]
+            row["spans"] = [{"doc": c["doc_id"], "start": s, "end": e, **({"hash": h} if h else {})} for c in chosen
+                            for (s, e), h in _spans_of(c)]
             row["gold"] = {c["doc_id"]: 1 for c in chosen}
             if readers := {c["doc_id"]: c["readers"] for c in chosen if c.get("readers")}:
                 row["metadata"]["readers"] = readers  # who may read each gold document (`declrag.access`)
@@ -84,6 +85,13 @@ def _labels(row: dict[str, Any], r: dict[str, Any], fb: dict[str, Any]) -> None:
         row["metadata"]["negatives"] = [p["chunk_id"] for p in r["passages"]]
     if fb.get("correction"):
         row["answers"] = [fb["correction"]]
+
+
+def _spans_of(citation: dict[str, Any]) -> list[tuple[tuple[int, int], str | None]]:
+    """A citation's gold spans, each with its text's fingerprint where recorded: its quotes, else its span."""
+    if quotes := citation.get("quotes"):
+        return list(zip(map(tuple, quotes), citation.get("quote_hashes") or [None] * len(quotes), strict=True))
+    return [(tuple(citation["span"]), citation.get("hash"))]
 
 
 def export(records: Iterable[dict[str, Any]], out: Path) -> dict[str, int]:

@@ -9,6 +9,7 @@ last `FLUSH_S`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import queue
 import threading
@@ -25,6 +26,26 @@ FLUSH_S = 1.0
 BATCH = 200
 QUEUE = 10_000  # rows waiting at most (beyond: dropped and counted)
 RETAIN_EVERY_S = 60.0
+
+
+def span_hash(text: str) -> str:
+    """The fingerprint of a cited span's text (SHA-256, 16 hex digits): a document changed since the answer no
+    longer holds it there (`declrag.optimize._usage`: such gold is stale)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _hashes(citation: dict[str, Any], passages: Sequence[Any]) -> dict[str, Any]:
+    """``hash`` of the cited span's text and ``quote_hashes`` of its quotes', from the passage it cites (none when
+    the passage is not among ``passages``)."""
+    (a, b), doc = citation["span"], citation["doc_id"]
+    hit = next((h for h in passages if h.chunk.doc_id == doc and h.start <= a and b <= h.end), None)
+    if hit is None:
+        return {}
+    out: dict[str, Any] = {"hash": span_hash(hit.text[a - hit.start:b - hit.start])}
+    if quotes := citation.get("quotes"):
+        out["quote_hashes"] = [span_hash(hit.text[q0 - hit.start:q1 - hit.start]) if hit.start <= q0 <= q1 <= hit.end
+                               else None for q0, q1 in quotes]
+    return out
 
 
 def row_of(payload: dict[str, Any], passages: Sequence[Any], *, route: str, program: str, version: str,
@@ -45,6 +66,7 @@ def row_of(payload: dict[str, Any], passages: Sequence[Any], *, route: str, prog
                                                             else {})} for h in passages],
         "citations": [{"n": c["n"], "chunk_id": c["chunk_id"], "doc_id": c["doc_id"], "span": list(c["span"]),
                        **({"quotes": [list(q) for q in c["quotes"]]} if c.get("quotes") else {}),
+                       **_hashes(c, passages),
                        **({"nearest": True} if c.get("nearest") else {}),
                        **({"readers": readers[c["chunk_id"]]} if c["chunk_id"] in readers else {})}
                       for c in payload.get("citations", [])],

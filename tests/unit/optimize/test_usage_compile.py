@@ -17,11 +17,12 @@ from declrag.errors import DeclragError
 from declrag.golden import Example, GoldenSet
 from declrag.optimize import Budget, CompileOptions, compile
 from declrag.optimize._select import CHECK_MARGIN, DOCUMENT_MARGIN, select
+from declrag.optimize._objective import score
 from declrag.optimize._space import apply, read_space
 from declrag.optimize._usage import DECIDES, usage_questions
 from declrag.pipeline.stages.select._explore import settings
-from declrag.types import Document, GoldSpan
-from declrag.usage import UsageStore
+from declrag.types import Chunk, Document, GoldSpan, Hit
+from declrag.usage import UsageStore, golden_rows, row_of, span_hash
 
 TINY = Path(__file__).parents[2] / "data" / "tiny"
 DOCS = [Document("paris", "Paris is the capital of France. The Eiffel Tower stands in Paris."),
@@ -55,7 +56,8 @@ def test_rated_questions_become_gold_where_this_corpus_still_holds_them(tmp_path
     s.add_feedback("a7", True, citation=1)
     s.close()
     u = usage_questions(tmp_path / "u.sqlite3", DOCS)
-    assert u.counts == {"questions": 6, "helpful": 3, "not_helpful": 2, "unrated": 1, "stale": 1, "fair": 1}
+    assert u.counts == {"questions": 6, "helpful": 3, "not_helpful": 2, "unrated": 1, "stale": 1, "deleted": 1,
+                        "changed": 0, "fair": 1}
     gold = {e.question.lower(): e for e in u.gold}
     assert set(gold) == {"what is the capital of france?", "which tower stands in paris?", "where is the colosseum?"}
     france = gold["what is the capital of france?"]
@@ -67,23 +69,56 @@ def test_rated_questions_become_gold_where_this_corpus_still_holds_them(tmp_path
     assert colosseum.metadata["fair"] and not france.metadata["fair"]  # a correction is fair; its own passage is not
 
 
-def test_spans_of_the_served_documents_move_onto_a_synthetic_sets_copy(tmp_path):
-    """A synthetic set scores over a copy of the documents with its inverse-cloze sentences taken out; the served
-    program answers over the documents with them put back, so a rated span is moved onto the copy."""
+def test_rated_spans_in_sentences_a_synthetic_set_took_out_are_gold_on_the_served_documents(tmp_path):
+    """A synthetic set scores its own questions over a copy of the documents with its inverse-cloze sentences taken
+    out; the users asked theirs of the documents served, so their spans are judged there: none lost to the copy."""
     served = "Rome is old. The Colosseum is an amphitheatre. Rome has many fountains."
     cut = "The Colosseum is an amphitheatre. "
     copy = Document("rome", served.replace(cut, ""), metadata={"removed": [[13, cut]]})
     assert copy.original().text == served
-    fountains = served.index("Rome has")
+    fountains, colosseum = served.index("Rome has"), served.index(cut)
     rows = [{"id": "u1", "question": "What does Rome have?", "metadata": {"rating": "helpful"},
              "spans": [{"doc": "rome", "start": fountains, "end": len(served)}]},
             {"id": "u2", "question": "What is the Colosseum?", "metadata": {"rating": "helpful"},
-             "spans": [{"doc": "rome", "start": served.index(cut), "end": served.index(cut) + len(cut)}]}]
+             "spans": [{"doc": "rome", "start": colosseum, "end": colosseum + len(cut) - 1,
+                        "hash": span_hash(cut[:-1])}]}]
     (tmp_path / "u.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     u = usage_questions(tmp_path / "u.jsonl", [copy])
-    (g,) = u.gold[0].spans
-    assert copy.text[g.start:g.end] == "Rome has many fountains."
-    assert len(u.gold) == 1 and u.counts["stale"] == 1  # a span wholly inside the taken-out sentence: not gold here
+    assert [served[g.start:g.end] for e in u.gold for g in e.spans] == ["Rome has many fountains.", cut[:-1]]
+    assert u.counts["stale"] == 0
+
+
+def test_a_span_in_a_document_since_deleted_or_changed_is_stale_and_says_which(tmp_path):
+    docs = [Document("rome", "Rome is old. The Colosseum is a stadium now.")]
+    was = "Rome is old. The Colosseum is an amphitheatre."
+    rows = [{"id": "u1", "question": "How old is Rome?", "metadata": {"rating": "helpful"},
+             "spans": [{"doc": "rome", "start": 0, "end": 12, "hash": span_hash(was[:12])}]},
+            {"id": "u2", "question": "What is the Colosseum?", "metadata": {"rating": "helpful"},
+             "spans": [{"doc": "rome", "start": 13, "end": 46, "hash": span_hash(was[13:46])}]},
+            {"id": "u3", "question": "Where is Paris?", "metadata": {"rating": "helpful"},
+             "spans": [{"doc": "paris", "start": 0, "end": 10}]}]
+    (tmp_path / "u.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    u = usage_questions(tmp_path / "u.jsonl", docs)
+    assert [e.id for e in u.gold] == ["u1"]  # the sentence that did not change
+    assert (u.counts["stale"], u.counts["deleted"], u.counts["changed"]) == (2, 1, 1)
+
+
+def test_an_answer_records_the_fingerprint_of_what_it_cites_and_the_export_keeps_it(tmp_path):
+    text = "Paris is the capital of France. The Eiffel Tower stands in Paris."
+    hit = Hit(Chunk("paris#0", "paris", text, 0, len(text), 0), 0.9, text=text, start=0, end=len(text))
+    payload = {"id": "a1", "answer": "Paris [1]", "abstained": False,
+               "citations": [{"n": 1, "chunk_id": "paris#0", "doc_id": "paris", "span": [0, len(text)],
+                              "quotes": [[0, 31]]}]}
+    row = row_of(payload, [hit], route="/v1/ask", program="demo", version="v1", question="Capital of France?",
+                 where=None, history=[])
+    assert row["citations"][0]["hash"] == span_hash(text) and row["citations"][0]["quote_hashes"] == [
+        span_hash(text[:31])]
+    s = UsageStore(tmp_path / "u.sqlite3")
+    s.add_answers([row])
+    s.add_feedback("a1", True, citation=1)
+    [exported] = golden_rows(s.records())
+    s.close()
+    assert exported["spans"] == [{"doc": "paris", "start": 0, "end": 31, "hash": span_hash(text[:31])}]
 
 
 def test_a_served_file_name_relative_to_the_indexed_folder_finds_its_document(tmp_path):
@@ -343,3 +378,25 @@ def test_compile_reads_a_usage_export_and_says_what_it_used(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "no such usage store" in err and "Traceback" not in err, err
     assert not (tmp_path / "runs" / "w" / "compile.json").exists()  # read first: the name is still free
+
+
+def test_users_questions_are_scored_on_the_served_documents_and_the_sets_own_on_its_copy():
+    """`score` asks a rated question of the program as it ships (over the served documents, `Objective.shipping`)
+    and the synthetic set's own questions of the trial's program (over its copy), each in its place."""
+    asked: list[tuple[str, str]] = []
+    copy_prog, served_prog = SimpleNamespace(name="copy"), SimpleNamespace(name="served")
+
+    def retrieval_scores(prog, examples):
+        asked.extend((prog.name, e.id) for e in examples)
+        return {"ndcg@10": 1.0 if prog is served_prog else 0.5}
+
+    comp = SimpleNamespace(space=SimpleNamespace(objective=SimpleNamespace(retrieval_only=True,
+                                                                           metrics={"ndcg@10": 1.0})),
+                           shipping=lambda prog: served_prog, retrieval_scores=retrieval_scores)
+    copy_prog.embedder = served_prog.embedder = SimpleNamespace(embed_queries=lambda qs: None)
+    examples = [Example(id="s1", question="q1", gold={"d": 1}),
+                Example(id="u1", question="q2", gold={"d": 1}, metadata={"kind": "usage"}),
+                Example(id="s2", question="q3", gold={"d": 1})]
+    result, per = score(comp, copy_prog, examples, "held out")
+    assert sorted(asked) == [("copy", "s1"), ("copy", "s2"), ("served", "u1")]
+    assert per == [0.5, 1.0, 0.5] and set(result["parts"]) == {"golden", "usage"}

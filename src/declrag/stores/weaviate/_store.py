@@ -347,7 +347,8 @@ class WeaviateStore(Store):
         return int(res.total_count or 0)
 
     def get(self, ids: Sequence[str]) -> list[Chunk]:
-        found = {c.id: c for c in map(_wire.chunk_of, self._by_keys(self.name, ids, _wire.chunk_properties(self.layout)))}
+        props = _wire.chunk_properties(self.layout)
+        found = {c.id: c for c in map(_wire.chunk_of, self._by_keys(self.name, ids, props))}
         return [found[i] for i in ids if i in found]
 
     def documents(self) -> dict[str, DocRecord]:
