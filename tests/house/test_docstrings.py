@@ -24,6 +24,7 @@ CHECKED = {
     "declrag.golden._loading": ["load_golden"],
     "declrag.metrics.retrieval": ["register_at_k", "is_retrieval"],
     "declrag.config._program": ["register_section"],
+    "declrag.ingest.loaders": ["iter_files", "load_paths", "load_file", "read_file", "read_data"],
 }
 
 

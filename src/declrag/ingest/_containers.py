@@ -10,17 +10,21 @@ one inside another; what a bound leaves out is a `Skipped` with the member's nam
 
 from __future__ import annotations
 
+import contextvars
 import email
 import email.policy
 import io
 import posixpath
 import zipfile
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from email.message import EmailMessage
 from email.utils import parsedate_to_datetime
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import unquote
 
 from ..types import Document
 from ._files import LoadError, Read, Skipped
@@ -33,6 +37,9 @@ MAX_MEMBER = 25 * 2**20  # bytes: one member of an archive, one attachment (25 M
 MAX_UNPACKED = 512 * 2**20  # bytes unpacked from one container, all its members together
 MAX_MEMBERS = 10_000  # members read from one archive
 MAX_DEPTH = 3  # containers one inside another (a .zip attached to an e-mail in a .zip is 3)
+MAX_PART = 64 * 2**20  # bytes: one part of a document its reader parses whole (a Word file's document.xml)
+#: what is left of `MAX_UNPACKED` for the file being read, members of members included (None: outside a container)
+_LEFT: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("unpacked_left", default=None)
 #: reads one member: (bytes, suffix, id and source, name, depth) -> what it holds; `LoadError` when nothing
 Reader = Callable[[bytes, str, str, str, int], Read]
 
@@ -41,9 +48,10 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:.1f} MB"
 
 
-def zip_container(data: bytes, what: str) -> zipfile.ZipFile:
+def zip_container(data: bytes, what: str, whole_parts: bool = False) -> zipfile.ZipFile:
     """The zip container of ``data`` (an archive, or an Office or EPUB file, which are zips); `LoadError` for a file
-    that is none, is encrypted, or would unpack to more than `MAX_UNPACKED` (a zip bomb)."""
+    that is none, is encrypted, or would unpack to more than `MAX_UNPACKED` (a zip bomb); ``whole_parts``: its reader
+    parses each part whole, so none may be over `MAX_PART`."""
     if data[:8] == b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1":  # an OLE2 file where a zip should be: Office's encryption
         raise LoadError(f"password-protected or encrypted {what} (save a copy without a password to index it)")
     try:
@@ -54,7 +62,24 @@ def zip_container(data: bytes, what: str) -> zipfile.ZipFile:
     if unpacked > MAX_UNPACKED:
         raise LoadError(f"{what} would unpack to {_mb(unpacked)}, over the {_mb(MAX_UNPACKED)} limit "
                         f"(a zip bomb?): left out")
+    if whole_parts and (big := max(z.infolist(), key=lambda i: i.file_size, default=None)) and \
+            big.file_size > MAX_PART:
+        raise LoadError(f"{what} has a part of {_mb(big.file_size)} ({big.filename}), over the {_mb(MAX_PART)} "
+                        "limit of one part: split the document")
     return z
+
+
+@contextmanager
+def _budget() -> Iterator[None]:
+    """`MAX_UNPACKED` for the outermost container being read, shared by every container inside it."""
+    if _LEFT.get() is not None:
+        yield
+        return
+    token = _LEFT.set([MAX_UNPACKED])
+    try:
+        yield
+    finally:
+        _LEFT.reset(token)
 
 
 def _nested(read: Reader, data: bytes, name: str, source: str, depth: int, part: str) -> Read:
@@ -62,6 +87,11 @@ def _nested(read: Reader, data: bytes, name: str, source: str, depth: int, part:
     suffix = PurePosixPath(name).suffix.lower()
     if depth >= MAX_DEPTH:
         return Read([], [Skipped(source, f"a container {MAX_DEPTH} deep: not opened further", part=part)])
+    left = _LEFT.get() or [MAX_UNPACKED]
+    if len(data) > left[0]:
+        return Read([], [Skipped(source, f"over the {_mb(MAX_UNPACKED)} read from one container, its members' "
+                                 "members included: left out", part=part)])
+    left[0] -= len(data)
     try:
         got = read(data, suffix, f"{source}#{name}", PurePosixPath(name).name, depth + 1)
     except LoadError as e:
@@ -75,7 +105,7 @@ def load_zip(data: bytes, source: str, read: Reader, depth: int = 0, supported: 
     """Every document in a ``.zip``: each member of a supported kind read by its loader (hidden members and folders
     passed over, as in a folder); an unsupported, encrypted or oversized one a `Skipped` naming it."""
     out = Read([], [])
-    with zip_container(data, "zip archive") as z:
+    with zip_container(data, "zip archive") as z, _budget():
         members = [i for i in z.infolist() if not i.is_dir() and not any(
             p.startswith(".") or p == "__MACOSX" for p in PurePosixPath(i.filename).parts)]
         for n, info in enumerate(members):
@@ -90,7 +120,12 @@ def load_zip(data: bytes, source: str, read: Reader, depth: int = 0, supported: 
             if why:
                 out.skipped.append(Skipped(source, why, part=part))
                 continue
-            got = _nested(read, z.read(info), info.filename, source, depth, part)
+            try:
+                member = z.read(info)
+            except (zipfile.BadZipFile, NotImplementedError, RuntimeError, EOFError, OSError, zlib.error) as e:
+                out.skipped.append(Skipped(source, f"unreadable member ({type(e).__name__}: {e}): left out", part=part))
+                continue
+            got = _nested(read, member, info.filename, source, depth, part)
             out.documents += got.documents
             out.skipped += got.skipped
     if not out.documents:
@@ -118,28 +153,57 @@ def load_eml(data: bytes, source: str, name: str, read: Reader, depth: int = 0) 
     title = f"{subject or name}" + (f" ({date[:10]})" if date else "")
     meta = {"from": str(msg.get("from", "")), "date": date, "subject": subject}
     out = Read([writer.document(source, title, meta)], [])
-    for n, att in enumerate(msg.iter_attachments(), 1):
-        forwarded = att.get_content_type() == "message/rfc822"
-        filename = att.get_filename() or f"attachment-{n}" + (".eml" if forwarded else "")
-        part = f"attachment '{filename}'"
-        content = att.get_content()
-        payload = content.as_bytes() if isinstance(content, EmailMessage) else \
-            content.encode() if isinstance(content, str) else bytes(content)
-        if len(payload) > MAX_MEMBER:
-            out.skipped.append(Skipped(source, f"{_mb(len(payload))}, over the {_mb(MAX_MEMBER)} limit of one "
-                                       "attachment: left out", part=part))
-            continue
-        got = _nested(read, payload, filename, source, depth, part)
-        out.documents += [replace(d, title=f"{d.title} (attached to: {title})") for d in got.documents]
-        out.skipped += got.skipped
+    with _budget():
+        for n, att in enumerate(msg.iter_attachments(), 1):
+            filename = att.get_filename()
+            if not filename and (att.is_multipart() or att.get_content_type() in ("text/plain", "text/html")):
+                _body(writer, att, source)  # more of the message's text (Apple Mail writes some after an attachment)
+                continue
+            forwarded = att.get_content_type() == "message/rfc822"
+            filename = filename or f"attachment-{n}"
+            if forwarded and not filename.lower().endswith(".eml"):
+                filename += ".eml"
+            part = f"attachment '{filename}'"
+            payload = _payload(att)
+            if len(payload) > MAX_MEMBER:
+                out.skipped.append(Skipped(source, f"{_mb(len(payload))}, over the {_mb(MAX_MEMBER)} limit of one "
+                                           "attachment: left out", part=part))
+                continue
+            got = _nested(read, payload, filename, source, depth, part)
+            out.documents += [replace(d, title=f"{d.title} (attached to: {title})") for d in got.documents]
+            out.skipped += got.skipped
+    out.documents[0] = writer.document(source, title, meta)  # with the text found among the attachments
     return out
+
+
+def _payload(part: EmailMessage) -> bytes:
+    """An attachment's bytes as sent (a forwarded message: the message), whatever charset it names."""
+    if part.get_content_type() == "message/rfc822":
+        inner = part.get_payload()
+        inner = inner[0] if isinstance(inner, list) and inner else inner
+        return inner.as_bytes() if hasattr(inner, "as_bytes") else str(inner).encode()
+    raw = part.get_payload(decode=True)
+    return raw if isinstance(raw, bytes) else b""
+
+
+def _text(part: EmailMessage) -> str:
+    """A text part's text in its charset; a charset Python does not know (``unknown-8bit``) read as UTF-8, else
+    Latin-1, its undecodable bytes replaced."""
+    try:
+        return part.get_content()
+    except (LookupError, KeyError, ValueError, UnicodeError):
+        raw = part.get_payload(decode=True) or b""
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return raw.decode("latin-1", "replace")
 
 
 def _body(writer: Writer, msg: EmailMessage, source: str) -> None:
     body = msg.get_body(preferencelist=("plain", "html"))
     if body is None:
         return
-    text = body.get_content()
+    text = _text(body)
     if body.get_content_subtype() == "html":
         try:
             writer.include(load_html(text.encode(), f"{source}#body", "body")[0])
@@ -160,7 +224,7 @@ def _toc(z: zipfile.ZipFile, opf: Any, base: str, items: dict[str, Any], parser:
     entry = nav if nav is not None else ncx
     if entry is None:
         return {}
-    path = posixpath.normpath(posixpath.join(base, entry.get("href", "")))
+    path = posixpath.normpath(posixpath.join(base, unquote(entry.get("href", ""))))
     try:
         root = etree.fromstring(z.read(path), parser)
     except (KeyError, etree.XMLSyntaxError):
@@ -175,7 +239,7 @@ def _toc(z: zipfile.ZipFile, opf: Any, base: str, items: dict[str, Any], parser:
                 found.append((content.get("src", ""), " ".join((label.text or "").split())))
     out: dict[str, str] = {}
     for href, title in found:
-        target = posixpath.normpath(posixpath.join(posixpath.dirname(path), href.split("#", 1)[0]))
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(path), unquote(href.split("#", 1)[0])))
         if title:
             out.setdefault(target, title)
     return out
@@ -201,7 +265,7 @@ def load_epub(data: bytes, source: str, name: str) -> Read:
     from lxml import etree
 
     parser = etree.XMLParser(resolve_entities=False, no_network=True)
-    with zip_container(data, "EPUB book") as z:
+    with zip_container(data, "EPUB book", whole_parts=True) as z:
         try:
             container = etree.fromstring(z.read("META-INF/container.xml"), parser)
             opf_path = container.find(".//{*}rootfile").get("full-path")
@@ -216,7 +280,7 @@ def load_epub(data: bytes, source: str, name: str) -> Read:
             item = items.get(ref.get("idref"))
             if item is None or ref.get("linear") == "no" or "html" not in (item.get("media-type") or ""):
                 continue
-            href = posixpath.normpath(posixpath.join(base, item.get("href", "")))
+            href = posixpath.normpath(posixpath.join(base, unquote(item.get("href", ""))))  # a URL: %20 is a space
             try:
                 page = header_rows(z.read(href).decode("utf-8", "replace"))
                 doc = load_html(page.encode(), f"{source}#{href}", titles.get(href) or f"Chapter {n}")[0]

@@ -148,8 +148,8 @@ class _Walk:
             self.parts.append(_TABLE_END)
         elif tag.name == "pre" and not parent.pre and not frame.tables:
             self.parts.append(_CODE_END)
-        if tag.name in _BLOCK and not (frame.cell and tag.name != "table"):
-            self.put("\n")
+        if tag.name in _BLOCK:  # in a cell, a block's end is a space
+            self.put("\n" if not (frame.cell and tag.name != "table") else "" if self.last in "\n |" else " ")
 
     def _row_ended(self, row: _Frame) -> None:
         """Count the row in its table; a ``<thead>`` row, or a first row of header cells, ends the table's head."""

@@ -4,7 +4,9 @@ slide), a spreadsheet's hidden sheets (`odf_hidden_sheets`) and a file's title (
 from __future__ import annotations
 
 import io
+import re
 import zipfile
+from collections.abc import Iterator
 from typing import Any
 
 from ._files import LoadError, Read, Skipped
@@ -48,11 +50,88 @@ def _styles_with(root: Any, family: str, props: str, attr: str, value: str) -> s
             and any(p.get(_q(attr)) == value for p in s.iter(_q(props)))}
 
 
-def odf_hidden_sheets(data: bytes) -> set[str]:
-    """The names of a spreadsheet's hidden sheets (their table style's ``table:display="false"``)."""
-    root = _part(data, "content.xml")
-    hidden = _styles_with(root, "table", "style:table-properties", "table:display", "false")
-    return {t.get(_q("table:name")) for t in root.iter(_q("table:table")) if t.get(_q("table:style-name")) in hidden}
+_TRACKED = re.compile(rb"<text:tracked-changes\b.*?</text:tracked-changes>", re.S)
+_SPACES = re.compile(rb'(<text:s\b[^>]*?text:c=")(\d{2,})(")')
+
+
+def odt_cleaned(data: bytes) -> tuple[bytes, dict[str, int]]:
+    """An OpenDocument text without its record of tracked changes (whose deletions a converter would show as text)
+    and with a run of spaces (``text:s``) of at most 8; and how many tracked deletions and comments it had."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        content = z.read("content.xml")
+        counts = {"tracked deletions": content.count(b"<text:deletion"),
+                  "comments": content.count(b"<office:annotation")}
+        cleaned = _SPACES.sub(lambda m: m.group(1) + b"8" + m.group(3), _TRACKED.sub(b"", content))
+        if cleaned == content:
+            return data, counts
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as w:
+            for item in z.infolist():
+                w.writestr(item, cleaned if item.filename == "content.xml" else z.read(item))
+    return out.getvalue(), counts
+
+
+def etree_error() -> type[Exception]:
+    """lxml's XML syntax error (imported with lxml, when an OpenDocument file is read)."""
+    from lxml import etree
+
+    return etree.XMLSyntaxError
+
+
+MAX_REPEAT = 1_000  # a repeated row or cell with content: read this many times at most
+
+
+def odf_sheets(data: bytes, max_columns: int) -> Iterator[tuple[int, str, bool, int, list[str]]]:
+    """A spreadsheet's rows with text, streamed from content.xml (a row at a time: a sheet of a million rows is never
+    held whole), as ``(sheet number, sheet name, hidden, row number, cells' text)``; rows and cells repeated
+    (``table:number-rows-repeated``, ``...-columns-repeated``) expanded only where they hold text, at most
+    `MAX_REPEAT` times; a row's first ``max_columns`` cells."""
+    from lxml import etree
+
+    hidden: set[str] = set()
+    sheet, name, hides, n = 0, "", False, 0
+    with zipfile.ZipFile(io.BytesIO(data)) as z, z.open("content.xml") as f:
+        for event, el in etree.iterparse(f, events=("start", "end"), resolve_entities=False, huge_tree=True,
+                                         tag=(_q("style:style"), _q("table:table"), _q("table:table-row"))):
+            if el.tag == _q("table:table") and event == "start":
+                sheet, name, n = sheet + 1, el.get(_q("table:name")) or "", 0
+                hides = el.get(_q("table:style-name")) in hidden
+            elif event != "end":
+                continue
+            elif el.tag == _q("style:style"):
+                props = el.find(_q("style:table-properties"))
+                if el.get(_q("style:family")) == "table" and props is not None and \
+                        props.get(_q("table:display")) == "false":
+                    hidden.add(el.get(_q("style:name")))
+            elif el.tag == _q("table:table-row"):
+                times = _count(el.get(_q("table:number-rows-repeated")))
+                if cells := _row_cells(el, max_columns):
+                    for k in range(min(times, MAX_REPEAT)):
+                        yield sheet, name, hides, n + 1 + k, cells
+                n += times
+                el.clear()
+
+
+def _row_cells(row: Any, max_columns: int) -> list[str]:
+    cells: list[str] = []
+    for cell in row:
+        if cell.tag not in (_q("table:table-cell"), _q("table:covered-table-cell")):
+            continue
+        text = " ".join(text_of(cell).split())
+        times = _count(cell.get(_q("table:number-columns-repeated")))
+        cells += [text] * min(times, MAX_REPEAT if text else max_columns)
+        if len(cells) >= max_columns:
+            break
+    while cells and not cells[-1]:
+        cells.pop()
+    return cells[:max_columns]
+
+
+def _count(value: str | None) -> int:
+    try:
+        return max(1, int(value or 1))
+    except ValueError:
+        return 1
 
 
 def text_of(el: Any) -> str:
@@ -66,7 +145,7 @@ def text_of(el: Any) -> str:
         for child in node:
             tag = child.tag
             if tag == _q("text:s"):
-                out.append(" " * int(child.get(_q("text:c"), "1")))
+                out.append(" " * min(_count(child.get(_q("text:c"))), 8))  # spaces kept as a few
             elif tag == _q("text:tab"):
                 out.append("\t")
             elif tag == _q("text:line-break"):
@@ -98,7 +177,7 @@ def load_odp(data: bytes, source: str, name: str) -> Read:
             skipped.append(Skipped(source, "hidden slide: left out", page=n))
             continue
         writer = Writer()
-        frames = [f for f in page if f.tag == _q("draw:frame")]
+        frames = list(_shapes(page))
         titles = [f for f in frames if f.get(_q("presentation:class")) == "title"]
         title = " ".join(text_of(titles[0]).split()) if titles else ""
         first = first or title
@@ -113,6 +192,19 @@ def load_odp(data: bytes, source: str, name: str) -> Read:
             writer.paragraph(said)
         slides.append((n, writer))
     return deck_read(slides, skipped, source, odf_title(data) or first or name)
+
+
+_SHAPES = {_q(f"draw:{k}") for k in ("frame", "custom-shape", "rect", "ellipse", "polygon", "polyline", "path",
+                                       "circle", "line", "connector", "caption", "regular-polygon")}
+
+
+def _shapes(parent: Any) -> Iterator[Any]:
+    """A page's shapes that can hold text, those in groups (``draw:g``) too."""
+    for child in parent:
+        if child.tag == _q("draw:g"):
+            yield from _shapes(child)
+        elif child.tag in _SHAPES:
+            yield child
 
 
 def _length(value: str | None) -> float:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ._files import LoadError, Read, Skipped
 from ._html import load_html
+from ._odf import odt_cleaned
 from ._writer import Writer, cell_text, deck_read
 
 
@@ -40,6 +41,19 @@ def load_docx(data: bytes, source: str, name: str) -> Read:
 
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_OFFICE_DOCUMENT = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument"
+
+
+def _main_part(z: Any) -> str:
+    """The Word file's main part, as its package relationships name it (``word/document.xml`` by default)."""
+    from lxml import etree
+
+    try:
+        rels = etree.fromstring(z.read("_rels/.rels"), etree.XMLParser(resolve_entities=False))
+        target = next(r.get("Target") for r in rels if r.get("Type") == _OFFICE_DOCUMENT)
+        return target.lstrip("/")
+    except (KeyError, StopIteration, etree.XMLSyntaxError):
+        return "word/document.xml"
 
 
 def _without_hidden(data: bytes) -> tuple[bytes, dict[str, int]]:
@@ -51,7 +65,8 @@ def _without_hidden(data: bytes) -> tuple[bytes, dict[str, int]]:
 
     with zipfile.ZipFile(io.BytesIO(data)) as z:
         names = set(z.namelist())
-        root = etree.fromstring(z.read("word/document.xml"), etree.XMLParser(resolve_entities=False, huge_tree=True))
+        main = _main_part(z)
+        root = etree.fromstring(z.read(main), etree.XMLParser(resolve_entities=False, huge_tree=True))
         comments = z.read("word/comments.xml") if "word/comments.xml" in names else b""
         hidden = [r for r in root.iter(f"{_W}r") if (v := r.find(f"{_W}rPr/{_W}vanish")) is not None
                   and v.get(f"{_W}val", "true") not in ("0", "false")]
@@ -64,24 +79,27 @@ def _without_hidden(data: bytes) -> tuple[bytes, dict[str, int]]:
         out = io.BytesIO()
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as w:
             for item in z.infolist():
-                w.writestr(item, etree.tostring(root) if item.filename == "word/document.xml" else z.read(item))
+                w.writestr(item, etree.tostring(root) if item.filename == main else z.read(item))
     return out.getvalue(), counts
 
 
 def load_odt(data: bytes, source: str, name: str) -> Read:
-    """An OpenDocument text (.odt): odfpy's XHTML of it, read as a web page."""
+    """An OpenDocument text (.odt): odfpy's XHTML of it, read as a web page; tracked deletions and comments left out,
+    each kind counted in a `Skipped`."""
     from odf.odf2xhtml import ODF2XHTML
 
     try:
+        data, left_out = odt_cleaned(data)
         converter = ODF2XHTML(generate_css=False, embedable=False)
         converter.load(io.BytesIO(data))
         xhtml = header_rows(converter.xhtml())
     except Exception as e:
         raise LoadError(f"not a readable OpenDocument file ({type(e).__name__}): a corrupt or unsupported file") from e
     try:
-        return Read(load_html(xhtml.encode(), source, name))
+        docs = load_html(xhtml.encode(), source, name)
     except LoadError as e:
         raise LoadError("no text in the document" if "no visible text" in e.reason else e.reason) from None
+    return Read(docs, [Skipped(source, f"{n} left out", part=what) for what, n in left_out.items() if n])
 
 
 def load_pptx(data: bytes, source: str, name: str) -> Read:
@@ -126,7 +144,9 @@ def _reading_order(shapes: Any) -> list[Any]:
 
 
 def _write_shape(writer: Writer, shape: Any) -> None:
-    if shape.shape_type is not None and int(shape.shape_type) == 6:  # MSO_SHAPE_TYPE.GROUP
+    from pptx.shapes.group import GroupShape
+
+    if isinstance(shape, GroupShape):
         for inner in _reading_order(shape.shapes):
             _write_shape(writer, inner)
     elif getattr(shape, "has_table", False) and shape.has_table:

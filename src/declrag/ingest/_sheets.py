@@ -1,5 +1,5 @@
-"""Tables as documents: an Excel workbook (`load_xlsx`, by openpyxl), an OpenDocument spreadsheet (`load_ods`, by
-odfpy through pandas) and CSV/TSV (`load_delimited`, Python's csv).
+"""Tables as documents: an Excel workbook (`load_xlsx`, by openpyxl), an OpenDocument spreadsheet (`load_ods`, its
+XML streamed by lxml: `declrag.ingest._odf`) and CSV/TSV (`load_delimited`, Python's csv).
 
 Each sheet is a document of its own (``book.xlsx#sheet-2``), headed ``Sheet: Budget`` (a passage's section names its
 sheet), over one table: its first
@@ -14,21 +14,24 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..types import Document
 from ._files import LoadError, Read, Skipped, decode
-from ._odf import odf_hidden_sheets, odf_title
+from ._odf import etree_error, odf_sheets, odf_title
 from ._writer import Writer, cell_text
 
 MAX_ROWS = 200_000  # rows read from one file, all its sheets together
+MAX_COLUMNS = 1_000  # cells read from one row
 
 
 def _rows(values: Iterable[Sequence[Any]], first: int = 1) -> Iterator[tuple[int, list[str]]]:
-    """``(row number, cells)`` of each non-empty row, empty trailing cells cut."""
+    """``(row number, cells)`` of each non-empty row, empty trailing cells cut (a row of more than `MAX_COLUMNS`
+    cells: its first `MAX_COLUMNS`)."""
     for n, row in enumerate(values, first):
-        cells = [cell_text(v) for v in row]
+        cells = [cell_text(v) for v in itertools.islice(row, MAX_COLUMNS)]
         while cells and not cells[-1]:
             cells.pop()
         if cells:
@@ -51,8 +54,10 @@ class _Book:
         self.documents: list[Document] = []
         self.skipped: list[Skipped] = []
 
-    def sheet(self, name: str | None, rows: Iterator[tuple[int, list[str]]], declared: int | None = None) -> None:
-        """One sheet: its heading (none for a CSV), then its table; ``declared``: the rows the file says it has."""
+    def sheet(self, name: str | None, rows: Iterator[tuple[int, list[str]]], declared: int | None = None,
+              number: int = 1) -> None:
+        """One sheet: its heading (none for a CSV), then its table; ``declared``: the rows the file says it has;
+        ``number``: its place among the file's sheets (hidden ones counted: its document's id keeps it)."""
         taken = list(itertools.islice(rows, self.left))
         more = next(rows, None)
         if more is not None:
@@ -72,7 +77,7 @@ class _Book:
         (_, header), body = taken[at], taken[at + 1:]
         width = max(len(cells) for _, cells in taken[at:])
         writer.table(["Row", *header], [[str(n), *cells, *[""] * (width - len(cells))] for n, cells in body])
-        doc_id = self.source if name is None else f"{self.source}#sheet-{len(self.documents) + 1}"
+        doc_id = self.source if name is None else f"{self.source}#sheet-{number}"
         self.documents.append(writer.document(self.source, self.title, doc_id=doc_id))
 
     def read(self, what: str) -> Read:
@@ -91,33 +96,31 @@ def load_xlsx(data: bytes, source: str, name: str) -> Read:
         raise LoadError(f"not a readable Excel workbook ({type(e).__name__}): a corrupt or unsupported file") from e
     book = _Book(source, (wb.properties.title or "").strip() or name)
     try:
-        for ws in wb.worksheets:
+        for n, ws in enumerate(wb.worksheets, 1):
             if ws.sheet_state != "visible":
                 book.skipped.append(Skipped(source, f"{ws.sheet_state} sheet: left out", part=f"sheet '{ws.title}'"))
                 continue
             declared = ws.max_row if isinstance(ws.max_row, int) and ws.max_row > 1 else None
-            book.sheet(ws.title, _rows(ws.iter_rows(min_row=1, values_only=True)), declared)
+            # the rows as the file has them: a declared size is not trusted (a wrong one cuts the sheet short, a
+            # far corner cell pads every row to thousands of empty cells)
+            ws.reset_dimensions()
+            book.sheet(ws.title, _rows(ws.iter_rows(min_row=1, values_only=True)), declared, n)
     finally:
         wb.close()
     return book.read("any visible sheet")
 
 
 def load_ods(data: bytes, source: str, name: str) -> Read:
-    """An OpenDocument spreadsheet (.ods): its visible sheets, each a table (pandas reads them with odfpy)."""
-    import pandas as pd
-
-    try:
-        sheets = pd.read_excel(io.BytesIO(data), sheet_name=None, header=None, engine="odf", dtype=object)
-    except Exception as e:
-        raise LoadError(f"not a readable OpenDocument spreadsheet ({type(e).__name__}): a corrupt file") from e
+    """An OpenDocument spreadsheet (.ods): its visible sheets, each a table (content.xml streamed by lxml)."""
     book = _Book(source, odf_title(data) or name)
-    hidden = odf_hidden_sheets(data)
-    for sheet, frame in sheets.items():
-        if str(sheet) in hidden:
-            book.skipped.append(Skipped(source, "hidden sheet: left out", part=f"sheet '{sheet}'"))
-            continue
-        values = frame.astype(object).where(frame.notna(), None).itertuples(index=False, name=None)
-        book.sheet(str(sheet), _rows(values))
+    try:
+        for (number, sheet, hidden), rows in itertools.groupby(odf_sheets(data, MAX_COLUMNS), key=lambda r: r[:3]):
+            if hidden:
+                book.skipped.append(Skipped(source, "hidden sheet: left out", part=f"sheet '{sheet}'"))
+                continue
+            book.sheet(sheet, ((n, cells) for *_, n, cells in rows), None, number)
+    except (KeyError, zipfile.BadZipFile, etree_error()) as e:
+        raise LoadError(f"not a readable OpenDocument spreadsheet ({type(e).__name__}): a corrupt file") from None
     return book.read("any visible sheet")
 
 
@@ -130,10 +133,21 @@ def load_delimited(data: bytes, source: str, name: str, tab: bool = False) -> Re
             delimiter = csv.Sniffer().sniff(text[:16384], delimiters=",;|\t").delimiter
         except csv.Error:
             delimiter = ","
+    csv.field_size_limit(max(csv.field_size_limit(), 2**24))  # a long cell (16 MB at most) is no error
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    starts: list[int] = []  # the line each record starts on (a quoted cell may span lines)
+
+    def records() -> Iterator[list[str]]:
+        while True:
+            starts.append(reader.line_num + 1)
+            try:
+                yield next(reader)
+            except StopIteration:
+                return
+
     try:
         book = _Book(source, name)
-        book.sheet(None, ((reader.line_num, cells) for _, cells in _rows(reader)))
+        book.sheet(None, ((starts[n - 1], cells) for n, cells in _rows(records())))
     except csv.Error as e:
         raise LoadError(f"not valid {'TSV' if tab else 'CSV'} (line {reader.line_num}: {e})") from e
     return book.read("the file")

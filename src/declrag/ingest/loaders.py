@@ -20,7 +20,7 @@ from typing import Any
 from declrag.types import Document
 
 from ..text.reading import visible
-from ._containers import load_eml, load_epub, load_zip, zip_container
+from ._containers import MAX_DEPTH, load_eml, load_epub, load_zip, zip_container
 from ._files import LoadError, Read, Skipped, decode, short
 from ._html import load_html
 from ._odf import load_odp
@@ -41,11 +41,12 @@ _OFFICE: dict[str, tuple[str, Callable[[bytes, str, str], Read]]] = {
 _TABLES: dict[str, Callable[[bytes, str, str], Read]] = {".csv": load_delimited,
                                                           ".tsv": partial(load_delimited, tab=True)}
 _CONTAINERS = frozenset({".zip", ".eml"})
+_PARSED_WHOLE = frozenset({".docx", ".pptx", ".odt", ".odp"})  # their readers hold each part whole (not a sheet's)
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".txt", ".md", ".markdown", ".pdf", ".html", ".htm", ".jsonl",
                                                 *_OFFICE, *_TABLES, *_CONTAINERS})
 
 __all__ = ["PDF_READERS", "SUPPORTED_SUFFIXES", "LoadError", "PdfReaderName", "Read", "Skipped", "iter_files",
-           "load_file", "load_paths", "read_data", "read_file"]
+           "MAX_DEPTH", "load_file", "load_paths", "read_data", "read_file"]
 
 
 def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | Skipped]:
@@ -53,6 +54,13 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | Skipped]:
 
     Inside folders, hidden entries and ``__pycache__`` are ignored and unsupported files are yielded as
     ``Skipped``. Explicit files are yielded whatever their suffix. Each file is yielded at most once.
+
+    Args:
+        paths: files and folders, as given on a command line.
+
+    Returns:
+        An iterator of the files to read, and of what is passed over (a `Skipped` with its reason: an unsupported
+        kind, a path that does not exist or cannot be read).
     """
     seen: set[str] = set()
     for arg in paths:
@@ -71,7 +79,14 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | Skipped]:
 
 
 def load_paths(paths: Iterable[str | Path]) -> tuple[list[Document], list[Skipped]]:
-    """Every document in these files and folders (`iter_files`, then `load_file`), and what was skipped, with why."""
+    """Every document in these files and folders (`iter_files`, then `read_file`), and what was skipped.
+
+    Args:
+        paths: files and folders.
+
+    Returns:
+        The documents, and every file or part of one skipped (`Skipped`: its path, the part, and why).
+    """
     docs: list[Document] = []
     skipped: list[Skipped] = []
     for item in iter_files(paths):
@@ -132,20 +147,41 @@ def _os_reason(e: OSError) -> str:
 
 
 def load_file(path: str | Path, ocr: bool | None = None, pdf_reader: str = "pdfium") -> list[Document]:
-    """Load one file into Documents; raises ``LoadError`` (and nothing else) if it cannot be used. The parts of it
-    that were skipped (`read_file` says which) are left out."""
+    """Load one file into documents; the parts of it that were skipped (`read_file` says which) are left out.
+
+    Args:
+        path: the file.
+        ocr: read a PDF's pages without a text layer with Tesseract (None: where it is installed).
+        pdf_reader: which library reads a PDF's text layer (`PDF_READERS`).
+
+    Returns:
+        Its documents (a file, a PDF, a slide, a sheet, a JSONL record, an attachment or an archive's member each).
+
+    Raises:
+        LoadError: the file cannot be used (its ``reason``: one line, e.g. "unsupported file type .doc").
+    """
     return read_file(path, ocr, pdf_reader).documents
 
 
 def read_file(path: str | Path, ocr: bool | None = None, pdf_reader: str = "pdfium") -> Read:
-    """Read one file: its documents, and the parts skipped (a malformed JSONL record, a PDF page without a text layer
-    that OCR did not read, a hidden slide or sheet, an attachment too large), each with a reason. Raises ``LoadError``
-    (and nothing else) when nothing in it can be used.
+    """Read one file: its documents, and the parts of it skipped, each with why.
 
-    ``ocr``: read the pages of a PDF that have no text layer (scans) with Tesseract (`declrag.ingest.ocr`): None (the
-    default) or True where Tesseract is installed (elsewhere each such page is skipped, saying how to install it;
-    ``declrag index --ocr`` refuses to start there), False never.
-    ``pdf_reader``: which library reads a PDF's text layer (`PDF_READERS`)."""
+    A part skipped is a malformed JSONL record, a PDF page without a text layer that OCR did not read, a hidden slide
+    or sheet, a Word file's hidden text, an attachment too large, an archive member of an unsupported kind.
+
+    Args:
+        path: the file (its suffix says its kind: `SUPPORTED_SUFFIXES`).
+        ocr: read the pages of a PDF that have no text layer (scans) with Tesseract (`declrag.ingest.ocr`): None (the
+            default) or True where Tesseract is installed (elsewhere each such page is skipped, saying how to
+            install it; ``declrag index --ocr`` refuses to start there), False never.
+        pdf_reader: which library reads a PDF's text layer (`PDF_READERS`).
+
+    Returns:
+        A `Read`: its ``documents`` and the parts ``skipped``.
+
+    Raises:
+        LoadError: nothing in the file can be used (and nothing else is raised: its ``reason`` is one line).
+    """
     path = Path(path)
     try:
         suffix = path.suffix.lower()
@@ -167,9 +203,23 @@ def read_file(path: str | Path, ocr: bool | None = None, pdf_reader: str = "pdfi
 
 def read_data(data: bytes, suffix: str, source: str, name: str, depth: int = 0, *, ocr: bool | None = None,
               pdf_reader: str = "pdfium") -> Read:
-    """Read the bytes of one file of kind ``suffix`` (``".docx"``), ``source`` its documents' id and source, ``name``
-    their title where the file gives none; ``depth``: the containers it is inside (an attachment, an archive's
-    member). Raises ``LoadError`` (and nothing else) when nothing in it can be used."""
+    """Read the bytes of one file of a known kind (what `read_file` does once it has read the file).
+
+    Args:
+        data: the file's bytes.
+        suffix: its kind, as a suffix (``".docx"``).
+        source: its documents' id and source (a path; a container's member: ``mail.eml#report.docx``).
+        name: their title where the file gives none.
+        depth: the containers it is inside (an attachment, an archive's member): at most `MAX_DEPTH` are opened.
+        ocr: as `read_file`'s.
+        pdf_reader: as `read_file`'s.
+
+    Returns:
+        A `Read`: its ``documents`` and the parts ``skipped``.
+
+    Raises:
+        LoadError: nothing in it can be used.
+    """
     try:
         if suffix not in SUPPORTED_SUFFIXES:
             raise LoadError(f"unsupported file type {suffix or '(no suffix)'}")
@@ -184,7 +234,8 @@ def read_data(data: bytes, suffix: str, source: str, name: str, depth: int = 0, 
             return load_eml(data, source, name, read, depth)
         if suffix in _OFFICE:
             kind, loader = _OFFICE[suffix]
-            zip_container(data, kind).close()  # encrypted, not a zip, or a zip bomb: one clear line
+            # encrypted, not a zip, a zip bomb, a part too large to parse whole: one clear line
+            zip_container(data, kind, whole_parts=suffix in _PARSED_WHOLE).close()
             return loader(data, source, name)
         if suffix in _TABLES:
             return _TABLES[suffix](data, source, name)

@@ -199,3 +199,30 @@ def test_containers_are_bounded_in_depth_and_size(tmp_path, monkeypatch):
     assert [d.id.rsplit("#", 1)[1] for d in got.documents] == ["small.txt"]
     assert [(s.part, s.reason) for s in got.skipped] == [
         ("member 'large.txt'", "0.0 MB, over the 0.0 MB limit of one member: left out")]
+
+
+def test_hostile_and_odd_files_are_read_in_bounds_or_skipped_alone(tmp_path):
+    import openpyxl
+
+    wb = openpyxl.Workbook()  # a far corner cell: rows are not padded to 16,384 empty cells each
+    wb.active["A1"], wb.active["B1"], wb.active["A2"] = "Item", "Price", "tea"
+    wb.active["XFD1048576"] = "corner"
+    wb.save(tmp_path / "corner.xlsx")
+    [sheet] = read_file(tmp_path / "corner.xlsx").documents
+    assert "Row | Item | Price\n2 | tea" in sheet.text
+    with zipfile.ZipFile(tmp_path / "damaged.zip", "w") as z:  # one member's bytes damaged: that member alone
+        z.writestr("good.txt", "A good note.")
+        z.writestr("bad.txt", "A note whose bytes are damaged.")
+    raw = bytearray((tmp_path / "damaged.zip").read_bytes())
+    at = raw.index(b"A note whose")
+    raw[at:at + 6] = b"XXXXXX"
+    (tmp_path / "damaged.zip").write_bytes(bytes(raw))
+    got = read_file(tmp_path / "damaged.zip")
+    assert [d.text for d in got.documents] == ["A good note."]
+    assert got.skipped[0].part == "member 'bad.txt'" and got.skipped[0].reason.startswith("unreadable member")
+    mail = (b"Subject: Notes\r\nFrom: a@example.com\r\nContent-Type: text/plain; charset=unknown-8bit\r\n\r\n"
+            b"Caf\xc3\xa9 budget is settled.\r\n")
+    (tmp_path / "charset.eml").write_bytes(mail)  # a charset Python does not know: read, not lost
+    assert "Café budget is settled." in read_file(tmp_path / "charset.eml").documents[0].text
+    (tmp_path / "cells.html").write_text("<table><tr><th>A</th></tr><tr><td><p>a</p>b<div>c</div>d</td></tr></table>")
+    assert "a b c d" in read_file(tmp_path / "cells.html").documents[0].text  # a cell's blocks: words kept apart
