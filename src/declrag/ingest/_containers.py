@@ -186,13 +186,14 @@ def _payload(part: EmailMessage) -> bytes:
     return raw if isinstance(raw, bytes) else b""
 
 
-def _text(part: EmailMessage) -> str:
+def _text(part: Any) -> str:
     """A text part's text in its charset; a charset Python does not know (``unknown-8bit``) read as UTF-8, else
     Latin-1, its undecodable bytes replaced."""
     try:
         return part.get_content()
     except (LookupError, KeyError, ValueError, UnicodeError):
-        raw = part.get_payload(decode=True) or b""
+        raw = part.get_payload(decode=True)
+        raw = raw if isinstance(raw, bytes) else b""
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
