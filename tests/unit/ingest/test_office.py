@@ -226,3 +226,13 @@ def test_hostile_and_odd_files_are_read_in_bounds_or_skipped_alone(tmp_path):
     assert "Café budget is settled." in read_file(tmp_path / "charset.eml").documents[0].text
     (tmp_path / "cells.html").write_text("<table><tr><th>A</th></tr><tr><td><p>a</p>b<div>c</div>d</td></tr></table>")
     assert "a b c d" in read_file(tmp_path / "cells.html").documents[0].text  # a cell's blocks: words kept apart
+
+
+def test_declrag_ask_cites_the_sheet_of_its_answer(tmp_path, capsys):
+    from declrag.cli import main
+
+    assert main(["index", str(OFFICE / "budget.xlsx"), "--store", str(tmp_path / "s"), "-q"]) == 0
+    assert main(["ask", QUESTION, "--store", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    cited = [line for line in out.splitlines() if line.startswith("  [") and "6 | Q3 | 120000 | Tomas Berg" in line]
+    assert cited and " Budgets 2026 › Sheet: Marketing " in cited[0], out  # the workbook's title, then its sheet
