@@ -108,12 +108,14 @@ def load_zip(data: bytes, source: str, read: Reader, depth: int = 0, supported: 
     with zip_container(data, "zip archive") as z, _budget():
         members = [i for i in z.infolist() if not i.is_dir() and not any(
             p.startswith(".") or p == "__MACOSX" for p in PurePosixPath(i.filename).parts)]
-        for n, info in enumerate(members):
+        if len(members) > MAX_MEMBERS:  # one line for all the rest
+            out.skipped.append(Skipped(source, f"{len(members) - MAX_MEMBERS:,} members after the first "
+                                       f"{MAX_MEMBERS:,}: not read", part="members"))
+        for info in members[:MAX_MEMBERS]:
             part = f"member '{info.filename}'"
             suffix = PurePosixPath(info.filename).suffix.lower()
             big = info.file_size > MAX_MEMBER
-            why = (f"more than {MAX_MEMBERS:,} members: not read" if n >= MAX_MEMBERS else
-                   "encrypted: left out" if info.flag_bits & 0x1 else
+            why = ("encrypted: left out" if info.flag_bits & 0x1 else
                    f"{_mb(info.file_size)}, over the {_mb(MAX_MEMBER)} limit of one member: left out" if big else
                    f"unsupported file type {suffix or '(no suffix)'}" if supported and suffix not in supported else
                    None)
