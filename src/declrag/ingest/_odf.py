@@ -85,7 +85,7 @@ def odf_sheets(data: bytes, max_columns: int) -> Iterator[tuple[int, str, bool, 
     """A spreadsheet's rows with text, streamed from content.xml (a row at a time: a sheet of a million rows is never
     held whole), as ``(sheet number, sheet name, hidden, row number, cells' text)``; rows and cells repeated
     (``table:number-rows-repeated``, ``...-columns-repeated``) expanded only where they hold text, at most
-    `MAX_REPEAT` times; a row's first ``max_columns`` cells."""
+    `MAX_REPEAT` times; a row's first ``max_columns`` cells (and an empty one more where it has text past them)."""
     from lxml import etree
 
     hidden: set[str] = set()
@@ -119,9 +119,11 @@ def _row_cells(row: Any, max_columns: int) -> list[str]:
             continue
         text = " ".join(text_of(cell).split())
         times = _count(cell.get(_q("table:number-columns-repeated")))
-        cells += [text] * min(times, MAX_REPEAT if text else max_columns)
         if len(cells) >= max_columns:
-            break
+            if text:
+                return [*cells[:max_columns], ""]  # a mark: text past the last cell read (`_Book.sheet` counts it)
+            continue
+        cells += [text] * min(times, MAX_REPEAT if text else max_columns)
     while cells and not cells[-1]:
         cells.pop()
     return cells[:max_columns]

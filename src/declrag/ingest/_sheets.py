@@ -27,13 +27,17 @@ MAX_ROWS = 200_000  # rows read from one file, all its sheets together
 MAX_COLUMNS = 1_000  # cells read from one row
 
 
-def _rows(values: Iterable[Sequence[Any]], first: int = 1) -> Iterator[tuple[int, list[str]]]:
-    """``(row number, cells)`` of each non-empty row, empty trailing cells cut (a row of more than `MAX_COLUMNS`
-    cells: its first `MAX_COLUMNS`)."""
+def _rows(values: Iterable[Iterable[Any]], first: int = 1) -> Iterator[tuple[int, list[str]]]:
+    """``(row number, cells)`` of each non-empty row, empty trailing cells cut; a row with text past its
+    `MAX_COLUMNS`th cell keeps its first `MAX_COLUMNS` and one more, empty, cell (`_Book.sheet` counts it)."""
     for n, row in enumerate(values, first):
-        cells = [cell_text(v) for v in itertools.islice(row, MAX_COLUMNS)]
-        while cells and not cells[-1]:
-            cells.pop()
+        cells_in = iter(row)
+        cells = [cell_text(v) for v in itertools.islice(cells_in, MAX_COLUMNS)]
+        if any(v is not None and str(v).strip() for v in cells_in):
+            cells.append("")  # a mark: the row was cut
+        else:
+            while cells and not cells[-1]:
+                cells.pop()
         if cells:
             yield n, cells
 
@@ -61,11 +65,15 @@ class _Book:
         taken = list(itertools.islice(rows, self.left))
         more = next(rows, None)
         if more is not None:
-            last = f"of {declared:,}" if declared else "on"
+            last = f"of {declared:,}" if declared else "onward"
             self.skipped.append(Skipped(self.source, f"rows {more[0]:,} {last} left out: a file is read up to "
                                         f"{MAX_ROWS:,} rows (split it, or keep the rows questions are about)",
                                         part=f"sheet '{name}'" if name else "rows"))
         self.left -= len(taken)
+        if cut := sum(len(cells) > MAX_COLUMNS for _, cells in taken):
+            self.skipped.append(Skipped(self.source, f"the cells past the {MAX_COLUMNS:,}th of {cut:,} row"
+                                        f"{'s' * (cut != 1)} left out", part=f"sheet '{name}'" if name else "cells"))
+            taken = [(n, cells[:MAX_COLUMNS]) for n, cells in taken]
         if not taken:
             return
         writer = Writer()
