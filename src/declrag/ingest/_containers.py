@@ -281,9 +281,13 @@ def load_epub(data: bytes, source: str, name: str) -> Read:
         titles = _toc(z, opf, base, items, parser)
         for n, ref in enumerate(opf.iter(f"{_OPF}itemref"), 1):
             item = items.get(ref.get("idref"))
-            if item is None or ref.get("linear") == "no" or "html" not in (item.get("media-type") or ""):
+            if item is None or "html" not in (item.get("media-type") or ""):
                 continue
             href = posixpath.normpath(posixpath.join(base, unquote(item.get("href", ""))))  # a URL: %20 is a space
+            if ref.get("linear") == "no":  # a note, an answer key: outside the reading order
+                skipped.append(Skipped(source, "outside the book's reading order (linear=\"no\"): left out",
+                                       part=f"chapter '{href}'"))
+                continue
             try:
                 page = header_rows(z.read(href).decode("utf-8", "replace"))
                 doc = load_html(page.encode(), f"{source}#{href}", titles.get(href) or f"Chapter {n}")[0]
