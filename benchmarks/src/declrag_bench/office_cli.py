@@ -14,7 +14,6 @@ from rich.table import Table
 from declrag.errors import DeclragError
 
 from .common import bench_app, bench_out
-from .pdf import _cell
 
 
 @bench_app.command("office")
@@ -47,6 +46,9 @@ def bench_office(
 
 
 def print_report(r: dict[str, Any], console: Console) -> None:
+    # imported here, not at the top: `declrag --help` loads the bench commands, never the benchmarks themselves
+    from .pdf import _cell
+
     for part, arms in r["arms"].items():
         n = next(iter(arms.values()))["n"]
         t = Table(title=f"{part} questions ({n}) over {r['pages']} nq-long pages, each kind against text, paired, "
