@@ -35,11 +35,12 @@ def span_hash(text: str) -> str:
 
 
 def _hashes(citation: dict[str, Any], passages: Sequence[Any]) -> dict[str, Any]:
-    """``hash`` of the cited span's text and ``quote_hashes`` of its quotes', from the passage it cites (none when
-    the passage is not among ``passages``)."""
-    (a, b), doc = citation["span"], citation["doc_id"]
-    hit = next((h for h in passages if h.chunk.doc_id == doc and h.start <= a and b <= h.end), None)
-    if hit is None:
+    """``hash`` of the cited span's text and ``quote_hashes`` of its quotes', from the passage it cites (its number
+    ``n`` among ``passages``: the citation names its document as the caller sees it, a path relative to the folder
+    served; none when the span is not that passage's)."""
+    (a, b), n = citation["span"], citation["n"]
+    hit = passages[n - 1] if isinstance(n, int) and 0 < n <= len(passages) else None
+    if hit is None or not (hit.start <= a and b <= hit.end):
         return {}
     out: dict[str, Any] = {"hash": span_hash(hit.text[a - hit.start:b - hit.start])}
     if quotes := citation.get("quotes"):

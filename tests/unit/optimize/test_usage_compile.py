@@ -107,8 +107,8 @@ def test_an_answer_records_the_fingerprint_of_what_it_cites_and_the_export_keeps
     text = "Paris is the capital of France. The Eiffel Tower stands in Paris."
     hit = Hit(Chunk("paris#0", "paris", text, 0, len(text), 0), 0.9, text=text, start=0, end=len(text))
     payload = {"id": "a1", "answer": "Paris [1]", "abstained": False,
-               "citations": [{"n": 1, "chunk_id": "paris#0", "doc_id": "paris", "span": [0, len(text)],
-                              "quotes": [[0, 31]]}]}
+               "citations": [{"n": 1, "chunk_id": "docs/paris#0", "doc_id": "docs/paris", "span": [0, len(text)],
+                              "quotes": [[0, 31]]}]}  # a served citation names its document by its public path
     row = row_of(payload, [hit], route="/v1/ask", program="demo", version="v1", question="Capital of France?",
                  where=None, history=[])
     assert row["citations"][0]["hash"] == span_hash(text) and row["citations"][0]["quote_hashes"] == [
@@ -118,7 +118,7 @@ def test_an_answer_records_the_fingerprint_of_what_it_cites_and_the_export_keeps
     s.add_feedback("a1", True, citation=1)
     [exported] = golden_rows(s.records())
     s.close()
-    assert exported["spans"] == [{"doc": "paris", "start": 0, "end": 31, "hash": span_hash(text[:31])}]
+    assert exported["spans"] == [{"doc": "docs/paris", "start": 0, "end": 31, "hash": span_hash(text[:31])}]
 
 
 def test_a_served_file_name_relative_to_the_indexed_folder_finds_its_document(tmp_path):
