@@ -36,13 +36,19 @@ def _part(data: bytes, name: str) -> Any:
         return etree.fromstring(z.read(name), etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True))
 
 
-def odf_title(data: bytes) -> str:
-    """The title in an OpenDocument file's meta.xml, or ''."""
+def dc_title(data: bytes, part: str) -> str:
+    """The Dublin Core title in a part of a zipped document (an OpenDocument file's ``meta.xml``, an Office file's
+    ``docProps/core.xml``), or ''."""
     try:
-        found = _part(data, "meta.xml").find(f".//{_q('dc:title')}")
-    except Exception:  # no meta.xml: the title comes from elsewhere
+        found = _part(data, part).find(f".//{_q('dc:title')}")
+    except Exception:  # no such part: the title comes from elsewhere
         return ""
     return " ".join((found.text or "").split()) if found is not None else ""
+
+
+def odf_title(data: bytes) -> str:
+    """The title in an OpenDocument file's meta.xml, or ''."""
+    return dc_title(data, "meta.xml")
 
 
 def _styles_with(root: Any, family: str, props: str, attr: str, value: str) -> set[str]:
@@ -71,13 +77,6 @@ def odt_cleaned(data: bytes) -> tuple[bytes, dict[str, int]]:
     return out.getvalue(), counts
 
 
-def etree_error() -> type[Exception]:
-    """lxml's XML syntax error (imported with lxml, when an OpenDocument file is read)."""
-    from lxml import etree
-
-    return etree.XMLSyntaxError
-
-
 MAX_REPEAT = 1_000  # a repeated row or cell with content: read this many times at most
 
 
@@ -85,9 +84,17 @@ def odf_sheets(data: bytes, max_columns: int) -> Iterator[tuple[int, str, bool, 
     """A spreadsheet's rows with text, streamed from content.xml (a row at a time: a sheet of a million rows is never
     held whole), as ``(sheet number, sheet name, hidden, row number, cells' text)``; rows and cells repeated
     (``table:number-rows-repeated``, ``...-columns-repeated``) expanded only where they hold text, at most
-    `MAX_REPEAT` times; a row's first ``max_columns`` cells (and an empty one more where it has text past them)."""
+    `MAX_REPEAT` times; a row's first ``max_columns`` cells (and an empty one more where it has text past them).
+    `LoadError` for a file whose content cannot be read."""
     from lxml import etree
 
+    try:
+        yield from _streamed(data, max_columns, etree)
+    except (KeyError, zipfile.BadZipFile, etree.XMLSyntaxError) as e:
+        raise LoadError(f"not a readable OpenDocument spreadsheet ({type(e).__name__}): a corrupt file") from None
+
+
+def _streamed(data: bytes, max_columns: int, etree: Any) -> Iterator[tuple[int, str, bool, int, list[str]]]:
     hidden: set[str] = set()
     sheet, name, hides, n = 0, "", False, 0
     with zipfile.ZipFile(io.BytesIO(data)) as z, z.open("content.xml") as f:

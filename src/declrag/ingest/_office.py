@@ -17,7 +17,7 @@ from typing import Any
 
 from ._files import LoadError, Read, Skipped
 from ._html import load_html
-from ._odf import odt_cleaned
+from ._odf import dc_title, odt_cleaned
 from ._writer import Writer, cell_text, deck_read
 
 
@@ -31,7 +31,7 @@ def load_docx(data: bytes, source: str, name: str) -> Read:
         html = header_rows(mammoth.convert_to_html(io.BytesIO(data)).value)
     except Exception as e:
         raise LoadError(f"not a readable Word document ({type(e).__name__}): a corrupt or unsupported file") from e
-    title = _core_title(data)
+    title = dc_title(data, "docProps/core.xml")
     page = f"<html><head><title>{_escape(title)}</title></head><body>{html}</body></html>" if title else html
     try:
         docs = load_html(page.encode(), source, name)
@@ -172,21 +172,6 @@ def header_rows(html: str) -> str:
         return m.group(1) + re.sub(r"<(/?)td\b", r"<\1th", row) + m.group(3)
 
     return _FIRST_ROW.sub(heads, html)
-
-
-def _core_title(data: bytes) -> str:
-    """The title in an Office file's properties (docProps/core.xml), or ''."""
-    import zipfile
-
-    from lxml import etree
-
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            root = etree.fromstring(z.read("docProps/core.xml"), etree.XMLParser(resolve_entities=False))
-    except Exception:  # no properties part: the title comes from the text
-        return ""
-    found = root.find("{http://purl.org/dc/elements/1.1/}title")
-    return " ".join((found.text or "").split()) if found is not None else ""
 
 
 def _escape(text: str) -> str:

@@ -14,13 +14,12 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..types import Document
 from ._files import LoadError, Read, Skipped, decode
-from ._odf import etree_error, odf_sheets, odf_title
+from ._odf import odf_sheets, odf_title
 from ._writer import Writer, cell_text
 
 MAX_ROWS = 200_000  # rows read from one file, all its sheets together
@@ -121,14 +120,11 @@ def load_xlsx(data: bytes, source: str, name: str) -> Read:
 def load_ods(data: bytes, source: str, name: str) -> Read:
     """An OpenDocument spreadsheet (.ods): its visible sheets, each a table (content.xml streamed by lxml)."""
     book = _Book(source, odf_title(data) or name)
-    try:
-        for (number, sheet, hidden), rows in itertools.groupby(odf_sheets(data, MAX_COLUMNS), key=lambda r: r[:3]):
-            if hidden:
-                book.skipped.append(Skipped(source, "hidden sheet: left out", part=f"sheet '{sheet}'"))
-                continue
-            book.sheet(sheet, ((n, cells) for *_, n, cells in rows), None, number)
-    except (KeyError, zipfile.BadZipFile, etree_error()) as e:
-        raise LoadError(f"not a readable OpenDocument spreadsheet ({type(e).__name__}): a corrupt file") from None
+    for (number, sheet, hidden), rows in itertools.groupby(odf_sheets(data, MAX_COLUMNS), key=lambda r: r[:3]):
+        if hidden:
+            book.skipped.append(Skipped(source, "hidden sheet: left out", part=f"sheet '{sheet}'"))
+            continue
+        book.sheet(sheet, ((n, cells) for *_, n, cells in rows), None, number)
     return book.read("any visible sheet")
 
 

@@ -41,7 +41,7 @@ _OFFICE: dict[str, tuple[str, Callable[[bytes, str, str], Read]]] = {
 _TABLES: dict[str, Callable[[bytes, str, str], Read]] = {".csv": load_delimited,
                                                           ".tsv": partial(load_delimited, tab=True)}
 _CONTAINERS = frozenset({".zip", ".eml"})
-_PARSED_WHOLE = frozenset({".docx", ".pptx", ".odt", ".odp"})  # their readers hold each part whole (not a sheet's)
+_PARSED_WHOLE = frozenset({".docx", ".pptx", ".odt", ".odp", ".epub"})  # readers holding each part whole
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({".txt", ".md", ".markdown", ".pdf", ".html", ".htm", ".jsonl",
                                                 *_OFFICE, *_TABLES, *_CONTAINERS})
 
@@ -228,7 +228,7 @@ def read_data(data: bytes, suffix: str, source: str, name: str, depth: int = 0, 
         if suffix == ".pdf":
             return load_pdf(data, source, name, ocr, pdf_reader)
         if suffix in _CONTAINERS:
-            read = partial(_read_member, ocr=ocr, pdf_reader=pdf_reader)
+            read = partial(read_data, ocr=ocr, pdf_reader=pdf_reader)
             if suffix == ".zip":
                 return load_zip(data, source, read, depth, SUPPORTED_SUFFIXES)
             return load_eml(data, source, name, read, depth)
@@ -248,11 +248,6 @@ def read_data(data: bytes, suffix: str, source: str, name: str, depth: int = 0, 
         raise
     except Exception as e:  # a parser bug or an odd file must not stop a whole ingest
         raise LoadError(f"unexpected error: {type(e).__name__}: {short(e)}") from e
-
-
-def _read_member(data: bytes, suffix: str, source: str, name: str, depth: int, *, ocr: bool | None,
-                 pdf_reader: str) -> Read:
-    return read_data(data, suffix, source, name, depth, ocr=ocr, pdf_reader=pdf_reader)
 
 
 def _text(data: bytes, suffix: str, source: str, name: str) -> Document:
