@@ -19,7 +19,8 @@ from .common import bench_app, bench_out
 @bench_app.command("office")
 def bench_office(
     arm: Annotated[list[str] | None, typer.Option(
-        help="an arm (repeat it): text, docx, odt, epub, pptx, odp, xlsx, ods (default: all)")] = None,
+        help="an arm (repeat it): text, docx, odt, epub, slides, pptx, odp, split, xlsx, ods (default: all; a deck "
+             "or a workbook brings its twin: slides, split)")] = None,
     corpus: Annotated[Path | None, typer.Option(
         help="where the corpus is made and kept (default: declrag's cache, bench-office/nq-long)")] = None,
     as_json: Annotated[Path | None, typer.Option(
@@ -59,6 +60,19 @@ def print_report(r: dict[str, Any], console: Console) -> None:
         for arm, a in arms.items():
             t.add_row(arm, *(_cell(a, s, arm == "text") for s in ("hit@1", "hit@5", "first_1500", "contains")),
                       f"{a['chars']:.0f}")
+        console.print(t)
+    for part, arms in r["arms"].items():
+        twinned = {arm: a for arm, a in arms.items() if "vs_twin" in a}
+        if not twinned:
+            continue
+        t = Table(title=f"{part} questions: each kind against its twin, the same layout as plain text (what its reader "
+                        "loses), paired, 95% interval")
+        for col in ("arm", "twin", "hit@1", "hit@5", "first_1500", "contains"):
+            t.add_column(col)
+        for arm, a in twinned.items():
+            t.add_row(arm, r["twins"][arm], *(f"{d['diff']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
+                                              if (d := a["vs_twin"][s])["diff"] is not None else "-"
+                                              for s in ("hit@1", "hit@5", "first_1500", "contains")))
         console.print(t)
     t = Table(title="reading and indexing (embeddings cached across arms: a passage embedded once)")
     for col in ("arm", "files", "MB", "documents", "read files/s", "chunks", "indexed chunks/s", "skipped"):

@@ -11,6 +11,11 @@ Each page's blocks (`declrag_bench.blocks`: headings, paragraphs, list items, ta
 - with its tables moved into a workbook by openpyxl, a sheet a table (``xlsx``; LibreOffice's Calc saves it as
   ``ods``), the rest of the page beside it as text: the same text in all, its tables where a team keeps them.
 
+A deck and a workbook lay the page out otherwise than its text: slides of at most `SLIDE_CHARS` characters, the
+tables apart from the prose. Each has a twin, the same layout written as plain text (``slides``: the deck's slides;
+``split``: the prose and the tables in two text files, a table under ``Table k`` as a sheet is), so that the loss
+against text parts into what the layout costs (twin against text) and what the reader loses (kind against twin).
+
 Scores per question as `declrag bench pdf`'s (`declrag_bench.rows.answer_row`): hit@1, hit@5, the answer within the
 first 1,500 characters handed over, the default answer's reference rate, the characters handed over; each arm against
 ``text``, paired, with 95% bootstrap intervals, table questions apart. Reading speed (files and documents a second)
@@ -38,7 +43,11 @@ from .pdf import _in_table
 from .rows import SCORES, answer_row, fresh_index
 from .typeset import read_pages
 
-ARMS = ("text", "docx", "odt", "epub", "pptx", "odp", "xlsx", "ods")
+ARMS = ("text", "docx", "odt", "epub", "slides", "pptx", "odp", "split", "xlsx", "ods")
+#: each kind whose files lay the page out otherwise than the text does, and the arm of the same layout as plain text:
+#: the deck's slides (``slides``), the page split into its prose and its tables (``split``); a kind against its twin
+#: is what its reader loses, the twin against text what the layout costs
+TWINS = {"pptx": "slides", "odp": "slides", "xlsx": "split", "ods": "split"}
 SLIDE_CHARS, SLIDE_ROWS = 900, 12
 _WRITER = {"docx": "docx:MS Word 2007 XML", "odt": "odt", "epub": "epub"}
 
@@ -70,34 +79,17 @@ def as_html(blocks: list[Block], title: str) -> str:
     return "\n".join(out)
 
 
-def as_deck(blocks: list[Block], title: str, path: Path) -> None:
-    """A deck: a slide per section (a heading of level 1 or 2), text boxes of at most `SLIDE_CHARS` characters,
-    each table on slides of its own, `SLIDE_ROWS` rows a slide under its header rows."""
-    import pptx
-    from pptx.util import Inches, Pt
-
-    prs = pptx.Presentation()
-    prs.core_properties.title = title
-    layout = prs.slide_layouts[5]  # title only
-
-    def slide(name: str) -> Any:
-        s = prs.slides.add_slide(layout)
-        s.shapes.title.text = name
-        return s
-
-    def text_slide(name: str, lines: list[str]) -> None:
-        if lines:
-            box = slide(name).shapes.add_textbox(Inches(0.5), Inches(1.5), Inches(9), Inches(5)).text_frame
-            box.word_wrap = True
-            box.text = "\n".join(lines)
-            for p in box.paragraphs:
-                p.font.size = Pt(12)
-
+def deck_slides(blocks: list[Block], title: str) -> list[tuple[str, list[str] | list[list[str]]]]:
+    """The slides of the page's deck, each ``(its title, its lines)`` or ``(its title, a table's rows)``: a slide per
+    section (a heading of level 1 or 2), text of at most `SLIDE_CHARS` characters a slide, each table on slides of its
+    own, `SLIDE_ROWS` rows a slide under its header rows."""
+    slides: list[tuple[str, Any]] = []
     section, size = title, 0
     lines: list[str] = []
     for b in blocks:
         if isinstance(b, Heading) and b.level <= 2 or isinstance(b, Table) or size > SLIDE_CHARS:
-            text_slide(section, lines)
+            if lines:
+                slides.append((section, lines))
             lines, size = [], 0
         if isinstance(b, Heading) and b.level <= 2:
             section = b.text
@@ -105,19 +97,48 @@ def as_deck(blocks: list[Block], title: str, path: Path) -> None:
             head = [r for r in b.rows if r.header][:1]
             body = [r for r in b.rows if r not in head]
             for at in range(0, max(len(body), 1), SLIDE_ROWS):
-                rows = head + body[at:at + SLIDE_ROWS]
-                cols = max(len(r.cells) for r in rows)
-                shape = slide(section).shapes.add_table(len(rows), cols, Inches(0.5), Inches(1.5), Inches(9),
-                                                        Inches(0.3 * len(rows)))
-                for i, r in enumerate(rows):
-                    for j, c in enumerate(r.cells):
-                        shape.table.cell(i, j).text = c.text
+                slides.append((section, [[c.text for c in r.cells] for r in head + body[at:at + SLIDE_ROWS]]))
         else:
             line = b.text if not isinstance(b, Item) else f"• {b.text}"
             lines.append(line)
             size += len(line)
-    text_slide(section, lines)
+    if lines:
+        slides.append((section, lines))
+    return slides
+
+
+def as_deck(blocks: list[Block], title: str, path: Path) -> None:
+    """The deck (`deck_slides`) written by python-pptx: a title and a text box, or a title and a table, a slide."""
+    import pptx
+    from pptx.util import Inches, Pt
+
+    prs = pptx.Presentation()
+    prs.core_properties.title = title
+    layout = prs.slide_layouts[5]  # title only
+    for name, body in deck_slides(blocks, title):
+        s = prs.slides.add_slide(layout)
+        s.shapes.title.text = name
+        if body and isinstance(body[0], list):
+            rows = body
+            shape = s.shapes.add_table(len(rows), max(len(r) for r in rows), Inches(0.5), Inches(1.5), Inches(9),
+                                       Inches(0.3 * len(rows)))
+            for i, r in enumerate(rows):
+                for j, text in enumerate(r):
+                    shape.table.cell(i, j).text = text
+        else:
+            box = s.shapes.add_textbox(Inches(0.5), Inches(1.5), Inches(9), Inches(5)).text_frame
+            box.word_wrap = True
+            box.text = "\n".join(body)
+            for para in box.paragraphs:
+                para.font.size = Pt(12)
     prs.save(str(path))
+
+
+def deck_as_text(blocks: list[Block], title: str) -> str:
+    """The deck's twin: its slides as plain text (each slide's title a line, then its lines or its table's rows, cells
+    joined by `` | ``), so that a deck is compared with the same text laid out the same way."""
+    return "\n\n".join(name + "\n\n" + "\n".join(" | ".join(r) if isinstance(r, list) else r for r in body)
+                       for name, body in deck_slides(blocks, title))
 
 
 def as_workbook(blocks: list[Block], title: str, path: Path) -> str:
@@ -162,7 +183,8 @@ def corpus(folder: Path | None = None) -> tuple[Path, list[dict[str, Any]]]:
     if not done.exists():
         shutil.rmtree(folder, ignore_errors=True)
         for arm in ARMS:
-            (folder / arm).mkdir(parents=True)
+            if arm not in TWINS.values():
+                (folder / arm).mkdir(parents=True)
         for p in pages:
             (folder / "text" / f"{p['id']}.txt").write_text(as_text(p["blocks"]), encoding="utf-8")
             (folder / "html").mkdir(exist_ok=True)
@@ -181,13 +203,25 @@ def corpus(folder: Path | None = None) -> tuple[Path, list[dict[str, Any]]]:
             if (got := len(list((folder / arm).glob(f"*.{arm}")))) != want:
                 raise RuntimeError(f"LibreOffice wrote {got} of the {want} .{arm} files into {folder / arm}")
         done.write_text("made\n")
+    for twin in TWINS.values():  # plain text: made again each run, cheaply
+        shutil.rmtree(folder / twin, ignore_errors=True)
+        (folder / twin).mkdir()
+    for p in pages:
+        (folder / "slides" / f"{p['id']}.txt").write_text(deck_as_text(p["blocks"], p["title"]), encoding="utf-8")
+        tables = [b for b in p["blocks"] if isinstance(b, Table)]
+        (folder / "split" / f"{p['id']}-prose.txt").write_text(
+            as_text([b for b in p["blocks"] if not isinstance(b, Table)]), encoding="utf-8")
+        if tables:
+            (folder / "split" / f"{p['id']}-tables.txt").write_text("\n\n".join(
+                f"Table {k}\n\n" + as_text([t]) for k, t in enumerate(tables, 1)), encoding="utf-8")
     return folder, pages
 
 
 def run(folder: Path | None = None, arms: list[str] | None = None, progress: bool = True) -> dict[str, Any]:
     t0 = time.perf_counter()
     folder, pages = corpus(folder)
-    order = [a for a in ARMS if a in (arms or ARMS) or a == "text"]
+    chosen = set(arms or ARMS)
+    order = [a for a in ARMS if a in chosen or a == "text" or any(TWINS.get(c) == a for c in chosen)]
     embedder = Embedder(IngestConfig().embedder)
     questions = [q for p in pages for q in p["questions"]]
     out: dict[str, Any] = {"corpus": str(folder), "pages": len(pages), "questions": len(questions),
@@ -212,7 +246,12 @@ def run(folder: Path | None = None, arms: list[str] | None = None, progress: boo
             out["arms"][part][arm] = {
                 "n": len(mine), **{s: mean_of([r[s] for r in mine]) for s in (*SCORES, "chars")},
                 "vs_text": {s: paired_difference([r[s] for r in lead], [r[s] for r in mine]) for s in SCORES}}
+            if twin := TWINS.get(arm):
+                theirs = [r for r in rows[twin] if keep(r)]
+                out["arms"][part][arm]["vs_twin"] = {
+                    s: paired_difference([r[s] for r in theirs], [r[s] for r in mine]) for s in SCORES}
     out["rows"] = rows
+    out["twins"] = {a: t for a, t in TWINS.items() if a in order}
     out["target"] = {"max_loss": 0.02, "scores": ["hit@5", "contains"]}
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out

@@ -171,26 +171,26 @@ def text_of(el: Any) -> str:
 
 
 def load_odp(data: bytes, source: str, name: str) -> Read:
-    """An OpenDocument presentation (.odp): a document per slide headed ``Slide N: its title``, its frames in reading
-    order, tables as units, speaker notes under ``Speaker notes``; a hidden slide left out, and said so."""
+    """An OpenDocument presentation (.odp): one document, a page per slide (as `declrag.ingest._office.load_pptx`),
+    each headed by its title (``Slide N`` when it has none), its frames in reading order, tables as units, speaker notes under ``Speaker
+    notes``; a hidden slide left out (its page empty), and said so."""
     try:
         root = _part(data, "content.xml")
     except Exception as e:
         raise LoadError(f"not a readable OpenDocument presentation ({type(e).__name__}): a corrupt file") from e
     hidden = _styles_with(root, "drawing-page", "style:drawing-page-properties", "presentation:visibility", "hidden")
-    slides: list[tuple[int, Writer]] = []
-    skipped: list[Skipped] = []
-    first = ""
+    writer, skipped, first = Writer(), [], ""
     for n, page in enumerate(root.iter(_q("draw:page")), 1):
+        if n > 1:
+            writer.page()
         if page.get(_q("draw:style-name")) in hidden:
             skipped.append(Skipped(source, "hidden slide: left out", page=n))
             continue
-        writer = Writer()
         frames = list(_shapes(page))
         titles = [f for f in frames if f.get(_q("presentation:class")) == "title"]
         title = " ".join(text_of(titles[0]).split()) if titles else ""
         first = first or title
-        writer.heading(1, f"Slide {n}: {title}" if title else f"Slide {n}")
+        writer.heading(1, title or f"Slide {n}")  # its number is its page: not repeated in its section
         for frame in sorted((f for f in frames if f not in titles), key=_position):
             _write_frame(writer, frame)
         notes = page.find(_q("presentation:notes"))
@@ -199,8 +199,7 @@ def load_odp(data: bytes, source: str, name: str) -> Read:
         if said.strip():
             writer.heading(2, "Speaker notes")
             writer.paragraph(said)
-        slides.append((n, writer))
-    return deck_read(slides, skipped, source, odf_title(data) or first or name)
+    return deck_read(writer, skipped, source, odf_title(data) or first or name)
 
 
 _SHAPES = {_q(f"draw:{k}") for k in ("frame", "custom-shape", "rect", "ellipse", "polygon", "polyline", "path",

@@ -3,10 +3,11 @@
 
 Word and OpenDocument files are converted to HTML by their library and read by the HTML loader
 (`declrag.ingest._html`), so their headings are sections and their tables units with the header row, as a web
-page's; mammoth keeps a tracked insertion and leaves out a tracked deletion and comments. A deck's slide is a
-document of its own (``deck.pptx#slide-3``, its ``page`` the slide's number): each headed ``Slide N: its title``, its
-text boxes in reading order (top to bottom, then left to right), its tables as units, its speaker notes under
-``Speaker notes``; a hidden slide is left out, and said so.
+page's; mammoth keeps a tracked insertion and leaves out a tracked deletion and comments. A deck is one document
+whose pages are its slides (a passage's ``page`` is the slide it starts on, as a PDF's; a citation's, the slide of
+its quote): each headed by its title (``Slide N`` when it has none: its number is its page, and in every section
+it would only be noise to search), its text boxes in reading order (top to bottom, then left to right), its tables
+as units, its speaker notes under ``Speaker notes``; a hidden slide is left out, and said so.
 """
 
 from __future__ import annotations
@@ -103,22 +104,24 @@ def load_odt(data: bytes, source: str, name: str) -> Read:
 
 
 def load_pptx(data: bytes, source: str, name: str) -> Read:
-    """A PowerPoint deck (.pptx): a page per slide, hidden slides left out (each a `Skipped` with its number)."""
+    """A PowerPoint deck (.pptx): one document, a page per slide; hidden slides left out (each a `Skipped` with its
+    number, its page empty)."""
     import pptx
 
     try:
         deck = pptx.Presentation(io.BytesIO(data))
     except Exception as e:
         raise LoadError(f"not a readable PowerPoint deck ({type(e).__name__}): a corrupt or unsupported file") from e
-    slides: list[tuple[int, Writer]] = []
-    skipped: list[Skipped] = []
+    writer, skipped, first = Writer(), [], ""
     for n, slide in enumerate(deck.slides, 1):
+        if n > 1:
+            writer.page()
         if slide._element.get("show") in ("0", "false"):  # python-pptx has no property for it
             skipped.append(Skipped(source, "hidden slide: left out", page=n))
             continue
-        writer = Writer()
         title = _slide_title(slide)
-        writer.heading(1, f"Slide {n}: {title}" if title else f"Slide {n}")
+        first = first or title
+        writer.heading(1, title or f"Slide {n}")  # its number is its page: not repeated in its section
         for shape in _reading_order(slide.shapes):
             if shape == getattr(slide.shapes, "title", None):
                 continue
@@ -128,9 +131,7 @@ def load_pptx(data: bytes, source: str, name: str) -> Read:
         if notes.strip():
             writer.heading(2, "Speaker notes")
             writer.paragraph(notes)
-        slides.append((n, writer))
-    first = next((t for _, w in slides if (t := w.headings[0][2].partition(": ")[2])), "")
-    return deck_read(slides, skipped, source, (deck.core_properties.title or "").strip() or first or name)
+    return deck_read(writer, skipped, source, (deck.core_properties.title or "").strip() or first or name)
 
 
 def _slide_title(slide: Any) -> str:

@@ -1,9 +1,8 @@
 """Tables as documents: an Excel workbook (`load_xlsx`, by openpyxl), an OpenDocument spreadsheet (`load_ods`, its
 XML streamed by lxml: `declrag.ingest._odf`) and CSV/TSV (`load_delimited`, Python's csv).
 
-Each sheet is a document of its own (``book.xlsx#sheet-2``), headed ``Sheet: Budget`` (a passage's section names its
-sheet), over one table: its first
-non-empty row is the header row, and every row starts with its row number in the sheet (the column ``Row``), so that
+A file is one document; each sheet is a section of it, headed ``Sheet: Budget`` (a passage's section names its sheet),
+over one table: its first non-empty row is the header row, and every row starts with its row number in the sheet (the column ``Row``), so that
 a passage cites the rows it holds, and a chunk cut from a long table carries the header row (`declrag.ingest._units`).
 Values are those the file stores (a formula's last computed value). Hidden sheets are left out, each said so; cell
 comments are not read. A file is read up to `MAX_ROWS` rows: the rows past it are named, never dropped silently.
@@ -17,7 +16,6 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from ..types import Document
 from ._files import LoadError, Read, Skipped, decode
 from ._odf import odf_sheets, odf_title
 from ._writer import Writer, cell_text
@@ -50,17 +48,15 @@ def _header_row(rows: Sequence[tuple[int, list[str]]], look: int = 50) -> int:
 
 
 class _Book:
-    """The sheets of one file, a document each, under the file's row budget."""
+    """The sheets of one file, written as one document under the file's row budget."""
 
     def __init__(self, source: str, title: str) -> None:
         self.source, self.title, self.left = source, title, MAX_ROWS
-        self.documents: list[Document] = []
+        self.writer = Writer()
         self.skipped: list[Skipped] = []
 
-    def sheet(self, name: str | None, rows: Iterator[tuple[int, list[str]]], declared: int | None = None,
-              number: int = 1) -> None:
-        """One sheet: its heading (none for a CSV), then its table; ``declared``: the rows the file says it has;
-        ``number``: its place among the file's sheets (hidden ones counted: its document's id keeps it)."""
+    def sheet(self, name: str | None, rows: Iterator[tuple[int, list[str]]], declared: int | None = None) -> None:
+        """One sheet: its heading (none for a CSV), then its table; ``declared``: the rows the file says it has."""
         taken = list(itertools.islice(rows, self.left))
         more = next(rows, None)
         if more is not None:
@@ -75,7 +71,7 @@ class _Book:
             taken = [(n, cells[:MAX_COLUMNS]) for n, cells in taken]
         if not taken:
             return
-        writer = Writer()
+        writer = self.writer
         if name is not None:
             writer.heading(1, f"Sheet: {name}")
         at = _header_row(taken)
@@ -84,13 +80,11 @@ class _Book:
         (_, header), body = taken[at], taken[at + 1:]
         width = max(len(cells) for _, cells in taken[at:])
         writer.table(["Row", *header], [[str(n), *cells, *[""] * (width - len(cells))] for n, cells in body])
-        doc_id = self.source if name is None else f"{self.source}#sheet-{number}"
-        self.documents.append(writer.document(self.source, self.title, doc_id=doc_id))
 
     def read(self, what: str) -> Read:
-        if not self.documents:
+        if not self.writer.units:
             raise LoadError(f"no cells with text in {what}" + (f" ({self.skipped[0].reason})" if self.skipped else ""))
-        return Read(self.documents, self.skipped)
+        return Read([self.writer.document(self.source, self.title)], self.skipped)
 
 
 def load_xlsx(data: bytes, source: str, name: str) -> Read:
@@ -103,7 +97,7 @@ def load_xlsx(data: bytes, source: str, name: str) -> Read:
         raise LoadError(f"not a readable Excel workbook ({type(e).__name__}): a corrupt or unsupported file") from e
     book = _Book(source, (wb.properties.title or "").strip() or name)
     try:
-        for n, ws in enumerate(wb.worksheets, 1):
+        for ws in wb.worksheets:
             if ws.sheet_state != "visible":
                 book.skipped.append(Skipped(source, f"{ws.sheet_state} sheet: left out", part=f"sheet '{ws.title}'"))
                 continue
@@ -111,7 +105,7 @@ def load_xlsx(data: bytes, source: str, name: str) -> Read:
             # the rows as the file has them: a declared size is not trusted (a wrong one cuts the sheet short, a
             # far corner cell pads every row to thousands of empty cells)
             ws.reset_dimensions()
-            book.sheet(ws.title, _rows(ws.iter_rows(min_row=1, values_only=True)), declared, n)
+            book.sheet(ws.title, _rows(ws.iter_rows(min_row=1, values_only=True)), declared)
     finally:
         wb.close()
     return book.read("any visible sheet")
@@ -120,11 +114,11 @@ def load_xlsx(data: bytes, source: str, name: str) -> Read:
 def load_ods(data: bytes, source: str, name: str) -> Read:
     """An OpenDocument spreadsheet (.ods): its visible sheets, each a table (content.xml streamed by lxml)."""
     book = _Book(source, odf_title(data) or name)
-    for (number, sheet, hidden), rows in itertools.groupby(odf_sheets(data, MAX_COLUMNS), key=lambda r: r[:3]):
+    for (_, sheet, hidden), rows in itertools.groupby(odf_sheets(data, MAX_COLUMNS), key=lambda r: r[:3]):
         if hidden:
             book.skipped.append(Skipped(source, "hidden sheet: left out", part=f"sheet '{sheet}'"))
             continue
-        book.sheet(sheet, ((n, cells) for *_, n, cells in rows), None, number)
+        book.sheet(sheet, ((n, cells) for *_, n, cells in rows))
     return book.read("any visible sheet")
 
 

@@ -1,20 +1,25 @@
 """One document's text written from its structure (`Writer`), for the loaders that read structure rather than text
 (decks, workbooks, CSV, e-mail): headings as lines of their own, recorded as the document's ``headings``; tables as
 units (`declrag.ingest._units`), a row a line with its cells joined by " | " as the HTML loader writes them, the
-header row the unit's head. A deck's slide or a workbook's sheet is a document of its own (``deck.pptx#slide-3``),
-so that no passage runs from one into the next.
+header row the unit's head. A deck is one document whose pages are its slides, joined by form feeds as a PDF's pages
+are (`Writer.page`; a chunk's page is the slide it starts on); a workbook is one document whose sections are its
+sheets. Small slides and sheets are then packed into chunks as a text's sections are, rather than each searched
+alone.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from ..types import Document
 from ._files import LoadError, Read, Skipped
 from ._units import TABLE, Unit
+from ._running import paged_spans
 from .headers import clip
 
+_BLOCK = re.compile(r"[^\n\f]+(?:\n[^\n\f]+)*")
 _CELL_WS = str.maketrans({"\n": " ", "\r": " ", "\t": " ", "\f": " ", "|": "/"})
 
 
@@ -41,14 +46,23 @@ class Writer:
         self.units: list[Unit] = []
 
     def _add(self, text: str) -> int:
-        """Append ``text`` as a block of its own (a blank line before it); returns where it starts."""
-        if self.parts:
+        """Append ``text`` as a block of its own (a blank line before it, unless it starts a page); returns where it
+        starts."""
+        if self.parts and not self.parts[-1].endswith("\f"):
             self.parts.append("\n\n")
             self.size += 2
         at = self.size
         self.parts.append(text)
         self.size += len(text)
         return at
+
+    def page(self) -> None:
+        """End this page (a deck's slide): what follows is on the next one, after a blank line and a form feed (a
+        paragraph's end, and the page's: `declrag.ingest._running.page_starts`). A page with nothing on it (a hidden
+        slide) still counts."""
+        sep = "\n\n\f" if self.parts else "\f"
+        self.parts.append(sep)
+        self.size += len(sep)
 
     def heading(self, level: int, text: str) -> None:
         text = " ".join(text.split())
@@ -86,7 +100,7 @@ class Writer:
 
     def document(self, source: str, title: str, metadata: dict[str, Any] | None = None, *,
                  doc_id: str | None = None, page: int | None = None) -> Document:
-        """The document written (``page``: a slide's number)."""
+        """The document written (``page``: its first page's number, for a paged text)."""
         meta = dict(metadata or {})
         meta["headings"] = [list(h) for h in self.headings]
         if self.units:
@@ -95,20 +109,17 @@ class Writer:
 
 
 def text_blocks(text: str) -> list[int]:
-    """Where each block (text between blank lines or form feeds) starts."""
-    out, at = [], 0
-    for block in text.replace("\f", "\n\n").split("\n\n"):
-        if block.strip():
-            out.append(at)
-        at += len(block) + 2
-    return out
+    """Where each block (lines between blank lines or form feeds) with text starts."""
+    return [m.start() for m in _BLOCK.finditer(text) if m.group().strip()]
 
 
-def deck_read(slides: list[tuple[int, Writer]], skipped: list[Skipped], source: str, title: str) -> Read:
-    """A deck's slides as documents (``deck.pptx#slide-3``, ``page`` its number), slides of a title only left out;
-    `LoadError` when no slide has more."""
-    docs = [w.document(source, title, doc_id=f"{source}#slide-{n}", page=n) for n, w in slides
-            if any(at not in {h for h, _, _ in w.headings} for at in text_blocks(w.text))]
-    if not docs:
+def deck_read(writer: Writer, skipped: list[Skipped], source: str, title: str) -> Read:
+    """A deck written a slide a page (`Writer.page`) as one document (its ``page`` 1, the first slide), its running
+    lines (a footer on every slide) marked as a PDF's are; `LoadError` when no slide has more than its title."""
+    headed = {at for at, _, _ in writer.headings}
+    if not any(at not in headed for at in text_blocks(writer.text)):
         raise LoadError("no text on any visible slide" + (f" ({len(skipped)} hidden)" if skipped else ""))
-    return Read(docs, skipped)
+    meta: dict[str, Any] = {}
+    if running := paged_spans(writer.text):
+        meta["running"] = [list(s) for s in running]
+    return Read([writer.document(source, title, meta, page=1)], skipped)

@@ -27,7 +27,7 @@ from ..text.tokens import ScriptTokens, Span, TokenCounter
 from ..types import Chunk, Document, chunk_id
 from . import _units as units
 from ._running import page_starts, spans_of, within
-from .headers import header, headings, sections
+from .headers import header, headings, section_range, sections
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 
@@ -53,11 +53,12 @@ class _Tokens:
         ``overlap`` tokens start. Windows begin and end at word boundaries (never inside a word split
         into sub-word tokens) unless a single word is longer than the window. ``blocks`` (code blocks and tables,
         `declrag.ingest._units`): a window ends before a unit that a window can hold whole (the next one starts at
-        it), and otherwise cuts a unit only between its lines (a table between rows)."""
+        it), and otherwise cuts a unit only between its lines (a table between rows) unless its next line is longer
+        than a window holds."""
         i, j = bisect.bisect_left(self.starts, a), bisect.bisect_right(self.ends, b)
         if i >= j:
             return [(a, b)] if a < b else []
-        out, s = [], i
+        out, s, last = [], i, i
         while s < j:
             e, restart = min(s + size, j), None
             if e < j:
@@ -67,7 +68,11 @@ class _Tokens:
                 if not self._inside_word(self.ends[k - 1]):
                     e = k
                 if blocks:
-                    e, restart = self._unit_end(s, e, blocks, size)
+                    cut, restart = self._unit_end(s, e, blocks, size)
+                    # a window ends past the one before it: where the unit's next line is longer than a window
+                    # holds, the cut is the same each time, and the window is cut mid-line instead
+                    e, restart = (cut, restart) if cut > last or restart is not None else (e, None)
+            last = e
             out.append((self.starts[s], self.ends[e - 1]))
             if e >= j:
                 break
@@ -83,8 +88,8 @@ class _Tokens:
     def _unit_end(self, s: int, e: int, blocks: Sequence[units.Unit], size: int) -> tuple[int, int | None]:
         """A window of tokens [s, e) whose end falls inside a unit ends before the unit instead, when a window holds
         the unit whole (and the next window starts at it: the second value); else, cutting mid-line, at the unit's
-        last line end inside the window, or before the unit when the window holds none of its line ends; as it was
-        when neither can be."""
+        last line end inside the window, or before the unit when the window holds none of its line ends (the next
+        window starting at it); as it was when neither can be."""
         pos, first = self.ends[e - 1], self.starts[s]
         u = units.around(blocks, pos)
         if u is None:
@@ -97,8 +102,14 @@ class _Tokens:
         if self.text[pos:pos + 1] in ("\n", ""):  # at a line end already: rows whole
             return e, None
         line_end = self.text.rfind("\n", max(start, first), pos)
-        cut = bisect.bisect_right(self.ends, line_end if line_end > first else start if start > first else -1)
-        return (cut, None) if cut > s else (e, None)
+        if line_end > first:
+            cut = bisect.bisect_right(self.ends, line_end)
+            return (cut, None) if cut > s else (e, None)
+        if start > first and (cut := bisect.bisect_right(self.ends, start)) > s:
+            # before the unit, and the next window starts at it: one that overlapped back would hold none of its
+            # line ends either, and be cut here again, a token shorter each time
+            return cut, bisect.bisect_left(self.starts, start)
+        return e, None
 
     def _unit_start(self, k: int, e: int, blocks: Sequence[units.Unit]) -> int:
         """The window start ``k`` moved to the next line's start when it falls mid-line inside a unit (at most to
@@ -173,7 +184,9 @@ class Chunker:
             else:  # semantic
                 spans = self._semantic(text, toks, whole)
             parents = [None] * len(spans)
-        paths = sections(headings(doc), [s for s, _ in spans])
+        heads = headings(doc)
+        paths = sections(heads, [s for s, _ in spans])  # where each starts (its header), and where it ends
+        ranges = [section_range(a, b) for a, b in zip(paths, sections(heads, [max(s, e - 1) for s, e in spans]))]
         running = spans_of(doc.metadata)  # its running headers and footers (`declrag.ingest._running`)
         pages = page_starts(text)  # a paged text (a PDF): a chunk's page is the one it starts on
         first = (doc.page or 1) - 1
@@ -182,11 +195,11 @@ class Chunker:
                 id=chunk_id(doc.id, i), doc_id=doc.id, text=text[s:e], start=s, end=e, position=i,
                 source=doc.source, title=doc.title, page=first + bisect.bisect_right(pages, s) if pages else doc.page,
                 parent_start=p[0] if p else None, parent_end=p[1] if p else None,
-                section=path, running=within(running, s, e), language=language, readers=doc.readers,
+                section=label, running=within(running, s, e), language=language, readers=doc.readers,
                 header="\n".join(h for h in (header(doc.title, path, self.context), units.table_head(text, blocks, s))
                                   if h),
             )
-            for i, ((s, e), p, path) in enumerate(zip(spans, parents, paths))
+            for i, ((s, e), p, path, label) in enumerate(zip(spans, parents, paths, ranges, strict=True))
         ]
 
     def _recursive(self, text: str, toks: _Tokens, span: Span, size: int, overlap: int,

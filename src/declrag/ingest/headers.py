@@ -8,7 +8,9 @@ thesis") names something the chunk no longer carries. At ingest every chunk gets
   says something (``langchain-test-report.txt``; not ``doc1.txt`` or a hash), else nothing: never an invented one;
 - ``section``: the headings above the chunk, outermost first, joined by ``" > "`` (Markdown and HTML headings,
   numbered section titles such as ``3.2 Retrieval`` and capitalised ones such as ``INTRODUCTION`` in plain text and
-  PDF pages);
+  PDF pages); a chunk that runs into later sections (small sections packed together: a workbook's sheets, a deck's
+  slides) names the first and the last, ``Sheet: Sales … Sheet: Marketing`` (`section_range`), so that a citation
+  never names only a section its passage has left;
 - ``header``: what the ingest setting ``context`` puts in front of the chunk's text when it is embedded and indexed
   for keywords (``none``: nothing; ``title``; ``title+section``), at most `HEADER_MAX` characters.
 
@@ -27,6 +29,7 @@ from ..types import Chunk, Document
 
 HEADER_MAX = 200  # characters of a header (and of a title or a section path alone)
 SEP = " > "
+RANGE = " … "  # between the first and the last section a chunk runs through
 Heading = tuple[int, int, str]  # (offset in the document's text, level 1-6, text)
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$", re.M)
@@ -149,6 +152,19 @@ def sections(heads: Sequence[Heading], starts: Sequence[int]) -> list[str]:
     return out
 
 
+def section_range(first: str, last: str) -> str:
+    """The section of a chunk that starts in section ``first`` and ends in ``last`` (paths as `sections` gives them):
+    ``first`` when they are one, ``last`` when the chunk starts above every heading, else both with the headings
+    they share written once (``Report > Sales … Marketing``), at most `HEADER_MAX` characters."""
+    if first == last or not last:
+        return first
+    if not first:
+        return last
+    a, b = first.split(SEP), last.split(SEP)
+    shared = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return clip(first + RANGE + SEP.join(b[shared:] or b[-1:]))
+
+
 def header(title: str, section: str, context: str) -> str:
     """What goes in front of a chunk's text when it is searched: nothing (``none``), the title, or the title and the
     section path (a section that only repeats the title is left out)."""
@@ -164,7 +180,8 @@ def heading_names(title: str, section: str) -> frozenset[str]:
     """A chunk's title (and each line of a title page's, `text_title`) and each heading of its section path, lower
     case, words only: the lines of its text that name it rather than say something
     (`declrag.pipeline.stages.generate.candidates` quotes none of them)."""
-    return frozenset(k for k in (_name_key(x) for x in (title, *title.split(" · "), *section.split(SEP))) if k)
+    heads = [h for part in section.split(RANGE) for h in part.split(SEP)]
+    return frozenset(k for k in (_name_key(x) for x in (title, *title.split(" · "), *heads)) if k)
 
 
 def _name_key(text: str) -> str:

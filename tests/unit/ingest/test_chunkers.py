@@ -66,6 +66,24 @@ def test_fixed_windows_and_overlap_by_hand():
     assert [c.text for c in chunks] == ["w0 w1 w2 w3 w4 w5 w6 w7", "w5 w6 w7 w8 w9"]
 
 
+@pytest.mark.parametrize("head", ["Cast", ""])
+def test_windows_move_on_past_a_table_line_longer_than_a_window(head):
+    # a table (a unit) whose next line is longer than a window holds: each window used to be cut back to the same
+    # line end, a token shorter each time (a navbox on a slide gave 30 chunks of one paragraph's tail)
+    prose = " ".join(f"p{i}" for i in range(12))
+    rows = [head, " ".join(f"c{i}" for i in range(30)), "r1 | r2"]
+    table = "\n".join(r for r in rows if r)
+    text = f"{prose}\n\n{table}"
+    start = len(prose) + 2
+    doc = Document(id="d", text=text, metadata={"units": [[start, len(text), "table", start + len(rows[0])]]})
+    chunks = Chunker(ChunkerConfig(name="fixed", chunk_size=8, overlap=3), WordTokens())(doc)
+    ends = [c.end for c in chunks]
+    assert ends == sorted(set(ends)), [c.text for c in chunks]  # each window ends past the one before it
+    assert len(chunks) <= len(text.split()) // 5 + 2, [c.text for c in chunks]
+    covered = set().union(*(range(c.start, c.end) for c in chunks))
+    assert all(set(range(m.start(), m.end())) <= covered for m in __import__("re").finditer(r"\S+", text))
+
+
 def test_recursive_prefers_paragraphs_then_sentences():
     text = "Alpha beta gamma delta.\n\nEpsilon zeta eta. Theta iota kappa lambda mu nu.\n\nXi omicron."
     doc = Document(id="d", text=text)

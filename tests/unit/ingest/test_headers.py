@@ -13,9 +13,11 @@ from declrag.text.tokens import WordTokens
 from declrag.ingest.headers import (
     HEADER_MAX,
     header,
+    heading_names,
     headings,
     helpful_name,
     markdown_headings,
+    section_range,
     sections,
     text_headings,
     text_title,
@@ -95,6 +97,22 @@ def test_html_headings_are_placed_in_the_flattened_text(tmp_path: Path):
     assert [(lv, t) for _, lv, t in heads] == [(1, "The Guide"), (2, "Install"), (3, "On Windows"), (2, "Use")]
     assert all(doc.text[o:o + len(t)] == t for o, _, t in heads)
     assert sections(heads, [doc.text.index("Use py")])[0] == "The Guide > Install > On Windows"
+
+
+def test_a_chunk_that_runs_into_later_sections_names_the_first_and_the_last():
+    # a workbook's small sheets packed into one chunk: its citation names both, never only the one it has left
+    text = "Sheet: Sales\n\nQ1 | 310\n\nSheet: Marketing\n\nQ3 | 120 | Tomas Berg | approved in March by the board"
+    heads = [[0, 1, "Sheet: Sales"], [text.index("Sheet: M"), 1, "Sheet: Marketing"]]
+    doc = Document(id="b", text=text, title="Budgets", metadata={"headings": heads})
+    whole = Chunker(ChunkerConfig(name="fixed", chunk_size=40, overlap=0), WordTokens(), context="title+section")(doc)[0]
+    tail = Chunker(ChunkerConfig(name="fixed", chunk_size=8, overlap=0), WordTokens())(doc)[-1]
+    assert whole.section == "Sheet: Sales … Sheet: Marketing"
+    assert whole.header == "Budgets — Sheet: Sales"  # what is searched: where it starts, as before
+    assert tail.section == "Sheet: Marketing"
+    assert section_range("Report > Sales", "Report > Marketing > Q3") == "Report > Sales … Marketing > Q3"
+    assert section_range("", "Intro") == "Intro" and section_range("Intro", "Intro") == "Intro"
+    # the headings a range names are each a heading name (the generator quotes none of them)
+    assert heading_names("Budgets", "Report > Sales … Marketing") == {"budgets", "report", "sales", "marketing"}
 
 
 def test_header_follows_the_setting_and_is_bounded():
