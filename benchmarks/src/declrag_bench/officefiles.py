@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from declrag.config import IngestConfig, ProgramConfig, default_config
 from declrag.embed.embedder import Embedder
@@ -119,7 +119,7 @@ def as_deck(blocks: list[Block], title: str, path: Path) -> None:
         s = prs.slides.add_slide(layout)
         s.shapes.title.text = name
         if body and isinstance(body[0], list):
-            rows = body
+            rows = cast(list[list[str]], body)
             shape = s.shapes.add_table(len(rows), max(len(r) for r in rows), Inches(0.5), Inches(1.5), Inches(9),
                                        Inches(0.3 * len(rows)))
             for i, r in enumerate(rows):
@@ -128,7 +128,7 @@ def as_deck(blocks: list[Block], title: str, path: Path) -> None:
         else:
             box = s.shapes.add_textbox(Inches(0.5), Inches(1.5), Inches(9), Inches(5)).text_frame
             box.word_wrap = True
-            box.text = "\n".join(body)
+            box.text = "\n".join(cast(list[str], body))
             for para in box.paragraphs:
                 para.font.size = Pt(12)
     prs.save(str(path))

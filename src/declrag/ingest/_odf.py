@@ -172,8 +172,8 @@ def text_of(el: Any) -> str:
 
 def load_odp(data: bytes, source: str, name: str) -> Read:
     """An OpenDocument presentation (.odp): one document, a page per slide (as `declrag.ingest._office.load_pptx`),
-    each headed by its title (``Slide N`` when it has none), its frames in reading order, tables as units, speaker notes under ``Speaker
-    notes``; a hidden slide left out (its page empty), and said so."""
+    each headed by its title (``Slide N`` when it has none), its frames in reading order, tables as units, speaker
+    notes under ``Speaker notes``; a hidden slide left out (its page empty), and said so."""
     try:
         root = _part(data, "content.xml")
     except Exception as e:

@@ -2,8 +2,9 @@
 XML streamed by lxml: `declrag.ingest._odf`) and CSV/TSV (`load_delimited`, Python's csv).
 
 A file is one document; each sheet is a section of it, headed ``Sheet: Budget`` (a passage's section names its sheet),
-over one table: its first non-empty row is the header row, and every row starts with its row number in the sheet (the column ``Row``), so that
-a passage cites the rows it holds, and a chunk cut from a long table carries the header row (`declrag.ingest._units`).
+over one table: its first non-empty row is the header row, and every row starts with its row number in the sheet (the
+column ``Row``), so that a passage cites the rows it holds, and a chunk cut from a long table carries the header row
+(`declrag.ingest._units`).
 Values are those the file stores (a formula's last computed value). Hidden sheets are left out, each said so; cell
 comments are not read. A file is read up to `MAX_ROWS` rows: the rows past it are named, never dropped silently.
 """

@@ -15,8 +15,8 @@ from typing import Any
 
 from ..types import Document
 from ._files import LoadError, Read, Skipped
-from ._units import TABLE, Unit
 from ._running import paged_spans
+from ._units import TABLE, Unit
 from .headers import clip
 
 _BLOCK = re.compile(r"[^\n\f]+(?:\n[^\n\f]+)*")
