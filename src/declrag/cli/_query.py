@@ -34,6 +34,7 @@ def search(
     # imported here, not at the top: `declrag` starts without loading what other commands need
     from .. import api
     from ..config import SearchParams
+    from ..payloads import page_at
 
     filt = as_caller(as_, keys, unlabelled, json_option(where, "--where"))
     params = config_from(SearchParams, limit=k, alpha=alpha, fusion=fusion, mode=mode, window=window, where=filt)
@@ -41,7 +42,7 @@ def search(
     if as_json:
         out.print_json(data=[{
             "rank": i + 1, "score": h.score, "chunk_id": h.chunk.id, "doc_id": h.doc_id, "source": h.chunk.source,
-            "title": h.chunk.title, "section": h.chunk.section, "page": h.chunk.page, "span": [h.start, h.end],
+            "title": h.chunk.title, "section": h.chunk.section, "page": page_at(h, h.start), "span": [h.start, h.end],
             "text": h.text, "scores": h.scores,
         } for i, h in enumerate(hits)])
         return
@@ -51,7 +52,7 @@ def search(
     for i, h in enumerate(hits, 1):
         name = Path(h.chunk.source).name
         src = h.chunk.title if h.chunk.title and h.chunk.title != Path(name).stem else (name or h.doc_id)
-        src += f" p.{h.chunk.page}" if h.chunk.page else ""
+        src += f" p.{page}" if (page := page_at(h, h.start)) else ""  # where the span shown starts
         src += f" › {h.chunk.section}" if h.chunk.section else ""
         snippet = " ".join(h.text.split())
         t.add_row(str(i), f"{h.score:.3f}", src, f"{h.start}-{h.end}",

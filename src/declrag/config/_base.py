@@ -14,11 +14,13 @@ DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_ROUTE = "local/smollm2"  # what every LM stage runs on unless told otherwise: SmolLM2-135M, in process
 # bump when the chunkers' output changes for the same settings: a store built for a golden set (its digest) is then
 # built again; a store of files keeps its unchanged files' chunks (`declrag index --rebuild` makes them anew), but for
-# PDFs indexed a document a page, which `Indexer` reads again
+# PDFs indexed a document a page, decks a document a slide and workbooks a document a sheet, which `Indexer` reads again
 # 3: code blocks and tables are units; what is searched is read (`declrag.text.reading`); 4: a PDF is one document;
 # 5: a chunk carries its document's language, and a document in a language the embedding model was not trained on is
-# counted in script-neutral tokens (`declrag.text.tokens.ScriptTokens`)
-CHUNKING_VERSION = 5
+# counted in script-neutral tokens (`declrag.text.tokens.ScriptTokens`); 6: a deck and a workbook are one document
+# (their slides pages, their sheets sections), a window never shrinks against a table line longer than a window, and a
+# chunk that runs into later sections names the first and the last
+CHUNKING_VERSION = 6
 
 ChunkerName = Literal["fixed", "recursive", "sentence", "semantic", "parent-child"]
 Fusion = Literal["relative", "ranked"]

@@ -145,8 +145,12 @@ def _reading_order(shapes: Any) -> list[Any]:
 
 
 def _write_shape(writer: Writer, shape: Any) -> None:
+    from pptx.enum.shapes import PP_PLACEHOLDER
     from pptx.shapes.group import GroupShape
 
+    running = (PP_PLACEHOLDER.FOOTER, PP_PLACEHOLDER.SLIDE_NUMBER, PP_PLACEHOLDER.DATE, PP_PLACEHOLDER.HEADER)
+    if shape.is_placeholder and shape.placeholder_format.type in running:
+        return  # a slide's running lines: its footer, number and date (OpenDocument's are left out alike)
     if isinstance(shape, GroupShape):
         for inner in _reading_order(shape.shapes):
             _write_shape(writer, inner)

@@ -15,7 +15,6 @@ from typing import Any
 
 from ..types import Document
 from ._files import LoadError, Read, Skipped
-from ._running import paged_spans
 from ._units import TABLE, Unit
 from .headers import clip
 
@@ -114,12 +113,11 @@ def text_blocks(text: str) -> list[int]:
 
 
 def deck_read(writer: Writer, skipped: list[Skipped], source: str, title: str) -> Read:
-    """A deck written a slide a page (`Writer.page`) as one document (its ``page`` 1, the first slide), its running
-    lines (a footer on every slide) marked as a PDF's are; `LoadError` when no slide has more than its title."""
+    """A deck written a slide a page (`Writer.page`) as one document (its ``page`` 1, the first slide); `LoadError`
+    when no slide has more than its title. A slide's running lines (its footer, number and date placeholders) are
+    left out by the readers: the PDF's rule (`declrag.ingest._running`) would take a slide's few lines, all near its
+    edges, for running ones when they differ only in their numbers."""
     headed = {at for at, _, _ in writer.headings}
     if not any(at not in headed for at in text_blocks(writer.text)):
         raise LoadError("no text on any visible slide" + (f" ({len(skipped)} hidden)" if skipped else ""))
-    meta: dict[str, Any] = {}
-    if running := paged_spans(writer.text):
-        meta["running"] = [list(s) for s in running]
-    return Read([writer.document(source, title, meta, page=1)], skipped)
+    return Read([writer.document(source, title, page=1)], skipped)

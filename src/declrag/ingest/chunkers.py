@@ -27,7 +27,7 @@ from ..text.tokens import ScriptTokens, Span, TokenCounter
 from ..types import Chunk, Document, chunk_id
 from . import _units as units
 from ._running import page_starts, spans_of, within
-from .headers import header, headings, section_range, sections
+from .headers import SEP, clip, header, headings, section_paths, section_range
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 
@@ -69,6 +69,9 @@ class _Tokens:
                     e = k
                 if blocks:
                     cut, restart = self._unit_end(s, e, blocks, size)
+                    if cut <= last and restart is not None:  # it would end where the one before it did: the
+                        s = restart  # next one starts at the unit
+                        continue
                     # a window ends past the one before it: where the unit's next line is longer than a window
                     # holds, the cut is the same each time, and the window is cut mid-line instead
                     e, restart = (cut, restart) if cut > last or restart is not None else (e, None)
@@ -185,8 +188,10 @@ class Chunker:
                 spans = self._semantic(text, toks, whole)
             parents = [None] * len(spans)
         heads = headings(doc)
-        paths = sections(heads, [s for s, _ in spans])  # where each starts (its header), and where it ends
-        ranges = [section_range(a, b) for a, b in zip(paths, sections(heads, [max(s, e - 1) for s, e in spans]))]
+        firsts = section_paths(heads, [s for s, _ in spans])  # where each starts (its header), and where it ends
+        lasts = section_paths(heads, [max(s, e - 1) for s, e in spans])
+        paths = [clip(SEP.join(f)) for f in firsts]
+        ranges = [section_range(a, b) for a, b in zip(firsts, lasts, strict=True)]
         running = spans_of(doc.metadata)  # its running headers and footers (`declrag.ingest._running`)
         pages = page_starts(text)  # a paged text (a PDF): a chunk's page is the one it starts on
         first = (doc.page or 1) - 1

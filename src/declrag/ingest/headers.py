@@ -134,35 +134,43 @@ def headings(doc: Document) -> list[Heading]:
     return text_headings(doc.text)
 
 
-def sections(heads: Sequence[Heading], starts: Sequence[int]) -> list[str]:
-    """For each offset in ``starts``, the path of the headings at or before it (a heading closes the deeper and
-    equal ones before it), outermost first, at most `HEADER_MAX` characters."""
+def section_paths(heads: Sequence[Heading], starts: Sequence[int]) -> list[tuple[str, ...]]:
+    """For each offset in ``starts``, the headings at or before it that are still open (a heading closes the deeper
+    and equal ones before it), outermost first."""
     offsets = [o for o, _, _ in heads]
-    paths: list[str] = []
+    paths: list[tuple[str, ...]] = []
     stack: list[tuple[int, str]] = []
     for _, level, text in heads:
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, text))
-        paths.append(clip(SEP.join(t for _, t in stack)))
+        paths.append(tuple(t for _, t in stack))
     out = []
     for s in starts:
         i = bisect.bisect_right(offsets, s) - 1
-        out.append(paths[i] if i >= 0 else "")
+        out.append(paths[i] if i >= 0 else ())
     return out
 
 
-def section_range(first: str, last: str) -> str:
-    """The section of a chunk that starts in section ``first`` and ends in ``last`` (paths as `sections` gives them):
-    ``first`` when they are one, ``last`` when the chunk starts above every heading, else both with the headings
-    they share written once (``Report > Sales … Marketing``), at most `HEADER_MAX` characters."""
+def sections(heads: Sequence[Heading], starts: Sequence[int]) -> list[str]:
+    """For each offset in ``starts``, the path of the headings at or before it (`section_paths`), joined by `SEP`,
+    at most `HEADER_MAX` characters."""
+    return [clip(SEP.join(p)) for p in section_paths(heads, starts)]
+
+
+def section_range(first: Sequence[str], last: Sequence[str]) -> str:
+    """The section of a chunk that starts in section ``first`` and ends in ``last`` (paths, `section_paths`):
+    ``first`` when they are one, ``last`` when the chunk starts above every heading, else both, the headings they share
+    written once (``Report > Sales … Marketing``); each side at most half of `HEADER_MAX` characters, so that the
+    last is never cut off."""
+    first, last = tuple(first), tuple(last)
     if first == last or not last:
-        return first
+        return clip(SEP.join(first))
     if not first:
-        return last
-    a, b = first.split(SEP), last.split(SEP)
-    shared = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    return clip(first + RANGE + SEP.join(b[shared:] or b[-1:]))
+        return clip(SEP.join(last))
+    shared = next((i for i, (x, y) in enumerate(zip(first, last)) if x != y), min(len(first), len(last)))
+    half = HEADER_MAX // 2 - len(RANGE)
+    return clip(SEP.join(first), half) + RANGE + clip(SEP.join(last[shared:] or last[-1:]), half)
 
 
 def header(title: str, section: str, context: str) -> str:

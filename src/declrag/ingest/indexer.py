@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .distributed import Cluster, Plan
 
 log = logging.getLogger(__name__)
+_SPLIT = ("#page=", "#slide-", "#sheet-")  # the ids of documents a file was once split into
 
 
 @dataclass
@@ -146,9 +147,10 @@ class Indexer:
             stamp = (st.st_mtime_ns, st.st_size)
             recs = by_source.get(src, [])
             want = self.readers.of(src)  # a file whose readers change is read again: its documents are relabelled
-            # a PDF indexed a document a page (before chunking version 4) is read again, as one document
-            if recs and all((r.mtime_ns, r.size) == stamp and "#page=" not in r.id and want in (None, r.readers)
-                            for r in recs):
+            # a file indexed as a document a part (a PDF's page before chunking version 4, a deck's slide or a
+            # workbook's sheet before 6) is read again, as one document
+            if recs and all((r.mtime_ns, r.size) == stamp and not any(m in r.id for m in _SPLIT)
+                            and want in (None, r.readers) for r in recs):
                 report.unchanged += len(recs)
                 continue
             if plan is not None:  # read on the cluster

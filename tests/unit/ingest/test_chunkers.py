@@ -84,6 +84,34 @@ def test_windows_move_on_past_a_table_line_longer_than_a_window(head):
     assert all(set(range(m.start(), m.end())) <= covered for m in __import__("re").finditer(r"\S+", text))
 
 
+def test_windows_over_tables_cover_everything_and_never_repeat_a_tail():
+    # random paragraphs and tables (units) of random line lengths: every word in a chunk, each chunk ending past the
+    # one before it (none a part of the one before), none over the window unless a word is
+    import random
+
+    rng = random.Random(7)
+    for _ in range(300):
+        parts, units = [], []
+        at = 0
+        for _ in range(rng.randint(1, 6)):
+            lines = [" ".join(rng.choice("ab cd ef gh ij".split()) for _ in range(rng.randint(1, 14)))
+                     for _ in range(rng.randint(1, 5))]
+            block = "\n".join(lines)
+            if rng.random() < 0.5:
+                units.append([at, at + len(block), "table", at + len(lines[0])])
+            parts.append(block)
+            at += len(block) + 2
+        text = "\n\n".join(parts)
+        size = rng.randint(8, 20)
+        cfg = ChunkerConfig(name="fixed", chunk_size=size, overlap=rng.randint(0, size - 1))
+        chunks = Chunker(cfg, WordTokens())(Document(id="d", text=text, metadata={"units": units}))
+        ends = [c.end for c in chunks]
+        assert ends == sorted(set(ends)), (text, units, [c.text for c in chunks])
+        covered = set().union(*(range(c.start, c.end) for c in chunks))
+        assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())
+        assert all(len(c.text.split()) <= size for c in chunks)
+
+
 def test_recursive_prefers_paragraphs_then_sentences():
     text = "Alpha beta gamma delta.\n\nEpsilon zeta eta. Theta iota kappa lambda mu nu.\n\nXi omicron."
     doc = Document(id="d", text=text)

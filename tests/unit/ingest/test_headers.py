@@ -109,8 +109,11 @@ def test_a_chunk_that_runs_into_later_sections_names_the_first_and_the_last():
     assert whole.section == "Sheet: Sales … Sheet: Marketing"
     assert whole.header == "Budgets — Sheet: Sales"  # what is searched: where it starts, as before
     assert tail.section == "Sheet: Marketing"
-    assert section_range("Report > Sales", "Report > Marketing > Q3") == "Report > Sales … Marketing > Q3"
-    assert section_range("", "Intro") == "Intro" and section_range("Intro", "Intro") == "Intro"
+    assert section_range(("Report", "Sales"), ("Report", "Marketing", "Q3")) == "Report > Sales … Marketing > Q3"
+    assert section_range((), ("Intro",)) == "Intro" and section_range(("Intro",), ("Intro",)) == "Intro"
+    # the last is never cut off by a long first; what two sheets share is read from their paths, not their names
+    assert section_range(("Y" * 190,), ("Zeta",)).endswith(" … Zeta")
+    assert section_range(("In > Out",), ("In > Err",)) == "In > Out … In > Err"
     # the headings a range names are each a heading name (the generator quotes none of them)
     assert heading_names("Budgets", "Report > Sales … Marketing") == {"budgets", "report", "sales", "marketing"}
 

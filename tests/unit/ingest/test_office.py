@@ -245,3 +245,55 @@ def test_declrag_ask_cites_the_sheet_of_its_answer(tmp_path, capsys):
     cited = [line for line in out.splitlines() if line.startswith("  [")]
     # the workbook's title, then the sheets its passage runs through (from the first to the row's) and its span
     assert cited and all(re.search(r" Budgets 2026 › (Sheet: \w+ … )?Sheet: Marketing \d+-\d+", c) for c in cited), out
+
+
+def test_a_deck_of_slides_alike_but_their_figures_is_searched_whole_and_its_footer_left_out(tmp_path):
+    # slides whose lines differ only in their numbers, each with a footer: only the footer is chrome (the PDF rule
+    # for running lines took every row of such slides for one, and left them out of what is searched)
+    import pptx
+    from pptx.enum.shapes import PP_PLACEHOLDER
+    from pptx.util import Inches
+
+    from declrag.ingest.chunkers import Chunker
+    from declrag.text.tokens import WordTokens
+    from declrag.types import searched_text
+
+    prs = pptx.Presentation()
+    layout = prs.slide_layouts[5]
+    for k, region in enumerate(("North", "South", "East", "West", "Central", "Coast"), 1):
+        slide = prs.slides.add_slide(layout)
+        slide.shapes.title.text = f"{region} region"
+        footer = next(p for p in layout.placeholders if p.placeholder_format.type == PP_PLACEHOLDER.FOOTER)
+        slide.shapes.clone_placeholder(footer)
+        next(s for s in slide.shapes if s.is_placeholder and s.placeholder_format.type == PP_PLACEHOLDER.FOOTER
+             ).text = "Acme confidential"
+        rows = [["Metric", "2024", "2025"], ["Revenue ($M)", f"{10 + k}.4", f"{11 + k}.1"],
+                ["Headcount", f"{120 + k}", f"{131 + k}"]]
+        table = slide.shapes.add_table(3, 3, Inches(0.5), Inches(1.5), Inches(9), Inches(1.2)).table
+        for i, row in enumerate(rows):
+            for j, text in enumerate(row):
+                table.cell(i, j).text = text
+    path = tmp_path / "regions.pptx"
+    prs.save(str(path))
+    (doc,) = read_file(path).documents
+    assert "Acme confidential" not in doc.text and "running" not in doc.metadata
+    chunks = Chunker(IngestConfig().chunker, WordTokens(), context="title+section")(doc)
+    searched = " ".join(searched_text(c.header, c.text, c.running) for c in chunks)
+    assert searched.count("Headcount") == 6 and searched.count("Revenue ($M)") == 6 and "West region" in searched
+
+
+@pytest.mark.parametrize("name, part", [("plan.pptx", "slide"), ("budget.xlsx", "sheet")])
+def test_a_deck_or_workbook_indexed_a_document_a_part_before_is_read_again_as_one(tmp_path, name, part):
+    from declrag.ingest.indexer import IndexReport
+    from declrag.types import Document
+
+    path = OFFICE / name
+    st, meta = open_store(str(tmp_path / "s"), IngestConfig())
+    indexer = Indexer(st, meta.ingest, HashEmbedder(), progress=False, ocr=False)
+    [doc] = read_file(path).documents
+    src = str(path.resolve())
+    parts = [Document(f"{src}#{part}-{n}", text, src, doc.title) for n, text in enumerate(("a b c", "d e f"), 1)]
+    indexer._index([(d, (path.stat().st_mtime_ns, path.stat().st_size)) for d in parts], {}, IndexReport())
+    report = indexer.index_paths([path])
+    assert report.unchanged == 0 and sorted(st.documents()) == [src]  # one document now, the parts gone
+    st.close()
