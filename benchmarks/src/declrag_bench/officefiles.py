@@ -155,6 +155,11 @@ def as_workbook(blocks: list[Block], title: str, path: Path) -> str:
             ws.append([v for c in r.cells for v in [c.text, *[None] * (c.span - 1)]])
     if wb.worksheets:
         wb.save(path)
+    return _prose(blocks)
+
+
+def _prose(blocks: list[Block]) -> str:
+    """The page's text without its tables."""
     return as_text([b for b in blocks if not isinstance(b, Table)])
 
 
@@ -209,8 +214,7 @@ def corpus(folder: Path | None = None) -> tuple[Path, list[dict[str, Any]]]:
     for p in pages:
         (folder / "slides" / f"{p['id']}.txt").write_text(deck_as_text(p["blocks"], p["title"]), encoding="utf-8")
         tables = [b for b in p["blocks"] if isinstance(b, Table)]
-        (folder / "split" / f"{p['id']}-prose.txt").write_text(
-            as_text([b for b in p["blocks"] if not isinstance(b, Table)]), encoding="utf-8")
+        (folder / "split" / f"{p['id']}-prose.txt").write_text(_prose(p["blocks"]), encoding="utf-8")
         if tables:
             (folder / "split" / f"{p['id']}-tables.txt").write_text("\n\n".join(
                 f"Table {k}\n\n" + as_text([t]) for k, t in enumerate(tables, 1)), encoding="utf-8")

@@ -27,7 +27,7 @@ from ..text.tokens import ScriptTokens, Span, TokenCounter
 from ..types import Chunk, Document, chunk_id
 from . import _units as units
 from ._running import page_starts, spans_of, within
-from .headers import SEP, clip, header, headings, section_paths, section_range
+from .headers import header, headings, path_text, section_paths, section_range
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 
@@ -74,7 +74,7 @@ class _Tokens:
                         continue
                     # a window ends past the one before it: where the unit's next line is longer than a window
                     # holds, the cut is the same each time, and the window is cut mid-line instead
-                    e, restart = (cut, restart) if cut > last or restart is not None else (e, None)
+                    e, restart = (cut, restart) if cut > last else (e, None)
             last = e
             out.append((self.starts[s], self.ends[e - 1]))
             if e >= j:
@@ -187,10 +187,10 @@ class Chunker:
             else:  # semantic
                 spans = self._semantic(text, toks, whole)
             parents = [None] * len(spans)
-        heads = headings(doc)
-        firsts = section_paths(heads, [s for s, _ in spans])  # where each starts (its header), and where it ends
-        lasts = section_paths(heads, [max(s, e - 1) for s, e in spans])
-        paths = [clip(SEP.join(f)) for f in firsts]
+        # the section where each starts (its header) and where it ends, in one pass over the headings
+        both = section_paths(headings(doc), [s for s, _ in spans] + [max(s, e - 1) for s, e in spans])
+        firsts, lasts = both[:len(spans)], both[len(spans):]
+        paths = [path_text(f) for f in firsts]
         ranges = [section_range(a, b) for a, b in zip(firsts, lasts, strict=True)]
         running = spans_of(doc.metadata)  # its running headers and footers (`declrag.ingest._running`)
         pages = page_starts(text)  # a paged text (a PDF): a chunk's page is the one it starts on

@@ -152,10 +152,14 @@ def section_paths(heads: Sequence[Heading], starts: Sequence[int]) -> list[tuple
     return out
 
 
+def path_text(path: Sequence[str], limit: int = HEADER_MAX) -> str:
+    """A section path (`section_paths`) as text: its headings joined by `SEP`, at most ``limit`` characters."""
+    return clip(SEP.join(path), limit)
+
+
 def sections(heads: Sequence[Heading], starts: Sequence[int]) -> list[str]:
-    """For each offset in ``starts``, the path of the headings at or before it (`section_paths`), joined by `SEP`,
-    at most `HEADER_MAX` characters."""
-    return [clip(SEP.join(p)) for p in section_paths(heads, starts)]
+    """For each offset in ``starts``, the path of the headings at or before it (`section_paths`) as text."""
+    return [path_text(p) for p in section_paths(heads, starts)]
 
 
 def section_range(first: Sequence[str], last: Sequence[str]) -> str:
@@ -165,12 +169,12 @@ def section_range(first: Sequence[str], last: Sequence[str]) -> str:
     last is never cut off."""
     first, last = tuple(first), tuple(last)
     if first == last or not last:
-        return clip(SEP.join(first))
+        return path_text(first)
     if not first:
-        return clip(SEP.join(last))
+        return path_text(last)
     shared = next((i for i, (x, y) in enumerate(zip(first, last)) if x != y), min(len(first), len(last)))
     half = HEADER_MAX // 2 - len(RANGE)
-    return clip(SEP.join(first), half) + RANGE + clip(SEP.join(last[shared:] or last[-1:]), half)
+    return path_text(first, half) + RANGE + path_text(last[shared:] or last[-1:], half)
 
 
 def header(title: str, section: str, context: str) -> str:
