@@ -27,7 +27,7 @@ from ..text.tokens import ScriptTokens, Span, TokenCounter
 from ..types import Chunk, Document, chunk_id
 from . import _units as units
 from ._running import page_starts, spans_of, within
-from .headers import header, headings, path_text, section_paths, section_range
+from .headers import content_ends, header, headings, path_text, section_paths, section_range
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 
@@ -188,7 +188,8 @@ class Chunker:
                 spans = self._semantic(text, toks, whole)
             parents = [None] * len(spans)
         # the section where each starts (its header) and where it ends, in one pass over the headings
-        both = section_paths(headings(doc), [s for s, _ in spans] + [max(s, e - 1) for s, e in spans])
+        heads = headings(doc)
+        both = section_paths(heads, [s for s, _ in spans] + content_ends(text, heads, spans))
         firsts, lasts = both[:len(spans)], both[len(spans):]
         paths = [path_text(f) for f in firsts]
         ranges = [section_range(a, b) for a, b in zip(firsts, lasts, strict=True)]

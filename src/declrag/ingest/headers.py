@@ -152,6 +152,24 @@ def section_paths(heads: Sequence[Heading], starts: Sequence[int]) -> list[tuple
     return out
 
 
+def content_ends(text: str, heads: Sequence[Heading], spans: Sequence[tuple[int, int]]) -> list[int]:
+    """For each span ``(start, end)`` of ``text``, the offset of its last character that is neither blank nor in a
+    heading line at its tail (``start`` when there is none): where its last section is read (`section_paths`), so
+    that a chunk that ends on a heading, holding none of that section's body, does not name it. ``heads``:
+    `headings`, in text order."""
+    offsets = [o for o, _, _ in heads]
+    out = []
+    for start, end in spans:
+        i, stop = bisect.bisect_left(offsets, end) - 1, end
+        while i >= 0 and start < offsets[i] < stop:
+            line_end = text.find("\n", offsets[i], stop)
+            if line_end >= 0 and text[line_end:stop].strip():
+                break  # the heading's body is in the span
+            stop, i = offsets[i], i - 1
+        out.append(start + max(len(text[start:stop].rstrip()) - 1, 0))
+    return out
+
+
 def path_text(path: Sequence[str], limit: int = HEADER_MAX) -> str:
     """A section path (`section_paths`) as text: its headings joined by `SEP`, at most ``limit`` characters."""
     return clip(SEP.join(path), limit)

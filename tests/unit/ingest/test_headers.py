@@ -12,6 +12,7 @@ from declrag.ingest.chunkers import Chunker
 from declrag.text.tokens import WordTokens
 from declrag.ingest.headers import (
     HEADER_MAX,
+    content_ends,
     header,
     heading_names,
     headings,
@@ -116,6 +117,25 @@ def test_a_chunk_that_runs_into_later_sections_names_the_first_and_the_last():
     assert section_range(("In > Out",), ("In > Err",)) == "In > Out … In > Err"
     # the headings a range names are each a heading name (the generator quotes none of them)
     assert heading_names("Budgets", "Report > Sales … Marketing") == {"budgets", "report", "sales", "marketing"}
+
+
+def test_a_chunk_that_ends_on_a_heading_does_not_name_its_section():
+    # the chunk holds the Sales rows and then only Marketing's heading: its citation names Sales alone
+    text = "Sheet: Sales\n\nQ1 | 310 | 411\n\nSheet: Marketing\n\nQ3 | 120 | Tomas Berg | approved in March"
+    m = text.index("Sheet: M")
+    heads = [(0, 1, "Sheet: Sales"), (m, 1, "Sheet: Marketing")]
+    doc = Document(id="b", text=text, title="Budgets", metadata={"headings": [list(h) for h in heads]})
+    first = Chunker(ChunkerConfig(name="fixed", chunk_size=11, overlap=0), WordTokens())(doc)[0]
+    assert first.text.rstrip().endswith("Sheet: Marketing") and first.section == "Sheet: Sales"
+    # where each span's last section is read: before a tail of headings and blank lines; at a body's last character
+    ends = content_ends(text, heads, [(0, len(text)), (0, m + 18), (0, m + 3), (0, m), (m, m + 16), (0, 2)])
+    assert ends[0] == len(text) - 1  # Marketing's body is in it
+    assert ends[1] == ends[2] == ends[3] == text.index("411") + 2  # ends on (or within) the heading: Sales's body
+    assert ends[4] == m + 15  # a span that starts on the heading keeps it: it is the first section
+    assert ends[5] == 1
+    nested = "# A\n\nbody\n\n## B\n\n### C\n\n"
+    hs = markdown_headings(nested)
+    assert content_ends(nested, hs, [(0, len(nested))]) == [nested.index("body") + 3]
 
 
 def test_header_follows_the_setting_and_is_bounded():
