@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from ..errors import DeclragError
 from ..inputs import api_key_problem
+
+if TYPE_CHECKING:  # the loaders are not imported when `declrag` starts
+    from ..ingest.loaders import Skipped
 
 LOG_WIDTH = 1000  # columns a table may take when printed to a pipe or a file (a log keeps every number whole)
 
@@ -177,3 +181,24 @@ def record_settings(record: str | None, no_record: bool, rows: int, days: float,
 SourceBaseOpt = Annotated[str | None, typer.Option(
     help="name a cited file by this public URL plus its path in the indexed folder, e.g. https://docs.example.com/ "
          "(default: the path relative to the indexed folder; never the server's own path)")]
+
+
+SKIPPED_SHOWN = 3  # of the files skipped for one reason, how many are named before "... and N more" (--verbose: all)
+EveryOpt = Annotated[bool, typer.Option("--verbose", "-v", help="name every file and part skipped, one line each "
+                                        f"(default: the first {SKIPPED_SHOWN} of each reason, then their count)")]
+
+
+def say_skipped(skipped: Sequence[Skipped], every: bool = False) -> None:
+    """Each file or part skipped (`declrag.ingest.loaders.Skipped`) as ``skipped WHERE: REASON`` on stderr; unless
+    ``every``, a reason shared by more than `SKIPPED_SHOWN` + 1 of them names the first `SKIPPED_SHOWN`, then says how
+    many more (a folder of 5,000 images is four lines, and a corrupt file among them is not lost in them)."""
+    by_reason: dict[str, list[Skipped]] = {}
+    for s in skipped:
+        by_reason.setdefault(s.reason, []).append(s)
+    for reason, group in by_reason.items():
+        shown = group if every or len(group) <= SKIPPED_SHOWN + 1 else group[:SKIPPED_SHOWN]
+        for s in shown:
+            err.print(f"skipped {s.where}: {reason}", markup=False, highlight=False)
+        if len(shown) < len(group):
+            err.print(f"... and {len(group) - len(shown):,} more skipped: {reason} (--verbose names each)",
+                      markup=False, highlight=False)

@@ -14,7 +14,7 @@ from ..runtime.resources import ENV
 from ..runtime.resources import init as copy_defaults
 from ._access import ReadersFileOpt, ReadersOpt, readers_from
 from ._app import app
-from ._common import HomeOpt, StoreOpt, config_from, err, out
+from ._common import EveryOpt, HomeOpt, StoreOpt, config_from, err, out, say_skipped
 
 
 @app.command()
@@ -43,8 +43,7 @@ def index(
                       ] = None,
     ray_actors: Annotated[int | None, typer.Option(
         help="with --ray: embedders on the cluster (default: one per GPU where it has GPUs, else each with as many "
-             "CPUs as its smallest node)")
-                          ] = None,
+             "CPUs as its smallest node)")] = None,
     ocr: Annotated[bool | None, typer.Option(
         "--ocr/--no-ocr", help="read PDF pages that have no text layer (scans) by OCR with Tesseract (default: where "
                                "Tesseract is installed; without it each such page is named)")] = None,
@@ -53,6 +52,7 @@ def index(
     readers: ReadersOpt = None,
     readers_file: ReadersFileOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    verbose: EveryOpt = False,
 ):
     """Index files, folders and golden-set corpora into a store (incrementally)."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
@@ -97,7 +97,7 @@ def index(
     report = api.index(paths or [], dataset or [], target, ingest, cast("Metric | None", metric), prune, rebuild,
                        progress=not quiet, ray=ray, ray_actors=ray_actors, ocr=ocr, pdf_reader=pdf_reader,
                        readers=labels)
-    _said(report, target, rebuild)
+    _said(report, target, rebuild, verbose)
 
 
 def _check_reading(pdf_reader: str, ocr: bool | None) -> None:
@@ -115,11 +115,10 @@ def _check_reading(pdf_reader: str, ocr: bool | None) -> None:
                                     "--ocr")
 
 
-def _said(report, target: str, rebuild: bool) -> None:
-    """What `index` did: each file, record and page skipped, the files gone from the folder (the first 5), the
-    summary; and an error (exit 2) when nothing could be indexed."""
-    for s in report.skipped:
-        err.print(f"skipped {s.where}: {s.reason}", markup=False, highlight=False)
+def _said(report, target: str, rebuild: bool, every: bool) -> None:
+    """What `index` did: the files, records and pages skipped (`say_skipped`), the files gone from the folder (the
+    first 5), the summary; and an error (exit 2) when nothing could be indexed."""
+    say_skipped(report.skipped, every)
     for i, source in enumerate(report.gone):
         if i == 5:
             err.print(f"... and {len(report.gone) - 5} more files gone", markup=False, highlight=False)
@@ -159,6 +158,7 @@ def synth(
     resume: Annotated[bool, typer.Option("--resume", help="continue a killed run with the same arguments")] = False,
     force: Annotated[bool, typer.Option("--force", help="replace --out if it exists")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    verbose: EveryOpt = False,
 ):
     """Make a golden set from your own documents: questions, reference answers, gold documents, train/dev/test."""
     # imported here, not at the top: `declrag` starts without loading what other commands need
@@ -178,8 +178,7 @@ def synth(
                                    force=force, resume=resume, max_lm_calls=max_lm_calls,
                                    grader=None if grader == "answer" else grader,
                                    progress=not quiet, say=lambda m: err.print(m, markup=False, highlight=False))
-    for s in skipped:
-        err.print(f"skipped {s.where}: {s.reason}", markup=False, highlight=False)
+    say_skipped(skipped, verbose)
     t = Table(title=f"synth: {report.kept} questions from {report.documents} documents -> {report.out}")
     for col in ("step", "questions"):
         t.add_column(col, justify="left" if col == "step" else "right")

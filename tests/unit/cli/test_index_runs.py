@@ -58,6 +58,24 @@ def test_records_and_pages_skipped_are_named_and_counted(capsys, tmp_path):
     assert any("rows.jsonl:3: not valid JSON" in line for line in lines)
 
 
+def test_many_files_skipped_for_one_reason_are_counted_and_a_corrupt_one_still_named(capsys, tmp_path):
+    # a docs folder of 40 images and one corrupt PDF: a few lines, the PDF among them; --verbose names every image
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text("# Guide\n\nThe backup runs at two in the morning.\n")
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.7 cut short")
+    for i in range(40):
+        (docs / f"shot-{i:02d}.png").write_bytes(b"\x89PNG")
+    code, out, err = run(capsys, "index", str(docs), "--store", str(tmp_path / "store"), "-q")
+    lines = err.strip().splitlines()
+    assert code == 0 and "1 documents indexed" in out and "41 skipped" in out
+    assert sum("shot-" in line for line in lines) == 3, lines
+    assert "... and 37 more skipped: unsupported file type .png (--verbose names each)" in lines
+    assert any("broken.pdf: corrupt PDF" in line for line in lines) and len(lines) == 5, lines
+    code, _, err = run(capsys, "index", str(docs), "--store", str(tmp_path / "store2"), "-q", "--verbose")
+    assert code == 0 and sum("shot-" in line for line in err.splitlines()) == 40 and "more skipped" not in err
+
+
 def test_files_gone_from_the_folder_are_named_until_pruned(capsys, tmp_path):
     docs, store = tmp_path / "docs", str(tmp_path / "store")
     docs.mkdir()
