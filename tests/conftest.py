@@ -102,14 +102,16 @@ def free_port_block() -> int:
     raise RuntimeError("no free port block")
 
 
-def start_weaviate(folder: Path, nodes: int = 1, api_key: str | None = None) -> str:
+def start_weaviate(folder: Path, nodes: int = 1, api_key: str | None = None, flush_s: int | None = None) -> str:
     """Start a real Weaviate (built from its Go module by scripts/weaviate.sh) in ``folder``; returns the
-    store URI of its first node. Skips the test when the server cannot be had here (no Go)."""
+    store URI of its first node. ``flush_s``: its PERSISTENCE_MEMTABLES_FLUSH_DIRTY_AFTER_SECONDS (60 by default).
+    Skips the test when the server cannot be had here (no Go)."""
     import subprocess
 
     args = ["bash", str(WEAVIATE_SCRIPT), "start", "--nodes", str(nodes), "--dir", str(folder),
             "--port", str(free_port_block())] + (["--api-key", api_key] if api_key else [])
-    r = subprocess.run(args, capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL)
+    env = {**os.environ, **({"PERSISTENCE_MEMTABLES_FLUSH_DIRTY_AFTER_SECONDS": str(flush_s)} if flush_s else {})}
+    r = subprocess.run(args, capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL, env=env)
     if r.returncode == NO_SERVER:
         pytest.skip("Weaviate tests need a Weaviate server: install Go (https://go.dev/dl) so that "
                     "scripts/weaviate.sh can build one, or set WEAVIATE_URL=weaviate://host:port/?grpc=PORT")
@@ -127,13 +129,15 @@ def stop_weaviate(folder: Path) -> None:
 
 @pytest.fixture(scope="session")
 def weaviate_url(tmp_path_factory):
-    """A live one-node Weaviate for the session: $WEAVIATE_URL if set, else one started here."""
+    """A live one-node Weaviate for the session: $WEAVIATE_URL if set, else one started here. That one flushes its
+    memtables after 2 s (60 by default), so its stores wait 3 s (``settle=3``), not 65, for keyword search to see a
+    write before a test measures."""
     if os.environ.get("WEAVIATE_URL"):
         yield os.environ["WEAVIATE_URL"]
         return
     folder = tmp_path_factory.mktemp("weaviate")
-    uri = start_weaviate(folder)
-    yield uri
+    uri = start_weaviate(folder, flush_s=2)
+    yield uri + ("&" if "?" in uri else "?") + "settle=3"
     stop_weaviate(folder)
 
 
